@@ -9,10 +9,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use rollpoint_proto::receipt::{Op, Outcome, Receipt};
+use rollpoint_proto::receipt::{Member, Op, Outcome, Receipt};
 
 use crate::cgroup::{Kind, has_kill, procs};
-use crate::freeze::{Control, cap_list, to_members};
+use crate::freeze::{Control, cap_list};
 use crate::ident::ProcId;
 use crate::scan::{Table, read_stat};
 use crate::stat::Stat;
@@ -81,6 +81,7 @@ impl Control {
             }
         }
         let members = self.alive();
+        let mut seen: BTreeMap<ProcId, ()> = members.iter().map(|(i, _)| (*i, ())).collect();
         Self::signal_all(&members, libc::SIGCONT);
 
         // 2. SIGINT, then the grace period.
@@ -91,6 +92,7 @@ impl Control {
             rounds += 1;
             std::thread::sleep(Duration::from_millis(10));
             alive = self.alive();
+            seen.extend(alive.iter().map(|(i, _)| (*i, ())));
         }
 
         // 3. SIGKILL what is left, and drain.
@@ -110,10 +112,21 @@ impl Control {
             }
             std::thread::sleep(Duration::from_millis(5));
             alive = self.alive();
+            seen.extend(alive.iter().map(|(i, _)| (*i, ())));
         }
 
         let confirmed = alive.is_empty();
-        let members = to_members(&self.all_members());
+        // Every member this stop saw, with its final state (`X`: gone).
+        let members = seen
+            .into_keys()
+            .map(|id| Member {
+                pid: id.pid,
+                start_time: id.start_time,
+                state: read_stat(id.pid)
+                    .filter(|s| s.start_time == id.start_time)
+                    .map_or('X', |s| s.state),
+            })
+            .collect();
         let reason = (!confirmed).then(|| {
             let who: Vec<String> =
                 alive.iter().map(|(i, s)| format!("pid {} in {}", i.pid, s.state)).collect();

@@ -3,8 +3,8 @@
 //! Order of events, and why:
 //! 1. SIGCHLD, SIGTERM, SIGINT and SIGHUP are blocked before any thread or
 //!    child exists and read from a signalfd, so no signal is lost and no
-//!    handler runs at an awkward moment. `std::process::Command` resets the
-//!    mask in the child.
+//!    handler runs at an awkward moment. The harness gets an empty mask and
+//!    default dispositions back before it execs.
 //! 2. The supervisor becomes a child subreaper (read back to confirm), so
 //!    everything the harness orphans is reparented here and reaped here. This
 //!    thread is the only one that calls `waitpid`.
@@ -95,6 +95,7 @@ pub fn run(opts: RunOpts) -> Result<i32, Error> {
             NEVER_STARTED_EXIT
         }
     };
+    shared.drain_requests(Duration::from_secs(5));
     let _ = std::fs::remove_file(&socket_path);
     Ok(code)
 }
@@ -174,10 +175,21 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
         cmd.current_dir(cwd);
     }
     // SAFETY: the closure runs in the forked child before exec and only
-    // calls write(2), which is async-signal-safe; the fds stay open in the
-    // parent (`join`) until after spawn returns.
+    // calls sigprocmask(2), signal(2) and write(2), which are
+    // async-signal-safe; the fds stay open in the parent (`join`) until
+    // after spawn returns.
     unsafe {
         cmd.pre_exec(move || {
+            // With a pre_exec hook std forks instead of posix_spawn and keeps
+            // our blocked mask: give the harness a standard signal state.
+            let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigemptyset(empty.as_mut_ptr());
+            if libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
             for &fd in &join_fds {
                 if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
                     return Err(std::io::Error::last_os_error());

@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +26,9 @@ pub struct Shared {
     pub control: Mutex<Option<Control>>,
     /// A stop arrived before the harness started: it never starts.
     pub stop_requested: AtomicBool,
+    /// Requests being answered; the supervisor waits for them before it
+    /// exits, so no client loses its reply.
+    in_flight: AtomicUsize,
 }
 
 impl Shared {
@@ -34,6 +37,7 @@ impl Shared {
             session,
             control: Mutex::new(None),
             stop_requested: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
         }
     }
 
@@ -54,10 +58,25 @@ impl Shared {
         }
     }
 
+    /// Waits (up to `budget`) for requests being answered to finish.
+    pub fn drain_requests(&self, budget: Duration) {
+        let end = std::time::Instant::now() + budget;
+        while self.in_flight.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     fn answer(&self, stream: UnixStream) -> std::io::Result<()> {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let result = self.answer_one(&stream);
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+
+    fn answer_one(&self, stream: &UnixStream) -> std::io::Result<()> {
         stream.set_read_timeout(Some(Duration::from_secs(10)))?;
         let mut line = Vec::new();
-        BufReader::new((&stream).take(MAX_REQUEST)).read_until(b'\n', &mut line)?;
+        BufReader::new(stream.take(MAX_REQUEST)).read_until(b'\n', &mut line)?;
         let reply = match Request::decode(&line) {
             Ok(req) => self.perform(req.verb),
             Err(e) => Reply {
@@ -69,7 +88,8 @@ impl Shared {
         };
         let mut out = serde_json::to_vec(&reply).map_err(std::io::Error::other)?;
         out.push(b'\n');
-        (&stream).write_all(&out)
+        let mut stream = stream;
+        stream.write_all(&out)
     }
 
     /// Carries out one verb and writes its receipt.
