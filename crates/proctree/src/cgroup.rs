@@ -56,7 +56,8 @@ pub fn v1_freezer_root() -> Option<PathBuf> {
 
 fn mount_point(pred: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().find_map(|line| parse_mountinfo_line(line, &pred))
+    info.lines()
+        .find_map(|line| parse_mountinfo_line(line, &pred))
 }
 
 /// Parses one mountinfo line: returns the mount point when `pred` accepts
@@ -130,10 +131,10 @@ pub(crate) mod fake {
 
     impl FakeFs {
         pub fn script(&self, file: &str, answers: &[&str]) {
-            self.reads
-                .lock()
-                .expect("lock")
-                .insert(file.into(), answers.iter().map(|s| (*s).to_owned()).collect());
+            self.reads.lock().expect("lock").insert(
+                file.into(),
+                answers.iter().map(|s| (*s).to_owned()).collect(),
+            );
         }
 
         pub fn writes(&self) -> Vec<(String, String)> {
@@ -148,7 +149,11 @@ pub(crate) mod fake {
                 path: file.into(),
                 source: std::io::Error::from(std::io::ErrorKind::NotFound),
             })?;
-            let answer = if q.len() > 1 { q.pop_front() } else { q.front().cloned() };
+            let answer = if q.len() > 1 {
+                q.pop_front()
+            } else {
+                q.front().cloned()
+            };
             Ok(answer.unwrap_or_default())
         }
 
@@ -170,12 +175,21 @@ mod tests {
     fn mountinfo_finds_hybrid_and_pure_v2_and_v1_freezer() {
         let v2 = |f: &str, _: &str| f == "cgroup2";
         let line = "35 25 0:30 / /sys/fs/cgroup/unified rw,nosuid shared:10 - cgroup2 cgroup2 rw,nsdelegate";
-        assert_eq!(parse_mountinfo_line(line, &v2), Some("/sys/fs/cgroup/unified".into()));
+        assert_eq!(
+            parse_mountinfo_line(line, &v2),
+            Some("/sys/fs/cgroup/unified".into())
+        );
         let line = "30 1 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw";
-        assert_eq!(parse_mountinfo_line(line, &v2), Some("/sys/fs/cgroup".into()));
+        assert_eq!(
+            parse_mountinfo_line(line, &v2),
+            Some("/sys/fs/cgroup".into())
+        );
         let fr = |f: &str, o: &str| f == "cgroup" && o.split(',').any(|x| x == "freezer");
         let line = "40 25 0:35 / /sys/fs/cgroup/freezer rw shared:15 - cgroup cgroup rw,freezer";
-        assert_eq!(parse_mountinfo_line(line, &fr), Some("/sys/fs/cgroup/freezer".into()));
+        assert_eq!(
+            parse_mountinfo_line(line, &fr),
+            Some("/sys/fs/cgroup/freezer".into())
+        );
         let line = "41 25 0:36 / /sys/fs/cgroup/pids rw shared:16 - cgroup cgroup rw,pids";
         assert_eq!(parse_mountinfo_line(line, &fr), None);
     }

@@ -7,7 +7,7 @@
 //! refers to the process that was scanned.
 
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, AsRawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::scan;
 
@@ -108,7 +108,10 @@ mod tests {
             ..id
         };
         assert_eq!(stale.signal(libc::SIGKILL).expect("signal"), Sent::Gone);
-        assert!(id.exists(), "a stale identity must not hit the live process");
+        assert!(
+            id.exists(),
+            "a stale identity must not hit the live process"
+        );
         assert_eq!(id.signal(libc::SIGKILL).expect("signal"), Sent::Delivered);
         child.wait().expect("wait");
         assert!(!id.exists());

@@ -71,8 +71,11 @@ impl Membership {
         };
 
         let mut seeds: Vec<u32> = self.spec.roots.clone();
-        self.known
-            .retain(|k| table.get(k.pid).is_some_and(|s| s.start_time == k.start_time));
+        self.known.retain(|k| {
+            table
+                .get(k.pid)
+                .is_some_and(|s| s.start_time == k.start_time)
+        });
         seeds.extend(self.known.iter().map(|k| k.pid));
         if let Some(needle) = &self.needle {
             for s in table.iter() {
@@ -136,7 +139,10 @@ mod tests {
             .env(LAUNCH_TAG_VAR, "members-test")
             .spawn()
             .expect("spawn tagged");
-        let mut stranger = Command::new("sleep").arg("30").spawn().expect("spawn stranger");
+        let mut stranger = Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("spawn stranger");
         let mut m = Membership::new(MemberSpec {
             roots: vec![],
             include_roots: false,

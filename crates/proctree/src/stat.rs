@@ -25,7 +25,10 @@ pub fn parse(buf: &[u8]) -> Option<Stat> {
     let open = buf.iter().position(|&b| b == b'(')?;
     let close = buf.iter().rposition(|&b| b == b')')?;
     let pid = parse_num(buf.get(..open)?.trim_ascii())?;
-    let mut fields = buf.get(close + 1..)?.split(u8::is_ascii_whitespace).filter(|f| !f.is_empty());
+    let mut fields = buf
+        .get(close + 1..)?
+        .split(u8::is_ascii_whitespace)
+        .filter(|f| !f.is_empty());
     // Field numbers are those of proc(5); the state is field 3.
     let state = char::from(*fields.next()?.first()?);
     let ppid = parse_num(fields.next()?)?;
@@ -85,21 +88,27 @@ mod tests {
     fn comm_with_spaces_and_parens() {
         let line = b"77 (a) b (c)) T 5 6 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 4 0 555 0 0\n";
         let s = parse(line).expect("parses");
-        assert_eq!((s.pid, s.state, s.ppid, s.num_threads, s.start_time), (77, 'T', 5, 4, 555));
+        assert_eq!(
+            (s.pid, s.state, s.ppid, s.num_threads, s.start_time),
+            (77, 'T', 5, 4, 555)
+        );
     }
 
     #[test]
     fn rejects_truncated_and_garbage() {
         assert_eq!(parse(b""), None);
         assert_eq!(parse(b"12 (x) S 1 2"), None);
-        assert_eq!(parse(b"x (y) S 1 2 3 0 0 0 0 0 0 0 0 0 0 0 0 0 1 0 5"), None);
+        assert_eq!(
+            parse(b"x (y) S 1 2 3 0 0 0 0 0 0 0 0 0 0 0 0 0 1 0 5"),
+            None
+        );
     }
 
     #[test]
     fn reads_this_process() {
-        let buf = std::fs::read("/proc/self/stat").expect("read own stat");
+        let buf = std::fs::read("/proc/thread-self/stat").expect("read own stat");
         let s = parse(&buf).expect("parses own stat");
-        assert_eq!(s.pid, std::process::id());
+        assert_eq!(s.ppid, std::os::unix::process::parent_id());
         assert_eq!(s.state, 'R');
         assert!(s.start_time > 0);
     }

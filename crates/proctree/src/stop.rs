@@ -100,10 +100,11 @@ impl Control {
         while !alive.is_empty() {
             rounds += 1;
             for (kind, dir) in self.cgroups() {
-                if kind == Kind::V2 && has_kill(&dir) {
-                    if let Err(e) = self.fs.write(&dir, "cgroup.kill", "1") {
-                        notes.push(e.to_string());
-                    }
+                if kind == Kind::V2
+                    && has_kill(&dir)
+                    && let Err(e) = self.fs.write(&dir, "cgroup.kill", "1")
+                {
+                    notes.push(e.to_string());
                 }
             }
             Self::signal_all(&alive, libc::SIGKILL);
@@ -121,15 +122,17 @@ impl Control {
             .into_keys()
             .map(|id| Member {
                 pid: id.pid,
-                start_time: id.start_time,
+                start_time: Some(id.start_time),
                 state: read_stat(id.pid)
                     .filter(|s| s.start_time == id.start_time)
                     .map_or('X', |s| s.state),
             })
             .collect();
         let reason = (!confirmed).then(|| {
-            let who: Vec<String> =
-                alive.iter().map(|(i, s)| format!("pid {} in {}", i.pid, s.state)).collect();
+            let who: Vec<String> = alive
+                .iter()
+                .map(|(i, s)| format!("pid {} in {}", i.pid, s.state))
+                .collect();
             notes.push(format!(
                 "still alive {}s after SIGKILL: {}",
                 self.budgets.confirm.as_secs_f64(),
@@ -137,7 +140,11 @@ impl Control {
             ));
             notes.join("; ")
         });
-        let outcome = if confirmed { Outcome::Confirmed } else { Outcome::Failed };
+        let outcome = if confirmed {
+            Outcome::Confirmed
+        } else {
+            Outcome::Failed
+        };
         let mut receipt = self.receipt(op, outcome, members, rounds, start, reason);
         receipt.method = rollpoint_proto::receipt::Method::Signals;
         receipt.cleanup_confirmed = Some(confirmed);

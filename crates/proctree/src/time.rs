@@ -22,6 +22,12 @@ pub struct Backoff {
     max: Duration,
 }
 
+impl Default for Backoff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Backoff {
     pub fn new() -> Self {
         Self {

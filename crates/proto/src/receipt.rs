@@ -51,8 +51,12 @@ pub enum Outcome {
 #[serde(deny_unknown_fields)]
 pub struct Member {
     pub pid: u32,
-    pub start_time: u64,
-    /// State letter from `/proc/<pid>/stat` (`X` when gone).
+    /// Start time in clock ticks since boot; absent for members frozen by
+    /// their cgroup, which are listed from `cgroup.procs` without a stat
+    /// read each.
+    pub start_time: Option<u64>,
+    /// State letter from `/proc/<pid>/stat`, `X` when gone, or `F` when
+    /// frozen by the launch's cgroup.
     pub state: char,
 }
 

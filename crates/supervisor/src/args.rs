@@ -68,8 +68,12 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
             "--freeze" => strategy = value("--freeze")?.parse().map_err(usage)?,
             "--no-cgroup" => cgroups = false,
             "--cwd" => cwd = Some(PathBuf::from(value("--cwd")?)),
-            "--command-budget" => budgets.command = secs("--command-budget", &value("--command-budget")?)?,
-            "--confirm-budget" => budgets.confirm = secs("--confirm-budget", &value("--confirm-budget")?)?,
+            "--command-budget" => {
+                budgets.command = secs("--command-budget", &value("--command-budget")?)?
+            }
+            "--confirm-budget" => {
+                budgets.confirm = secs("--confirm-budget", &value("--confirm-budget")?)?
+            }
             "--d-budget" => budgets.d_state = secs("--d-budget", &value("--d-budget")?)?,
             "--stop-grace" => budgets.stop_grace = secs("--stop-grace", &value("--stop-grace")?)?,
             "-h" | "--help" => return Ok(Parsed::Help),
@@ -85,7 +89,9 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
         None => {
             let launch_id = launch_id.ok_or_else(|| usage("run needs --launch".into()))?;
             if launch_id.is_empty() || launch_id.contains(['/', '\0', '=']) {
-                return Err(usage(format!("--launch {launch_id:?}: must be non-empty without '/', '=' or NUL")));
+                return Err(usage(format!(
+                    "--launch {launch_id:?}: must be non-empty without '/', '=' or NUL"
+                )));
             }
             if command.is_empty() {
                 return Err(usage("run needs a command after --".into()));
@@ -128,7 +134,19 @@ mod tests {
     #[test]
     fn parses_run() {
         let p = parse(&strings(&[
-            "run", "--session", "/s", "--launch", "l1", "--freeze", "sigstop", "--stop-grace", "0.5", "--", "sh", "-c", "x",
+            "run",
+            "--session",
+            "/s",
+            "--launch",
+            "l1",
+            "--freeze",
+            "sigstop",
+            "--stop-grace",
+            "0.5",
+            "--",
+            "sh",
+            "-c",
+            "x",
         ]))
         .expect("parses");
         let Parsed::Run(r) = p else { panic!("not run") };
@@ -140,13 +158,30 @@ mod tests {
 
     #[test]
     fn rejects_bad_input_by_name() {
-        let err = parse(&strings(&["run", "--session", "/s", "--launch", "a/b", "--", "x"])).expect_err("slash");
+        let err = parse(&strings(&[
+            "run",
+            "--session",
+            "/s",
+            "--launch",
+            "a/b",
+            "--",
+            "x",
+        ]))
+        .expect_err("slash");
         assert!(err.to_string().contains("--launch"), "{err}");
-        let err = parse(&strings(&["pause", "--session", "/s", "--d-budget", "soon"])).expect_err("nan");
+        let err = parse(&strings(&[
+            "pause",
+            "--session",
+            "/s",
+            "--d-budget",
+            "soon",
+        ]))
+        .expect_err("nan");
         assert!(err.to_string().contains("--d-budget"), "{err}");
         let err = parse(&strings(&["pause"])).expect_err("no session");
         assert!(err.to_string().contains("--session"), "{err}");
-        let err = parse(&strings(&["run", "--session", "/s", "--launch", "x"])).expect_err("no command");
+        let err =
+            parse(&strings(&["run", "--session", "/s", "--launch", "x"])).expect_err("no command");
         assert!(err.to_string().contains("command"), "{err}");
     }
 }

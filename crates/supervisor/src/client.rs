@@ -34,7 +34,12 @@ pub fn client(opts: &ClientOpts) -> Result<i32, Error> {
         {
             fallback(opts)?
         }
-        Err(source) => return Err(Error::Socket { path: socket, source }),
+        Err(source) => {
+            return Err(Error::Socket {
+                path: socket,
+                source,
+            });
+        }
     };
     let text = serde_json::to_string_pretty(&reply).map_err(|e| Error::Encode {
         path: opts.session.clone(),
@@ -42,14 +47,18 @@ pub fn client(opts: &ClientOpts) -> Result<i32, Error> {
     })?;
     println!("{text}");
     let ok = reply.error.is_none()
-        && reply.receipt.as_ref().is_none_or(|r| {
-            matches!(r.outcome, Outcome::Confirmed | Outcome::AlreadyEnded)
-        });
+        && reply
+            .receipt
+            .as_ref()
+            .is_none_or(|r| matches!(r.outcome, Outcome::Confirmed | Outcome::AlreadyEnded));
     Ok(if ok { 0 } else { 1 })
 }
 
 fn ask(path: &Path, mut stream: UnixStream, verb: Verb) -> Result<Reply, Error> {
-    let io = |source| Error::Socket { path: path.to_owned(), source };
+    let io = |source| Error::Socket {
+        path: path.to_owned(),
+        source,
+    };
     let mut line = serde_json::to_vec(&Request::new(verb)).map_err(|e| Error::Encode {
         path: path.to_owned(),
         source: e,
@@ -57,8 +66,13 @@ fn ask(path: &Path, mut stream: UnixStream, verb: Verb) -> Result<Reply, Error> 
     line.push(b'\n');
     stream.write_all(&line).map_err(io)?;
     let mut reply = Vec::new();
-    BufReader::new(&stream).read_until(b'\n', &mut reply).map_err(io)?;
-    Reply::decode(&reply).map_err(|source| Error::Format { path: path.to_owned(), source })
+    BufReader::new(&stream)
+        .read_until(b'\n', &mut reply)
+        .map_err(io)?;
+    Reply::decode(&reply).map_err(|source| Error::Format {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn fallback(opts: &ClientOpts) -> Result<Reply, Error> {
@@ -101,7 +115,7 @@ fn act(
         cgroup_v2: existing(&record.cgroup_v2),
         cgroup_v1: existing(&record.cgroup_v1_freezer),
     };
-    let mut control = Control::new(launch, opts.strategy, opts.budgets)?;
+    let mut control = Control::new(launch.clone(), opts.strategy, opts.budgets)?;
     let saved = opts.session.join(FALLBACK_PAUSE_FILE);
     Ok(match op {
         Op::Pause => {
@@ -124,6 +138,14 @@ fn act(
         Op::Stop | Op::Cleanup => {
             let receipt = control.stop();
             let _ = std::fs::remove_file(&saved);
+            if receipt.cleanup_confirmed == Some(true) {
+                // The supervisor that made them is gone: remove its cgroups.
+                for dir in [&launch.cgroup_v2, &launch.cgroup_v1].into_iter().flatten() {
+                    if let Err(e) = rollpoint_proctree::cgroup::remove(dir) {
+                        eprintln!("rollpoint-supervisor: {e}");
+                    }
+                }
+            }
             receipt
         }
     })
@@ -132,7 +154,9 @@ fn act(
 const FALLBACK_PAUSE_VERSION: u64 = 1;
 
 fn ids(v: &[ProcId]) -> serde_json::Value {
-    v.iter().map(|i| serde_json::json!([i.pid, i.start_time])).collect()
+    v.iter()
+        .map(|i| serde_json::json!([i.pid, i.start_time]))
+        .collect()
 }
 
 fn save_pause(path: &Path, p: &Paused) -> Result<(), Error> {
@@ -150,10 +174,16 @@ fn load_pause(path: &Path) -> Result<Option<Paused>, Error> {
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(source) => return Err(Error::Read { path: path.to_owned(), source }),
+        Err(source) => {
+            return Err(Error::Read {
+                path: path.to_owned(),
+                source,
+            });
+        }
     };
     let bad = |what: &str| Error::Usage(format!("{}: {what}", path.display()));
-    let doc: serde_json::Value = serde_json::from_slice(&bytes).map_err(|_| bad("not valid JSON"))?;
+    let doc: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|_| bad("not valid JSON"))?;
     match doc.get("v").and_then(serde_json::Value::as_u64) {
         Some(FALLBACK_PAUSE_VERSION) => {}
         Some(v) => return Err(bad(&format!("unknown version {v}"))),
@@ -169,7 +199,9 @@ fn load_pause(path: &Path) -> Result<Option<Paused>, Error> {
                 let st = pair.get(1).and_then(serde_json::Value::as_u64);
                 match (pid.and_then(|p| u32::try_from(p).ok()), st) {
                     (Some(pid), Some(start_time)) => Ok(ProcId { pid, start_time }),
-                    _ => Err(bad(&format!("field `{field}`: expected [pid, start_time] pairs"))),
+                    _ => Err(bad(&format!(
+                        "field `{field}`: expected [pid, start_time] pairs"
+                    ))),
                 }
             })
             .collect()

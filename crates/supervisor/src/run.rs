@@ -50,7 +50,12 @@ fn sys(what: &'static str) -> impl FnOnce(nix::Error) -> Error {
 
 pub fn run(opts: RunOpts) -> Result<i32, Error> {
     let mut mask = SigSet::empty();
-    for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
         mask.add(s);
     }
     mask.thread_block().map_err(sys("block signals"))?;
@@ -58,7 +63,9 @@ pub fn run(opts: RunOpts) -> Result<i32, Error> {
         .map_err(sys("create signalfd"))?;
     prctl::set_child_subreaper(true).map_err(sys("become a child subreaper"))?;
     if !prctl::get_child_subreaper().map_err(sys("read the subreaper flag"))? {
-        return Err(Error::Usage("the child subreaper flag did not stick".into()));
+        return Err(Error::Usage(
+            "the child subreaper flag did not stick".into(),
+        ));
     }
 
     let session = Session::create(&opts.session, &opts.launch_id, &opts.argv)?;
@@ -159,11 +166,29 @@ impl Cgroups {
 }
 
 fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result<i32, Error> {
+    // Hold the control lock from the last stop check until the launch is
+    // controllable, so a stop either keeps it from starting or stops it.
+    let mut control_slot = shared
+        .control
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if shared.session.stop_file() || shared.stop_requested.load(Ordering::SeqCst) {
+        drop(control_slot);
+        shared
+            .session
+            .update(|r| r.phase = LaunchPhase::NeverStarted)?;
+        return Ok(NEVER_STARTED_EXIT);
+    }
     let cgroups = Cgroups::create(&opts.launch_id, opts.cgroups);
     let join: Vec<File> = [&cgroups.v2, &cgroups.v1]
         .into_iter()
         .flatten()
-        .filter_map(|d| std::fs::OpenOptions::new().write(true).open(d.join("cgroup.procs")).ok())
+        .filter_map(|d| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(d.join("cgroup.procs"))
+                .ok()
+        })
         .collect();
     let join_fds: Vec<RawFd> = join.iter().map(AsRawFd::as_raw_fd).collect();
 
@@ -187,7 +212,13 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
             if libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut()) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
-            for sig in [libc::SIGINT, libc::SIGQUIT, libc::SIGTERM, libc::SIGHUP, libc::SIGPIPE] {
+            for sig in [
+                libc::SIGINT,
+                libc::SIGQUIT,
+                libc::SIGTERM,
+                libc::SIGHUP,
+                libc::SIGPIPE,
+            ] {
                 libc::signal(sig, libc::SIG_DFL);
             }
             for &fd in &join_fds {
@@ -204,9 +235,16 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
             cgroups.remove();
             shared.session.update(|r| {
                 r.phase = LaunchPhase::Ended;
-                r.ended = Some(Ended { exit_code: Some(127), signal: None, at_ms: unix_ms() });
+                r.ended = Some(Ended {
+                    exit_code: Some(127),
+                    signal: None,
+                    at_ms: unix_ms(),
+                });
             })?;
-            return Err(Error::Spawn { argv0: opts.argv[0].clone(), source });
+            return Err(Error::Spawn {
+                argv0: opts.argv[0].clone(),
+                source,
+            });
         }
     };
     drop(join);
@@ -227,8 +265,7 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
         cgroup_v2: cgroups.v2.clone(),
         cgroup_v1: cgroups.v1.clone(),
     };
-    let control = Control::new(launch, opts.strategy, opts.budgets)?;
-    *shared.control.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(control);
+    *control_slot = Some(Control::new(launch, opts.strategy, opts.budgets)?);
     shared.session.update(|r| {
         r.phase = LaunchPhase::Running;
         r.pid = Some(harness);
@@ -237,6 +274,7 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
         r.cgroup_v1_freezer = cgroups.v1.as_ref().map(|p| p.display().to_string());
         r.started_at_ms = Some(unix_ms());
     })?;
+    drop(control_slot);
 
     let code = reap_loop(shared, signals, harness)?;
     cgroups.remove();
@@ -265,16 +303,20 @@ fn reap_loop(shared: &Arc<Shared>, signals: &SignalFd, harness: u32) -> Result<i
                     harness_ended(shared, None, Some(sig as i32), &mut wake_tx)?;
                 }
                 Ok(_) | Err(Errno::EINTR) => {}
-                Err(e) => return Err(Error::Sys { what: "wait for children", source: e }),
-            }
-        }
-        if cleanup_done {
-            if let Some(code) = exit_code {
-                // Drain what the cleanup killed, then leave.
-                if drain_children(Duration::from_secs(5)) {
-                    return Ok(code);
+                Err(e) => {
+                    return Err(Error::Sys {
+                        what: "wait for children",
+                        source: e,
+                    });
                 }
             }
+        }
+        // Drain what the cleanup killed, then leave.
+        if cleanup_done
+            && let Some(code) = exit_code
+            && drain_children(Duration::from_secs(5))
+        {
+            return Ok(code);
         }
         let mut fds = [
             PollFd::new(signals.as_fd(), PollFlags::POLLIN),
@@ -282,9 +324,17 @@ fn reap_loop(shared: &Arc<Shared>, signals: &SignalFd, harness: u32) -> Result<i
         ];
         match poll(&mut fds, PollTimeout::from(1000u16)) {
             Ok(_) | Err(Errno::EINTR) => {}
-            Err(e) => return Err(Error::Sys { what: "poll", source: e }),
+            Err(e) => {
+                return Err(Error::Sys {
+                    what: "poll",
+                    source: e,
+                });
+            }
         }
-        if fds[1].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)) {
+        if fds[1]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLIN))
+        {
             cleanup_done = true;
         }
         while let Ok(Some(info)) = signals.read_signal() {
@@ -310,14 +360,21 @@ fn harness_ended(
 ) -> Result<(), Error> {
     shared.session.update(|r| {
         r.phase = LaunchPhase::Ended;
-        r.ended = Some(Ended { exit_code, signal, at_ms: unix_ms() });
+        r.ended = Some(Ended {
+            exit_code,
+            signal,
+            at_ms: unix_ms(),
+        });
     })?;
     let shared = Arc::clone(shared);
     let wake = wake.take();
     let code = exit_code.or(signal.map(|s| 128 + s));
     std::thread::spawn(move || {
         let receipt = {
-            let mut guard = shared.control.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut guard = shared
+                .control
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             guard.as_mut().map(|c| {
                 let mut r = c.stop_with(Op::Cleanup);
                 r.exit_code = code;

@@ -120,14 +120,22 @@ impl Shared {
         if let Some(r) = ended_receipt(op, &record) {
             return Some(r);
         }
-        let mut guard = self.control.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut guard = self
+            .control
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(control) = guard.as_mut() else {
             // Not started yet: a stop keeps it from ever starting; a pause
             // or continue has nothing to act on (the pause file holds it).
             if op == Op::Stop {
                 self.stop_requested.store(true, Ordering::SeqCst);
             }
-            return Some(Receipt::no_action(op, &record.launch_id, Outcome::NotRunning, None));
+            return Some(Receipt::no_action(
+                op,
+                &record.launch_id,
+                Outcome::NotRunning,
+                None,
+            ));
         };
         // The harness may have ended while we waited for the lock.
         if let Some(r) = ended_receipt(op, &self.session.record()) {

@@ -57,12 +57,18 @@ impl Session {
 
     /// The record as it stands.
     pub fn record(&self) -> LaunchRecord {
-        self.record.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.record
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Changes the record and writes it durably before returning.
     pub fn update(&self, change: impl FnOnce(&mut LaunchRecord)) -> Result<LaunchRecord, Error> {
-        let mut record = self.record.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut record = self
+            .record
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         change(&mut record);
         write_json(&self.dir.join(LAUNCH_FILE), &*record)?;
         Ok(record.clone())
@@ -77,7 +83,10 @@ impl Session {
             Op::Stop => "stop",
             Op::Cleanup => "cleanup",
         };
-        let path = self.dir.join(RECEIPTS_DIR).join(format!("{seq:04}-{op}.json"));
+        let path = self
+            .dir
+            .join(RECEIPTS_DIR)
+            .join(format!("{seq:04}-{op}.json"));
         write_json(&path, receipt)?;
         Ok(path)
     }

@@ -1,7 +1,11 @@
 //! Helpers for tests that drive real processes: locating the binaries,
 //! running a launch under the supervisor, asking it over its clients, and
 //! checking what is left alive.
-#![expect(clippy::unwrap_used, clippy::missing_panics_doc, reason = "test support panics with context")]
+#![expect(
+    clippy::unwrap_used,
+    clippy::missing_panics_doc,
+    reason = "test support panics with context"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -42,7 +46,11 @@ pub fn supervisor_bin() -> PathBuf {
 /// The fake harness binary.
 pub fn fake_harness_bin() -> PathBuf {
     let p = bin_dir().join("fake-harness");
-    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` first", p.display());
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        p.display()
+    );
     p
 }
 
@@ -51,7 +59,10 @@ pub fn fake_harness_bin() -> PathBuf {
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
-    assert_eq!(euid, 0, "this test needs root (cgroups, mounts); run the suite as root");
+    assert_eq!(
+        euid, 0,
+        "this test needs root (cgroups, mounts); run the suite as root"
+    );
 }
 
 /// Polls `f` until it returns `Some`, or panics naming `what`.
@@ -61,7 +72,10 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<
         if let Some(v) = f() {
             return v;
         }
-        assert!(Instant::now() < end, "timed out after {timeout:?} waiting for {what}");
+        assert!(
+            Instant::now() < end,
+            "timed out after {timeout:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
@@ -85,7 +99,12 @@ impl Supervised {
 
     /// Starts `argv` under the supervisor; `prepare` may put stop or pause
     /// files into the session dir first.
-    pub fn start(launch_id: &str, opts: &[&str], argv: &[String], prepare: impl FnOnce(&Path)) -> Self {
+    pub fn start(
+        launch_id: &str,
+        opts: &[&str],
+        argv: &[String],
+        prepare: impl FnOnce(&Path),
+    ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let session = dir.path().join("session");
         std::fs::create_dir(&session).unwrap();
@@ -107,7 +126,12 @@ impl Supervised {
             child,
             _dir: dir,
         };
-        wait_for(Duration::from_secs(10), "the launch record", || s.try_record());
+        // Started (or deliberately held): requests then act on the harness.
+        let held = s.session.join(rollpoint_proto::session::PAUSE_FILE);
+        wait_for(Duration::from_secs(10), "the launch to start", || {
+            s.try_record()
+                .filter(|r| r.phase != rollpoint_proto::launch::LaunchPhase::Held || held.exists())
+        });
         s
     }
 
@@ -134,7 +158,9 @@ impl Supervised {
     /// Waits for the supervisor to exit.
     pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
         let child = &mut self.child;
-        wait_for(timeout, "the supervisor to exit", || child.try_wait().unwrap())
+        wait_for(timeout, "the supervisor to exit", || {
+            child.try_wait().unwrap()
+        })
     }
 
     /// Every process below the supervisor now.
@@ -148,6 +174,11 @@ impl Drop for Supervised {
         // Leave nothing behind even when a test fails half-way.
         if self.child.try_wait().ok().flatten().is_none() {
             let _ = ask(&self.session, "stop", &["--stop-grace", "0"]);
+            // Let the supervisor finish its cleanup (cgroups) and exit.
+            let end = Instant::now() + Duration::from_secs(30);
+            while self.child.try_wait().ok().flatten().is_none() && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(10));
+            }
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
@@ -178,7 +209,12 @@ pub fn descendants(pid: u32) -> Vec<ProcId> {
     let t = Table::scan();
     t.descendants([pid])
         .into_iter()
-        .filter_map(|p| t.get(p).map(|s| ProcId { pid: p, start_time: s.start_time }))
+        .filter_map(|p| {
+            t.get(p).map(|s| ProcId {
+                pid: p,
+                start_time: s.start_time,
+            })
+        })
         .collect()
 }
 

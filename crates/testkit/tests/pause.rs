@@ -6,7 +6,9 @@ use std::time::Duration;
 use rollpoint_proto::launch::LaunchPhase;
 use rollpoint_proto::receipt::{Method, Outcome};
 use rollpoint_proto::session::PAUSE_FILE;
-use rollpoint_testkit::{Supervised, alive, launch_id, lines, per_strategy, receipt, state, wait_for};
+use rollpoint_testkit::{
+    Supervised, alive, launch_id, lines, per_strategy, receipt, state, wait_for,
+};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -33,13 +35,17 @@ fn holds_every_process(strategy: &str) {
     let s = Supervised::fake(
         &id,
         &["--freeze", strategy],
-        &["tickers", &d, "4", "20", "100000", "tick", &main, "20", "100000"],
+        &[
+            "tickers", &d, "4", "20", "100000", "tick", &main, "20", "100000",
+        ],
     );
     let files: Vec<_> = (0..4)
         .map(|k| dir.path().join(format!("tick-{k}")))
         .chain([dir.path().join("tick-main")])
         .collect();
-    wait_for(LONG, "every ticker to tick", || files.iter().all(|f| lines(f) >= 3).then_some(()));
+    wait_for(LONG, "every ticker to tick", || {
+        files.iter().all(|f| lines(f) >= 3).then_some(())
+    });
 
     let (code, reply) = s.ask("pause", &[]);
     let r = receipt("pause", &reply);
@@ -69,7 +75,11 @@ fn holds_every_process(strategy: &str) {
         assert_ne!(state(*id), Some('T'), "pid {} left stopped", id.pid);
     }
     wait_for(LONG, "ticking to resume", || {
-        files.iter().zip(&before).all(|(f, b)| std::fs::metadata(f).map_or(0, |m| m.len()) > *b).then_some(())
+        files
+            .iter()
+            .zip(&before)
+            .all(|(f, b)| std::fs::metadata(f).map_or(0, |m| m.len()) > *b)
+            .then_some(())
     });
 }
 per_strategy!(holds_every_process_while_paused, holds_every_process);
@@ -78,7 +88,11 @@ fn two_pauses(strategy: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let f = dir.path().join("ticks");
     let fs = f.display().to_string();
-    let mut s = Supervised::fake(&launch_id("twice"), &["--freeze", strategy], &["tick", &fs, "20", "50"]);
+    let mut s = Supervised::fake(
+        &launch_id("twice"),
+        &["--freeze", strategy],
+        &["tick", &fs, "20", "50"],
+    );
     for after in [5, 25] {
         wait_for(LONG, "ticks", || (lines(&f) > after).then_some(()));
         let (code, reply) = s.ask("pause", &[]);
@@ -95,7 +109,11 @@ fn two_pauses(strategy: &str) {
     let got: Vec<&str> = text.lines().collect();
     assert!(got[0].starts_with("start "), "{got:?}");
     let expected: Vec<String> = (1..=50).map(|n| format!("step {n}")).collect();
-    assert_eq!(&got[1..], expected.as_slice(), "every step once, in order, one start");
+    assert_eq!(
+        &got[1..],
+        expected.as_slice(),
+        "every step once, in order, one start"
+    );
     let rec = s.record();
     assert_eq!(rec.ended.and_then(|e| e.exit_code), Some(0));
 }
@@ -107,7 +125,9 @@ fn cancel_paused(strategy: &str) {
     let mut s = Supervised::fake(
         &launch_id("cancel"),
         &["--freeze", strategy, "--stop-grace", "1"],
-        &["flat", "5", "setsid", "daemon", "clearenv", "ready", &ready, "sleep", "3600"],
+        &[
+            "flat", "5", "setsid", "daemon", "clearenv", "ready", &ready, "sleep", "3600",
+        ],
     );
     wait_for(LONG, "ready", || Path::new(&ready).exists().then_some(()));
     std::thread::sleep(Duration::from_millis(100));
@@ -161,7 +181,11 @@ fn a_launch_that_ended_keeps_its_result_and_is_not_paused() {
     wait_for(LONG, "ended in the record", || s.record().ended);
     let (code, reply) = s.ask("pause", &[]);
     let r = receipt("pause", &reply);
-    assert_eq!((code, r.outcome, r.exit_code), (0, Outcome::AlreadyEnded, Some(7)), "{r:?}");
+    assert_eq!(
+        (code, r.outcome, r.exit_code),
+        (0, Outcome::AlreadyEnded, Some(7)),
+        "{r:?}"
+    );
     for id in s.tree() {
         assert_ne!(state(id), Some('T'), "pid {} was paused", id.pid);
     }
@@ -169,5 +193,8 @@ fn a_launch_that_ended_keeps_its_result_and_is_not_paused() {
     // With the supervisor gone, the client answers from the record.
     let (code, reply) = s.ask("pause", &[]);
     let r = receipt("pause", &reply);
-    assert_eq!((code, r.outcome, r.exit_code), (0, Outcome::AlreadyEnded, Some(7)));
+    assert_eq!(
+        (code, r.outcome, r.exit_code),
+        (0, Outcome::AlreadyEnded, Some(7))
+    );
 }

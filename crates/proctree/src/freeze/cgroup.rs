@@ -7,11 +7,11 @@
 //! the confirm budget, and on failure the cgroup is thawed again.
 
 use std::path::Path;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::Budgets;
 use crate::cgroup::{CgroupFs, Kind, procs};
-use crate::scan::read_stat;
+use crate::scan::{read_stat, wchan};
 use crate::time::Backoff;
 
 use super::cap_list;
@@ -23,6 +23,8 @@ pub(crate) struct Failure {
     pub rounds: u32,
 }
 
+/// Freezes the cgroup and waits for the kernel to confirm it; undoes the
+/// freeze when it cannot be confirmed.
 pub(crate) fn freeze(
     fs: &dyn CgroupFs,
     kind: Kind,
@@ -35,7 +37,8 @@ pub(crate) fn freeze(
         Kind::V2 => ("cgroup.freeze", "1"),
         Kind::V1Freezer => ("freezer.state", "FROZEN"),
     };
-    fs.write(dir, file, value).map_err(|e| fail(e.to_string(), 0))?;
+    fs.write(dir, file, value)
+        .map_err(|e| fail(e.to_string(), 0))?;
     let outcome = wait_for(fs, kind, dir, true, budgets, start);
     if let Err(f) = &outcome {
         // Undo: never leave a cgroup half frozen.
@@ -92,6 +95,7 @@ fn wait_for(
     let what = if frozen { "freeze" } else { "thaw" };
     let mut backoff = Backoff::new();
     let mut rounds = 0;
+    let mut next_vfork_check = Duration::from_millis(50);
     loop {
         rounds += 1;
         match is_frozen(fs, kind, dir, frozen) {
@@ -105,22 +109,35 @@ fn wait_for(
             }
         }
         let elapsed = start.elapsed();
+        // The v1 freezer stays FREEZING while a shell waits in vfork for a
+        // child that froze before it could exec. Thaw for a moment so the
+        // child execs, and freeze again; only FROZEN confirms.
+        if kind == Kind::V1Freezer && frozen && elapsed >= next_vfork_check {
+            next_vfork_check = elapsed + Duration::from_millis(50);
+            if tasks(fs, dir).iter().any(Task::in_vfork) {
+                let retry = fs.write(dir, "freezer.state", "THAWED").and_then(|()| {
+                    std::thread::sleep(Duration::from_millis(1));
+                    fs.write(dir, "freezer.state", "FROZEN")
+                });
+                if let Err(e) = retry {
+                    return Err(Failure {
+                        text: e.to_string(),
+                        rounds,
+                    });
+                }
+            }
+        }
         if elapsed >= budgets.confirm {
-            let states = member_states(fs, dir);
-            let in_d: Vec<String> = states
+            let tasks = tasks(fs, dir);
+            let in_d: Vec<String> = tasks
                 .iter()
-                .filter(|(_, s)| *s == 'D')
-                .map(|(p, s)| format!("pid {p} in {s}"))
+                .filter(|t| t.state == 'D')
+                .map(Task::describe)
                 .collect();
             let blocked_too_long = elapsed >= budgets.d_state || elapsed >= budgets.command;
-            // On v1, frozen tasks themselves show `D`; only a thaw can
-            // mistake them, and thawing needs no D budget.
             if in_d.is_empty() || blocked_too_long || !frozen {
-                let listed: Vec<String> = states
-                    .iter()
-                    .map(|(p, s)| format!("pid {p} in {s}"))
-                    .collect();
                 let (budget, who) = if in_d.is_empty() || !frozen {
+                    let listed: Vec<String> = tasks.iter().map(Task::describe).collect();
                     (budgets.confirm, cap_list(&listed))
                 } else {
                     (budgets.d_state.min(budgets.command), cap_list(&in_d))
@@ -139,11 +156,49 @@ fn wait_for(
     }
 }
 
-fn member_states(fs: &dyn CgroupFs, dir: &Path) -> Vec<(u32, char)> {
+/// A task of the cgroup as seen now.
+#[derive(Debug)]
+struct Task {
+    pid: u32,
+    /// `F` for a task in the v1 refrigerator (the kernel shows it as `D`;
+    /// tasks frozen inside a freezable sleep show `D` and their sleep).
+    state: char,
+    wchan: Option<String>,
+}
+
+impl Task {
+    /// A parent waiting for its vfork child to exec or exit.
+    fn in_vfork(&self) -> bool {
+        self.state == 'D'
+            && self
+                .wchan
+                .as_deref()
+                .is_some_and(|w| w.contains("vfork") || w.contains("kernel_clone"))
+    }
+
+    fn describe(&self) -> String {
+        match &self.wchan {
+            Some(w) => format!("pid {} in {} ({w})", self.pid, self.state),
+            None => format!("pid {} in {}", self.pid, self.state),
+        }
+    }
+}
+
+fn tasks(fs: &dyn CgroupFs, dir: &Path) -> Vec<Task> {
     procs(fs, dir)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|pid| read_stat(pid).map(|s| (pid, s.state)))
+        .filter_map(read_stat)
+        .map(|s| {
+            let wchan = wchan(s.pid);
+            let frozen =
+                s.state == 'D' && wchan.as_deref().is_some_and(|w| w.contains("refrigerator"));
+            Task {
+                pid: s.pid,
+                state: if frozen { 'F' } else { s.state },
+                wchan,
+            }
+        })
         .collect()
 }
 
@@ -166,8 +221,14 @@ mod tests {
     fn v1_waits_through_freezing() {
         let fs = FakeFs::default();
         fs.script("freezer.state", &["FREEZING", "FREEZING", "FROZEN"]);
-        let rounds = freeze(&fs, Kind::V1Freezer, Path::new("/cg"), quick(), Instant::now())
-            .expect("freezes");
+        let rounds = freeze(
+            &fs,
+            Kind::V1Freezer,
+            Path::new("/cg"),
+            quick(),
+            Instant::now(),
+        )
+        .expect("freezes");
         assert_eq!(rounds, 3);
         assert_eq!(fs.writes(), vec![("freezer.state".into(), "FROZEN".into())]);
     }
@@ -175,7 +236,10 @@ mod tests {
     #[test]
     fn v2_confirms_from_events() {
         let fs = FakeFs::default();
-        fs.script("cgroup.events", &["populated 1\nfrozen 0\n", "populated 1\nfrozen 1\n"]);
+        fs.script(
+            "cgroup.events",
+            &["populated 1\nfrozen 0\n", "populated 1\nfrozen 1\n"],
+        );
         let rounds =
             freeze(&fs, Kind::V2, Path::new("/cg"), quick(), Instant::now()).expect("freezes");
         assert_eq!(rounds, 2);
@@ -190,7 +254,11 @@ mod tests {
         fs.script("cgroup.procs", &[""]);
         let err = freeze(&fs, Kind::V2, Path::new("/cg"), quick(), Instant::now())
             .expect_err("cannot confirm");
-        assert!(err.text.contains("did not freeze within 0.05s"), "{}", err.text);
+        assert!(
+            err.text.contains("did not freeze within 0.05s"),
+            "{}",
+            err.text
+        );
         assert!(err.text.contains("pause undone"), "{}", err.text);
         assert_eq!(
             fs.writes(),
@@ -205,7 +273,14 @@ mod tests {
     fn thaw_of_v1_waits_for_thawed() {
         let fs = FakeFs::default();
         fs.script("freezer.state", &["FROZEN", "THAWED"]);
-        thaw(&fs, Kind::V1Freezer, Path::new("/cg"), quick(), Instant::now()).expect("thaws");
+        thaw(
+            &fs,
+            Kind::V1Freezer,
+            Path::new("/cg"),
+            quick(),
+            Instant::now(),
+        )
+        .expect("thaws");
         assert_eq!(fs.writes(), vec![("freezer.state".into(), "THAWED".into())]);
     }
 }

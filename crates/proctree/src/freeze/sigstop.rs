@@ -37,13 +37,8 @@ fn is_dead(state: char) -> bool {
     matches!(state, 'Z' | 'X')
 }
 
-/// Stops every member not in `skip` and confirms it.
-pub(crate) fn stop_sweep(
-    membership: &mut Membership,
-    budgets: Budgets,
-    start: Instant,
-    skip: &HashSet<u32>,
-) -> Sweep {
+/// Stops every member and confirms it.
+pub(crate) fn stop_sweep(membership: &mut Membership, budgets: Budgets, start: Instant) -> Sweep {
     let mut signalled: HashSet<ProcId> = HashSet::new();
     let mut pre_stopped: HashSet<ProcId> = HashSet::new();
     let mut rounds = 0;
@@ -58,11 +53,7 @@ pub(crate) fn stop_sweep(
     loop {
         rounds += 1;
         let table = Table::scan();
-        let members: Vec<(ProcId, Stat)> = membership
-            .find(&table)
-            .into_iter()
-            .filter(|(id, _)| !skip.contains(&id.pid))
-            .collect();
+        let members = membership.find(&table);
         let mut new = false;
         let mut errors = Vec::new();
         for (id, s) in &members {
@@ -86,7 +77,13 @@ pub(crate) fn stop_sweep(
         }
         if !errors.is_empty() {
             let failure = format!("SIGSTOP failed: {}", cap_list(&errors));
-            return finish(signalled, pre_stopped, to_members(&members), rounds, Some(failure));
+            return finish(
+                signalled,
+                pre_stopped,
+                to_members(&members),
+                rounds,
+                Some(failure),
+            );
         }
         if new {
             // Members may have forked before their stop landed: rescan.
@@ -110,8 +107,10 @@ pub(crate) fn stop_sweep(
             let over = elapsed >= budgets.d_state || elapsed >= budgets.command;
             if in_d.is_empty() || over {
                 let (budget, who) = if in_d.is_empty() {
-                    let all: Vec<String> =
-                        pending.iter().map(|(i, s)| describe(i.pid, s.state)).collect();
+                    let all: Vec<String> = pending
+                        .iter()
+                        .map(|(i, s)| describe(i.pid, s.state))
+                        .collect();
                     (budgets.confirm, cap_list(&all))
                 } else {
                     (budgets.d_state.min(budgets.command), cap_list(&in_d))
@@ -122,7 +121,13 @@ pub(crate) fn stop_sweep(
                     members.len(),
                     budget.as_secs_f64()
                 );
-                return finish(signalled, pre_stopped, to_members(&members), rounds, Some(failure));
+                return finish(
+                    signalled,
+                    pre_stopped,
+                    to_members(&members),
+                    rounds,
+                    Some(failure),
+                );
             }
         }
         backoff.sleep();
@@ -158,8 +163,13 @@ fn confirmed_stopped(id: &ProcId, s: &Stat, table: &Table, by_pid: &HashMap<u32,
     false
 }
 
-/// Sends SIGCONT to `ids` and confirms none is left stopped.
-pub(crate) fn continue_ids(ids: &[ProcId], budgets: Budgets, start: Instant) -> Result<u32, String> {
+/// Sends SIGCONT to `ids` and confirms none is left stopped; returns the
+/// rounds and the members as last seen (`X`: gone).
+pub(crate) fn continue_ids(
+    ids: &[ProcId],
+    budgets: Budgets,
+    start: Instant,
+) -> Result<(u32, Vec<Member>), String> {
     let mut errors = Vec::new();
     for id in ids {
         if let Err(e) = id.signal(libc::SIGCONT) {
@@ -173,17 +183,28 @@ pub(crate) fn continue_ids(ids: &[ProcId], budgets: Budgets, start: Instant) -> 
     let mut rounds = 0;
     loop {
         rounds += 1;
-        let stuck: Vec<String> = ids
-            .iter()
-            .filter_map(|id| {
-                let s = read_stat(id.pid).filter(|s| s.start_time == id.start_time)?;
-                let stopped = is_stopped_state(s.state)
-                    || (s.num_threads > 1 && thread_states(id.pid).iter().any(|&t| is_stopped_state(t)));
-                stopped.then(|| format!("pid {} in {}", id.pid, s.state))
-            })
-            .collect();
+        let mut stuck = Vec::new();
+        let mut members = Vec::with_capacity(ids.len());
+        for id in ids {
+            let s = read_stat(id.pid).filter(|s| s.start_time == id.start_time);
+            let state = s.map_or('X', |s| s.state);
+            let stopped = s.is_some_and(|s| {
+                is_stopped_state(s.state)
+                    || (s.num_threads > 1
+                        && thread_states(id.pid).iter().any(|&t| is_stopped_state(t)))
+            });
+            if stopped {
+                stuck.push(format!("pid {} in {state}", id.pid));
+            }
+            members.push(Member {
+                pid: id.pid,
+                start_time: Some(id.start_time),
+                state,
+            });
+        }
         if stuck.is_empty() {
-            return Ok(rounds);
+            members.sort_by_key(|m| m.pid);
+            return Ok((rounds, members));
         }
         if start.elapsed() >= budgets.confirm {
             return Err(format!(

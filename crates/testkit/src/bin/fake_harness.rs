@@ -44,7 +44,9 @@ fn num<T: std::str::FromStr>(args: &[String], i: usize, what: &str) -> Result<T,
 }
 
 fn arg<'a>(args: &'a [String], i: usize, what: &str) -> Result<&'a str, String> {
-    args.get(i).map(String::as_str).ok_or_else(|| format!("{what}: missing argument"))
+    args.get(i)
+        .map(String::as_str)
+        .ok_or_else(|| format!("{what}: missing argument"))
 }
 
 fn run(args: &[String]) -> Result<(), String> {
@@ -81,7 +83,10 @@ fn run(args: &[String]) -> Result<(), String> {
                     let me = std::env::current_exe().map_err(|e| e.to_string())?;
                     let mut rest = vec!["chain".to_owned(), (n - 1).to_string()];
                     rest.extend_from_slice(&args[i + 2..]);
-                    let status = Command::new(me).args(rest).status().map_err(|e| e.to_string())?;
+                    let status = Command::new(me)
+                        .args(rest)
+                        .status()
+                        .map_err(|e| e.to_string())?;
                     std::process::exit(status.code().unwrap_or(1));
                 }
                 i += 2;
@@ -122,12 +127,14 @@ fn run(args: &[String]) -> Result<(), String> {
                 i += 1;
             }
             "burst" => {
-                fork_then(|| loop {
-                    let kids: Vec<_> = (0..4)
-                        .filter_map(|_| Command::new("true").stdout(Stdio::null()).spawn().ok())
-                        .collect();
-                    for mut k in kids {
-                        let _ = k.wait();
+                fork_then(|| {
+                    loop {
+                        let kids: Vec<_> = (0..4)
+                            .filter_map(|_| Command::new("true").stdout(Stdio::null()).spawn().ok())
+                            .collect();
+                        for mut k in kids {
+                            let _ = k.wait();
+                        }
                     }
                 })?;
                 i += 1;
@@ -243,4 +250,3 @@ fn wait_all() {
     // SAFETY: as above; -1 waits for any child until none is left.
     while unsafe { libc::waitpid(-1, &raw mut status, 0) } > 0 {}
 }
-
