@@ -1,0 +1,203 @@
+//! The proxy path of one request: route and key checks, bounded body read, admission through
+//! the gate, the ledger row, then either a replay from the ledger or a byte-exact forward
+//! upstream with the reply held until the gate is open.
+
+mod deliver;
+mod forward;
+mod reply;
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use futures_util::StreamExt as _;
+
+use crate::capture::CaptureKey;
+use crate::conversation::{Route, read_request};
+use crate::gateway::Shared;
+use crate::ledger::{NewCall, Rejected};
+
+pub(crate) use reply::error_response;
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+pub(crate) struct Refusal {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: String) -> Self {
+        Self {
+            status,
+            code,
+            message,
+        }
+    }
+}
+
+/// `ANY /r/{key}/{*rest}`.
+pub(crate) async fn handle(
+    State(shared): State<Arc<Shared>>,
+    Path((key, rest)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    let admitted_ms = now_ms();
+    let (parts, body) = req.into_parts();
+    let route = Route::from_path(&parts.method, &rest);
+    let parsed = CaptureKey::parse(&key);
+    let mut request_bytes = None;
+    let checked = async {
+        let route = route.ok_or_else(|| {
+            Refusal::new(
+                StatusCode::NOT_FOUND,
+                "unknown_route",
+                format!("no model route {} /{rest} (key {key})", parts.method),
+            )
+        })?;
+        let ck = parsed.as_ref().map_err(|e| {
+            Refusal::new(StatusCode::NOT_FOUND, "unknown_capture_key", e.to_string())
+        })?;
+        shared.check_key(ck)?;
+        if !shared.config.api.serves(route) {
+            return Err(Refusal::new(
+                StatusCode::NOT_FOUND,
+                "route_not_served",
+                format!("route /{rest} is not served by this gateway's upstream (key {key})"),
+            ));
+        }
+        let bytes = read_limited(body, shared.config.max_body_bytes, &key).await?;
+        request_bytes = Some(bytes.clone());
+        let view = if route == Route::Models {
+            None
+        } else {
+            let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+                Refusal::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_json",
+                    format!("request body for /{rest} (key {key}) is not valid JSON: {e}"),
+                )
+            })?;
+            if !value.is_object() {
+                return Err(Refusal::new(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_json",
+                    format!("request body for /{rest} (key {key}) is not a JSON object"),
+                ));
+            }
+            Some(read_request(route, &value))
+        };
+        Ok((route, ck.clone(), bytes, view))
+    }
+    .await;
+    let (route, ck, bytes, view) = match checked {
+        Ok(ok) => ok,
+        Err(refusal) => {
+            let rejected = Rejected {
+                capture_key: key.clone(),
+                key: parsed.ok(),
+                route,
+                request: request_bytes,
+                status: refusal.code,
+                http_status: refusal.status.as_u16(),
+                error: refusal.message.clone(),
+                admitted_ms,
+            };
+            let call_id = shared
+                .ledger
+                .run(move |c| crate::ledger::ops::reject(c, &rejected))
+                .await
+                .ok();
+            return error_response(
+                refusal.status,
+                refusal.code,
+                &refusal.message,
+                call_id.as_deref(),
+            );
+        }
+    };
+
+    let ticket = shared.gate.admit(&key).await;
+    let stream = view.as_ref().is_some_and(|v| v.stream);
+    let model_turns = view
+        .as_ref()
+        .map(|v| v.model_turns.clone())
+        .unwrap_or_default();
+    let call = NewCall {
+        key: ck,
+        route,
+        request: bytes.clone(),
+        view,
+        admitted_ms,
+        replay: shared.config.replay,
+    };
+    let begun = match shared
+        .ledger
+        .run(move |c| crate::ledger::ops::begin(c, &call))
+        .await
+    {
+        Ok(b) => b,
+        Err(e) => {
+            let msg = format!("ledger refused call of key {key}: {e}");
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "ledger_error",
+                &msg,
+                None,
+            );
+        }
+    };
+    ticket.set_call(&begun.call_id);
+    if let Some(replay) = begun.replay {
+        return deliver::replay(&shared, ticket, begun.call_id, replay).await;
+    }
+    let target = forward::Target {
+        rest,
+        query: parts.uri.query().map(str::to_owned),
+        method: parts.method,
+        headers: parts.headers,
+    };
+    forward::forward(
+        &shared,
+        ticket,
+        begun.call_id,
+        route,
+        stream,
+        model_turns,
+        target,
+        bytes,
+    )
+    .await
+}
+
+/// Reads at most `limit` bytes of `body`.
+async fn read_limited(body: Body, limit: usize, key: &str) -> Result<Bytes, Refusal> {
+    let mut stream = body.into_data_stream();
+    let mut buf = bytes::BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "body_unreadable",
+                format!("request body of key {key} could not be read: {e}"),
+            )
+        })?;
+        if buf.len() + chunk.len() > limit {
+            return Err(Refusal::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("request body of key {key} is larger than the limit of {limit} bytes"),
+            ));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
