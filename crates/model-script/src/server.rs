@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -80,6 +81,7 @@ impl ScriptServer {
                 std::fs::OpenOptions::new()
                     .create(true)
                     .append(true)
+                    .mode(0o600)
                     .open(&path)
                     .map_err(|source| ScriptError::Log { path, source })?,
             )),
