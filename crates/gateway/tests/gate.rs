@@ -169,7 +169,7 @@ async fn nothing_lost_or_reordered_under_64_rollouts_and_a_flapping_gate() {
         tokio::spawn(async move {
             let mut cycles = 0u32;
             while !stop.load(Ordering::SeqCst) {
-                let tails = if cycles % 2 == 0 {
+                let tails = if cycles.is_multiple_of(2) {
                     TailPolicy::Hold
                 } else {
                     TailPolicy::Finish
@@ -188,7 +188,8 @@ async fn nothing_lost_or_reordered_under_64_rollouts_and_a_flapping_gate() {
         let url = gw.url(&format!("f{r}"), path(Route::Chat));
         tasks.push(tokio::spawn(async move {
             let client = client();
-            let mut conv = Conversation::new(Route::Chat, r % 2 == 0, &format!("rollout {r}"));
+            let mut conv =
+                Conversation::new(Route::Chat, r.is_multiple_of(2), &format!("rollout {r}"));
             let mut ids = Vec::new();
             for turn in 0..TURNS {
                 let body = conv.body();
@@ -203,7 +204,7 @@ async fn nothing_lost_or_reordered_under_64_rollouts_and_a_flapping_gate() {
                     "rollout {r} turn {turn} got another reply"
                 );
                 if turn + 1 < TURNS {
-                    let view = read_response(Route::Chat, r % 2 == 0, &reply.body);
+                    let view = read_response(Route::Chat, r.is_multiple_of(2), &reply.body);
                     let args = format!("{{\"command\":\"echo {turn}\"}}");
                     assert!(
                         view.turn
