@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::digest::{canonical, json_digest};
+use crate::digest::{canonical, json_digest, sha256_hex, write_canonical_skipping};
 
 /// The routes the gateway serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,18 +105,21 @@ impl RequestView {
 pub fn read_request(route: Route, body: &Value) -> RequestView {
     let model = body.get("model").and_then(Value::as_str).map(str::to_owned);
     let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let items: Vec<Value> = match route {
+    let wrapped;
+    let items: &[Value] = match route {
         Route::Chat | Route::Messages => body
             .get("messages")
             .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default(),
+            .map_or(&[], Vec::as_slice),
         Route::Responses => match body.get("input") {
-            Some(Value::Array(items)) => items.clone(),
-            Some(other @ Value::String(_)) => vec![json!({"role": "user", "content": other})],
-            _ => Vec::new(),
+            Some(Value::Array(items)) => items,
+            Some(other @ Value::String(_)) => {
+                wrapped = [json!({"role": "user", "content": other})];
+                &wrapped
+            }
+            _ => &[],
         },
-        Route::Models => Vec::new(),
+        Route::Models => &[],
     };
     let model_turns = match route {
         Route::Chat => items
@@ -129,16 +132,14 @@ pub fn read_request(route: Route, body: &Value) -> RequestView {
             .filter(|m| role(m) == Some("assistant"))
             .map(|m| anthropic_turn(m.get("content")))
             .collect(),
-        Route::Responses => responses_turns(&items),
+        Route::Responses => responses_turns(items),
         Route::Models => Vec::new(),
     };
-    let mut stable = body.clone();
-    if let Some(map) = stable.as_object_mut() {
-        for key in VOLATILE {
-            map.remove(*key);
-        }
-    }
-    let conversation_digest = json_digest(&json!({"route": route.name(), "request": stable}));
+    let mut canonical = String::with_capacity(1024);
+    canonical.push_str(route.name());
+    canonical.push('\n');
+    write_canonical_skipping(body, VOLATILE, &mut canonical);
+    let conversation_digest = sha256_hex(canonical.as_bytes());
     RequestView {
         model,
         stream,

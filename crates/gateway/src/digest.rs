@@ -25,6 +25,33 @@ pub fn canonical(value: &Value) -> String {
     out
 }
 
+/// Appends the canonical form of `value` to `out`, leaving out the top-level keys `skip`.
+pub fn write_canonical_skipping(value: &Value, skip: &[&str], out: &mut String) {
+    match value {
+        Value::Object(map) if !skip.is_empty() => {
+            let mut keys: Vec<&String> =
+                map.keys().filter(|k| !skip.contains(&k.as_str())).collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(k, out);
+                out.push(':');
+                write_canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        other => write_canonical(other, out),
+    }
+}
+
+fn write_string(s: &str, out: &mut String) {
+    // Serializing a `&str` cannot fail.
+    out.push_str(&serde_json::to_string(s).unwrap_or_default());
+}
+
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
         Value::Object(map) => {
@@ -35,7 +62,7 @@ fn write_canonical(value: &Value, out: &mut String) {
                 if i > 0 {
                     out.push(',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
+                write_string(k, out);
                 out.push(':');
                 write_canonical(&map[k], out);
             }
@@ -51,6 +78,7 @@ fn write_canonical(value: &Value, out: &mut String) {
             }
             out.push(']');
         }
+        Value::String(s) => write_string(s, out),
         other => out.push_str(&other.to_string()),
     }
 }

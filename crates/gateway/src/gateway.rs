@@ -25,6 +25,9 @@ pub(crate) struct Shared {
     pub client: reqwest::Client,
     /// Registered rollouts and their current attempt.
     keys: Mutex<HashMap<String, u32>>,
+    /// Next sequence number per capture key, loaded from the ledger on first use, so a
+    /// call's id is known without waiting for the ledger.
+    seqs: Mutex<HashMap<String, i64>>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -53,6 +56,31 @@ impl Shared {
         }
         *current = key.attempt;
         Ok(())
+    }
+
+    fn take_seq(&self, capture_key: &str) -> Option<i64> {
+        let mut seqs = self.seqs.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = seqs.get_mut(capture_key)?;
+        let seq = *next;
+        *next += 1;
+        Some(seq)
+    }
+
+    /// The next sequence number of `capture_key`: its call id is `<capture_key>#<seq>`.
+    pub(crate) async fn next_seq(&self, capture_key: &str) -> Result<i64, GatewayError> {
+        if let Some(seq) = self.take_seq(capture_key) {
+            return Ok(seq);
+        }
+        let key = capture_key.to_owned();
+        let stored = self
+            .ledger
+            .run(move |c| crate::ledger::ops::next_seq(c, &key))
+            .await?;
+        let mut seqs = self.seqs.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = seqs.entry(capture_key.to_owned()).or_insert(stored);
+        let seq = *next;
+        *next += 1;
+        Ok(seq)
     }
 
     /// Whether requests of `key` may write into the ledger.
@@ -117,6 +145,7 @@ impl Gateway {
                 gate: Arc::new(Gate::default()),
                 client,
                 keys: Mutex::new(HashMap::new()),
+                seqs: Mutex::new(HashMap::new()),
             }),
         })
     }

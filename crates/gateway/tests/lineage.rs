@@ -35,8 +35,8 @@ async fn check(route: Route) {
         if conv.absorb(&reply.body) > 1 {
             parallel += 1;
         }
-        // Let the ledger record the reply before the next turn looks for its parent.
-        gw.settled("lin").await;
+        // No waiting for the ledger: the next turn may be admitted before this reply is
+        // recorded, and its parent is then settled when the reply is.
     }
     assert!(
         parallel >= 10,

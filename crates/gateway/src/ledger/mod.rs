@@ -47,6 +47,7 @@ impl Ledger {
             source,
         })?;
         schema::prepare(&mut conn, path)?;
+        ops::sweep_interrupted(&conn)?;
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("ledger-writer".into())

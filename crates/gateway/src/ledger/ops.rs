@@ -22,6 +22,8 @@ fn q(context: &'static str) -> impl Fn(rusqlite::Error) -> GatewayError {
 #[derive(Debug)]
 pub struct NewCall {
     pub key: CaptureKey,
+    /// Sequence number within the capture key (see `next_seq`).
+    pub seq: i64,
     pub route: Route,
     pub request: bytes::Bytes,
     pub view: Option<RequestView>,
@@ -50,6 +52,7 @@ pub struct Begun {
 #[derive(Debug)]
 pub struct Rejected {
     pub capture_key: String,
+    pub seq: i64,
     pub key: Option<CaptureKey>,
     pub route: Option<Route>,
     pub request: Option<bytes::Bytes>,
@@ -83,7 +86,8 @@ pub struct InstallReport {
     pub replaced: usize,
 }
 
-fn next_seq(conn: &Connection, capture_key: &str) -> Result<i64, GatewayError> {
+/// The next free sequence number of `capture_key` in the stored rows.
+pub fn next_seq(conn: &Connection, capture_key: &str) -> Result<i64, GatewayError> {
     let max: Option<i64> = conn
         .query_row(
             "SELECT MAX(seq) FROM calls WHERE capture_key = ?1",
@@ -110,7 +114,7 @@ fn get_body(conn: &Connection, digest: &str) -> Result<Option<Vec<u8>>, GatewayE
 /// Admits a call: assigns its id, resolves its parent, looks for a replay, inserts the row.
 pub fn begin(conn: &Connection, call: &NewCall) -> Result<Begun, GatewayError> {
     let capture_key = call.key.to_string();
-    let seq = next_seq(conn, &capture_key)?;
+    let seq = call.seq;
     let call_id = format!("{capture_key}#{seq}");
     let request_digest = sha256_hex(&call.request);
     put_body(conn, &request_digest, &call.request)?;
@@ -130,8 +134,14 @@ pub fn begin(conn: &Connection, call: &NewCall) -> Result<Begun, GatewayError> {
         Some(v) if call.replay => find_replay(conn, &call.key, &v.conversation_digest)?,
         _ => None,
     };
+    // A parent may still be in flight (its reply not yet recorded): decide when it ends.
+    let pending = matches!(
+        lineage,
+        Lineage::Root(RootReason::NoMatch | RootReason::PrefixMismatch)
+    ) && earlier_in_flight(conn, &call.key.rollout, &call_id, call.admitted_ms)?;
     let (parent, lineage_name, reason) = match &lineage {
         Lineage::Resolved(p) => (Some(p.as_str()), "resolved", None),
+        Lineage::Root(r) if pending => (None, "pending", Some(r.name())),
         Lineage::Root(r) => (None, "root", Some(r.name())),
     };
     let items = serde_json::to_string(&view.map(|v| v.items.clone()).unwrap_or_default())
@@ -269,7 +279,7 @@ fn find_replay(
 
 /// Records a request refused before admission.
 pub fn reject(conn: &Connection, r: &Rejected) -> Result<String, GatewayError> {
-    let seq = next_seq(conn, &r.capture_key)?;
+    let seq = r.seq;
     let call_id = format!("{}#{seq}", r.capture_key);
     let request_digest = match &r.request {
         Some(body) => {
@@ -337,7 +347,89 @@ pub fn finish(conn: &Connection, call_id: &str, f: &Finish) -> Result<(), Gatewa
         ])
     })
     .map_err(q("finish call"))?;
+    let rollout: Option<String> = conn
+        .prepare_cached("SELECT rollout FROM calls WHERE call_id = ?1")
+        .and_then(|mut s| s.query_row([call_id], |r| r.get(0)).optional())
+        .map_err(q("finish call"))?;
+    if let Some(rollout) = rollout {
+        settle_pending(conn, &rollout)?;
+    }
     Ok(())
+}
+
+fn earlier_in_flight(
+    conn: &Connection,
+    rollout: &str,
+    call_id: &str,
+    admitted_ms: i64,
+) -> Result<bool, GatewayError> {
+    conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM calls WHERE rollout = ?1 AND status = 'in_flight'
+            AND call_id != ?2 AND admitted_ms <= ?3)",
+    )
+    .and_then(|mut s| s.query_row(params![rollout, call_id, admitted_ms], |r| r.get(0)))
+    .map_err(q("in-flight check"))
+}
+
+/// Resolves the parents of `rollout`'s calls whose lineage waited on a call in flight.
+fn settle_pending(conn: &Connection, rollout: &str) -> Result<(), GatewayError> {
+    let pending: Vec<(String, String, Option<String>, i64)> = {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT call_id, items, model_fp, admitted_ms FROM calls
+                 WHERE rollout = ?1 AND lineage = 'pending' ORDER BY admitted_ms, seq",
+            )
+            .map_err(q("pending lineage"))?;
+        let rows = stmt
+            .query_map([rollout], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            })
+            .map_err(q("pending lineage"))?;
+        rows.collect::<Result<_, _>>()
+            .map_err(q("pending lineage"))?
+    };
+    for (call_id, items, model_fp, admitted_ms) in pending {
+        let items: Vec<String> = serde_json::from_str(&items).unwrap_or_default();
+        let candidates = match &model_fp {
+            Some(fp) => candidates(conn, rollout, fp)?,
+            None => Vec::new(),
+        };
+        let (lineage, parent, reason) = match resolve(model_fp.is_some(), &items, &candidates) {
+            Lineage::Resolved(p) => ("resolved", Some(p), None),
+            Lineage::Root(r) => {
+                if earlier_in_flight(conn, rollout, &call_id, admitted_ms)? {
+                    continue;
+                }
+                ("root", None, Some(r.name()))
+            }
+        };
+        conn.prepare_cached(
+            "UPDATE calls SET lineage = ?2, parent_call_id = ?3, lineage_reason = ?4
+             WHERE call_id = ?1",
+        )
+        .and_then(|mut s| s.execute(params![call_id, lineage, parent, reason]))
+        .map_err(q("settle lineage"))?;
+    }
+    Ok(())
+}
+
+/// Marks calls a previous run of the gateway left in flight as interrupted and settles the
+/// lineage that waited on them.
+pub fn sweep_interrupted(conn: &Connection) -> Result<usize, GatewayError> {
+    let n = conn
+        .execute(
+            "UPDATE calls SET status = 'interrupted',
+                error = 'the gateway stopped before the call ended'
+             WHERE status = 'in_flight'",
+            [],
+        )
+        .map_err(q("sweep interrupted calls"))?;
+    conn.execute(
+        "UPDATE calls SET lineage = 'root' WHERE lineage = 'pending'",
+        [],
+    )
+    .map_err(q("sweep interrupted calls"))?;
+    Ok(n)
 }
 
 /// Records that the whole reply reached the caller.
@@ -538,4 +630,84 @@ fn insert_record(conn: &Connection, c: &CallRecord) -> Result<(), GatewayError> 
         })
         .map_err(q("install call"))?;
     Ok(())
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::conversation::{chat_turn, fingerprint, read_request};
+
+    fn conn() -> Connection {
+        let mut c = Connection::open_in_memory().unwrap();
+        crate::ledger::schema::prepare(&mut c, std::path::Path::new(":memory:")).unwrap();
+        c
+    }
+
+    fn call(seq: i64, body: &Value) -> NewCall {
+        NewCall {
+            key: CaptureKey::new("r", 0).unwrap(),
+            seq,
+            route: Route::Chat,
+            request: bytes::Bytes::from(body.to_string()),
+            view: Some(read_request(Route::Chat, body)),
+            admitted_ms: 1000 + seq,
+            replay: false,
+        }
+    }
+
+    fn lineage_of(c: &Connection, id: &str) -> (String, Option<String>, Option<String>) {
+        c.query_row(
+            "SELECT lineage, parent_call_id, lineage_reason FROM calls WHERE call_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn child_admitted_before_its_parent_is_recorded_waits_then_resolves() {
+        let c = conn();
+        let user = json!({"role": "user", "content": "go"});
+        let answer = json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}}]});
+        let parent = json!({"messages": [user]});
+        let child = json!({"messages": [user, answer, {"role": "tool", "tool_call_id": "a", "content": "x"}]});
+        begin(&c, &call(0, &parent)).unwrap();
+        begin(&c, &call(1, &child)).unwrap();
+        assert_eq!(lineage_of(&c, "r#1").0, "pending");
+        let done = Finish {
+            status: "ok",
+            response: Some(b"reply".to_vec()),
+            output_fp: Some(fingerprint(&[chat_turn(&answer)])),
+            finished_ms: 2000,
+            ..Finish::default()
+        };
+        finish(&c, "r#0", &done).unwrap();
+        assert_eq!(
+            lineage_of(&c, "r#1"),
+            ("resolved".into(), Some("r#0".into()), None)
+        );
+    }
+
+    #[test]
+    fn waiting_child_becomes_a_root_when_no_parent_appears() {
+        let c = conn();
+        let user = json!({"role": "user", "content": "go"});
+        let other = json!({"role": "assistant", "content": "something else"});
+        begin(&c, &call(0, &json!({"messages": [user]}))).unwrap();
+        begin(&c, &call(1, &json!({"messages": [user, other, user]}))).unwrap();
+        let failed = Finish {
+            status: "upstream_status",
+            finished_ms: 2000,
+            ..Finish::default()
+        };
+        finish(&c, "r#0", &failed).unwrap();
+        assert_eq!(
+            lineage_of(&c, "r#1"),
+            ("root".into(), None, Some("no_match".into()))
+        );
+    }
 }

@@ -31,10 +31,11 @@ pub struct CallRecord {
     pub model_fp: Option<String>,
     pub output_fp: Option<String>,
     pub parent_call_id: Option<String>,
-    /// `root`, `resolved`, or `none` (rejected before it was a call).
+    /// `root`, `resolved`, `pending` (a possible parent is still in flight), or `none`
+    /// (rejected before it was a call).
     pub lineage: String,
     pub lineage_reason: Option<String>,
-    /// `in_flight`, `ok`, `replayed`, `upstream_status`, `upstream_unreachable`,
+    /// `in_flight`, `ok`, `replayed`, `interrupted`, `upstream_status`, `upstream_unreachable`,
     /// `upstream_broken`, `invalid_json`, `unknown_capture_key`, `attempt_fenced`,
     /// `body_too_large`, `unknown_route`, `route_not_served`.
     pub status: String,

@@ -42,6 +42,8 @@ CREATE TABLE calls (
 CREATE UNIQUE INDEX calls_key_seq ON calls (capture_key, seq);
 CREATE INDEX calls_rollout_conversation ON calls (rollout, conversation_digest);
 CREATE INDEX calls_rollout_output ON calls (rollout, output_fp);
+CREATE INDEX calls_rollout_status ON calls (rollout, status);
+CREATE INDEX calls_rollout_lineage ON calls (rollout, lineage);
 CREATE TABLE bodies (
     digest TEXT PRIMARY KEY,
     bytes BLOB NOT NULL

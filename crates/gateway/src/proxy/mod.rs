@@ -17,7 +17,7 @@ use futures_util::StreamExt as _;
 use crate::capture::CaptureKey;
 use crate::conversation::{Route, read_request};
 use crate::gateway::Shared;
-use crate::ledger::{NewCall, Rejected};
+use crate::ledger::{Begun, NewCall, Rejected};
 
 pub(crate) use reply::error_response;
 
@@ -101,21 +101,28 @@ pub(crate) async fn handle(
     let (route, ck, bytes, view) = match checked {
         Ok(ok) => ok,
         Err(refusal) => {
-            let rejected = Rejected {
-                capture_key: key.clone(),
-                key: parsed.ok(),
-                route,
-                request: request_bytes,
-                status: refusal.code,
-                http_status: refusal.status.as_u16(),
-                error: refusal.message.clone(),
-                admitted_ms,
+            let call_id = match shared.next_seq(&key).await {
+                Ok(seq) => {
+                    let rejected = Rejected {
+                        capture_key: key.clone(),
+                        seq,
+                        key: parsed.ok(),
+                        route,
+                        request: request_bytes,
+                        status: refusal.code,
+                        http_status: refusal.status.as_u16(),
+                        error: refusal.message.clone(),
+                        admitted_ms,
+                    };
+                    shared.ledger.post(move |c| {
+                        if let Err(e) = crate::ledger::ops::reject(c, &rejected) {
+                            eprintln!("ledger: failed to record a refused request: {e}");
+                        }
+                    });
+                    Some(format!("{key}#{seq}"))
+                }
+                Err(_) => None,
             };
-            let call_id = shared
-                .ledger
-                .run(move |c| crate::ledger::ops::reject(c, &rejected))
-                .await
-                .ok();
             return error_response(
                 refusal.status,
                 refusal.code,
@@ -131,20 +138,8 @@ pub(crate) async fn handle(
         .as_ref()
         .map(|v| v.model_turns.clone())
         .unwrap_or_default();
-    let call = NewCall {
-        key: ck,
-        route,
-        request: bytes.clone(),
-        view,
-        admitted_ms,
-        replay: shared.config.replay,
-    };
-    let begun = match shared
-        .ledger
-        .run(move |c| crate::ledger::ops::begin(c, &call))
-        .await
-    {
-        Ok(b) => b,
+    let seq = match shared.next_seq(&key).await {
+        Ok(seq) => seq,
         Err(e) => {
             let msg = format!("ledger refused call of key {key}: {e}");
             return error_response(
@@ -155,9 +150,50 @@ pub(crate) async fn handle(
             );
         }
     };
-    ticket.set_call(&begun.call_id);
-    if let Some(replay) = begun.replay {
-        return deliver::replay(&shared, ticket, begun.call_id, replay).await;
+    let call_id = format!("{key}#{seq}");
+    ticket.set_call(&call_id);
+    // Only a later attempt can repeat a recorded call: only then wait for the ledger's answer.
+    let replay = shared.config.replay && ck.attempt > 0;
+    let call = NewCall {
+        key: ck,
+        seq,
+        route,
+        request: bytes.clone(),
+        view,
+        admitted_ms,
+        replay,
+    };
+    if replay {
+        match shared
+            .ledger
+            .run(move |c| crate::ledger::ops::begin(c, &call))
+            .await
+        {
+            Ok(Begun {
+                replay: Some(r), ..
+            }) => {
+                return deliver::replay(&shared, ticket, call_id, r).await;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let msg = format!("ledger refused call {call_id}: {e}");
+                return error_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "ledger_error",
+                    &msg,
+                    Some(&call_id),
+                );
+            }
+        }
+    } else {
+        shared.ledger.post(move |c| {
+            if let Err(e) = crate::ledger::ops::begin(c, &call) {
+                eprintln!(
+                    "ledger: failed to record call {}#{}: {e}",
+                    call.key, call.seq
+                );
+            }
+        });
     }
     let target = forward::Target {
         rest,
@@ -168,7 +204,7 @@ pub(crate) async fn handle(
     forward::forward(
         &shared,
         ticket,
-        begun.call_id,
+        call_id,
         route,
         stream,
         model_turns,
