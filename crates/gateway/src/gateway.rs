@@ -15,6 +15,7 @@ use crate::errors::GatewayError;
 use crate::gate::{CloseReport, Gate, TailPolicy};
 use crate::ledger::record::{CallRecord, LedgerRecord};
 use crate::ledger::{InstallReport, Ledger};
+use crate::proxy::Refusal;
 
 pub(crate) struct Shared {
     pub config: GatewayConfig,
@@ -84,8 +85,7 @@ impl Shared {
     }
 
     /// Whether requests of `key` may write into the ledger.
-    pub(crate) fn check_key(&self, key: &CaptureKey) -> Result<(), crate::proxy_refusal::Refusal> {
-        use crate::proxy_refusal::Refusal;
+    pub(crate) fn check_key(&self, key: &CaptureKey) -> Result<(), Refusal> {
         if self.config.open_keys && self.register(key).is_ok() {
             return Ok(());
         }

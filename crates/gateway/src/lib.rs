@@ -25,8 +25,3 @@ pub use gate::{CloseReport, InFlight, Phase, TailPolicy};
 pub use gateway::Gateway;
 pub use ledger::record::{CallRecord, LedgerRecord, RECORD_VERSION, decode_jsonl, encode_jsonl};
 pub use ledger::{InstallReport, SCHEMA_VERSION};
-
-/// Re-export of the refusal type for the key check, shared by the proxy and the gateway.
-mod proxy_refusal {
-    pub(crate) use crate::proxy::Refusal;
-}

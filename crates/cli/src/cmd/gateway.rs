@@ -79,7 +79,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         eprintln!("gateway: listening on http://{addr}/r/<capture key>/v1/...");
         tokio::select! {
             r = gateway.serve(listener) => r.context("gateway server failed")?,
-            r = tokio::signal::ctrl_c() => r.context("failed to wait for ctrl-c")?,
+            r = super::model_script::stop_signal() => r?,
         }
         Ok(())
     })

@@ -44,7 +44,7 @@ pub fn run(args: ModelScriptArgs) -> anyhow::Result<()> {
         );
         tokio::select! {
             () = server.wait() => {}
-            r = tokio::signal::ctrl_c() => r.context("failed to wait for ctrl-c")?,
+            r = stop_signal() => r?,
         }
         Ok(())
     })
@@ -62,4 +62,16 @@ pub fn write_port_file(path: &Path, port: u16) -> anyhow::Result<()> {
         .with_context(|| format!("failed to write port file {}", path.display()))?;
     file.commit()
         .with_context(|| format!("failed to commit port file {}", path.display()))
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn stop_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("failed to watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("failed to watch SIGINT")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
 }

@@ -30,20 +30,30 @@ pub(crate) struct Target {
 /// A chunk for the caller, or the reason the upstream broke off.
 pub(crate) type Chunk = Result<Bytes, String>;
 
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call's whole context, passed once"
-)]
+/// The admitted call being forwarded.
+pub(crate) struct Call {
+    pub ticket: Ticket,
+    pub call_id: String,
+    pub route: Route,
+    pub stream: bool,
+    /// The model turns of the request, to fingerprint the conversation with the reply.
+    pub model_turns: Vec<Turn>,
+}
+
+/// Sends `body` upstream and delivers the reply through the gate.
 pub(crate) async fn forward(
     shared: &Arc<Shared>,
-    ticket: Ticket,
-    call_id: String,
-    route: Route,
-    stream: bool,
-    model_turns: Vec<Turn>,
+    call: Call,
     target: Target,
     body: Bytes,
 ) -> Response {
+    let Call {
+        ticket,
+        call_id,
+        route,
+        stream,
+        model_turns,
+    } = call;
     let url = match &target.query {
         Some(q) => format!("{}/{}?{q}", shared.upstream, target.rest),
         None => format!("{}/{}", shared.upstream, target.rest),

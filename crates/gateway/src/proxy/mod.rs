@@ -201,17 +201,14 @@ pub(crate) async fn handle(
         method: parts.method,
         headers: parts.headers,
     };
-    forward::forward(
-        &shared,
+    let call = forward::Call {
         ticket,
         call_id,
         route,
         stream,
         model_turns,
-        target,
-        bytes,
-    )
-    .await
+    };
+    forward::forward(&shared, call, target, bytes).await
 }
 
 /// Reads at most `limit` bytes of `body`.
