@@ -3,6 +3,10 @@
 //! alternating rounds. Prints p50/p99 latency, the latency the gateway adds, throughput and
 //! the throughput ratio, each as median, min and max over the rounds.
 //!
+//! The first scenario paces the model like a served one (a delta every 10 ms); the second
+//! streams with no pacing, so clients, model and gateway compete for the CPU and the gateway's
+//! own CPU cost shows in full. All three run in this one process.
+//!
 //! `cargo bench -p rollpoint-gateway --bench gateway_vs_direct -- [--clients N] [--calls N]
 //!  [--rounds N] [--chunks N] [--chunk-delay-ms N]`
 #![expect(clippy::unwrap_used, reason = "benchmark harness")]
@@ -28,7 +32,7 @@ fn parse_args() -> Setup {
         calls: 40,
         rounds: 5,
         chunks: 16,
-        chunk_delay_ms: 2,
+        chunk_delay_ms: 10,
     };
     let args: Vec<String> = std::env::args().collect();
     let mut i = 1;
