@@ -134,6 +134,8 @@ impl Gateway {
         let ledger = Ledger::open(&config.ledger)?;
         let client = reqwest::Client::builder()
             .tcp_nodelay(true)
+            // A proxy passes redirects on; it does not follow them.
+            .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(1024)
             .build()
             .map_err(GatewayError::Client)?;

@@ -148,3 +148,32 @@ async fn records_of_unknown_version_or_bad_digest_are_refused() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_call_in_flight_at_export_is_installed_interrupted_and_asked_again() {
+    let slow = rollpoint_model_script::Step {
+        text: Some("slow".into()),
+        delay_ms: 400,
+        ..rollpoint_model_script::Step::default()
+    };
+    let model = model(script(vec![slow])).await;
+    let gw = gateway(&model.base_url(), &["mid"]).await;
+    let body = Conversation::new(Route::Chat, true, "x").body();
+    let url = gw.url("mid", path(Route::Chat));
+    let sent = body.clone();
+    let pending = tokio::spawn(async move { post(&client(), &url, sent).await });
+    while model.requests() == 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let records = gw.gateway.export("mid").await.unwrap();
+    assert_eq!(pending.await.unwrap().status, 200);
+    let fresh_model = self::model(script(vec![text("again")])).await;
+    let fresh = gateway(&fresh_model.base_url(), &[]).await;
+    fresh.gateway.install(records, 1).await.unwrap();
+    let rows = fresh.gateway.calls(Some("mid")).await.unwrap();
+    assert_eq!(rows[0].status, "interrupted");
+    let reply = post(&client(), &fresh.url("mid-a1", path(Route::Chat)), body).await;
+    assert_eq!(reply.status, 200);
+    assert!(reply.replayed_from.is_none(), "nothing recorded to replay");
+    assert_eq!(fresh_model.requests(), 1);
+}

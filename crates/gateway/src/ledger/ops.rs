@@ -590,7 +590,22 @@ pub fn install(
     })
 }
 
-fn insert_record(conn: &Connection, c: &CallRecord) -> Result<(), GatewayError> {
+fn insert_record(conn: &Connection, record: &CallRecord) -> Result<(), GatewayError> {
+    // A call in flight when exported never ends here: record it as interrupted, and settle
+    // lineage that waited for it.
+    let mut fixed;
+    let mut c = record;
+    if c.status == "in_flight" || c.lineage == "pending" {
+        fixed = c.clone();
+        if fixed.status == "in_flight" {
+            fixed.status = "interrupted".into();
+            fixed.error = Some("the call was in flight when its records were exported".into());
+        }
+        if fixed.lineage == "pending" {
+            fixed.lineage = "root".into();
+        }
+        c = &fixed;
+    }
     let sql = format!(
         "INSERT INTO calls ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
          ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)"
