@@ -43,7 +43,7 @@ async fn request_made_while_closed_reaches_upstream_after_open() {
 async fn held_until_open(stream: bool) {
     let slow = Step {
         text: Some("slow answer".into()),
-        delay_ms: 300,
+        delay_ms: 800,
         ..Step::default()
     };
     let model = model(script(vec![slow])).await;
@@ -107,7 +107,7 @@ async fn delivering_streams_are_reported_and_can_finish_or_hold() {
     let slow = Step {
         text: Some("one two three four five six seven eight".into()),
         chunks: Some(8),
-        chunk_delay_ms: Some(60),
+        chunk_delay_ms: Some(100),
         ..Step::default()
     };
     let model = model(script(vec![slow])).await;
