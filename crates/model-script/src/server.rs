@@ -15,6 +15,7 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt as _;
 use serde::Serialize;
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -100,6 +101,10 @@ impl ScriptServer {
             log,
         });
         let app = router(shared.clone());
+        // Streamed events are small writes: without TCP_NODELAY each waits on a delayed ACK.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(async {

@@ -21,7 +21,12 @@ pub use schema::SCHEMA_VERSION;
 type Job = Box<dyn FnOnce(&Connection) + Send>;
 
 /// Jobs committed in one transaction at most.
-const BATCH: usize = 256;
+const BATCH: usize = 1024;
+
+/// How long a transaction stays open for more jobs. Most jobs are posted (nobody waits for
+/// them), and every call rewrites the same hot pages: one commit for many calls writes each
+/// page once.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// Handle to the ledger's writer thread.
 #[derive(Debug, Clone)]
@@ -97,8 +102,10 @@ fn writer(conn: &Connection, rx: &mpsc::Receiver<Job>) {
         // A failed BEGIN leaves autocommit on: each job then commits alone.
         let batched = conn.execute_batch("BEGIN").is_ok();
         first(conn);
+        let deadline = std::time::Instant::now() + LINGER;
         for _ in 1..BATCH {
-            match rx.try_recv() {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
                 Ok(job) => job(conn),
                 Err(_) => break,
             }

@@ -88,10 +88,13 @@ pub struct InstallReport {
 
 /// The next free sequence number of `capture_key` in the stored rows.
 pub fn next_seq(conn: &Connection, capture_key: &str) -> Result<i64, GatewayError> {
+    // Rows of a malformed key are filed under the raw key as their rollout.
+    let rollout =
+        CaptureKey::parse(capture_key).map_or_else(|_| capture_key.to_owned(), |k| k.rollout);
     let max: Option<i64> = conn
         .query_row(
-            "SELECT MAX(seq) FROM calls WHERE capture_key = ?1",
-            [capture_key],
+            "SELECT MAX(seq) FROM calls WHERE rollout = ?1 AND capture_key = ?2",
+            params![rollout, capture_key],
             |r| r.get(0),
         )
         .map_err(q("next call sequence"))?;

@@ -17,8 +17,13 @@ use crate::gate::Ticket;
 use crate::gateway::Shared;
 use crate::ledger::Replay;
 
+/// Most bytes joined into one write when chunks are already waiting.
+const COALESCE_LIMIT: usize = 64 * 1024;
+
 struct Delivery {
     rx: mpsc::UnboundedReceiver<Chunk>,
+    /// A chunk received while coalescing, for the next poll.
+    stashed: Option<Chunk>,
     ticket: Ticket,
     shared: Arc<Shared>,
     call_id: String,
@@ -31,10 +36,16 @@ impl Delivery {
         if self.done {
             return None;
         }
-        let item = self.rx.recv().await;
+        let item = match self.stashed.take() {
+            Some(chunk) => Some(chunk),
+            None => self.rx.recv().await,
+        };
         self.ticket.tail().await;
         match item {
-            Some(Ok(bytes)) => Some((Ok(bytes), self)),
+            Some(Ok(bytes)) => {
+                let bytes = self.coalesce(bytes);
+                Some((Ok(bytes), self))
+            }
             Some(Err(message)) => {
                 self.done = true;
                 if self.sse {
@@ -57,6 +68,27 @@ impl Delivery {
                 None
             }
         }
+    }
+}
+
+impl Delivery {
+    /// Joins chunks that are already waiting to `first`, so a burst from the upstream costs
+    /// one write to the caller instead of one per chunk. Never waits for more.
+    fn coalesce(&mut self, first: Bytes) -> Bytes {
+        let mut joined: Option<bytes::BytesMut> = None;
+        while joined.as_ref().map_or(first.len(), bytes::BytesMut::len) < COALESCE_LIMIT {
+            match self.rx.try_recv() {
+                Ok(Ok(more)) => joined
+                    .get_or_insert_with(|| bytes::BytesMut::from(&first[..]))
+                    .extend_from_slice(&more),
+                Ok(Err(e)) => {
+                    self.stashed = Some(Err(e));
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        joined.map_or(first, bytes::BytesMut::freeze)
     }
 }
 
@@ -91,6 +123,7 @@ pub(crate) async fn upstream(
         call_id,
         sse,
         done: false,
+        stashed: None,
     };
     let mut resp = Response::new(stream_body(delivery));
     *resp.status_mut() = status;
@@ -149,6 +182,7 @@ pub(crate) async fn replay(
         call_id,
         sse,
         done: false,
+        stashed: None,
     };
     let mut resp = Response::new(stream_body(delivery));
     *resp.status_mut() = status;
