@@ -211,6 +211,25 @@ impl Ticket {
         }
     }
 
+    /// Marks the reply as delivering if the gate is open; false if it is closed.
+    #[must_use]
+    pub fn try_deliver(&self) -> bool {
+        let mut inner = self.gate.lock();
+        if !inner.open {
+            return false;
+        }
+        if let Some(e) = inner.entries.get_mut(&self.id) {
+            e.phase = Phase::Delivering;
+        }
+        true
+    }
+
+    /// Whether a delivering reply may go on now (gate open, or closed letting tails finish).
+    #[must_use]
+    pub fn tail_flows(&self) -> bool {
+        self.gate.tails_flow.load(Ordering::SeqCst)
+    }
+
     /// Waits until the gate is open, then marks the reply as delivering.
     pub async fn deliver(&self) {
         let mut rx = self.gate.changed.subscribe();

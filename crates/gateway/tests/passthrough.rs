@@ -119,3 +119,37 @@ async fn models_list_passes_through() {
     assert_eq!(rows[0].route, "models");
     assert_eq!(rows[0].lineage_reason.as_deref(), Some("not_generation"));
 }
+
+#[tokio::test]
+async fn a_caller_leaving_mid_stream_does_not_stop_the_recording() {
+    let slow = rollpoint_model_script::Step {
+        text: Some("one two three four five six seven eight".into()),
+        chunks: Some(8),
+        chunk_delay_ms: Some(50),
+        ..rollpoint_model_script::Step::default()
+    };
+    let model = model(script(vec![slow])).await;
+    let gw = gateway(&model.base_url(), &["gone"]).await;
+    let body = Conversation::new(Route::Chat, true, "x").body();
+    let mut resp = client()
+        .post(gw.url("gone", path(Route::Chat)))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert!(!resp.chunk().await.unwrap().unwrap().is_empty());
+    drop(resp);
+    let rows = gw.settled("gone").await;
+    assert_eq!(rows[0].status, "ok");
+    assert!(rows[0].delivered_ms.is_none(), "never delivered whole");
+    let stored = gw
+        .gateway
+        .body(rows[0].response_digest.as_ref().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        stored.ends_with(b"data: [DONE]\n\n"),
+        "the whole reply was read and recorded"
+    );
+}

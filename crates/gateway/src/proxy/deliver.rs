@@ -1,17 +1,20 @@
 //! Delivering a reply to the caller through the gate: headers wait until the gate is open,
-//! each later chunk waits only if the closer asked to hold tails. A broken SSE upstream ends
-//! the stream with an `error` event naming the call; other bodies are cut.
+//! each later chunk waits only if the closer asked to hold tails. The delivering stream reads
+//! the upstream itself; whenever it has to wait (gate closed) or the caller leaves, reading
+//! passes to a pump task so the reply is still read to its end and recorded. A broken SSE
+//! upstream ends the stream with an `error` event naming the call; other bodies are cut.
 
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
+use futures_util::{FutureExt as _, StreamExt as _};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::forward::Chunk;
 use super::now_ms;
+use super::record::{Chunk, Chunks, Recorder, pump};
 use super::reply::{CALL_ID, REPLAYED_FROM, is_hop};
 use crate::gate::Ticket;
 use crate::gateway::Shared;
@@ -20,9 +23,34 @@ use crate::ledger::Replay;
 /// Most bytes joined into one write when chunks are already waiting.
 const COALESCE_LIMIT: usize = 64 * 1024;
 
+/// Where a reply's chunks come from.
+pub(crate) enum Source {
+    /// The upstream, read by the delivering stream itself.
+    Direct { chunks: Chunks, recorder: Recorder },
+    /// A pump task (or a recorded reply) feeding a channel.
+    Pumped(mpsc::UnboundedReceiver<Chunk>),
+    /// Nothing more.
+    Done,
+}
+
+impl Source {
+    /// Hands reading the upstream to a pump task, so the reply is read and recorded while
+    /// nobody delivers it.
+    fn detach(&mut self) {
+        match std::mem::replace(self, Self::Done) {
+            Self::Direct { chunks, recorder } => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                tokio::spawn(pump(chunks, recorder, Some(tx)));
+                *self = Self::Pumped(rx);
+            }
+            other => *self = other,
+        }
+    }
+}
+
 struct Delivery {
-    rx: mpsc::UnboundedReceiver<Chunk>,
-    /// A chunk received while coalescing, for the next poll.
+    source: Source,
+    /// An error met while joining chunks, for the next pull.
     stashed: Option<Chunk>,
     ticket: Ticket,
     shared: Arc<Shared>,
@@ -31,21 +59,122 @@ struct Delivery {
     done: bool,
 }
 
+impl Drop for Delivery {
+    fn drop(&mut self) {
+        // The caller left mid-reply: read the rest anyway, for the ledger.
+        if let Source::Direct { chunks, recorder } =
+            std::mem::replace(&mut self.source, Source::Done)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(pump(chunks, recorder, None));
+        }
+    }
+}
+
 impl Delivery {
+    /// The next chunk, after any hold of the tail.
+    async fn pull(&mut self) -> Option<Chunk> {
+        if let Some(stashed) = self.stashed.take() {
+            return Some(stashed);
+        }
+        let chunk = match &mut self.source {
+            Source::Direct { chunks, recorder } => match chunks.next().await {
+                Some(Ok(bytes)) => {
+                    recorder.push(&bytes);
+                    Some(Ok(bytes))
+                }
+                Some(Err(e)) => Some(Err(recorder.broken(&e))),
+                None => None,
+            },
+            Source::Pumped(rx) => rx.recv().await,
+            Source::Done => None,
+        };
+        let chunk = match chunk {
+            Some(Ok(first)) => Some(Ok(self.join_ready(first))),
+            other => other,
+        };
+        if !matches!(chunk, Some(Ok(_)))
+            && let Source::Direct { recorder, .. } =
+                std::mem::replace(&mut self.source, Source::Done)
+        {
+            recorder.finish(chunk.as_ref().and_then(|c| c.as_ref().err().cloned()));
+        }
+        if !self.ticket.tail_flows() {
+            self.source.detach();
+            self.ticket.tail().await;
+        }
+        match chunk {
+            Some(Ok(first)) => Some(Ok(self.coalesce(first))),
+            other => other,
+        }
+    }
+
+    /// Joins chunks the upstream already sent in the same burst to `first` (recording them),
+    /// so a burst costs one write to the caller. Never waits for more.
+    fn join_ready(&mut self, first: Bytes) -> Bytes {
+        let Source::Direct { chunks, recorder } = &mut self.source else {
+            return first;
+        };
+        let mut joined: Option<bytes::BytesMut> = None;
+        let mut end = None;
+        while joined.as_ref().map_or(first.len(), bytes::BytesMut::len) < COALESCE_LIMIT {
+            match chunks.next().now_or_never() {
+                Some(Some(Ok(more))) => {
+                    recorder.push(&more);
+                    joined
+                        .get_or_insert_with(|| bytes::BytesMut::from(&first[..]))
+                        .extend_from_slice(&more);
+                }
+                Some(Some(Err(e))) => {
+                    end = Some(Some(recorder.broken(&e)));
+                    break;
+                }
+                Some(None) => {
+                    end = Some(None);
+                    break;
+                }
+                None => break,
+            }
+        }
+        if let Some(broken) = end
+            && let Source::Direct { recorder, .. } =
+                std::mem::replace(&mut self.source, Source::Done)
+        {
+            self.stashed = broken.clone().map(Err);
+            recorder.finish(broken);
+        }
+        joined.map_or(first, bytes::BytesMut::freeze)
+    }
+
+    /// Joins chunks a pump already queued to `first`, so a burst costs one write to the
+    /// caller instead of one per chunk. Never waits for more.
+    fn coalesce(&mut self, first: Bytes) -> Bytes {
+        let Source::Pumped(rx) = &mut self.source else {
+            return first;
+        };
+        let stashed = &mut self.stashed;
+        let mut joined: Option<bytes::BytesMut> = None;
+        while joined.as_ref().map_or(first.len(), bytes::BytesMut::len) < COALESCE_LIMIT {
+            match rx.try_recv() {
+                Ok(Ok(more)) => joined
+                    .get_or_insert_with(|| bytes::BytesMut::from(&first[..]))
+                    .extend_from_slice(&more),
+                Ok(Err(e)) => {
+                    *stashed = Some(Err(e));
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        joined.map_or(first, bytes::BytesMut::freeze)
+    }
+
     async fn next(mut self) -> Option<(Result<Bytes, std::io::Error>, Self)> {
         if self.done {
             return None;
         }
-        let item = match self.stashed.take() {
-            Some(chunk) => Some(chunk),
-            None => self.rx.recv().await,
-        };
-        self.ticket.tail().await;
-        match item {
-            Some(Ok(bytes)) => {
-                let bytes = self.coalesce(bytes);
-                Some((Ok(bytes), self))
-            }
+        match self.pull().await {
+            Some(Ok(bytes)) => Some((Ok(bytes), self)),
             Some(Err(message)) => {
                 self.done = true;
                 if self.sse {
@@ -71,32 +200,18 @@ impl Delivery {
     }
 }
 
-impl Delivery {
-    /// Joins chunks that are already waiting to `first`, so a burst from the upstream costs
-    /// one write to the caller instead of one per chunk. Never waits for more.
-    fn coalesce(&mut self, first: Bytes) -> Bytes {
-        let mut joined: Option<bytes::BytesMut> = None;
-        while joined.as_ref().map_or(first.len(), bytes::BytesMut::len) < COALESCE_LIMIT {
-            match self.rx.try_recv() {
-                Ok(Ok(more)) => joined
-                    .get_or_insert_with(|| bytes::BytesMut::from(&first[..]))
-                    .extend_from_slice(&more),
-                Ok(Err(e)) => {
-                    self.stashed = Some(Err(e));
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
-        joined.map_or(first, bytes::BytesMut::freeze)
-    }
-}
-
 fn stream_body(d: Delivery) -> Body {
     Body::from_stream(futures_util::stream::unfold(d, Delivery::next))
 }
 
-/// Delivers an upstream reply whose chunks arrive on `rx`.
+fn response(status: StatusCode, headers: HeaderMap, delivery: Delivery) -> Response {
+    let mut resp = Response::new(stream_body(delivery));
+    *resp.status_mut() = status;
+    *resp.headers_mut() = headers;
+    resp
+}
+
+/// Delivers an upstream reply read from `source`.
 pub(crate) async fn upstream(
     shared: &Arc<Shared>,
     ticket: Ticket,
@@ -104,9 +219,13 @@ pub(crate) async fn upstream(
     status: StatusCode,
     upstream_headers: &HeaderMap,
     sse: bool,
-    rx: mpsc::UnboundedReceiver<Chunk>,
+    mut source: Source,
 ) -> Response {
-    ticket.deliver().await;
+    if !ticket.try_deliver() {
+        // Held: keep reading (and recording) the reply until the gate opens.
+        source.detach();
+        ticket.deliver().await;
+    }
     let mut headers = HeaderMap::with_capacity(upstream_headers.len() + 1);
     for (name, value) in upstream_headers {
         if !is_hop(name) {
@@ -117,18 +236,15 @@ pub(crate) async fn upstream(
         headers.insert(CALL_ID, v);
     }
     let delivery = Delivery {
-        rx,
+        source,
+        stashed: None,
         ticket,
         shared: shared.clone(),
         call_id,
         sse,
         done: false,
-        stashed: None,
     };
-    let mut resp = Response::new(stream_body(delivery));
-    *resp.status_mut() = status;
-    *resp.headers_mut() = headers;
-    resp
+    response(status, headers, delivery)
 }
 
 /// Delivers a recorded reply, event by event if it was a stream.
@@ -176,16 +292,13 @@ pub(crate) async fn replay(
     }
     let status = StatusCode::from_u16(replay.http_status).unwrap_or(StatusCode::OK);
     let delivery = Delivery {
-        rx,
+        source: Source::Pumped(rx),
+        stashed: None,
         ticket,
         shared: shared.clone(),
         call_id,
         sse,
         done: false,
-        stashed: None,
     };
-    let mut resp = Response::new(stream_body(delivery));
-    *resp.status_mut() = status;
-    *resp.headers_mut() = headers;
-    resp
+    response(status, headers, delivery)
 }

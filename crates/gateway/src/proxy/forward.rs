@@ -1,23 +1,20 @@
-//! Forwarding a call upstream byte-exact, and the pump that records the reply: it reads the
-//! upstream to the end whatever the caller does (so a held or abandoned reply is still in the
-//! ledger for a later replay) and hands chunks to the delivery side.
+//! Forwarding a call upstream byte-exact: the request bytes go as they came, and the reply
+//! is handed to delivery together with its recorder.
 
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
-use futures_util::StreamExt as _;
-use tokio::sync::mpsc;
 
-use super::deliver;
+use super::deliver::{self, Source};
 use super::now_ms;
+use super::record::Recorder;
 use super::reply::{error_response, skip_upstream};
-use crate::conversation::{Route, Turn, fingerprint};
+use crate::conversation::{Route, Turn};
 use crate::gate::Ticket;
 use crate::gateway::Shared;
 use crate::ledger::Finish;
-use crate::response::read_response;
 
 /// Where and how to send the call.
 pub(crate) struct Target {
@@ -26,9 +23,6 @@ pub(crate) struct Target {
     pub method: Method,
     pub headers: HeaderMap,
 }
-
-/// A chunk for the caller, or the reason the upstream broke off.
-pub(crate) type Chunk = Result<Bytes, String>;
 
 /// The admitted call being forwarded.
 pub(crate) struct Call {
@@ -99,8 +93,7 @@ pub(crate) async fn forward(
     let sse = content_type
         .as_deref()
         .is_some_and(|c| c.starts_with("text/event-stream"));
-    let (tx, rx) = mpsc::unbounded_channel::<Chunk>();
-    let pump = Pump {
+    let recorder = Recorder {
         shared: shared.clone(),
         call_id: call_id.clone(),
         route,
@@ -109,82 +102,12 @@ pub(crate) async fn forward(
         status,
         content_type,
         upstream_ms,
+        body: Vec::new(),
+        first_byte_ms: None,
     };
-    tokio::spawn(pump.run(response, tx));
-    deliver::upstream(shared, ticket, call_id, status, &headers, sse, rx).await
-}
-
-struct Pump {
-    shared: Arc<Shared>,
-    call_id: String,
-    route: Route,
-    stream: bool,
-    model_turns: Vec<Turn>,
-    status: StatusCode,
-    content_type: Option<String>,
-    upstream_ms: i64,
-}
-
-impl Pump {
-    async fn run(self, response: reqwest::Response, tx: mpsc::UnboundedSender<Chunk>) {
-        let mut body = Vec::new();
-        let mut first_byte_ms = None;
-        let mut broken = None;
-        let mut chunks = response.bytes_stream();
-        while let Some(chunk) = chunks.next().await {
-            match chunk {
-                Ok(bytes) => {
-                    first_byte_ms.get_or_insert_with(now_ms);
-                    body.extend_from_slice(&bytes);
-                    let _ = tx.send(Ok(bytes));
-                }
-                Err(e) => {
-                    let message = format!(
-                        "upstream broke off the reply of call {} after {} bytes: {e}",
-                        self.call_id,
-                        body.len()
-                    );
-                    let _ = tx.send(Err(message.clone()));
-                    broken = Some(message);
-                    break;
-                }
-            }
-        }
-        drop(tx);
-        let view = read_response(self.route, self.stream, &body);
-        let output_fp = view.turn.map(|t| {
-            let mut turns = self.model_turns;
-            turns.push(t);
-            fingerprint(&turns)
-        });
-        let (status, error) = match (&broken, self.status.is_success()) {
-            (Some(msg), _) => ("upstream_broken", Some(msg.clone())),
-            (None, true) => ("ok", None),
-            (None, false) => (
-                "upstream_status",
-                Some(format!(
-                    "upstream answered {} for call {}",
-                    self.status, self.call_id
-                )),
-            ),
-        };
-        let finish = Finish {
-            status,
-            http_status: Some(self.status.as_u16()),
-            content_type: self.content_type,
-            error,
-            response: Some(body),
-            usage: view.usage,
-            output_fp: if status == "ok" { output_fp } else { None },
-            upstream_ms: Some(self.upstream_ms),
-            first_byte_ms,
-            finished_ms: now_ms(),
-        };
-        let id = self.call_id;
-        self.shared.ledger.post(move |c| {
-            if let Err(e) = crate::ledger::ops::finish(c, &id, &finish) {
-                eprintln!("ledger: failed to record the end of call {id}: {e}");
-            }
-        });
-    }
+    let source = Source::Direct {
+        chunks: Box::pin(response.bytes_stream()),
+        recorder,
+    };
+    deliver::upstream(shared, ticket, call_id, status, &headers, sse, source).await
 }

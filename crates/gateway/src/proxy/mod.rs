@@ -4,6 +4,7 @@
 
 mod deliver;
 mod forward;
+mod record;
 mod reply;
 
 use std::sync::Arc;
