@@ -51,8 +51,18 @@ impl Recorder {
         )
     }
 
-    /// Records the end of the reply; `broken` says why it ended early.
+    /// Records the end of the reply; `broken` says why it ended early. Reading the reply for
+    /// usage and lineage runs as a task of its own, off the delivery path.
     pub(crate) fn finish(self, broken: Option<String>) {
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { self.record(broken) });
+            }
+            Err(_) => self.record(broken),
+        }
+    }
+
+    fn record(self, broken: Option<String>) {
         let view = read_response(self.route, self.stream, &self.body);
         let (status, error) = match (broken, self.status.is_success()) {
             (Some(msg), _) => ("upstream_broken", Some(msg)),
