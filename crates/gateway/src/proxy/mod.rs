@@ -16,7 +16,7 @@ use axum::response::Response;
 use futures_util::StreamExt as _;
 
 use crate::capture::CaptureKey;
-use crate::conversation::{Route, read_request};
+use crate::conversation::{RequestView, Route, read_request};
 use crate::gateway::Shared;
 use crate::ledger::{Begun, NewCall, Rejected};
 
@@ -29,6 +29,7 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// Why a request is refused before it becomes a call.
 pub(crate) struct Refusal {
     status: StatusCode,
     code: &'static str,
@@ -45,6 +46,14 @@ impl Refusal {
     }
 }
 
+/// A request that passed every check.
+struct Checked {
+    route: Route,
+    key: CaptureKey,
+    bytes: Bytes,
+    view: Option<RequestView>,
+}
+
 /// `ANY /r/{key}/{*rest}`.
 pub(crate) async fn handle(
     State(shared): State<Arc<Shared>>,
@@ -54,91 +63,13 @@ pub(crate) async fn handle(
     let admitted_ms = now_ms();
     let (parts, body) = req.into_parts();
     let route = Route::from_path(&parts.method, &rest);
-    let parsed = CaptureKey::parse(&key);
-    let mut request_bytes = None;
-    let checked = async {
-        let route = route.ok_or_else(|| {
-            Refusal::new(
-                StatusCode::NOT_FOUND,
-                "unknown_route",
-                format!("no model route {} /{rest} (key {key})", parts.method),
-            )
-        })?;
-        let ck = parsed.as_ref().map_err(|e| {
-            Refusal::new(StatusCode::NOT_FOUND, "unknown_capture_key", e.to_string())
-        })?;
-        shared.check_key(ck)?;
-        if !shared.config.api.serves(route) {
-            return Err(Refusal::new(
-                StatusCode::NOT_FOUND,
-                "route_not_served",
-                format!("route /{rest} is not served by this gateway's upstream (key {key})"),
-            ));
-        }
-        let bytes = read_limited(body, shared.config.max_body_bytes, &key).await?;
-        request_bytes = Some(bytes.clone());
-        let view = if route == Route::Models {
-            None
-        } else {
-            let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
-                Refusal::new(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_json",
-                    format!("request body for /{rest} (key {key}) is not valid JSON: {e}"),
-                )
-            })?;
-            if !value.is_object() {
-                return Err(Refusal::new(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_json",
-                    format!("request body for /{rest} (key {key}) is not a JSON object"),
-                ));
-            }
-            Some(read_request(route, &value))
-        };
-        Ok((route, ck.clone(), bytes, view))
-    }
-    .await;
-    let (route, ck, bytes, view) = match checked {
-        Ok(ok) => ok,
-        Err(refusal) => {
-            let call_id = match shared.next_seq(&key).await {
-                Ok(seq) => {
-                    let rejected = Rejected {
-                        capture_key: key.clone(),
-                        seq,
-                        key: parsed.ok(),
-                        route,
-                        request: request_bytes,
-                        status: refusal.code,
-                        http_status: refusal.status.as_u16(),
-                        error: refusal.message.clone(),
-                        admitted_ms,
-                    };
-                    shared.ledger.post(move |c| {
-                        if let Err(e) = crate::ledger::ops::reject(c, &rejected) {
-                            eprintln!("ledger: failed to record a refused request: {e}");
-                        }
-                    });
-                    Some(format!("{key}#{seq}"))
-                }
-                Err(_) => None,
-            };
-            return error_response(
-                refusal.status,
-                refusal.code,
-                &refusal.message,
-                call_id.as_deref(),
-            );
-        }
+    let mut read = None;
+    let checked = check(&shared, &key, route, &parts.method, &rest, body, &mut read).await;
+    let checked = match checked {
+        Ok(c) => c,
+        Err(refusal) => return refuse(&shared, &key, route, read, refusal, admitted_ms).await,
     };
-
     let ticket = shared.gate.admit(&key).await;
-    let stream = view.as_ref().is_some_and(|v| v.stream);
-    let model_turns = view
-        .as_ref()
-        .map(|v| v.model_turns.clone())
-        .unwrap_or_default();
     let seq = match shared.next_seq(&key).await {
         Ok(seq) => seq,
         Err(e) => {
@@ -153,10 +84,21 @@ pub(crate) async fn handle(
     };
     let call_id = format!("{key}#{seq}");
     ticket.set_call(&call_id);
+    let Checked {
+        route,
+        key: capture,
+        bytes,
+        view,
+    } = checked;
+    let stream = view.as_ref().is_some_and(|v| v.stream);
+    let model_turns = view
+        .as_ref()
+        .map(|v| v.model_turns.clone())
+        .unwrap_or_default();
     // Only a later attempt can repeat a recorded call: only then wait for the ledger's answer.
-    let replay = shared.config.replay && ck.attempt > 0;
+    let replay = shared.config.replay && capture.attempt > 0;
     let call = NewCall {
-        key: ck,
+        key: capture,
         seq,
         route,
         request: bytes.clone(),
@@ -210,6 +152,102 @@ pub(crate) async fn handle(
         model_turns,
     };
     forward::forward(&shared, call, target, bytes).await
+}
+
+/// Route, key, upstream family, body size and JSON checks, in that order. The body read so
+/// far is left in `read` for the refusal's ledger row.
+async fn check(
+    shared: &Shared,
+    key: &str,
+    route: Option<Route>,
+    method: &axum::http::Method,
+    rest: &str,
+    body: Body,
+    read: &mut Option<Bytes>,
+) -> Result<Checked, Refusal> {
+    let route = route.ok_or_else(|| {
+        Refusal::new(
+            StatusCode::NOT_FOUND,
+            "unknown_route",
+            format!("no model route {method} /{rest} (key {key})"),
+        )
+    })?;
+    let capture = CaptureKey::parse(key)
+        .map_err(|e| Refusal::new(StatusCode::NOT_FOUND, "unknown_capture_key", e.to_string()))?;
+    shared.check_key(&capture)?;
+    if !shared.config.api.serves(route) {
+        return Err(Refusal::new(
+            StatusCode::NOT_FOUND,
+            "route_not_served",
+            format!("route /{rest} is not served by this gateway's upstream (key {key})"),
+        ));
+    }
+    let bytes = read_limited(body, shared.config.max_body_bytes, key).await?;
+    *read = Some(bytes.clone());
+    let view = if route == Route::Models {
+        None
+    } else {
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+            Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!("request body for /{rest} (key {key}) is not valid JSON: {e}"),
+            )
+        })?;
+        if !value.is_object() {
+            return Err(Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!("request body for /{rest} (key {key}) is not a JSON object"),
+            ));
+        }
+        Some(read_request(route, &value))
+    };
+    Ok(Checked {
+        route,
+        key: capture,
+        bytes,
+        view,
+    })
+}
+
+/// Answers a refused request with its error and records a ledger row that says so.
+async fn refuse(
+    shared: &Shared,
+    key: &str,
+    route: Option<Route>,
+    read: Option<Bytes>,
+    refusal: Refusal,
+    admitted_ms: i64,
+) -> Response {
+    let call_id = match shared.next_seq(key).await {
+        Ok(seq) => {
+            let rejected = Rejected {
+                capture_key: key.to_owned(),
+                seq,
+                key: CaptureKey::parse(key).ok(),
+                route,
+                request: read,
+                status: refusal.code,
+                http_status: refusal.status.as_u16(),
+                error: refusal.message.clone(),
+                admitted_ms,
+            };
+            shared.ledger.post(move |c| {
+                if let Err(e) = crate::ledger::ops::reject(c, &rejected) {
+                    eprintln!("ledger: failed to record a refused request: {e}");
+                }
+            });
+            Some(format!("{key}#{seq}"))
+        }
+        Err(_) => None,
+    };
+    error_response(
+        refusal.status,
+        refusal.code,
+        &refusal.message,
+        call_id.as_deref(),
+    )
 }
 
 /// Reads at most `limit` bytes of `body`.
