@@ -1,0 +1,93 @@
+//! Version checking shared by every format: the `v` field is read first, so
+//! an unknown version is reported as such rather than as a missing field.
+
+use serde::de::DeserializeOwned;
+
+/// A format could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FormatError {
+    #[error("{what}: not valid JSON: {source}")]
+    Json {
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    #[error("{what}: field `v` is missing or not an integer")]
+    MissingVersion { what: &'static str },
+    #[error("{what}: unknown version {found} (this build reads version {supported})")]
+    UnknownVersion {
+        what: &'static str,
+        found: u64,
+        supported: u32,
+    },
+    #[error("{what}: field `{path}`: {source}")]
+    Field {
+        what: &'static str,
+        path: String,
+        source: serde_json::Error,
+    },
+}
+
+/// Decodes `bytes` as the format `what` at version `supported`, checking the
+/// version before any other field.
+pub fn decode<T: DeserializeOwned>(
+    what: &'static str,
+    supported: u32,
+    bytes: &[u8],
+) -> Result<T, FormatError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|source| FormatError::Json { what, source })?;
+    let found = value
+        .get("v")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or(FormatError::MissingVersion { what })?;
+    if found != u64::from(supported) {
+        return Err(FormatError::UnknownVersion {
+            what,
+            found,
+            supported,
+        });
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| FormatError::Field {
+        what,
+        path: e.path().to_string(),
+        source: e.into_inner(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Probe {
+        #[expect(dead_code, reason = "read only to check the version is accepted")]
+        v: u32,
+        name: String,
+    }
+
+    #[test]
+    fn accepts_current_version() {
+        let p: Probe = decode("probe", 1, br#"{"v":1,"name":"a"}"#).expect("decodes");
+        assert_eq!(p.name, "a");
+    }
+
+    #[test]
+    fn rejects_unknown_version_by_name() {
+        let err = decode::<Probe>("probe", 1, br#"{"v":2,"name":"a"}"#).expect_err("v2");
+        assert_eq!(
+            err.to_string(),
+            "probe: unknown version 2 (this build reads version 1)"
+        );
+    }
+
+    #[test]
+    fn names_the_bad_field() {
+        let err = decode::<Probe>("probe", 1, br#"{"v":1,"name":3}"#).expect_err("bad");
+        assert!(err.to_string().contains("name"), "{err}");
+        let err = decode::<Probe>("probe", 1, br#"{"v":1,"name":"a","x":1}"#).expect_err("x");
+        assert!(err.to_string().contains("unknown field `x`"), "{err}");
+        let err = decode::<Probe>("probe", 1, br#"{"name":"a"}"#).expect_err("no v");
+        assert!(matches!(err, FormatError::MissingVersion { .. }));
+    }
+}

@@ -1,0 +1,51 @@
+//! Errors of the supervisor.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("failed to write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("failed to encode {path}: {source}")]
+    Encode {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("failed to read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Format {
+        path: PathBuf,
+        source: rollpoint_proto::FormatError,
+    },
+    #[error("failed to create session directory {path}: {source}")]
+    SessionDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("failed to {what}: {source}")]
+    Sys {
+        what: &'static str,
+        source: nix::Error,
+    },
+    #[error("failed to start the harness {argv0:?}: {source}")]
+    Spawn {
+        argv0: String,
+        source: std::io::Error,
+    },
+    #[error("control socket {path}: {source}")]
+    Socket {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Tree(#[from] rollpoint_proctree::Error),
+}

@@ -1,0 +1,64 @@
+//! `rollpoint-supervisor`: the process anchor inside every sandbox.
+//!
+//! `run` starts a harness under a child subreaper that owns `waitpid(-1)`,
+//! records the launch, and serves pause, continue, stop and status on a
+//! control socket in the session directory. `pause`, `continue`, `stop` and
+//! `status` are that socket's clients; when no supervisor answers they fall
+//! back to finding the launch by its environment tag and cgroups.
+//!
+//! No async runtime, no TLS, no argument-parsing crate: this binary is built
+//! static and copied into arbitrary task images, so it stays small.
+
+mod args;
+mod client;
+mod errors;
+mod files;
+mod run;
+mod server;
+mod session;
+
+use std::process::ExitCode;
+
+const USAGE: &str = "\
+usage:
+  rollpoint-supervisor run --session DIR --launch ID [options] -- COMMAND [ARGS...]
+  rollpoint-supervisor pause|continue|stop|status --session DIR [options]
+
+options:
+  --freeze auto|cgroup-v2|cgroup-v1|sigstop   freeze strategy (default auto)
+  --no-cgroup                                 run: do not create launch cgroups
+  --cwd DIR                                   run: working directory of the harness
+  --command-budget SECS                       bound of one command (default 120)
+  --confirm-budget SECS                       confirmation budget (default 5)
+  --d-budget SECS                             wait for members in D (default 30)
+  --stop-grace SECS                           SIGINT to SIGKILL grace (default 10)
+
+exit status: run exits with the harness's own code (128+N when signal N
+killed it; 125 when a stop file kept it from starting); the clients exit 0
+when the request was confirmed and 1 otherwise, printing the reply as JSON.";
+
+fn main() -> ExitCode {
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let parsed = match args::parse(&argv) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("rollpoint-supervisor: {e}\n\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    let result = match parsed {
+        args::Parsed::Help => {
+            println!("{USAGE}");
+            Ok(0)
+        }
+        args::Parsed::Run(opts) => run::run(opts),
+        args::Parsed::Client(opts) => client::client(&opts),
+    };
+    match result {
+        Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(255)),
+        Err(e) => {
+            eprintln!("rollpoint-supervisor: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,257 @@
+//! Helpers for tests that drive real processes: locating the binaries,
+//! running a launch under the supervisor, asking it over its clients, and
+//! checking what is left alive.
+#![expect(clippy::unwrap_used, clippy::missing_panics_doc, reason = "test support panics with context")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use rollpoint_proctree::ProcId;
+use rollpoint_proctree::scan::Table;
+use rollpoint_proto::control::Reply;
+use rollpoint_proto::launch::LaunchRecord;
+use rollpoint_proto::session::LAUNCH_FILE;
+
+/// The directory holding the workspace's built binaries (`target/debug`).
+fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    // target/debug/deps/<test> -> target/debug
+    let mut dir = exe.parent().unwrap().to_owned();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir
+}
+
+/// The supervisor under test: `ROLLPOINT_SUPERVISOR` (a static build, in
+/// CI) or the workspace's own debug build.
+pub fn supervisor_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("ROLLPOINT_SUPERVISOR") {
+        return PathBuf::from(p);
+    }
+    let p = bin_dir().join("rollpoint-supervisor");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        p.display()
+    );
+    p
+}
+
+/// The fake harness binary.
+pub fn fake_harness_bin() -> PathBuf {
+    let p = bin_dir().join("fake-harness");
+    assert!(p.exists(), "{} is missing: run `cargo build --workspace --bins` first", p.display());
+    p
+}
+
+/// Fails the test loudly unless it runs as root: tests of mounts and
+/// cgroups must not pass without exercising them.
+pub fn require_root() {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "this test needs root (cgroups, mounts); run the suite as root");
+}
+
+/// Polls `f` until it returns `Some`, or panics naming `what`.
+pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let end = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < end, "timed out after {timeout:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A launch running under a real supervisor in a temporary session dir.
+#[derive(Debug)]
+pub struct Supervised {
+    pub session: PathBuf,
+    pub launch_id: String,
+    pub child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Supervised {
+    /// Starts `fake-harness STEPS...` under the supervisor with `opts`.
+    pub fn fake(launch_id: &str, opts: &[&str], steps: &[&str]) -> Self {
+        let mut argv = vec![fake_harness_bin().display().to_string()];
+        argv.extend(steps.iter().map(|s| (*s).to_owned()));
+        Self::start(launch_id, opts, &argv, |_| {})
+    }
+
+    /// Starts `argv` under the supervisor; `prepare` may put stop or pause
+    /// files into the session dir first.
+    pub fn start(launch_id: &str, opts: &[&str], argv: &[String], prepare: impl FnOnce(&Path)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let session = dir.path().join("session");
+        std::fs::create_dir(&session).unwrap();
+        prepare(&session);
+        let child = Command::new(supervisor_bin())
+            .arg("run")
+            .arg("--session")
+            .arg(&session)
+            .args(["--launch", launch_id])
+            .args(opts)
+            .arg("--")
+            .args(argv)
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let s = Self {
+            session,
+            launch_id: launch_id.to_owned(),
+            child,
+            _dir: dir,
+        };
+        wait_for(Duration::from_secs(10), "the launch record", || s.try_record());
+        s
+    }
+
+    pub fn try_record(&self) -> Option<LaunchRecord> {
+        let bytes = std::fs::read(self.session.join(LAUNCH_FILE)).ok()?;
+        LaunchRecord::decode(&bytes).ok()
+    }
+
+    pub fn record(&self) -> LaunchRecord {
+        self.try_record().unwrap()
+    }
+
+    /// Path of a file in a scratch area of this test.
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        self.session.parent().unwrap().join(name)
+    }
+
+    /// Runs a client verb (`pause`, `continue`, `stop`, `status`) and
+    /// returns its exit code and reply.
+    pub fn ask(&self, verb: &str, opts: &[&str]) -> (i32, Reply) {
+        ask(&self.session, verb, opts)
+    }
+
+    /// Waits for the supervisor to exit.
+    pub fn wait(&mut self, timeout: Duration) -> ExitStatus {
+        let child = &mut self.child;
+        wait_for(timeout, "the supervisor to exit", || child.try_wait().unwrap())
+    }
+
+    /// Every process below the supervisor now.
+    pub fn tree(&self) -> Vec<ProcId> {
+        descendants(self.child.id())
+    }
+}
+
+impl Drop for Supervised {
+    fn drop(&mut self) {
+        // Leave nothing behind even when a test fails half-way.
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = ask(&self.session, "stop", &["--stop-grace", "0"]);
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Runs a supervisor client against `session`.
+pub fn ask(session: &Path, verb: &str, opts: &[&str]) -> (i32, Reply) {
+    let out = Command::new(supervisor_bin())
+        .arg(verb)
+        .arg("--session")
+        .arg(session)
+        .args(opts)
+        .output()
+        .unwrap();
+    let reply = Reply::decode(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{verb}: bad reply ({e}): stdout {:?} stderr {:?}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), reply)
+}
+
+/// Every descendant of `pid`, by identity.
+pub fn descendants(pid: u32) -> Vec<ProcId> {
+    let t = Table::scan();
+    t.descendants([pid])
+        .into_iter()
+        .filter_map(|p| t.get(p).map(|s| ProcId { pid: p, start_time: s.start_time }))
+        .collect()
+}
+
+/// The identities in `ids` that are still alive (zombies count as dead).
+pub fn alive(ids: &[ProcId]) -> Vec<ProcId> {
+    ids.iter()
+        .copied()
+        .filter(|id| {
+            rollpoint_proctree::scan::read_stat(id.pid)
+                .is_some_and(|s| s.start_time == id.start_time && !matches!(s.state, 'Z' | 'X'))
+        })
+        .collect()
+}
+
+/// Number of lines in a file (0 when missing).
+pub fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |s| s.lines().count())
+}
+
+/// Defines one test per freeze strategy calling `$body(strategy)`. The
+/// cgroup variants are named `root_*` so they run in the serial root group.
+#[macro_export]
+macro_rules! per_strategy {
+    ($name:ident, $body:ident) => {
+        mod $name {
+            #[test]
+            fn root_cgroup_v2() {
+                $crate::require_root();
+                super::$body("cgroup-v2");
+            }
+            #[test]
+            fn root_cgroup_v1() {
+                $crate::require_root();
+                super::$body("cgroup-v1");
+            }
+            #[test]
+            fn sigstop() {
+                super::$body("sigstop");
+            }
+        }
+    };
+}
+
+/// A launch id unique to this test process.
+pub fn launch_id(name: &str) -> String {
+    format!("{name}-{}", std::process::id())
+}
+
+/// The receipt of a reply, or a panic naming the verb.
+pub fn receipt(verb: &str, reply: &Reply) -> rollpoint_proto::receipt::Receipt {
+    reply
+        .receipt
+        .clone()
+        .unwrap_or_else(|| panic!("{verb}: reply has no receipt: {reply:?}"))
+}
+
+/// State letter of a process, if it is alive with that identity.
+pub fn state(id: ProcId) -> Option<char> {
+    rollpoint_proctree::scan::read_stat(id.pid)
+        .filter(|s| s.start_time == id.start_time)
+        .map(|s| s.state)
+}
+
+/// Processes anywhere on the machine whose environment carries the tag.
+pub fn tagged(launch_id: &str) -> Vec<u32> {
+    let needle = format!("{}={launch_id}", rollpoint_proto::launch::LAUNCH_TAG_VAR).into_bytes();
+    Table::scan()
+        .iter()
+        .filter(|s| {
+            !matches!(s.state, 'Z' | 'X')
+                && std::fs::read(format!("/proc/{}/environ", s.pid))
+                    .is_ok_and(|e| e.split(|&b| b == 0).any(|v| v == needle))
+        })
+        .map(|s| s.pid)
+        .collect()
+}
