@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use crate::conversation::{
-    Route, Turn, anthropic_turn, canonical_args, chat_turn, is_model_item, push_responses_item,
+    Route, Turn, anthropic_turn, canonical_args, chat_turn, push_responses_item,
 };
 use crate::sse;
 
@@ -54,12 +54,10 @@ pub fn read_response(route: Route, stream: bool, body: &[u8]) -> ResponseView {
     }
 }
 
+/// A Responses `output` (every item is the model's) as one turn.
 fn responses_output(items: &[Value]) -> Turn {
     let mut turn = Vec::new();
-    for item in items
-        .iter()
-        .filter(|i| is_model_item(i) || i.get("role").is_none())
-    {
+    for item in items {
         push_responses_item(&mut turn, item);
     }
     turn

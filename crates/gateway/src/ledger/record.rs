@@ -96,6 +96,7 @@ impl LedgerRecord {
                 base64: STANDARD.encode(&b.bytes),
             },
         };
+        // Strings, numbers and string-keyed maps only: serializing cannot fail.
         serde_json::to_string(&line).unwrap_or_default()
     }
 }
