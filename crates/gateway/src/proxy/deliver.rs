@@ -93,11 +93,13 @@ impl Delivery {
             Some(Ok(first)) => Some(Ok(self.join_ready(first))),
             other => other,
         };
-        if !matches!(chunk, Some(Ok(_)))
-            && let Source::Direct { recorder, .. } =
+        if !matches!(chunk, Some(Ok(_))) {
+            // The reply ended (or broke): nothing more to read; record it if read here.
+            if let Source::Direct { recorder, .. } =
                 std::mem::replace(&mut self.source, Source::Done)
-        {
-            recorder.finish(chunk.as_ref().and_then(|c| c.as_ref().err().cloned()));
+            {
+                recorder.finish(chunk.as_ref().and_then(|c| c.as_ref().err().cloned()));
+            }
         }
         if !self.ticket.tail_flows() {
             self.source.detach();
