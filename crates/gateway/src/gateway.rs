@@ -224,6 +224,11 @@ impl Gateway {
         Ok(report)
     }
 
+    /// Waits until everything recorded so far is committed to the ledger file.
+    pub async fn flush(&self) -> Result<(), GatewayError> {
+        self.shared.ledger.flush().await
+    }
+
     /// Ledger rows of `rollout`, or all rows, in admission order.
     pub async fn calls(&self, rollout: Option<&str>) -> Result<Vec<CallRecord>, GatewayError> {
         let rollout = rollout.map(str::to_owned);

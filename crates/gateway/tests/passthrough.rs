@@ -153,3 +153,55 @@ async fn a_caller_leaving_mid_stream_does_not_stop_the_recording() {
         "the whole reply was read and recorded"
     );
 }
+
+#[tokio::test]
+async fn flushed_rows_are_in_the_ledger_file_for_another_reader() {
+    let model = model(script(vec![text("hi")])).await;
+    let gw = gateway(&model.base_url(), &["disk"]).await;
+    let reply = post(
+        &client(),
+        &gw.url("disk", path(Route::Chat)),
+        Conversation::new(Route::Chat, false, "x").body(),
+    )
+    .await;
+    assert_eq!(reply.status, 200);
+    gw.settled("disk").await;
+    gw.gateway.flush().await.unwrap();
+    let file = gw.dir.path().join("ledger.db");
+    let other =
+        rusqlite::Connection::open_with_flags(&file, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .unwrap();
+    let n: i64 = other
+        .query_row(
+            "SELECT COUNT(*) FROM calls WHERE status = 'ok' AND rollout = 'disk'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(n, 1);
+    let version: i64 = other
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, rollpoint_gateway::SCHEMA_VERSION);
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}
+
+#[tokio::test]
+async fn a_ledger_of_a_newer_schema_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ledger.db");
+    let c = rusqlite::Connection::open(&file).unwrap();
+    c.pragma_update(None, "user_version", 99).unwrap();
+    drop(c);
+    let config = rollpoint_gateway::GatewayConfig::new(
+        "http://127.0.0.1:9",
+        rollpoint_gateway::UpstreamApi::All,
+        file,
+    );
+    let err = rollpoint_gateway::Gateway::new(config).unwrap_err();
+    assert!(err.to_string().contains("schema version 99"), "{err}");
+}

@@ -81,6 +81,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
             r = gateway.serve(listener) => r.context("gateway server failed")?,
             r = super::model_script::stop_signal() => r?,
         }
+        gateway.flush().await?;
         Ok(())
     })
 }

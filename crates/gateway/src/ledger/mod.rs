@@ -88,6 +88,21 @@ impl Ledger {
         answer.await.map_err(|_| GatewayError::LedgerGone)?
     }
 
+    /// Waits until every job queued before is committed.
+    pub async fn flush(&self) -> Result<(), GatewayError> {
+        self.run(|conn| {
+            if !conn.is_autocommit() {
+                conn.execute_batch("COMMIT; BEGIN")
+                    .map_err(|source| GatewayError::Ledger {
+                        context: "flush",
+                        source,
+                    })?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     /// Queues `f` without waiting for it.
     pub fn post<F>(&self, f: F)
     where
