@@ -2,7 +2,9 @@
 
 mod bench;
 mod demo;
+mod gateway;
 mod locate;
+mod model_script;
 
 use clap::Subcommand;
 
@@ -14,11 +16,17 @@ pub enum Command {
     /// Benchmarks, each against its baseline in the same run.
     #[command(subcommand)]
     Bench(bench::Bench),
+    /// Run the recording model gateway in front of one upstream.
+    Gateway(gateway::GatewayArgs),
+    /// Serve a scripted model (chat completions, Responses, Anthropic Messages).
+    ModelScript(model_script::ModelScriptArgs),
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Demo(args) => demo::run(&args),
         Command::Bench(b) => bench::run(b),
+        Command::Gateway(args) => gateway::run(args),
+        Command::ModelScript(args) => model_script::run(args),
     }
 }

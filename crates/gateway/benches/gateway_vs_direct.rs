@@ -1,0 +1,234 @@
+//! Gateway overhead, side by side in one run: 64 concurrent streaming clients call the
+//! scripted model straight and through the gateway (ledger on disk, gate open), in
+//! alternating rounds. Prints p50/p99 latency, the latency the gateway adds, throughput and
+//! the throughput ratio, each as median, min and max over the rounds.
+//!
+//! The first scenario paces the model like a served one (a delta every 10 ms); the second
+//! streams with no pacing, so clients, model and gateway compete for the CPU and the gateway's
+//! own CPU cost shows in full. All three run in this one process.
+//!
+//! `cargo bench -p rollpoint-gateway --bench gateway_vs_direct -- [--clients N] [--calls N]
+//!  [--rounds N] [--chunks N] [--chunk-delay-ms N]`
+#![expect(clippy::unwrap_used, reason = "benchmark harness")]
+
+use std::time::{Duration, Instant};
+
+use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, UpstreamApi};
+use rollpoint_model_script::{Script, ScriptServer, Step};
+use serde_json::json;
+
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    clients: usize,
+    calls: usize,
+    rounds: usize,
+    chunks: usize,
+    chunk_delay_ms: u64,
+}
+
+fn parse_args() -> Setup {
+    let mut s = Setup {
+        clients: 64,
+        calls: 40,
+        rounds: 5,
+        chunks: 16,
+        chunk_delay_ms: 10,
+    };
+    let args: Vec<String> = std::env::args().collect();
+    let mut i = 1;
+    while i < args.len() {
+        let value = || args.get(i + 1).and_then(|v| v.parse::<u64>().ok());
+        let used = match args[i].as_str() {
+            "--clients" => value().map(|v| s.clients = usize::try_from(v).unwrap()),
+            "--calls" => value().map(|v| s.calls = usize::try_from(v).unwrap()),
+            "--rounds" => value().map(|v| s.rounds = usize::try_from(v).unwrap()),
+            "--chunks" => value().map(|v| s.chunks = usize::try_from(v).unwrap()),
+            "--chunk-delay-ms" => value().map(|v| s.chunk_delay_ms = v),
+            _ => None,
+        };
+        i += if used.is_some() { 2 } else { 1 };
+    }
+    s
+}
+
+/// One round's figures.
+#[derive(Debug, Clone, Copy)]
+struct Round {
+    p50_ms: f64,
+    p99_ms: f64,
+    calls_per_s: f64,
+}
+
+fn body(client: usize, call: usize) -> Vec<u8> {
+    let messages = json!([
+        {"role": "system", "content": "You are a coding agent. ".repeat(20)},
+        {"role": "user", "content": format!("client {client} call {call}: fix the failing test")},
+    ]);
+    serde_json::to_vec(
+        &json!({"model": "bench", "stream": true, "messages": messages,
+        "stream_options": {"include_usage": true},
+        "tools": [{"type": "function", "function": {"name": "bash",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]}),
+    )
+    .unwrap()
+}
+
+async fn round(urls: Vec<String>, setup: Setup) -> Round {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for (c, url) in urls.into_iter().enumerate() {
+        tasks.push(tokio::spawn(async move {
+            let client = reqwest::Client::builder()
+                .tcp_nodelay(true)
+                .build()
+                .unwrap();
+            let mut lat = Vec::with_capacity(setup.calls);
+            for k in 0..setup.calls {
+                let b = body(c, k);
+                let t = Instant::now();
+                let resp = client.post(&url).body(b).send().await.unwrap();
+                assert!(resp.status().is_success());
+                let bytes = resp.bytes().await.unwrap();
+                assert!(bytes.ends_with(b"data: [DONE]\n\n"));
+                lat.push(t.elapsed());
+            }
+            lat
+        }));
+    }
+    let mut all: Vec<Duration> = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let wall = started.elapsed().as_secs_f64();
+    all.sort();
+    // Nearest-rank percentile over the sorted latencies.
+    let pick = |percent: usize| {
+        let idx = ((all.len() - 1) * percent).div_ceil(100);
+        all[idx].as_secs_f64() * 1e3
+    };
+    Round {
+        p50_ms: pick(50),
+        p99_ms: pick(99),
+        calls_per_s: all.len() as f64 / wall,
+    }
+}
+
+fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+async fn scenario(setup: Setup) {
+    let step = Step {
+        text: Some("The test fails because the fixture path is wrong; fixing it now.".into()),
+        ..Step::default()
+    };
+    let mut script = Script::new(vec![step]);
+    script.stream_chunks = setup.chunks;
+    script.chunk_delay_ms = setup.chunk_delay_ms;
+    let model = ScriptServer::start(script, "127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = GatewayConfig::new(
+        model.base_url(),
+        UpstreamApi::OpenAi,
+        dir.path().join("l.db"),
+    );
+    let gateway = Gateway::new(config).unwrap();
+    for c in 0..setup.clients {
+        gateway
+            .register(&CaptureKey::new(&format!("b{c}"), 0).unwrap())
+            .unwrap();
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let gw_addr = listener.local_addr().unwrap();
+    let g = gateway.clone();
+    let server = tokio::spawn(async move { g.serve(listener).await });
+    let direct_urls: Vec<String> = (0..setup.clients)
+        .map(|_| format!("{}/v1/chat/completions", model.base_url()))
+        .collect();
+    let gw_urls: Vec<String> = (0..setup.clients)
+        .map(|c| format!("http://{gw_addr}/r/b{c}/v1/chat/completions"))
+        .collect();
+    // Warm-up: connections, page cache, ledger file.
+    round(direct_urls.clone(), Setup { calls: 3, ..setup }).await;
+    round(gw_urls.clone(), Setup { calls: 3, ..setup }).await;
+    let (mut direct, mut via) = (Vec::new(), Vec::new());
+    for _ in 0..setup.rounds {
+        direct.push(round(direct_urls.clone(), setup).await);
+        via.push(round(gw_urls.clone(), setup).await);
+    }
+    server.abort();
+    let pairs = direct.iter().zip(&via);
+    let rows: Vec<(&str, Vec<f64>)> = vec![
+        (
+            "direct p50 latency (ms)",
+            direct.iter().map(|r| r.p50_ms).collect(),
+        ),
+        (
+            "gateway p50 latency (ms)",
+            via.iter().map(|r| r.p50_ms).collect(),
+        ),
+        (
+            "added p50 latency (ms)",
+            pairs.clone().map(|(d, g)| g.p50_ms - d.p50_ms).collect(),
+        ),
+        (
+            "direct p99 latency (ms)",
+            direct.iter().map(|r| r.p99_ms).collect(),
+        ),
+        (
+            "gateway p99 latency (ms)",
+            via.iter().map(|r| r.p99_ms).collect(),
+        ),
+        (
+            "added p99 latency (ms)",
+            pairs.clone().map(|(d, g)| g.p99_ms - d.p99_ms).collect(),
+        ),
+        (
+            "direct throughput (calls/s)",
+            direct.iter().map(|r| r.calls_per_s).collect(),
+        ),
+        (
+            "gateway throughput (calls/s)",
+            via.iter().map(|r| r.calls_per_s).collect(),
+        ),
+        (
+            "throughput ratio gateway/direct",
+            pairs.map(|(d, g)| g.calls_per_s / d.calls_per_s).collect(),
+        ),
+    ];
+    println!(
+        "\n{} streaming clients x {} calls, {} deltas {} ms apart, {} rounds (ledger rows: {})",
+        setup.clients,
+        setup.calls,
+        setup.chunks,
+        setup.chunk_delay_ms,
+        setup.rounds,
+        gateway.calls(None).await.unwrap().len()
+    );
+    println!(
+        "{:<34} {:>10} {:>10} {:>10}",
+        "metric", "median", "min", "max"
+    );
+    for (name, values) in rows {
+        let (med, min, max) = stats(values);
+        println!("{name:<34} {med:>10.3} {min:>10.3} {max:>10.3}");
+    }
+    model.shutdown().await;
+}
+
+fn main() {
+    let setup = parse_args();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        scenario(setup).await;
+        // The same with no pacing: CPU-bound, the gateway's cost in CPU shows fully.
+        scenario(Setup {
+            chunk_delay_ms: 0,
+            ..setup
+        })
+        .await;
+    });
+}

@@ -1,0 +1,57 @@
+//! Gateway configuration: the one upstream, its API family, the ledger path and limits.
+
+use std::path::PathBuf;
+
+/// Which API family the upstream speaks; decides which routes are served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamApi {
+    /// Chat completions and Responses.
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+    /// All three (e.g. the scripted model server).
+    All,
+}
+
+impl UpstreamApi {
+    /// Whether a route of `route` is passed to this upstream.
+    #[must_use]
+    pub fn serves(self, route: crate::conversation::Route) -> bool {
+        use crate::conversation::Route;
+        match (self, route) {
+            (Self::All, _) | (_, Route::Models) => true,
+            (Self::OpenAi, r) => matches!(r, Route::Chat | Route::Responses),
+            (Self::Anthropic, r) => r == Route::Messages,
+        }
+    }
+}
+
+/// How the gateway runs.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// Base URL of the upstream, e.g. `http://127.0.0.1:8000` (the `/v1/...` path is appended).
+    pub upstream: String,
+    pub api: UpstreamApi,
+    pub ledger: PathBuf,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+    /// Answer repeated conversations of a later attempt from the ledger.
+    pub replay: bool,
+    /// Accept any well-formed capture key without registration (standalone use).
+    pub open_keys: bool,
+}
+
+impl GatewayConfig {
+    /// A configuration with defaults: 32 MiB bodies, replay on, keys must be registered.
+    #[must_use]
+    pub fn new(upstream: impl Into<String>, api: UpstreamApi, ledger: PathBuf) -> Self {
+        Self {
+            upstream: upstream.into(),
+            api,
+            ledger,
+            max_body_bytes: 32 * 1024 * 1024,
+            replay: true,
+            open_keys: false,
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! Errors of the gateway library.
+
+/// Why a gateway operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("capture key `{key}` is malformed: {reason}")]
+    BadCaptureKey { key: String, reason: &'static str },
+    #[error("failed to open ledger {path}")]
+    LedgerOpen {
+        path: std::path::PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("failed to prepare ledger file {path}")]
+    LedgerFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("ledger {path} has schema version {found}, newer than this build's {supported}")]
+    LedgerTooNew {
+        path: std::path::PathBuf,
+        found: i64,
+        supported: i64,
+    },
+    #[error("ledger query failed: {context}")]
+    Ledger {
+        context: &'static str,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("ledger writer thread is gone")]
+    LedgerGone,
+    #[error("ledger record line {line}: {message}")]
+    BadRecord { line: usize, message: String },
+    #[error(
+        "ledger record line {line}: unsupported record version {found} (this build reads {supported})"
+    )]
+    UnknownRecordVersion {
+        line: usize,
+        found: String,
+        supported: u32,
+    },
+    #[error("install for rollout {rollout}: {message}")]
+    Install { rollout: String, message: String },
+    #[error(
+        "attempt {attempt} of rollout {rollout} is older than the registered attempt {current}"
+    )]
+    StaleAttempt {
+        rollout: String,
+        attempt: u32,
+        current: u32,
+    },
+    #[error("upstream url `{url}` is not a plain http url")]
+    BadUpstream { url: String },
+    #[error("failed to build the upstream http client")]
+    Client(#[source] reqwest::Error),
+}

@@ -1,0 +1,134 @@
+//! The call ledger: one SQLite database (bundled, WAL) owned by one writer thread. Every model
+//! call becomes a row; request and response bodies are stored once, addressed by SHA-256.
+//! Callers send closures over a channel and await the answer, so the async proxy never blocks
+//! on SQLite, and queued jobs are committed together in one transaction.
+
+pub(crate) mod ops;
+pub mod record;
+mod schema;
+
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+
+use rusqlite::Connection;
+
+use crate::errors::GatewayError;
+
+pub use ops::{Begun, Finish, InstallReport, NewCall, Rejected, Replay};
+pub use schema::SCHEMA_VERSION;
+
+type Job = Box<dyn FnOnce(&Connection) + Send>;
+
+/// Jobs committed in one transaction at most.
+const BATCH: usize = 1024;
+
+/// How long a transaction stays open for more jobs. Most jobs are posted (nobody waits for
+/// them), and every call rewrites the same hot pages: one commit for many calls writes each
+/// page once.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// Handle to the ledger's writer thread.
+#[derive(Debug, Clone)]
+pub struct Ledger {
+    tx: mpsc::Sender<Job>,
+    path: PathBuf,
+}
+
+impl Ledger {
+    /// Opens (creating with mode 0600) the ledger at `path` and starts its writer thread.
+    pub fn open(path: &Path) -> Result<Self, GatewayError> {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|source| GatewayError::LedgerFile {
+                path: path.to_owned(),
+                source,
+            })?;
+        let mut conn = Connection::open(path).map_err(|source| GatewayError::LedgerOpen {
+            path: path.to_owned(),
+            source,
+        })?;
+        schema::prepare(&mut conn, path)?;
+        ops::sweep_interrupted(&conn)?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("ledger-writer".into())
+            .spawn(move || writer(&conn, &rx))
+            .map_err(|source| GatewayError::LedgerFile {
+                path: path.to_owned(),
+                source,
+            })?;
+        Ok(Self {
+            tx,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The database file.
+    #[must_use]
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on the writer thread and returns its result.
+    pub async fn run<R, F>(&self, f: F) -> Result<R, GatewayError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, GatewayError> + Send + 'static,
+    {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.tx
+            .send(Box::new(move |conn| {
+                let _ = reply.send(f(conn));
+            }))
+            .map_err(|_| GatewayError::LedgerGone)?;
+        answer.await.map_err(|_| GatewayError::LedgerGone)?
+    }
+
+    /// Waits until every job queued before is committed.
+    pub async fn flush(&self) -> Result<(), GatewayError> {
+        self.run(|conn| {
+            if !conn.is_autocommit() {
+                conn.execute_batch("COMMIT; BEGIN")
+                    .map_err(|source| GatewayError::Ledger {
+                        context: "flush",
+                        source,
+                    })?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Queues `f` without waiting for it.
+    pub fn post<F>(&self, f: F)
+    where
+        F: FnOnce(&Connection) + Send + 'static,
+    {
+        let _ = self.tx.send(Box::new(f));
+    }
+}
+
+fn writer(conn: &Connection, rx: &mpsc::Receiver<Job>) {
+    while let Ok(first) = rx.recv() {
+        // A failed BEGIN leaves autocommit on: each job then commits alone.
+        let batched = conn.execute_batch("BEGIN").is_ok();
+        first(conn);
+        let deadline = std::time::Instant::now() + LINGER;
+        for _ in 1..BATCH {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(job) => job(conn),
+                Err(_) => break,
+            }
+        }
+        if batched && let Err(e) = conn.execute_batch("COMMIT") {
+            // Nothing to hand the error to: the jobs already answered. Say it once.
+            eprintln!("ledger: commit failed: {e}");
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+    }
+}

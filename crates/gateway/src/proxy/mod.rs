@@ -1,0 +1,275 @@
+//! The proxy path of one request: route and key checks, bounded body read, admission through
+//! the gate, the ledger row, then either a replay from the ledger or a byte-exact forward
+//! upstream with the reply held until the gate is open.
+
+mod deliver;
+mod forward;
+mod record;
+mod reply;
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Request, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use futures_util::StreamExt as _;
+
+use crate::capture::CaptureKey;
+use crate::conversation::{RequestView, Route, read_request};
+use crate::gateway::Shared;
+use crate::ledger::{Begun, NewCall, Rejected};
+
+pub(crate) use reply::error_response;
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Why a request is refused before it becomes a call.
+pub(crate) struct Refusal {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+}
+
+impl Refusal {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: String) -> Self {
+        Self {
+            status,
+            code,
+            message,
+        }
+    }
+}
+
+/// A request that passed every check.
+struct Checked {
+    route: Route,
+    key: CaptureKey,
+    bytes: Bytes,
+    view: Option<RequestView>,
+}
+
+/// `ANY /r/{key}/{*rest}`.
+pub(crate) async fn handle(
+    State(shared): State<Arc<Shared>>,
+    Path((key, rest)): Path<(String, String)>,
+    req: Request,
+) -> Response {
+    let admitted_ms = now_ms();
+    let (parts, body) = req.into_parts();
+    let route = Route::from_path(&parts.method, &rest);
+    let mut read = None;
+    let checked = check(&shared, &key, route, &parts.method, &rest, body, &mut read).await;
+    let checked = match checked {
+        Ok(c) => c,
+        Err(refusal) => return refuse(&shared, &key, route, read, refusal, admitted_ms).await,
+    };
+    let ticket = shared.gate.admit(&key).await;
+    let seq = match shared.next_seq(&key).await {
+        Ok(seq) => seq,
+        Err(e) => {
+            let msg = format!("ledger refused call of key {key}: {e}");
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "ledger_error",
+                &msg,
+                None,
+            );
+        }
+    };
+    let call_id = format!("{key}#{seq}");
+    ticket.set_call(&call_id);
+    let Checked {
+        route,
+        key: capture,
+        bytes,
+        view,
+    } = checked;
+    let stream = view.as_ref().is_some_and(|v| v.stream);
+    let model_turns = view
+        .as_ref()
+        .map(|v| v.model_turns.clone())
+        .unwrap_or_default();
+    // Only a later attempt can repeat a recorded call: only then wait for the ledger's answer.
+    let replay = shared.config.replay && capture.attempt > 0;
+    let call = NewCall {
+        key: capture,
+        seq,
+        route,
+        request: bytes.clone(),
+        view,
+        admitted_ms,
+        replay,
+    };
+    if replay {
+        match shared
+            .ledger
+            .run(move |c| crate::ledger::ops::begin(c, &call))
+            .await
+        {
+            Ok(Begun {
+                replay: Some(r), ..
+            }) => {
+                return deliver::replay(&shared, ticket, call_id, r).await;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let msg = format!("ledger refused call {call_id}: {e}");
+                return error_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "ledger_error",
+                    &msg,
+                    Some(&call_id),
+                );
+            }
+        }
+    } else {
+        shared.ledger.post(move |c| {
+            if let Err(e) = crate::ledger::ops::begin(c, &call) {
+                eprintln!(
+                    "ledger: failed to record call {}#{}: {e}",
+                    call.key, call.seq
+                );
+            }
+        });
+    }
+    let target = forward::Target {
+        rest,
+        query: parts.uri.query().map(str::to_owned),
+        method: parts.method,
+        headers: parts.headers,
+    };
+    let call = forward::Call {
+        ticket,
+        call_id,
+        route,
+        stream,
+        model_turns,
+    };
+    forward::forward(&shared, call, target, bytes).await
+}
+
+/// Route, key, upstream family, body size and JSON checks, in that order. The body read so
+/// far is left in `read` for the refusal's ledger row.
+async fn check(
+    shared: &Shared,
+    key: &str,
+    route: Option<Route>,
+    method: &axum::http::Method,
+    rest: &str,
+    body: Body,
+    read: &mut Option<Bytes>,
+) -> Result<Checked, Refusal> {
+    let route = route.ok_or_else(|| {
+        Refusal::new(
+            StatusCode::NOT_FOUND,
+            "unknown_route",
+            format!("no model route {method} /{rest} (key {key})"),
+        )
+    })?;
+    let capture = CaptureKey::parse(key)
+        .map_err(|e| Refusal::new(StatusCode::NOT_FOUND, "unknown_capture_key", e.to_string()))?;
+    shared.check_key(&capture)?;
+    if !shared.config.api.serves(route) {
+        return Err(Refusal::new(
+            StatusCode::NOT_FOUND,
+            "route_not_served",
+            format!("route /{rest} is not served by this gateway's upstream (key {key})"),
+        ));
+    }
+    let bytes = read_limited(body, shared.config.max_body_bytes, key).await?;
+    *read = Some(bytes.clone());
+    let view = if route == Route::Models {
+        None
+    } else {
+        let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
+            Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!("request body for /{rest} (key {key}) is not valid JSON: {e}"),
+            )
+        })?;
+        if !value.is_object() {
+            return Err(Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_json",
+                format!("request body for /{rest} (key {key}) is not a JSON object"),
+            ));
+        }
+        Some(read_request(route, &value))
+    };
+    Ok(Checked {
+        route,
+        key: capture,
+        bytes,
+        view,
+    })
+}
+
+/// Answers a refused request with its error and records a ledger row that says so.
+async fn refuse(
+    shared: &Shared,
+    key: &str,
+    route: Option<Route>,
+    read: Option<Bytes>,
+    refusal: Refusal,
+    admitted_ms: i64,
+) -> Response {
+    let call_id = match shared.next_seq(key).await {
+        Ok(seq) => {
+            let rejected = Rejected {
+                capture_key: key.to_owned(),
+                seq,
+                key: CaptureKey::parse(key).ok(),
+                route,
+                request: read,
+                status: refusal.code,
+                http_status: refusal.status.as_u16(),
+                error: refusal.message.clone(),
+                admitted_ms,
+            };
+            shared.ledger.post(move |c| {
+                if let Err(e) = crate::ledger::ops::reject(c, &rejected) {
+                    eprintln!("ledger: failed to record a refused request: {e}");
+                }
+            });
+            Some(format!("{key}#{seq}"))
+        }
+        Err(_) => None,
+    };
+    error_response(
+        refusal.status,
+        refusal.code,
+        &refusal.message,
+        call_id.as_deref(),
+    )
+}
+
+/// Reads at most `limit` bytes of `body`.
+async fn read_limited(body: Body, limit: usize, key: &str) -> Result<Bytes, Refusal> {
+    let mut stream = body.into_data_stream();
+    let mut buf = bytes::BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| {
+            Refusal::new(
+                StatusCode::BAD_REQUEST,
+                "body_unreadable",
+                format!("request body of key {key} could not be read: {e}"),
+            )
+        })?;
+        if buf.len() + chunk.len() > limit {
+            return Err(Refusal::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("request body of key {key} is larger than the limit of {limit} bytes"),
+            ));
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}

@@ -1,0 +1,17 @@
+//! A scripted model server that ships with rollpoint, so the product, its tests, benchmarks
+//! and quickstart run with no GPU and no network. It speaks OpenAI chat completions, OpenAI
+//! Responses and Anthropic Messages, streamed and not, and answers from a versioned script:
+//! text, or a call of the harness's own shell tool shaped from that tool's schema.
+#![forbid(unsafe_code)]
+
+pub mod answer;
+pub mod errors;
+pub mod render;
+pub mod request;
+pub mod script;
+pub mod server;
+pub mod tools;
+
+pub use errors::ScriptError;
+pub use script::{Fail, Script, Step, StepKey};
+pub use server::{LogEntry, ScriptServer};

@@ -1,0 +1,167 @@
+//! What the scripted model reads from a request: the API, the stream flag, the model, the
+//! conversation position and the tools on offer. Pure functions over parsed JSON.
+
+use serde_json::Value;
+
+/// The three generation APIs the server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// OpenAI chat completions (`/v1/chat/completions`).
+    Chat,
+    /// OpenAI Responses (`/v1/responses`).
+    Responses,
+    /// Anthropic Messages (`/v1/messages`).
+    Messages,
+}
+
+impl Api {
+    /// The name used in logs.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Responses => "responses",
+            Self::Messages => "messages",
+        }
+    }
+}
+
+/// A tool the request offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OfferedTool {
+    pub name: String,
+    pub schema: Value,
+}
+
+/// The parts of a request the script needs.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub api: Api,
+    pub model: String,
+    pub stream: bool,
+    pub include_usage: bool,
+    /// Number of model-authored turns already in the conversation.
+    pub position: usize,
+    pub tools: Vec<OfferedTool>,
+}
+
+impl Request {
+    /// Reads a parsed request body of `api`.
+    #[must_use]
+    pub fn read(api: Api, body: &Value) -> Self {
+        let model = body
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or("scripted-model")
+            .to_owned();
+        let stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
+        let include_usage = body
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let position = match api {
+            Api::Chat | Api::Messages => body
+                .get("messages")
+                .and_then(Value::as_array)
+                .map_or(0, |m| m.iter().filter(|m| is_assistant(m)).count()),
+            Api::Responses => body
+                .get("input")
+                .and_then(Value::as_array)
+                .map_or(0, |items| responses_turns(items)),
+        };
+        let tools = body
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|tools| tools.iter().filter_map(|t| offered(api, t)).collect())
+            .unwrap_or_default();
+        Self {
+            api,
+            model,
+            stream,
+            include_usage,
+            position,
+            tools,
+        }
+    }
+}
+
+fn is_assistant(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some("assistant")
+}
+
+/// Whether a Responses input item was written by the model.
+#[must_use]
+pub fn is_model_item(item: &Value) -> bool {
+    match item.get("type").and_then(Value::as_str) {
+        Some(
+            "function_call" | "reasoning" | "custom_tool_call" | "local_shell_call"
+            | "web_search_call" | "computer_call",
+        ) => true,
+        Some("message") | None => is_assistant(item),
+        Some(_) => false,
+    }
+}
+
+/// Counts runs of consecutive model-authored items: one run is one model turn.
+fn responses_turns(items: &[Value]) -> usize {
+    let mut turns = 0;
+    let mut in_turn = false;
+    for item in items {
+        let model = is_model_item(item);
+        if model && !in_turn {
+            turns += 1;
+        }
+        in_turn = model;
+    }
+    turns
+}
+
+fn offered(api: Api, tool: &Value) -> Option<OfferedTool> {
+    let (name, schema) = match api {
+        Api::Chat => {
+            let f = tool.get("function")?;
+            (f.get("name")?, f.get("parameters"))
+        }
+        Api::Responses => {
+            if tool.get("type").and_then(Value::as_str) != Some("function") {
+                return None;
+            }
+            (tool.get("name")?, tool.get("parameters"))
+        }
+        Api::Messages => (tool.get("name")?, tool.get("input_schema")),
+    };
+    Some(OfferedTool {
+        name: name.as_str()?.to_owned(),
+        schema: schema.cloned().unwrap_or(Value::Null),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn responses_position_counts_runs_of_model_items() {
+        let body = json!({"input": [
+            {"type": "message", "role": "user", "content": "hi"},
+            {"type": "reasoning", "summary": []},
+            {"type": "function_call", "name": "exec_command", "arguments": "{}", "call_id": "a"},
+            {"type": "function_call", "name": "exec_command", "arguments": "{}", "call_id": "b"},
+            {"type": "function_call_output", "call_id": "a", "output": "x"},
+            {"type": "function_call_output", "call_id": "b", "output": "y"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+        ]});
+        assert_eq!(Request::read(Api::Responses, &body).position, 2);
+    }
+
+    #[test]
+    fn chat_tools_are_read_with_their_schema() {
+        let body = json!({"messages": [{"role": "assistant", "content": "x"}], "stream": true,
+            "tools": [{"type": "function", "function": {"name": "bash", "parameters": {"type": "object"}}}]});
+        let req = Request::read(Api::Chat, &body);
+        assert_eq!(req.position, 1);
+        assert!(req.stream);
+        assert_eq!(req.tools[0].name, "bash");
+    }
+}

@@ -1,0 +1,291 @@
+//! The HTTP server: routes for the three generation APIs and `/v1/models`, per-step delays,
+//! streamed frames, scripted faults, and a JSONL request log.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt as _;
+use serde::Serialize;
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::answer::{Answer, Reply, answer, sha256_hex};
+use crate::errors::ScriptError;
+use crate::render::render;
+use crate::request::{Api, Request};
+use crate::script::Script;
+
+/// The log record format version.
+pub const LOG_VERSION: u32 = 1;
+
+/// One line of the request log.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LogEntry {
+    pub v: u32,
+    pub seq: usize,
+    pub api: &'static str,
+    pub stream: bool,
+    pub position: usize,
+    pub step: usize,
+    /// `text`, `tool_call` or `fail`.
+    pub reply: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// SHA-256 of the request body as received.
+    pub request_sha256: String,
+}
+
+struct Shared {
+    script: Script,
+    counter: AtomicUsize,
+    entries: Mutex<Vec<LogEntry>>,
+    log: Option<Mutex<std::fs::File>>,
+}
+
+/// A running scripted model server.
+#[derive(Debug)]
+pub struct ScriptServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("counter", &self.counter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ScriptServer {
+    /// Binds `addr` (use port 0 for any) and serves `script`, logging to `log` if given.
+    pub async fn start(
+        script: Script,
+        addr: SocketAddr,
+        log: Option<PathBuf>,
+    ) -> Result<Self, ScriptError> {
+        let log = match log {
+            Some(path) => Some(Mutex::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .mode(0o600)
+                    .open(&path)
+                    .map_err(|source| ScriptError::Log { path, source })?,
+            )),
+            None => None,
+        };
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ScriptError::Bind { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ScriptError::Bind { addr, source })?;
+        let shared = Arc::new(Shared {
+            script,
+            counter: AtomicUsize::new(0),
+            entries: Mutex::new(Vec::new()),
+            log,
+        });
+        let app = router(shared.clone());
+        // Streamed events are small writes: without TCP_NODELAY each waits on a delayed ACK.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
+                let _ = stopped.await;
+            });
+            if let Err(e) = serve.await {
+                eprintln!("model-script: server on {addr} failed: {e}");
+            }
+        });
+        Ok(Self {
+            addr,
+            shared,
+            stop: Some(stop),
+            task,
+        })
+    }
+
+    /// The bound address.
+    #[must_use]
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`, the base URL to give a harness or gateway (append `/v1`
+    /// where the client wants it).
+    #[must_use]
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Number of generation requests answered so far.
+    #[must_use]
+    pub fn requests(&self) -> usize {
+        self.shared.counter.load(Ordering::SeqCst)
+    }
+
+    /// Every logged request so far.
+    #[must_use]
+    pub fn log_entries(&self) -> Vec<LogEntry> {
+        self.shared
+            .entries
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Stops the server and waits for it (in-flight streams are cut).
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        self.task.abort();
+        let _ = (&mut self.task).await;
+    }
+
+    /// Runs until the process is interrupted (for the command line).
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route(
+            "/v1/chat/completions",
+            post(|s: State<Arc<Shared>>, b: Bytes| generate(s, Api::Chat, b)),
+        )
+        .route(
+            "/v1/responses",
+            post(|s: State<Arc<Shared>>, b: Bytes| generate(s, Api::Responses, b)),
+        )
+        .route(
+            "/v1/messages",
+            post(|s: State<Arc<Shared>>, b: Bytes| generate(s, Api::Messages, b)),
+        )
+        .route("/v1/models", get(models))
+        .layer(DefaultBodyLimit::max(256 * 1024 * 1024))
+        .with_state(shared)
+}
+
+async fn models(State(shared): State<Arc<Shared>>) -> Response {
+    let _ = &shared;
+    let body = json!({"object": "list", "data": [
+        {"id": "scripted-model", "object": "model", "created": 0, "owned_by": "rollpoint"}]});
+    json_response(StatusCode::OK, body.to_string())
+}
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> Response {
+    let parsed: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            let msg = json!({"error": {"type": "invalid_request_error",
+                                       "message": format!("request body is not JSON: {e}")}});
+            return json_response(StatusCode::BAD_REQUEST, msg.to_string());
+        }
+    };
+    let req = Request::read(api, &parsed);
+    let seq = shared.counter.fetch_add(1, Ordering::SeqCst);
+    let ans = answer(&shared.script, &req, &body, seq);
+    log(&shared, &req, &ans, seq, &body);
+    if ans.delay_ms > 0 {
+        tokio::time::sleep(Duration::from_millis(ans.delay_ms)).await;
+    }
+    match ans.reply {
+        Reply::Fail(fail) => {
+            let status =
+                StatusCode::from_u16(fail.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            json_response(status, fail.body)
+        }
+        Reply::Turn { turn, params } => {
+            let rendered = render(api, req.stream, &turn, &params);
+            let ct = HeaderValue::from_static(rendered.content_type);
+            let frames = rendered.frames;
+            if !req.stream && ans.break_after_events.is_none() {
+                let body = frames.concat();
+                return (StatusCode::OK, [(header::CONTENT_TYPE, ct)], body).into_response();
+            }
+            let gap = Duration::from_millis(ans.chunk_delay_ms);
+            let cut = ans.break_after_events;
+            let stream = futures_util::stream::unfold(0usize, move |i| {
+                let frame = frames.get(i).cloned();
+                async move {
+                    if cut == Some(i) {
+                        return Some((Err(std::io::Error::other("scripted break")), usize::MAX));
+                    }
+                    let frame = frame?;
+                    if i > 0 && !gap.is_zero() {
+                        tokio::time::sleep(gap).await;
+                    }
+                    Some((Ok::<_, std::io::Error>(Bytes::from(frame)), i + 1))
+                }
+            });
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, ct)],
+                Body::from_stream(stream),
+            )
+                .into_response()
+        }
+    }
+}
+
+fn log(shared: &Shared, req: &Request, ans: &Answer, seq: usize, body: &[u8]) {
+    let entry = LogEntry {
+        v: LOG_VERSION,
+        seq,
+        api: req.api.name(),
+        stream: req.stream,
+        position: req.position,
+        step: ans.step,
+        reply: match &ans.reply {
+            Reply::Fail(_) => "fail",
+            Reply::Turn { turn, .. } if turn.calls.is_empty() => "text",
+            Reply::Turn { .. } => "tool_call",
+        },
+        tool: ans.tool.clone(),
+        request_sha256: sha256_hex(body),
+    };
+    if let Some(file) = &shared.log {
+        let mut line = serde_json::to_vec(&entry).unwrap_or_default();
+        line.push(b'\n');
+        let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Err(e) = file.write_all(&line) {
+            eprintln!("model-script: failed to append to the request log: {e}");
+        }
+    }
+    shared
+        .entries
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(entry);
+}
