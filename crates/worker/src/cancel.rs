@@ -5,11 +5,15 @@
 //! output never enters it.
 
 use std::sync::{Arc, PoisonError};
+use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigSet, Signal, killpg};
 
 use crate::result::{self, ErrorKind, RunError, Termination, Unfinished};
 use crate::runner::{Engine, Phase, exit, write_result};
+
+/// How long a cancellation waits for the killed tool's output to drain.
+const DRAIN_WAIT: Duration = Duration::from_millis(500);
 
 /// Starts the signal thread. `signals` must already be blocked in every thread.
 pub(crate) fn watch(engine: Arc<Engine>, signals: SigSet) {
@@ -40,13 +44,20 @@ fn cancel(engine: &Engine, signal: Signal) {
     if let Some(pgid) = *group {
         let _ = killpg(pgid, Signal::SIGKILL);
     }
-    let unfinished = shared.running.as_ref().map(|r| Unfinished {
-        call_id: r.call_id.clone(),
-        output: r
-            .output
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .render(),
+    let unfinished = shared.running.as_ref().map(|r| {
+        // The group is dead, so the pipe ends soon: take what it still held, briefly.
+        let began = Instant::now();
+        loop {
+            let output = r.output.lock().unwrap_or_else(PoisonError::into_inner);
+            if output.is_closed() || began.elapsed() >= DRAIN_WAIT {
+                break Unfinished {
+                    call_id: r.call_id.clone(),
+                    output: output.render(),
+                };
+            }
+            drop(output);
+            std::thread::sleep(Duration::from_millis(2));
+        }
     });
     let result = result::build(
         &shared.state,

@@ -94,6 +94,7 @@ pub fn run(args: &Args, ctx: &ToolContext, output: &Arc<Mutex<Capped>>) -> Outco
                     .push(&buf[..n]),
             }
         }
+        sink.lock().unwrap_or_else(PoisonError::into_inner).close();
         let _ = drained_tx.send(());
     });
 

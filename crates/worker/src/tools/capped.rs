@@ -10,6 +10,7 @@ pub struct Capped {
     head: Vec<u8>,
     tail: VecDeque<u8>,
     total: u64,
+    closed: bool,
 }
 
 impl Capped {
@@ -21,7 +22,18 @@ impl Capped {
             head: Vec::new(),
             tail: VecDeque::new(),
             total: 0,
+            closed: false,
         }
+    }
+
+    /// Marks the end of the stream.
+    pub fn close(&mut self) {
+        self.closed = true;
+    }
+
+    /// Whether the stream has ended.
+    pub fn is_closed(&self) -> bool {
+        self.closed
     }
 
     pub fn push(&mut self, mut bytes: &[u8]) {
