@@ -139,6 +139,12 @@ pub fn run(inv: &Invocation) -> i32 {
     if let Err(e) = signals.thread_block() {
         log(&format!("cannot block SIGTERM: {e}"));
     }
+    if let Err(e) = atomic::remove_stale_temps(&inv.result) {
+        log(&format!(
+            "result {}: cannot clear stale temp files: {e}",
+            inv.result.display()
+        ));
+    }
     let input = match input::load(&inv.input) {
         Ok(i) => i,
         Err(e) => return fail_early(inv, None, e.to_string()),

@@ -424,7 +424,7 @@ fn unreachable_endpoint_ends_transient_within_the_deadline() {
 #[test]
 fn command_line_errors_write_a_fatal_result_when_they_can() {
     let rollout = Rollout::new();
-    let output = Command::new(env!("CARGO_BIN_EXE_rollpoint-worker"))
+    let output = Command::new(support::worker_bin())
         .arg(rollout.input())
         .arg(rollout.result())
         .output()
@@ -489,7 +489,7 @@ fn root_failing_checkpoint_write_does_not_fail_the_run() {
     let model = ScriptedModel::start(script, Wire::Chat, Duration::ZERO);
     rollout.write_input(&model.base_url(), "chat_completions", json!({}));
     let checkpoint = full.join("checkpoint");
-    let output = Command::new(env!("CARGO_BIN_EXE_rollpoint-worker"))
+    let output = Command::new(support::worker_bin())
         .arg(rollout.input())
         .arg(rollout.result())
         .arg("--checkpoint")

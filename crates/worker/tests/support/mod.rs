@@ -260,7 +260,7 @@ impl Rollout {
     }
 
     pub fn command(&self) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_rollpoint-worker"));
+        let mut command = Command::new(worker_bin());
         command
             .arg(self.input())
             .arg(self.result())
@@ -284,6 +284,15 @@ impl Rollout {
     pub fn state_listing(&self) -> Vec<String> {
         listing(&self.state)
     }
+}
+
+/// The worker binary under test: `ROLLPOINT_WORKER_BIN` (e.g. the static musl build), or the
+/// one cargo built for this test run.
+pub fn worker_bin() -> PathBuf {
+    std::env::var_os("ROLLPOINT_WORKER_BIN").map_or_else(
+        || PathBuf::from(env!("CARGO_BIN_EXE_rollpoint-worker")),
+        PathBuf::from,
+    )
 }
 
 pub fn listing(dir: &Path) -> Vec<String> {
