@@ -225,7 +225,17 @@ fn open_checkpoint(
         input.task.system.as_deref(),
         &input.task.prompt,
     );
-    if std::fs::symlink_metadata(path).is_err() {
+    let exists = match std::fs::symlink_metadata(path) {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(source) => {
+            return Err(JournalError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    if !exists {
         let header = Header {
             rollout_id: input.rollout_id.clone(),
             partial: true,

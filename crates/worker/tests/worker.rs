@@ -210,6 +210,83 @@ fn sigterm_mid_tool_gives_a_cancelled_result_and_leaves_no_temp_files() {
     assert_eq!(replayed.state.tools.len(), 1);
 }
 
+#[test]
+fn sigterm_while_waiting_for_the_model_gives_a_cancelled_result() {
+    let script = vec![bash("echo one"), Turn::Answer("late".to_owned())];
+    let model = ScriptedModel::start(script, Wire::Chat, Duration::from_secs(30));
+    let rollout = Rollout::new();
+    rollout.write_input(&model.base_url(), "chat_completions", json!({}));
+    let mut child = rollout.spawn();
+    let began = Instant::now();
+    while model.received.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(began.elapsed() < LIMIT, "no model request arrived");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).unwrap();
+    let status = wait_with_limit(&mut child, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(143));
+    let result = parse_result(&rollout);
+    assert_eq!(result.termination, Termination::Cancelled);
+    assert_eq!(result.usage.model_calls, 0);
+    assert_eq!(result.trajectory.len(), 2, "system and user messages only");
+    assert_eq!(
+        rollout.state_listing(),
+        ["checkpoint", "input.json", "result.json"]
+    );
+}
+
+#[test]
+fn wall_clock_deadline_stops_a_slow_tool_and_ends_the_run() {
+    let script = vec![
+        bash("echo begun; sleep 30"),
+        Turn::Answer("never".to_owned()),
+    ];
+    let model = ScriptedModel::start(script, Wire::Chat, Duration::ZERO);
+    let rollout = Rollout::new();
+    rollout.write_input(
+        &model.base_url(),
+        "chat_completions",
+        json!({"wall_clock_secs": 1}),
+    );
+    let output = rollout.command().output().unwrap();
+    assert_eq!(output.status.code(), Some(0));
+    let result = parse_result(&rollout);
+    assert_eq!(result.termination, Termination::Deadline);
+    assert_eq!(result.error, None);
+    assert_eq!(tool_statuses(&result), [ToolStatus::TimedOut]);
+    assert!(result.observations.elapsed_ms >= 1000);
+    assert_eq!(model.log().len(), 1);
+}
+
+#[test]
+fn checkpoint_of_another_rollout_or_task_is_refused() {
+    let model = ScriptedModel::start(multi_step_script(), Wire::Chat, Duration::ZERO);
+    let rollout = Rollout::new();
+    rollout.write_input(&model.base_url(), "chat_completions", json!({}));
+    assert!(rollout.command().status().unwrap().success());
+    let original = std::fs::read_to_string(rollout.input()).unwrap();
+    for (from, to, expected) in [
+        ("rollout-1", "rollout-2", "belongs to rollout `rollout-1`"),
+        ("Do the task.", "Another task.", "belongs to task"),
+    ] {
+        std::fs::write(rollout.input(), original.replace(from, to)).unwrap();
+        let output = rollout.command().output().unwrap();
+        assert_eq!(output.status.code(), Some(1));
+        let error = parse_result(&rollout).error.unwrap();
+        assert_eq!(error.kind, ErrorKind::Fatal);
+        assert!(error.message.contains(expected), "{}", error.message);
+    }
+    // The same input again continues the finished rollout and ends the same way, without
+    // calling the model.
+    std::fs::write(rollout.input(), original).unwrap();
+    let calls = model.log().len();
+    assert!(rollout.command().status().unwrap().success());
+    let result = parse_result(&rollout);
+    assert_eq!(result.termination, Termination::Completed);
+    assert_eq!(result.observations.launches, 2);
+    assert_eq!(model.log().len(), calls);
+}
+
 /// Counts the durable boundaries of a checkpoint (0 when it cannot be read yet).
 fn durable_records(path: &Path) -> usize {
     journal::replay(path).map_or(0, |r| r.records)

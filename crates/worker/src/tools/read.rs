@@ -1,10 +1,15 @@
 //! The `read` tool: a file's text, optionally a range of lines, capped.
 
+use std::io::Read;
+
 use serde::Deserialize;
 
 use super::capped::Capped;
 use super::{Outcome, ToolContext};
 use crate::transcript::ToolStatus;
+
+/// Largest part of a file the tool reads (its output is capped far below this anyway).
+const MAX_READ_BYTES: u64 = 64 * 1024 * 1024;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -18,10 +23,12 @@ pub struct Args {
 
 pub fn run(args: &Args, ctx: &ToolContext) -> Outcome {
     let path = ctx.resolve(&args.path);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) => return Outcome::error(format!("cannot read {}: {e}", path.display())),
-    };
+    let mut bytes = Vec::new();
+    let read =
+        std::fs::File::open(&path).and_then(|f| f.take(MAX_READ_BYTES).read_to_end(&mut bytes));
+    if let Err(e) = read {
+        return Outcome::error(format!("cannot read {}: {e}", path.display()));
+    }
     let text = String::from_utf8_lossy(&bytes);
     let selected: String = match (args.offset, args.limit) {
         (None, None) => text.into_owned(),

@@ -9,6 +9,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -56,6 +57,8 @@ pub enum Wire {
 pub struct ScriptedModel {
     pub addr: SocketAddr,
     pub log: Arc<Mutex<Vec<Logged>>>,
+    /// Requests whose body has been read (answered or not yet).
+    pub received: Arc<AtomicUsize>,
 }
 
 impl ScriptedModel {
@@ -65,16 +68,23 @@ impl ScriptedModel {
         let addr = listener.local_addr().expect("local addr");
         let log = Arc::new(Mutex::new(Vec::new()));
         let script = Arc::new(script);
+        let received = Arc::new(AtomicUsize::new(0));
         let shared_log = Arc::clone(&log);
+        let shared_received = Arc::clone(&received);
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(stream) = stream else { continue };
                 let script = Arc::clone(&script);
                 let log = Arc::clone(&shared_log);
-                std::thread::spawn(move || serve(stream, &script, wire, delay, &log));
+                let received = Arc::clone(&shared_received);
+                std::thread::spawn(move || serve(stream, &script, wire, delay, &log, &received));
             }
         });
-        Self { addr, log }
+        Self {
+            addr,
+            log,
+            received,
+        }
     }
 
     pub fn base_url(&self) -> String {
@@ -92,6 +102,7 @@ fn serve(
     wire: Wire,
     delay: Duration,
     log: &Mutex<Vec<Logged>>,
+    received: &AtomicUsize,
 ) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone stream"));
     let mut stream = stream;
@@ -122,6 +133,7 @@ fn serve(
         if reader.read_exact(&mut body).is_err() {
             return;
         }
+        received.fetch_add(1, Ordering::SeqCst);
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let position = position(&request, wire);
         let mut hasher = DefaultHasher::new();
