@@ -74,13 +74,14 @@ pub enum JournalError {
     },
     #[error("checkpoint {path}: holds no header record")]
     NoHeader { path: PathBuf },
-    #[error("checkpoint {path}: belongs to {what} `{found}`, not `{expected}`")]
-    Mismatch {
+    #[error("checkpoint {path}: belongs to rollout `{found}`, not `{expected}`")]
+    OtherRollout {
         path: PathBuf,
-        what: &'static str,
         found: String,
         expected: String,
     },
+    #[error("checkpoint {path}: belongs to another task (its prompt differs from this input's)")]
+    OtherTask { path: PathBuf },
     #[error("checkpoint {path}: cannot encode record: {message}")]
     Encode { path: PathBuf, message: String },
 }

@@ -249,25 +249,17 @@ fn open_checkpoint(
         return Ok((journal, fresh));
     }
     let replayed = journal::replay(path)?;
-    let mismatch = |what, found: &str, expected: &str| JournalError::Mismatch {
-        path: path.to_owned(),
-        what,
-        found: found.to_owned(),
-        expected: expected.to_owned(),
-    };
     if replayed.header.rollout_id != input.rollout_id {
-        return Err(mismatch(
-            "rollout",
-            &replayed.header.rollout_id,
-            &input.rollout_id,
-        ));
+        return Err(JournalError::OtherRollout {
+            path: path.to_owned(),
+            found: replayed.header.rollout_id.clone(),
+            expected: input.rollout_id.clone(),
+        });
     }
     if replayed.state.initial_messages() != fresh.initial_messages() {
-        return Err(mismatch(
-            "task",
-            "a different prompt",
-            "the prompt of this input",
-        ));
+        return Err(JournalError::OtherTask {
+            path: path.to_owned(),
+        });
     }
     let mut state = replayed.state.clone();
     let mut journal = Journal::open(path, &replayed).unwrap_or_else(|e| {

@@ -267,7 +267,7 @@ fn checkpoint_of_another_rollout_or_task_is_refused() {
     let original = std::fs::read_to_string(rollout.input()).unwrap();
     for (from, to, expected) in [
         ("rollout-1", "rollout-2", "belongs to rollout `rollout-1`"),
-        ("Do the task.", "Another task.", "belongs to task"),
+        ("Do the task.", "Another task.", "belongs to another task"),
     ] {
         std::fs::write(rollout.input(), original.replace(from, to)).unwrap();
         let output = rollout.command().output().unwrap();
