@@ -70,6 +70,13 @@ fn replay_bytes(path: &Path, bytes: &[u8]) -> Result<Replayed, JournalError> {
         Some((_, Record::Header(h))) => h,
         _ => return Err(JournalError::NoHeader { path: p() }),
     };
+    if !header.partial {
+        return Err(JournalError::Replay {
+            path: p(),
+            offset: codec::FILE_HEADER_LEN as u64,
+            reason: "header is not marked partial".to_owned(),
+        });
+    }
     let mut state: Option<State> = None;
     let mut dead_bytes = 0;
     let mut count = 1;
