@@ -592,3 +592,79 @@ fn root_failing_checkpoint_write_does_not_fail_the_run() {
     assert_eq!(support::listing(&full), ["checkpoint"]);
     assert_eq!(mode(&checkpoint), 0o600);
 }
+
+#[test]
+fn root_a_reply_lost_before_its_checkpoint_is_requested_again_identically() {
+    // The one case the worker alone cannot prevent, made deterministic: the reply to call 1
+    // arrives, its checkpoint write fails (full disk), and the worker is killed. The relaunch
+    // sends call 1 again with the same body and idempotency key, which is what lets the
+    // gateway's ledger answer it from its recording instead of the model.
+    let rollout = Rollout::new();
+    let full = rollout.root.path().join("full");
+    let _mount = Tmpfs::mount(&full, "64k");
+    let filler = full.join("filler");
+    let long_thought = "thinking ".repeat(1000);
+    let script = vec![
+        // Small output: its record still fits the journal's last page.
+        bash(&format!(
+            "dd if=/dev/zero of={} bs=4k count=1000 2>/dev/null; true",
+            filler.display()
+        )),
+        // A long reply: its record needs new pages, so its checkpoint write fails.
+        Turn::Tool {
+            name: "bash".to_owned(),
+            args: json!({
+                "command": format!(
+                    "if [ -e once ]; then echo again; else touch once; echo $$ > tool.pid; exec sleep 30; fi # {long_thought}"
+                ),
+            }),
+        },
+        Turn::Answer("done".to_owned()),
+    ];
+    let model = ScriptedModel::start(script, Wire::Chat, Duration::ZERO);
+    rollout.write_input(&model.base_url(), "chat_completions", json!({}));
+    let checkpoint = full.join("checkpoint");
+    let command = || {
+        let mut c = Command::new(support::worker_bin());
+        c.arg(rollout.input())
+            .arg(rollout.result())
+            .arg("--checkpoint")
+            .arg(&checkpoint)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        c
+    };
+    let mut child = command().spawn().unwrap();
+    let pid_file = rollout.work.join("tool.pid");
+    let began = Instant::now();
+    while std::fs::read_to_string(&pid_file).map_or(true, |s| !s.ends_with('\n')) {
+        assert!(began.elapsed() < LIMIT, "the second tool never started");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let stderr = support::stderr_of(&mut child);
+    assert!(stderr.contains("checkpoint write failed"), "{stderr}");
+    let at_kill = journal::replay(&checkpoint).unwrap();
+    assert_eq!(
+        at_kill.state.usage.model_calls, 1,
+        "reply 1 never became durable"
+    );
+    std::fs::remove_file(&filler).unwrap();
+
+    let output = command().output().unwrap();
+    assert!(output.status.success());
+    let result = parse_result(&rollout);
+    assert_eq!(result.termination, Termination::Completed);
+    assert_eq!(result.observations.launches, 2);
+    let log = model.log();
+    let positions: Vec<usize> = log.iter().map(|l| l.position).collect();
+    assert_eq!(positions, [0, 1, 1, 2]);
+    assert!(log.iter().all(|l| l.answered));
+    assert_eq!(
+        log[1].digest, log[2].digest,
+        "the repeat carries the same body"
+    );
+    assert_eq!(log[1].idempotency_key, "rollout-1:1");
+    assert_eq!(log[1].idempotency_key, log[2].idempotency_key);
+}
