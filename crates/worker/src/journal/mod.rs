@@ -65,9 +65,12 @@ fn replay_bytes(path: &Path, bytes: &[u8]) -> Result<Replayed, JournalError> {
             known: codec::RECORD_VERSION,
         },
     })?;
-    let mut records = decoded.records.into_iter();
+    let count = decoded.records.len();
+    let offsets: Vec<u64> = decoded.records.iter().map(|(offset, _)| *offset).collect();
+    let end_of = |i: usize| offsets.get(i + 1).copied().unwrap_or(decoded.valid_len);
+    let mut records = decoded.records.into_iter().enumerate();
     let header = match records.next() {
-        Some((_, Record::Header(h))) => h,
+        Some((_, (_, Record::Header(h)))) => h,
         _ => return Err(JournalError::NoHeader { path: p() }),
     };
     if !header.partial {
@@ -79,39 +82,31 @@ fn replay_bytes(path: &Path, bytes: &[u8]) -> Result<Replayed, JournalError> {
     }
     let mut state: Option<State> = None;
     let mut dead_bytes = 0;
-    let mut count = 1;
-    let mut last_started_len = 0;
-    let offsets: Vec<(u64, Record)> = records.collect();
-    for (i, (offset, record)) in offsets.iter().enumerate() {
-        count += 1;
+    let mut started_len = 0;
+    for (i, (offset, record)) in records {
         let replay_err = |reason: String| JournalError::Replay {
             path: p(),
-            offset: *offset,
+            offset,
             reason,
         };
+        match record {
+            Record::ToolStarted(_) => started_len = end_of(i) - offset,
+            // A tool's start record is dead once the tool has finished.
+            Record::ToolFinished(_) => dead_bytes += std::mem::take(&mut started_len),
+            _ => {}
+        }
         match (&mut state, record) {
-            (None, Record::Snapshot(s)) => {
-                if s.state.rollout_id != header.rollout_id {
+            (None, Record::Snapshot(snapshot)) => {
+                if snapshot.state.rollout_id != header.rollout_id {
                     return Err(replay_err(format!(
                         "snapshot of rollout `{}` under a header of `{}`",
-                        s.state.rollout_id, header.rollout_id
+                        snapshot.state.rollout_id, header.rollout_id
                     )));
                 }
-                state = Some(s.state.clone());
+                state = Some(snapshot.state);
             }
             (None, _) => return Err(replay_err("record before the first snapshot".to_owned())),
-            (Some(s), r) => s.apply(r).map_err(|e| replay_err(e.0))?,
-        }
-        let end = offsets
-            .get(i + 1)
-            .map_or(decoded.valid_len, |(next, _)| *next);
-        match record {
-            Record::ToolStarted(_) => last_started_len = end - offset,
-            Record::ToolFinished(_) => {
-                dead_bytes += last_started_len;
-                last_started_len = 0;
-            }
-            _ => {}
+            (Some(s), r) => s.apply(&r).map_err(|e| replay_err(e.0))?,
         }
     }
     let Some(state) = state else {
