@@ -53,8 +53,12 @@ fn checksum(len: [u8; 4], version: u8, payload: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, payload)
 }
 
-/// Appends the framed encoding of `record` to `out`.
-pub fn encode_into(record: &Record, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+/// Appends the framed encoding of `record` (a [`Record`], or a borrowed form that serializes
+/// the same way) to `out`.
+pub fn encode_into<R: serde::Serialize>(
+    record: &R,
+    out: &mut Vec<u8>,
+) -> Result<(), serde_json::Error> {
     let start = out.len();
     out.extend_from_slice(&[0u8; RECORD_HEADER_LEN]);
     serde_json::to_writer(&mut *out, record)?;

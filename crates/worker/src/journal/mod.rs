@@ -13,7 +13,7 @@ use crate::atomic;
 use crate::errors::JournalError;
 use crate::transcript::State;
 use codec::DecodeError;
-use record::{Header, Record, Snapshot};
+use record::{Header, Record, SnapshotRef};
 
 /// Dead bytes (start records of finished tools, torn tails) worth a rewrite.
 const COMPACT_MIN_DEAD_BYTES: u64 = 256 * 1024;
@@ -245,10 +245,7 @@ impl Journal {
         };
         let mut bytes = codec::file_header().to_vec();
         codec::encode_into(&Record::Header(self.header.clone()), &mut bytes).map_err(encode)?;
-        let snapshot = Record::Snapshot(Snapshot {
-            state: state.clone(),
-        });
-        codec::encode_into(&snapshot, &mut bytes).map_err(encode)?;
+        codec::encode_into(&SnapshotRef { state }, &mut bytes).map_err(encode)?;
         atomic::write_atomic(&self.path, &bytes).map_err(io)?;
         self.file = Some(open_append(&self.path)?);
         self.len = bytes.len() as u64;
@@ -388,6 +385,19 @@ mod tests {
                 .contains(&format!("offset {snapshot_end} is corrupted")),
             "{err}"
         );
+    }
+
+    #[test]
+    fn borrowed_snapshot_encodes_like_the_owned_one() {
+        let state = State::new("r", Some("s"), "p");
+        let mut borrowed = Vec::new();
+        codec::encode_into(&SnapshotRef { state: &state }, &mut borrowed).unwrap();
+        let mut owned = Vec::new();
+        let record = Record::Snapshot(record::Snapshot {
+            state: state.clone(),
+        });
+        codec::encode_into(&record, &mut owned).unwrap();
+        assert_eq!(borrowed, owned);
     }
 
     #[test]

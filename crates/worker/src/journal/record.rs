@@ -42,6 +42,14 @@ pub struct Snapshot {
     pub state: State,
 }
 
+/// A snapshot record that borrows the state, so a rewrite does not copy it first. Encodes
+/// exactly as `Record::Snapshot`.
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename = "snapshot")]
+pub struct SnapshotRef<'a> {
+    pub state: &'a State,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Launch {
