@@ -4,9 +4,10 @@
 //!
 //! Layout: pure logic (`input`, `transcript`, `plan`, `result`, `journal::codec`, the API
 //! mappings under `model`) is separate from the code with effects (`journal`, `model::client`,
-//! `tools`, `runner`, `cancel`). See docs/design/native-worker.md.
+//! `tools`, `runner`, `agent`, `cancel`). See docs/design/native-worker.md.
 #![forbid(unsafe_code)]
 
+mod agent;
 pub mod atomic;
 mod cancel;
 pub mod errors;

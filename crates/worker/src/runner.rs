@@ -5,20 +5,18 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{SigSet, Signal};
 
 use crate::atomic;
-use crate::errors::{JournalError, ModelError};
+use crate::errors::JournalError;
 use crate::input::{self, WorkerInput};
-use crate::journal::record::{Header, Launch, ModelResponse, Record, ToolFinished, ToolStarted};
+use crate::journal::record::{Header, Launch, Record};
 use crate::journal::{self, Journal};
-use crate::model::{self, client::Client};
-use crate::plan::{self, Step};
-use crate::result::{self, ErrorKind, LaunchStats, RunError, Termination, WorkerResult};
-use crate::tools::{self, ToolContext, ToolSpec, capped::Capped};
-use crate::transcript::{State, ToolStatus};
+use crate::result::{self, LaunchStats, WorkerResult};
+use crate::tools::capped::Capped;
+use crate::transcript::State;
 use crate::{cancel, log};
 
 /// Exit codes. A missing result with a non-zero exit is an infrastructure failure.
@@ -77,7 +75,7 @@ pub(crate) struct Engine {
 impl Engine {
     /// The shared state, while the run is still the loop's to run. Otherwise this thread
     /// stops here for good: the process is about to exit on another thread.
-    fn lock_running(&self) -> MutexGuard<'_, Shared> {
+    pub(crate) fn lock_running(&self) -> MutexGuard<'_, Shared> {
         let guard = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
         if guard.phase != Phase::Running {
             drop(guard);
@@ -126,7 +124,7 @@ fn unix_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
-fn millis(d: Duration) -> u64 {
+pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -171,7 +169,7 @@ pub fn run(inv: &Invocation) -> i32 {
         result_path: inv.result.clone(),
     });
     cancel::watch(Arc::clone(&engine), signals);
-    Loop::new(&engine, &input, setup).run()
+    crate::agent::Loop::new(&engine, &input, setup.workdir, setup.bearer).run()
 }
 
 /// What the loop needs besides the state, checked before it starts.
@@ -279,214 +277,6 @@ fn open_checkpoint(
         failed(&e);
     }
     Ok((journal, state))
-}
-
-/// The agent loop of one launch.
-struct Loop<'a> {
-    engine: &'a Engine,
-    input: &'a WorkerInput,
-    client: Client,
-    tools: ToolContext,
-    specs: Vec<ToolSpec>,
-    started: Instant,
-    base_elapsed_ms: u64,
-    run_deadline: Instant,
-}
-
-impl<'a> Loop<'a> {
-    fn new(engine: &'a Engine, input: &'a WorkerInput, setup: Setup) -> Self {
-        let base_elapsed_ms = engine
-            .shared
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .state
-            .elapsed_ms;
-        let started = Instant::now();
-        let budget_ms = input
-            .limits
-            .wall_clock_secs
-            .saturating_mul(1000)
-            .saturating_sub(base_elapsed_ms);
-        Self {
-            engine,
-            input,
-            client: Client::new(
-                model::endpoint(&input.model.base_url, input.model.api),
-                setup.bearer,
-            ),
-            tools: ToolContext {
-                workdir: setup.workdir,
-                timeout: Duration::from_secs(input.limits.tool_timeout_secs),
-                output_cap: usize::try_from(input.limits.tool_output_cap_bytes)
-                    .unwrap_or(usize::MAX),
-                running_group: Arc::clone(&engine.running_group),
-            },
-            specs: tools::specs(),
-            started,
-            base_elapsed_ms,
-            run_deadline: started + Duration::from_millis(budget_ms),
-        }
-    }
-
-    fn elapsed_ms(&self) -> u64 {
-        self.base_elapsed_ms + millis(self.started.elapsed())
-    }
-
-    /// Applies `records` to the state and makes them durable: one boundary.
-    fn commit(&self, records: &[Record], running: Option<Running>) -> Result<(), String> {
-        let mut guard = self.engine.lock_running();
-        let shared = &mut *guard;
-        for record in records {
-            shared
-                .state
-                .apply(record)
-                .map_err(|e| format!("internal error: {}", e.0))?;
-        }
-        shared.running = running;
-        if let Err(e) = shared.journal.append(records, &shared.state) {
-            shared.stats.checkpoint_failures += 1;
-            log(&format!("checkpoint write failed (the run goes on): {e}"));
-        }
-        Ok(())
-    }
-
-    fn run(self) -> i32 {
-        loop {
-            let step = {
-                let guard = self.engine.lock_running();
-                plan::next_step(&guard.state, &self.input.limits, self.elapsed_ms())
-            };
-            let outcome = match step {
-                Step::Finish(termination) => return self.finish(termination, None),
-                Step::CallModel => self.call_model(),
-                Step::RunTool(call) => self.run_tool(&call),
-                Step::Interrupted(call) => self.settle_interrupted(&call.id),
-            };
-            if let Err((termination, error)) = outcome {
-                return self.finish(termination, error);
-            }
-        }
-    }
-
-    fn call_model(&self) -> Result<(), (Termination, Option<RunError>)> {
-        let (body, call) = {
-            let guard = self.engine.lock_running();
-            let body = model::request_body(
-                self.input.model.api,
-                &self.input.model.name,
-                &guard.state.messages,
-                &self.specs,
-            );
-            (body, guard.state.usage.model_calls)
-        };
-        let key = format!("{}:{call}", self.input.rollout_id);
-        let limits = &self.input.limits;
-        let call_deadline = Instant::now() + Duration::from_secs(limits.model_call_timeout_secs);
-        let answer = self
-            .client
-            .post(
-                &body,
-                &key,
-                call_deadline,
-                self.run_deadline,
-                limits.model_retries,
-            )
-            .map_err(|e| {
-                let error = |kind| Some(RunError::new(kind, e.to_string()));
-                match &e {
-                    ModelError::Deadline { .. } => (Termination::Deadline, None),
-                    ModelError::Transient { .. } => {
-                        (Termination::Error, error(ErrorKind::Transient))
-                    }
-                    ModelError::Fatal { .. } => (Termination::Error, error(ErrorKind::Fatal)),
-                }
-            })?;
-        if answer.retries > 0 {
-            self.engine.lock_running().stats.model_retries += answer.retries;
-        }
-        let reply = model::parse_reply(self.input.model.api, &answer.body, call).map_err(|m| {
-            let message = format!("model call to {}: {m}", self.client.url());
-            (
-                Termination::Error,
-                Some(RunError::new(ErrorKind::Fatal, message)),
-            )
-        })?;
-        let record = Record::ModelResponse(ModelResponse {
-            call,
-            message: reply.message,
-            usage: reply.usage,
-            elapsed_ms: self.elapsed_ms(),
-        });
-        self.commit(&[record], None).map_err(fatal)
-    }
-
-    fn run_tool(
-        &self,
-        call: &crate::transcript::ToolCall,
-    ) -> Result<(), (Termination, Option<RunError>)> {
-        let output = Arc::new(Mutex::new(Capped::new(self.tools.output_cap)));
-        let started = Record::ToolStarted(ToolStarted {
-            call_id: call.id.clone(),
-            elapsed_ms: self.elapsed_ms(),
-        });
-        let running = Running {
-            call_id: call.id.clone(),
-            output: Arc::clone(&output),
-        };
-        self.commit(&[started], Some(running)).map_err(fatal)?;
-        let remaining = self.run_deadline.saturating_duration_since(Instant::now());
-        let mut ctx = self.tools.clone();
-        ctx.timeout = ctx.timeout.min(remaining.max(Duration::from_millis(1)));
-        let began = Instant::now();
-        let outcome = tools::run(call, &ctx, &output);
-        let finished = Record::ToolFinished(ToolFinished {
-            call_id: call.id.clone(),
-            content: outcome.content,
-            status: outcome.status,
-            exit_code: outcome.exit_code,
-            duration_ms: millis(began.elapsed()),
-            truncated_bytes: outcome.truncated_bytes,
-            elapsed_ms: self.elapsed_ms(),
-        });
-        self.commit(&[finished], None).map_err(fatal)
-    }
-
-    fn settle_interrupted(&self, call_id: &str) -> Result<(), (Termination, Option<RunError>)> {
-        let record = Record::ToolFinished(ToolFinished {
-            call_id: call_id.to_owned(),
-            content: "interrupted: the worker stopped while this tool call ran; it was not run \
-                      again and its effects may be partial. Check the state before retrying."
-                .to_owned(),
-            status: ToolStatus::Interrupted,
-            exit_code: None,
-            duration_ms: 0,
-            truncated_bytes: 0,
-            elapsed_ms: self.elapsed_ms(),
-        });
-        self.commit(&[record], None).map_err(fatal)
-    }
-
-    fn finish(&self, termination: Termination, error: Option<RunError>) -> i32 {
-        let result = {
-            let mut guard = self.engine.lock_running();
-            guard.phase = Phase::Finishing;
-            result::build(&guard.state, termination, error, None, guard.stats)
-        };
-        if !write_result(&self.engine.result_path, &result) {
-            return exit::NO_RESULT;
-        }
-        match result.error {
-            None => exit::OK,
-            Some(_) => exit::ERROR,
-        }
-    }
-}
-
-fn fatal(message: String) -> (Termination, Option<RunError>) {
-    (
-        Termination::Error,
-        Some(RunError::new(ErrorKind::Fatal, message)),
-    )
 }
 
 /// A command line that cannot be used: reported on stderr and, when the result path is
