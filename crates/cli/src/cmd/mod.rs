@@ -5,6 +5,7 @@ mod demo;
 mod gateway;
 mod locate;
 mod model_script;
+mod worker;
 
 use clap::Subcommand;
 
@@ -20,6 +21,8 @@ pub enum Command {
     Gateway(gateway::GatewayArgs),
     /// Serve a scripted model (chat completions, Responses, Anthropic Messages).
     ModelScript(model_script::ModelScriptArgs),
+    /// Run the native agent worker (inside a sandbox).
+    Worker(worker::WorkerArgs),
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -28,5 +31,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Bench(b) => bench::run(b),
         Command::Gateway(args) => gateway::run(args),
         Command::ModelScript(args) => model_script::run(args),
+        Command::Worker(args) => worker::run(args),
     }
 }

@@ -1,0 +1,295 @@
+//! One launch of the worker: read the input, open or start the checkpoint, run the loop, write
+//! the result. Everything that must be consistent between the loop and a cancellation (the
+//! state, the journal, the running tool) sits behind one mutex; whoever ends the run (the loop
+//! at its end, or SIGTERM) takes it and never gives it back to the other.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::{SigSet, Signal};
+
+use crate::atomic;
+use crate::errors::JournalError;
+use crate::input::{self, WorkerInput};
+use crate::journal::record::{Header, Launch, Record};
+use crate::journal::{self, Journal};
+use crate::result::{self, LaunchStats, WorkerResult};
+use crate::tools::capped::Capped;
+use crate::transcript::State;
+use crate::{cancel, log};
+
+/// Exit codes. A missing result with a non-zero exit is an infrastructure failure.
+pub mod exit {
+    /// The run ended without error: the model stopped or a limit was reached.
+    pub const OK: i32 = 0;
+    /// The run ended with a `transient` or `fatal` error, recorded in the result.
+    pub const ERROR: i32 = 1;
+    /// The command line was unusable.
+    pub const USAGE: i32 = 2;
+    /// The result could not be written.
+    pub const NO_RESULT: i32 = 74;
+    /// Stopped by SIGTERM or SIGINT; a `cancelled` result was written.
+    pub const CANCELLED: i32 = 143;
+}
+
+/// The three paths of a launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    pub input: PathBuf,
+    pub result: PathBuf,
+    pub checkpoint: PathBuf,
+}
+
+/// Who owns the end of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    Running,
+    Cancelling,
+    Finishing,
+}
+
+/// A tool call running now, with its output so far.
+#[derive(Debug)]
+pub(crate) struct Running {
+    pub call_id: String,
+    pub output: Arc<Mutex<Capped>>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub phase: Phase,
+    pub state: State,
+    pub journal: Journal,
+    pub stats: LaunchStats,
+    pub running: Option<Running>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Engine {
+    pub shared: Mutex<Shared>,
+    pub running_group: Arc<Mutex<Option<nix::unistd::Pid>>>,
+    pub result_path: PathBuf,
+}
+
+impl Engine {
+    /// The shared state, while the run is still the loop's to run. Otherwise this thread
+    /// stops here for good: the process is about to exit on another thread.
+    pub(crate) fn lock_running(&self) -> MutexGuard<'_, Shared> {
+        let guard = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if guard.phase != Phase::Running {
+            drop(guard);
+            park_forever();
+        }
+        guard
+    }
+}
+
+pub(crate) fn park_forever() -> ! {
+    loop {
+        std::thread::park();
+    }
+}
+
+/// Writes `result` atomically; logs and reports failure.
+pub(crate) fn write_result(path: &Path, result: &WorkerResult) -> bool {
+    let bytes = match serde_json::to_vec_pretty(result) {
+        Ok(b) => b,
+        Err(e) => {
+            log(&format!("result {}: cannot encode: {e}", path.display()));
+            return false;
+        }
+    };
+    match atomic::write_atomic(path, &bytes) {
+        Ok(()) => true,
+        Err(e) => {
+            log(&format!("result {}: cannot write: {e}", path.display()));
+            false
+        }
+    }
+}
+
+fn fail_early(inv: &Invocation, rollout_id: Option<String>, message: String) -> i32 {
+    log(&message);
+    if write_result(&inv.result, &result::early_failure(rollout_id, message)) {
+        exit::ERROR
+    } else {
+        exit::NO_RESULT
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Runs one launch. Must be called before the process starts any thread: it takes over
+/// SIGTERM and SIGINT for the whole process. Returns the exit code.
+pub fn run(inv: &Invocation) -> i32 {
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGTERM);
+    signals.add(Signal::SIGINT);
+    if let Err(e) = signals.thread_block() {
+        log(&format!("cannot block SIGTERM: {e}"));
+    }
+    if let Err(e) = atomic::remove_stale_temps(&inv.result) {
+        log(&format!(
+            "result {}: cannot clear stale temp files: {e}",
+            inv.result.display()
+        ));
+    }
+    let input = match input::load(&inv.input) {
+        Ok(i) => i,
+        Err(e) => return fail_early(inv, None, e.to_string()),
+    };
+    let rollout = Some(input.rollout_id.clone());
+    let setup = match Setup::new(&input) {
+        Ok(s) => s,
+        Err(message) => return fail_early(inv, rollout, message),
+    };
+    let mut stats = LaunchStats::default();
+    let (journal, state) = match open_checkpoint(&inv.checkpoint, &input, &mut stats) {
+        Ok(x) => x,
+        Err(e) => return fail_early(inv, rollout, e.to_string()),
+    };
+    let engine = Arc::new(Engine {
+        shared: Mutex::new(Shared {
+            phase: Phase::Running,
+            state,
+            journal,
+            stats,
+            running: None,
+        }),
+        running_group: Arc::new(Mutex::new(None)),
+        result_path: inv.result.clone(),
+    });
+    cancel::watch(Arc::clone(&engine), signals);
+    crate::agent::Loop::new(&engine, &input, setup.workdir, setup.bearer).run()
+}
+
+/// What the loop needs besides the state, checked before it starts.
+struct Setup {
+    workdir: PathBuf,
+    bearer: Option<String>,
+}
+
+impl Setup {
+    fn new(input: &WorkerInput) -> Result<Self, String> {
+        let workdir = match &input.workdir {
+            Some(w) if w.is_dir() => w.clone(),
+            Some(w) => {
+                return Err(format!(
+                    "input field `workdir`: {} is not a directory",
+                    w.display()
+                ));
+            }
+            None => std::env::current_dir()
+                .map_err(|e| format!("cannot read the current directory: {e}"))?,
+        };
+        let bearer = match &input.model.api_key_env {
+            Some(name) => Some(std::env::var(name).map_err(|_| {
+                format!("input field `model.api_key_env`: environment variable {name} is not set")
+            })?),
+            None => None,
+        };
+        Ok(Self { workdir, bearer })
+    }
+}
+
+/// Opens the checkpoint of a relaunch, or starts one. A checkpoint that cannot be read, or
+/// belongs to another rollout or task, is an error; one that cannot be written is not.
+fn open_checkpoint(
+    path: &Path,
+    input: &WorkerInput,
+    stats: &mut LaunchStats,
+) -> Result<(Journal, State), JournalError> {
+    let mut failed = |e: &JournalError| {
+        stats.checkpoint_failures += 1;
+        log(&format!("checkpoint write failed (the run goes on): {e}"));
+    };
+    if let Err(e) = atomic::remove_stale_temps(path) {
+        log(&format!(
+            "checkpoint {}: cannot clear stale temp files: {e}",
+            path.display()
+        ));
+    }
+    let fresh = State::new(
+        &input.rollout_id,
+        input.task.system.as_deref(),
+        &input.task.prompt,
+    );
+    let exists = match std::fs::symlink_metadata(path) {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(source) => {
+            return Err(JournalError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    if !exists {
+        let header = Header {
+            rollout_id: input.rollout_id.clone(),
+            partial: true,
+            created_unix_ms: unix_ms(),
+            worker: env!("CARGO_PKG_VERSION").to_owned(),
+        };
+        let journal = Journal::create(path, header.clone(), &fresh).unwrap_or_else(|e| {
+            failed(&e);
+            Journal::unwritten(path, header)
+        });
+        return Ok((journal, fresh));
+    }
+    let replayed = journal::replay(path)?;
+    if replayed.header.rollout_id != input.rollout_id {
+        return Err(JournalError::OtherRollout {
+            path: path.to_owned(),
+            found: replayed.header.rollout_id.clone(),
+            expected: input.rollout_id.clone(),
+        });
+    }
+    if replayed.state.initial_messages() != fresh.initial_messages() {
+        return Err(JournalError::OtherTask {
+            path: path.to_owned(),
+        });
+    }
+    let mut state = replayed.state.clone();
+    let mut journal = Journal::open(path, &replayed).unwrap_or_else(|e| {
+        failed(&e);
+        Journal::unwritten(path, replayed.header.clone())
+    });
+    let launch = Record::Launch(Launch {
+        launch: state.launches + 1,
+        elapsed_ms: state.elapsed_ms,
+    });
+    state.apply(&launch).map_err(|e| JournalError::Replay {
+        path: path.to_owned(),
+        offset: replayed.len,
+        reason: e.0,
+    })?;
+    if let Err(e) = journal.append(&[launch], &state) {
+        failed(&e);
+    }
+    Ok((journal, state))
+}
+
+/// A command line that cannot be used: reported on stderr and, when the result path is
+/// known, as a `fatal` result. Returns [`exit::USAGE`].
+pub fn usage_error(message: &str, result: Option<&Path>) -> i32 {
+    log(&format!(
+        "{message}\nusage: rollpoint-worker INPUT RESULT --checkpoint CHECKPOINT"
+    ));
+    if let Some(path) = result {
+        write_result(
+            path,
+            &result::early_failure(None, format!("command line: {message}")),
+        );
+    }
+    exit::USAGE
+}
