@@ -35,5 +35,5 @@ pub fn supervisor(explicit: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
     candidates
         .into_iter()
         .find(|p| p.is_file())
-        .context("rollpoint-supervisor not found: build it with scripts/build-supervisor, or pass --supervisor / set ROLLPOINT_SUPERVISOR")
+        .context("rollpoint-supervisor not found: build it with scripts/build-static, or pass --supervisor / set ROLLPOINT_SUPERVISOR")
 }
