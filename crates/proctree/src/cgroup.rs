@@ -43,6 +43,18 @@ pub enum Kind {
     V1Freezer,
 }
 
+impl Kind {
+    /// The control file and the value that freezes (`true`) or thaws it.
+    pub fn freezer_write(self, frozen: bool) -> (&'static str, &'static str) {
+        match (self, frozen) {
+            (Self::V2, true) => ("cgroup.freeze", "1"),
+            (Self::V2, false) => ("cgroup.freeze", "0"),
+            (Self::V1Freezer, true) => ("freezer.state", "FROZEN"),
+            (Self::V1Freezer, false) => ("freezer.state", "THAWED"),
+        }
+    }
+}
+
 /// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup` on a pure v2
 /// host, `/sys/fs/cgroup/unified` on a hybrid one).
 pub fn v2_root() -> Option<PathBuf> {

@@ -72,10 +72,7 @@ impl Control {
         // 1. Thaw everything, whoever froze it.
         self.take_paused();
         for (kind, dir) in self.cgroups() {
-            let (file, value) = match kind {
-                Kind::V2 => ("cgroup.freeze", "0"),
-                Kind::V1Freezer => ("freezer.state", "THAWED"),
-            };
+            let (file, value) = kind.freezer_write(false);
             if let Err(e) = self.fs.write(&dir, file, value) {
                 notes.push(e.to_string());
             }

@@ -88,8 +88,10 @@ shapes! {
     everything_at_once: ["ignore-int", "burst", "setsid", "daemon", "clearenv", "flat", "3"];
 }
 
-#[test]
-fn stop_file_means_the_launch_never_starts() {
+/// Starts a launch whose harness would create a marker file, with `file`
+/// placed in the session dir first; `act` runs before the supervisor exits.
+/// The harness must never have run.
+fn never_starts(name: &str, file: &str, act: impl FnOnce(&Supervised)) {
     let dir = tempfile::tempdir().expect("tempdir");
     let marker = dir.path().join("started");
     let argv = vec![
@@ -97,31 +99,27 @@ fn stop_file_means_the_launch_never_starts() {
         "ready".into(),
         marker.display().to_string(),
     ];
-    let mut s = Supervised::start(&launch_id("stopfile"), &[], &argv, |session| {
-        std::fs::write(session.join(STOP_FILE), b"").expect("stop file");
+    let mut s = Supervised::start(&launch_id(name), &[], &argv, |session| {
+        std::fs::write(session.join(file), b"").expect("session file");
     });
+    act(&s);
     assert_eq!(s.wait(LONG).code(), Some(NEVER_STARTED_EXIT));
     assert!(!marker.exists(), "the harness ran");
     assert_eq!(s.record().phase, LaunchPhase::NeverStarted);
 }
 
 #[test]
+fn stop_file_means_the_launch_never_starts() {
+    never_starts("stopfile", STOP_FILE, |_| {});
+}
+
+#[test]
 fn stop_while_held_means_the_launch_never_starts() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let marker = dir.path().join("started");
-    let argv = vec![
-        fake_harness_bin().display().to_string(),
-        "ready".into(),
-        marker.display().to_string(),
-    ];
-    let mut s = Supervised::start(&launch_id("heldstop"), &[], &argv, |session| {
-        std::fs::write(session.join(PAUSE_FILE), b"").expect("pause file");
+    never_starts("heldstop", PAUSE_FILE, |s| {
+        let (code, reply) = s.ask("stop", &[]);
+        assert_eq!(
+            (code, receipt("stop", &reply).outcome),
+            (1, Outcome::NotRunning)
+        );
     });
-    let (code, reply) = s.ask("stop", &[]);
-    assert_eq!(
-        (code, receipt("stop", &reply).outcome),
-        (1, Outcome::NotRunning)
-    );
-    assert_eq!(s.wait(LONG).code(), Some(NEVER_STARTED_EXIT));
-    assert!(!marker.exists(), "the harness ran");
 }

@@ -14,7 +14,7 @@ use crate::cgroup::{CgroupFs, Kind, procs};
 use crate::scan::{read_stat, wchan};
 use crate::time::Backoff;
 
-use super::cap_list;
+use super::overdue;
 
 /// Why a freeze or thaw failed.
 #[derive(Debug)]
@@ -33,10 +33,7 @@ pub(crate) fn freeze(
     start: Instant,
 ) -> Result<u32, Failure> {
     let fail = |text: String, rounds| Failure { text, rounds };
-    let (file, value) = match kind {
-        Kind::V2 => ("cgroup.freeze", "1"),
-        Kind::V1Freezer => ("freezer.state", "FROZEN"),
-    };
+    let (file, value) = kind.freezer_write(true);
     fs.write(dir, file, value)
         .map_err(|e| fail(e.to_string(), 0))?;
     let outcome = wait_for(fs, kind, dir, true, budgets, start);
@@ -59,10 +56,7 @@ pub(crate) fn thaw(
     budgets: Budgets,
     start: Instant,
 ) -> Result<u32, Failure> {
-    let (file, value) = match kind {
-        Kind::V2 => ("cgroup.freeze", "0"),
-        Kind::V1Freezer => ("freezer.state", "THAWED"),
-    };
+    let (file, value) = kind.freezer_write(false);
     fs.write(dir, file, value).map_err(|e| Failure {
         text: e.to_string(),
         rounds: 0,
@@ -128,20 +122,12 @@ fn wait_for(
             }
         }
         if elapsed >= budgets.confirm {
-            let tasks = tasks(fs, dir);
-            let in_d: Vec<String> = tasks
+            // A thaw has no D budget: frozen v1 tasks show `D` themselves.
+            let pending: Vec<(String, bool)> = tasks(fs, dir)
                 .iter()
-                .filter(|t| t.state == 'D')
-                .map(Task::describe)
+                .map(|t| (t.describe(), frozen && t.state == 'D'))
                 .collect();
-            let blocked_too_long = elapsed >= budgets.d_state || elapsed >= budgets.command;
-            if in_d.is_empty() || blocked_too_long || !frozen {
-                let (budget, who) = if in_d.is_empty() || !frozen {
-                    let listed: Vec<String> = tasks.iter().map(Task::describe).collect();
-                    (budgets.confirm, cap_list(&listed))
-                } else {
-                    (budgets.d_state.min(budgets.command), cap_list(&in_d))
-                };
+            if let Some((budget, who)) = overdue(elapsed, budgets, &pending) {
                 return Err(Failure {
                     text: format!(
                         "cgroup {} did not {what} within {}s: {who}",

@@ -376,6 +376,28 @@ pub(crate) fn to_members(members: &[(ProcId, Stat)]) -> Vec<Member> {
         .collect()
 }
 
+/// Once the confirm budget is spent: whether to give up, and if so which
+/// budget was exceeded and who blocked it. `pending` holds each unconfirmed
+/// member's description and whether it is in uninterruptible sleep; members
+/// in `D` get the D budget, everything else only the confirm budget.
+pub(crate) fn overdue(
+    elapsed: std::time::Duration,
+    budgets: Budgets,
+    pending: &[(String, bool)],
+) -> Option<(std::time::Duration, String)> {
+    let in_d: Vec<String> = pending
+        .iter()
+        .filter(|(_, d)| *d)
+        .map(|(w, _)| w.clone())
+        .collect();
+    if in_d.is_empty() {
+        let all: Vec<String> = pending.iter().map(|(w, _)| w.clone()).collect();
+        return Some((budgets.confirm, cap_list(&all)));
+    }
+    (elapsed >= budgets.d_state || elapsed >= budgets.command)
+        .then(|| (budgets.d_state.min(budgets.command), cap_list(&in_d)))
+}
+
 /// Joins at most 20 items and says how many were left out.
 pub(crate) fn cap_list(items: &[String]) -> String {
     const CAP: usize = 20;

@@ -18,7 +18,7 @@ use crate::scan::{Table, read_stat, thread_states, wchan};
 use crate::stat::Stat;
 use crate::time::Backoff;
 
-use super::{cap_list, to_members};
+use super::{cap_list, overdue, to_members};
 
 pub(crate) struct Sweep {
     pub signalled: Vec<ProcId>,
@@ -99,22 +99,11 @@ pub(crate) fn stop_sweep(membership: &mut Membership, budgets: Budgets, start: I
         }
         let elapsed = start.elapsed();
         if elapsed >= budgets.confirm {
-            let in_d: Vec<String> = pending
+            let described: Vec<(String, bool)> = pending
                 .iter()
-                .filter(|(_, s)| s.state == 'D')
-                .map(|(i, s)| describe(i.pid, s.state))
+                .map(|(i, s)| (describe(i.pid, s.state), s.state == 'D'))
                 .collect();
-            let over = elapsed >= budgets.d_state || elapsed >= budgets.command;
-            if in_d.is_empty() || over {
-                let (budget, who) = if in_d.is_empty() {
-                    let all: Vec<String> = pending
-                        .iter()
-                        .map(|(i, s)| describe(i.pid, s.state))
-                        .collect();
-                    (budgets.confirm, cap_list(&all))
-                } else {
-                    (budgets.d_state.min(budgets.command), cap_list(&in_d))
-                };
+            if let Some((budget, who)) = overdue(elapsed, budgets, &described) {
                 let failure = format!(
                     "{} of {} members not stopped within {}s: {who}",
                     pending.len(),
