@@ -52,10 +52,6 @@ impl Membership {
         }
     }
 
-    pub fn spec(&self) -> &MemberSpec {
-        &self.spec
-    }
-
     /// Adds processes found by other means (a cgroup) as known members.
     pub fn adopt(&mut self, ids: impl IntoIterator<Item = ProcId>) {
         self.known.extend(ids);

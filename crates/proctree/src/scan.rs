@@ -1,14 +1,14 @@
 //! A snapshot of `/proc`: every process with its state, parent, threads and
 //! start time, and the parent-to-children map built from it.
 //!
-//! `/proc/<pid>/task/<tid>/children` would give children directly, but it
-//! needs CONFIG_PROC_CHILDREN and is only reliable while the tree is frozen;
-//! it is used as a fast path when present, never as the only source.
+//! `/proc/<pid>/task/<tid>/children` is not used: it needs
+//! CONFIG_PROC_CHILDREN, is only reliable while the tree is frozen, and would
+//! save nothing here, since finding tagged members needs the list of every
+//! process anyway.
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io::Read;
-use std::sync::OnceLock;
 
 use crate::stat::{self, Stat};
 
@@ -159,37 +159,6 @@ pub fn wchan(pid: u32) -> Option<String> {
     (!s.is_empty() && s != "0").then_some(s)
 }
 
-/// Whether `/proc/<pid>/task/<tid>/children` exists on this kernel.
-pub fn children_files_available() -> bool {
-    static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(|| {
-        let me = std::process::id();
-        std::path::Path::new(&format!("/proc/{me}/task/{me}/children")).exists()
-    })
-}
-
-/// Children of `pid` through the `children` files of all its threads (the
-/// fast path); `None` when the files are unavailable.
-pub fn children_fast(pid: u32) -> Option<Vec<u32>> {
-    if !children_files_available() {
-        return None;
-    }
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))
-        .ok()?
-        .flatten()
-    {
-        if let Ok(s) = std::fs::read_to_string(entry.path().join("children")) {
-            out.extend(parse_children(&s));
-        }
-    }
-    Some(out)
-}
-
-fn parse_children(s: &str) -> impl Iterator<Item = u32> + '_ {
-    s.split_ascii_whitespace().filter_map(|p| p.parse().ok())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -237,14 +206,5 @@ mod tests {
         );
         child.kill().expect("kill");
         child.wait().expect("wait");
-    }
-
-    #[test]
-    fn children_file_parser() {
-        assert_eq!(
-            parse_children("12 13 7 ").collect::<Vec<_>>(),
-            vec![12, 13, 7]
-        );
-        assert_eq!(parse_children("").count(), 0);
     }
 }
