@@ -14,7 +14,9 @@ use std::path::{Path, PathBuf};
 use rollpoint_proctree::{Control, Launch, MemberSpec, Paused, ProcId};
 use rollpoint_proto::control::{CONTROL_SOCKET, CONTROL_VERSION, Reply, Request, Verb};
 use rollpoint_proto::receipt::{Op, Outcome, Receipt};
-use rollpoint_proto::session::FALLBACK_PAUSE_FILE;
+use rollpoint_proto::session::{
+    FALLBACK_PAUSE_FILE, FALLBACK_PAUSE_VERSION, FallbackPause, Identity,
+};
 
 use crate::args::ClientOpts;
 use crate::errors::Error;
@@ -121,7 +123,7 @@ fn act(
         Op::Pause => {
             let receipt = control.pause();
             if let Some(p) = control.paused() {
-                save_pause(&saved, p)?;
+                write_json(&saved, &to_record(p))?;
             }
             receipt
         }
@@ -151,23 +153,20 @@ fn act(
     })
 }
 
-const FALLBACK_PAUSE_VERSION: u64 = 1;
-
-fn ids(v: &[ProcId]) -> serde_json::Value {
-    v.iter()
-        .map(|i| serde_json::json!([i.pid, i.start_time]))
+fn to_record(p: &Paused) -> FallbackPause {
+    let ids = |v: &mut dyn Iterator<Item = &ProcId>| {
+        v.map(|i| Identity {
+            pid: i.pid,
+            start_time: i.start_time,
+        })
         .collect()
-}
-
-fn save_pause(path: &Path, p: &Paused) -> Result<(), Error> {
-    let pre: Vec<ProcId> = p.pre_stopped.iter().copied().collect();
-    let doc = serde_json::json!({
-        "v": FALLBACK_PAUSE_VERSION,
-        "cgroup": p.cgroup,
-        "signalled": ids(&p.signalled),
-        "pre_stopped": ids(&pre),
-    });
-    write_json(path, &doc)
+    };
+    FallbackPause {
+        v: FALLBACK_PAUSE_VERSION,
+        cgroup: p.cgroup,
+        signalled: ids(&mut p.signalled.iter()),
+        pre_stopped: ids(&mut p.pre_stopped.iter()),
+    }
 }
 
 fn load_pause(path: &Path) -> Result<Option<Paused>, Error> {
@@ -181,37 +180,17 @@ fn load_pause(path: &Path) -> Result<Option<Paused>, Error> {
             });
         }
     };
-    let bad = |what: &str| Error::Usage(format!("{}: {what}", path.display()));
-    let doc: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|_| bad("not valid JSON"))?;
-    match doc.get("v").and_then(serde_json::Value::as_u64) {
-        Some(FALLBACK_PAUSE_VERSION) => {}
-        Some(v) => return Err(bad(&format!("unknown version {v}"))),
-        None => return Err(bad("field `v` is missing")),
-    }
-    let list = |field: &str| -> Result<Vec<ProcId>, Error> {
-        doc.get(field)
-            .and_then(serde_json::Value::as_array)
-            .ok_or_else(|| bad(&format!("field `{field}` is missing")))?
-            .iter()
-            .map(|pair| {
-                let pid = pair.get(0).and_then(serde_json::Value::as_u64);
-                let st = pair.get(1).and_then(serde_json::Value::as_u64);
-                match (pid.and_then(|p| u32::try_from(p).ok()), st) {
-                    (Some(pid), Some(start_time)) => Ok(ProcId { pid, start_time }),
-                    _ => Err(bad(&format!(
-                        "field `{field}`: expected [pid, start_time] pairs"
-                    ))),
-                }
-            })
-            .collect()
+    let record = FallbackPause::decode(&bytes).map_err(|source| Error::Format {
+        path: path.to_owned(),
+        source,
+    })?;
+    let id = |i: &Identity| ProcId {
+        pid: i.pid,
+        start_time: i.start_time,
     };
     Ok(Some(Paused {
-        cgroup: doc
-            .get("cgroup")
-            .and_then(serde_json::Value::as_bool)
-            .ok_or_else(|| bad("field `cgroup` is missing"))?,
-        signalled: list("signalled")?,
-        pre_stopped: list("pre_stopped")?.into_iter().collect::<HashSet<_>>(),
+        cgroup: record.cgroup,
+        signalled: record.signalled.iter().map(id).collect(),
+        pre_stopped: record.pre_stopped.iter().map(id).collect::<HashSet<_>>(),
     }))
 }

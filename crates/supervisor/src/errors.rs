@@ -44,6 +44,8 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("the child subreaper flag did not stick (PR_GET_CHILD_SUBREAPER reads 0)")]
+    SubreaperNotSet,
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]

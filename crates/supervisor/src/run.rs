@@ -63,9 +63,7 @@ pub fn run(opts: RunOpts) -> Result<i32, Error> {
         .map_err(sys("create signalfd"))?;
     prctl::set_child_subreaper(true).map_err(sys("become a child subreaper"))?;
     if !prctl::get_child_subreaper().map_err(sys("read the subreaper flag"))? {
-        return Err(Error::Usage(
-            "the child subreaper flag did not stick".into(),
-        ));
+        return Err(Error::SubreaperNotSet);
     }
 
     let session = Session::create(&opts.session, &opts.launch_id, &opts.argv)?;
@@ -93,38 +91,26 @@ pub fn run(opts: RunOpts) -> Result<i32, Error> {
             })?;
     }
 
-    let code = match hold(&shared, &signals)? {
-        Hold::Start => supervise(&opts, &shared, &signals)?,
-        Hold::NeverStart => {
-            shared
-                .session
-                .update(|r| r.phase = LaunchPhase::NeverStarted)?;
-            NEVER_STARTED_EXIT
-        }
-    };
+    hold(&shared, &signals);
+    let code = supervise(&opts, &shared, &signals)?;
     shared.drain_requests(Duration::from_secs(5));
     let _ = std::fs::remove_file(&socket_path);
     Ok(code)
 }
 
-enum Hold {
-    Start,
-    NeverStart,
-}
-
-/// Honours the stop and pause files of a launch that has not started.
-fn hold(shared: &Shared, signals: &SignalFd) -> Result<Hold, Error> {
-    loop {
-        if shared.session.stop_file() || shared.stop_requested.load(Ordering::SeqCst) {
-            return Ok(Hold::NeverStart);
-        }
+/// Waits while a pause file holds a launch that has not started. A stop
+/// (file, request or signal) ends the wait; `supervise` then sees it and
+/// never starts the harness.
+fn hold(shared: &Shared, signals: &SignalFd) {
+    while shared.session.pause_file()
+        && !shared.session.stop_file()
+        && !shared.stop_requested.load(Ordering::SeqCst)
+    {
         if let Ok(Some(info)) = signals.read_signal()
             && info.ssi_signo != Signal::SIGCHLD as u32
         {
-            return Ok(Hold::NeverStart);
-        }
-        if !shared.session.pause_file() {
-            return Ok(Hold::Start);
+            shared.stop_requested.store(true, Ordering::SeqCst);
+            return;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
