@@ -144,11 +144,6 @@ impl Supervised {
         self.try_record().unwrap()
     }
 
-    /// Path of a file in a scratch area of this test.
-    pub fn scratch(&self, name: &str) -> PathBuf {
-        self.session.parent().unwrap().join(name)
-    }
-
     /// Runs a client verb (`pause`, `continue`, `stop`, `status`) and
     /// returns its exit code and reply.
     pub fn ask(&self, verb: &str, opts: &[&str]) -> (i32, Reply) {

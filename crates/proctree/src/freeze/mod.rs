@@ -156,10 +156,6 @@ impl Control {
         self.method
     }
 
-    pub fn is_paused(&self) -> bool {
-        self.paused.is_some()
-    }
-
     /// What the current pause froze, if paused.
     pub fn paused(&self) -> Option<&Paused> {
         self.paused.as_ref()
@@ -168,10 +164,6 @@ impl Control {
     /// Adopts a pause made by another `Control` of the same launch.
     pub fn adopt_pause(&mut self, paused: Paused) {
         self.paused = Some(paused);
-    }
-
-    pub fn budgets(&self) -> Budgets {
-        self.budgets
     }
 
     /// The members of the launch now.
