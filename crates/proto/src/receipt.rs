@@ -32,6 +32,18 @@ pub enum Method {
     Signals,
 }
 
+impl Method {
+    /// The name used on the wire (`cgroup_v2`, `cgroup_v1`, `sigstop`, `signals`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::CgroupV2 => "cgroup_v2",
+            Self::CgroupV1 => "cgroup_v1",
+            Self::Sigstop => "sigstop",
+            Self::Signals => "signals",
+        }
+    }
+}
+
 /// The outcome of an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -109,5 +121,34 @@ impl Receipt {
     /// True when the operation did what was asked.
     pub fn confirmed(&self) -> bool {
         self.outcome == Outcome::Confirmed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn method_names_match_the_wire() {
+        for m in [
+            Method::CgroupV2,
+            Method::CgroupV1,
+            Method::Sigstop,
+            Method::Signals,
+        ] {
+            let wire = serde_json::to_string(&m).expect("encodes");
+            assert_eq!(wire, format!("\"{}\"", m.as_str()));
+        }
+    }
+
+    #[test]
+    fn receipt_round_trips_and_rejects_unknown_fields() {
+        let r = Receipt::no_action(Op::Pause, "l1", Outcome::AlreadyEnded, Some(7));
+        let bytes = serde_json::to_vec(&r).expect("encodes");
+        assert_eq!(Receipt::decode(&bytes).expect("decodes"), r);
+        let mut v: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        v["surprise"] = serde_json::json!(1);
+        let err = Receipt::decode(v.to_string().as_bytes()).expect_err("unknown field");
+        assert!(err.to_string().contains("surprise"), "{err}");
     }
 }

@@ -64,9 +64,9 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
     let pause = ask(&sup, &session, "pause")?;
     println!(
-        "paused      {} processes with {:?} in {:.2} ms",
+        "paused      {} processes with {} in {:.2} ms",
         pause.members.len(),
-        pause.method,
+        pause.method.as_str(),
         micros_ms(pause.duration_us)
     );
     let held: Vec<usize> = files.iter().map(|f| lines(f)).collect();
