@@ -127,3 +127,58 @@ pub(crate) fn retry_once<T>(
         }
     }
 }
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+
+    fn failure(n: u32) -> Error {
+        Error::Closed {
+            path: PathBuf::from(format!("/attempt{n}")),
+        }
+    }
+
+    #[test]
+    fn retry_once_cleans_up_and_tries_exactly_once_more() {
+        let calls = Cell::new(0);
+        let cleanups = Cell::new(0);
+        let attempt = || {
+            calls.set(calls.get() + 1);
+            if calls.get() == 1 {
+                Err(failure(1))
+            } else {
+                Ok(calls.get())
+            }
+        };
+        let value = retry_once("sb", "snap", attempt, || cleanups.set(cleanups.get() + 1));
+        assert_eq!(value.unwrap(), 2);
+        assert_eq!(cleanups.get(), 1);
+
+        calls.set(0);
+        cleanups.set(0);
+        let err = retry_once::<()>(
+            "sb",
+            "snap",
+            || {
+                calls.set(calls.get() + 1);
+                Err(failure(calls.get()))
+            },
+            || cleanups.set(cleanups.get() + 1),
+        )
+        .unwrap_err();
+        assert_eq!(calls.get(), 2);
+        assert_eq!(cleanups.get(), 2);
+        let text = err.to_string();
+        assert!(
+            text.contains("snapshot snap of sandbox sb failed twice"),
+            "{text}"
+        );
+        assert!(
+            text.contains("/attempt1") && text.contains("/attempt2"),
+            "{text}"
+        );
+    }
+}
