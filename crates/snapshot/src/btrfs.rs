@@ -7,7 +7,10 @@
 //! maintained crate wraps, and one process start (about a millisecond) is
 //! small next to the transaction commit a snapshot costs anyway.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::Flock;
 
 use crate::command::run;
 use crate::errors::Error;
@@ -36,6 +39,7 @@ pub struct BtrfsStore {
     root: PathBuf,
     image: Option<Image>,
     closed: bool,
+    _lock: Flock<File>,
 }
 
 impl BtrfsStore {
@@ -45,6 +49,7 @@ impl BtrfsStore {
     pub fn open(dir: &Path, image: &ImageOptions) -> Result<Self, Error> {
         fsutil::create_dir_all(dir)?;
         let dir = std::fs::canonicalize(dir).map_err(Error::io("resolve", dir))?;
+        let lock = fsutil::lock_store(&dir)?;
         run("btrfs", ["--version"]).map_err(|e| Error::BtrfsUnavailable {
             path: dir.clone(),
             reason: e.to_string(),
@@ -63,6 +68,7 @@ impl BtrfsStore {
             root,
             image,
             closed: false,
+            _lock: lock,
         };
         if let Err(e) = store.make_layout() {
             let _ = store.close();

@@ -11,7 +11,10 @@
 //! Entries are built under a `.partial-` name and renamed into place, so a
 //! crash never leaves a half copy under a valid id; open removes leftovers.
 
+use std::fs::File;
 use std::path::{Path, PathBuf};
+
+use nix::fcntl::Flock;
 
 use crate::command::run;
 use crate::errors::Error;
@@ -22,6 +25,7 @@ use crate::{Listing, SnapshotInfo, SnapshotStore, StoreKind, UpperDirs, fsutil, 
 pub struct CopyStore {
     root: PathBuf,
     closed: bool,
+    _lock: Flock<File>,
 }
 
 impl CopyStore {
@@ -30,6 +34,7 @@ impl CopyStore {
     pub fn open(dir: &Path) -> Result<Self, Error> {
         fsutil::create_dir_all(dir)?;
         let root = std::fs::canonicalize(dir).map_err(Error::io("resolve", dir))?;
+        let lock = fsutil::lock_store(&root)?;
         for sub in ["uppers", "snapshots"] {
             let sub = root.join(sub);
             fsutil::create_dir_all(&sub)?;
@@ -40,6 +45,7 @@ impl CopyStore {
         Ok(Self {
             root,
             closed: false,
+            _lock: lock,
         })
     }
 

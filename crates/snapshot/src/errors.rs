@@ -68,6 +68,8 @@ pub enum Error {
     },
     #[error("unknown snapshot store {value:?}: expected auto, btrfs or copy")]
     UnknownStore { value: String },
+    #[error("store lock {path} is held by another store")]
+    InUse { path: PathBuf },
     #[error("store at {path} is closed")]
     Closed { path: PathBuf },
 }

@@ -5,6 +5,9 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
+use std::os::unix::fs::OpenOptionsExt;
+
+use nix::fcntl::{Flock, FlockArg};
 use nix::sys::statfs::{BTRFS_SUPER_MAGIC, statfs};
 
 use crate::errors::Error;
@@ -63,6 +66,30 @@ fn unescape_mount_field(field: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Takes the store directory's lock (`dir/.lock`, flock, exclusive), held
+/// for the store's life so two stores never manage one directory.
+pub(crate) fn lock_store(dir: &Path) -> Result<Flock<File>, Error> {
+    let path = dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(Error::io("open lock", &path))?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+        if errno == nix::errno::Errno::EWOULDBLOCK {
+            Error::InUse { path }
+        } else {
+            Error::Io {
+                op: "lock",
+                path,
+                source: errno.into(),
+            }
+        }
+    })
 }
 
 /// Fsyncs a directory so entries created or renamed in it survive a crash.

@@ -397,6 +397,13 @@ fn root_auto_choice_takes_btrfs_and_the_override_takes_copy() {
     )
     .unwrap();
     assert_eq!(copy.store.kind(), StoreKind::Copy);
+    // One directory, one store at a time.
+    let err = rollpoint_snapshot::CopyStore::open(&dir.path().join("c")).unwrap_err();
+    assert!(matches!(err, Error::InUse { .. }), "{err}");
+    let err = BtrfsStore::open(&dir.path().join("a"), &ImageOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("held by another store"), "{err}");
+    drop(copy);
+    rollpoint_snapshot::CopyStore::open(&dir.path().join("c")).expect("lock released on drop");
     let err = "zfs".parse::<StoreChoice>().unwrap_err();
     assert!(err.to_string().contains("\"zfs\""), "{err}");
 }
