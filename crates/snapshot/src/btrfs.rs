@@ -250,6 +250,12 @@ impl SnapshotStore for BtrfsStore {
                 path: area,
             });
         }
+        if fsutil::overlay_uses(&area)? {
+            return Err(Error::UpperMounted {
+                sandbox: sandbox.to_owned(),
+                path: area,
+            });
+        }
         subvolume_delete(&area)
     }
 

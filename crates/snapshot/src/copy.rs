@@ -210,6 +210,12 @@ impl SnapshotStore for CopyStore {
                 path: area,
             });
         }
+        if fsutil::overlay_uses(&area)? {
+            return Err(Error::UpperMounted {
+                sandbox: sandbox.to_owned(),
+                path: area,
+            });
+        }
         Self::remove_area(&area, &partial)
     }
 

@@ -32,6 +32,8 @@ pub enum Error {
     Statfs { path: PathBuf, source: nix::Error },
     #[error("sandbox {sandbox} already has an upper at {path}")]
     UpperExists { sandbox: String, path: PathBuf },
+    #[error("sandbox {sandbox}: an overlay still uses its upper at {path}; unmount it first")]
+    UpperMounted { sandbox: String, path: PathBuf },
     #[error("sandbox {sandbox} has no upper at {path}")]
     NoUpper { sandbox: String, path: PathBuf },
     #[error("snapshot {snapshot} already exists at {path}")]

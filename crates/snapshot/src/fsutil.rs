@@ -43,6 +43,24 @@ pub fn mount_points() -> Result<Vec<PathBuf>, Error> {
         .collect())
 }
 
+/// True when an overlay mount visible in this mount namespace uses a
+/// directory inside `area` as its upperdir or workdir.
+pub(crate) fn overlay_uses(area: &Path) -> Result<bool, Error> {
+    let path = Path::new("/proc/self/mounts");
+    let text = std::fs::read_to_string(path).map_err(Error::io("read", path))?;
+    Ok(text.lines().any(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        fields.len() > 3
+            && fields[2] == "overlay"
+            && fields[3].split(',').any(|option| {
+                option
+                    .strip_prefix("upperdir=")
+                    .or_else(|| option.strip_prefix("workdir="))
+                    .is_some_and(|dir| Path::new(&unescape_mount_field(dir)).starts_with(area))
+            })
+    }))
+}
+
 /// True when something is mounted exactly at `path`.
 pub fn is_mount_point(path: &Path) -> Result<bool, Error> {
     Ok(mount_points()?.iter().any(|m| m == path))

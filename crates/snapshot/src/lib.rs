@@ -93,7 +93,8 @@ pub trait SnapshotStore: Send + Sync + std::fmt::Debug {
     fn delete_snapshot(&self, snapshot: &str) -> Result<(), Error>;
 
     /// Deletes a sandbox's upper and work directories. Unmount its overlay
-    /// first.
+    /// first: an overlay on it in the caller's mount namespace is refused
+    /// (one in another namespace cannot be seen from here).
     fn destroy_upper(&self, sandbox: &str) -> Result<(), Error>;
 
     /// Every upper and snapshot in the store, sorted by id.

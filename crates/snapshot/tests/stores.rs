@@ -123,6 +123,9 @@ fn fork_sees_exactly_the_snapshot(kind: Kind) {
     assert_eq!(listing.uppers, ["sb1", "sb2"]);
     assert_eq!(listing.snapshots, ["snap1"]);
 
+    let err = fx.store.destroy_upper("sb2").unwrap_err();
+    assert!(matches!(err, Error::UpperMounted { .. }), "{err}");
+    assert!(err.to_string().contains("sandbox sb2"), "{err}");
     fx.mounts.unmount(&merged2);
     fx.mounts.unmount(&merged);
     fx.store.destroy_upper("sb2").unwrap();
