@@ -186,6 +186,41 @@ fn measure(files: usize, methods: &[&dyn Method]) -> Vec<Row> {
     rows
 }
 
+/// btrfs fork plus the overlay mount that makes it usable, as a restore does.
+fn fork_and_mount(scratch: &Path, store: &dyn SnapshotStore, files: usize) -> Vec<Duration> {
+    let lower = scratch.join("lower");
+    let merged = scratch.join("merged");
+    std::fs::create_dir_all(&lower).unwrap();
+    std::fs::create_dir_all(&merged).unwrap();
+    let base = Store::new("btrfs (image)", store, files);
+    let mut samples = Vec::new();
+    for round in 0..ROUNDS {
+        base.settle();
+        base.snapshot(round);
+        let snap = format!("{}-snap{round}", base.base);
+        let fork = format!("{}-fork{round}", base.base);
+        let start = Instant::now();
+        let dirs = store.fork(&snap, &fork).unwrap();
+        let options = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            lower.display(),
+            dirs.upper.display(),
+            dirs.work.display()
+        );
+        let status = Command::new("mount")
+            .args(["-t", "overlay", "overlay", "-o", &options])
+            .arg(&merged)
+            .status()
+            .unwrap();
+        samples.push(start.elapsed());
+        assert!(status.success(), "overlay mount at {}", merged.display());
+        let status = Command::new("umount").arg(&merged).status().unwrap();
+        assert!(status.success(), "umount {}", merged.display());
+        base.cleanup(round);
+    }
+    samples
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
@@ -217,6 +252,7 @@ fn main() {
         let copied = Store::new("copy", &copy, files);
         rows.extend(measure(files, &[&tar, &on_btrfs, &copied]));
     }
+    let mounted = fork_and_mount(scratch.path(), &btrfs, 10_000);
     btrfs.close().unwrap();
 
     println!(
@@ -249,4 +285,11 @@ fn main() {
             f_ratio
         );
     }
+    let (med, min, max) = stats(&mounted);
+    println!(
+        "btrfs (image) fork + overlay mount, 10000 files: median {:.1} ms, min {:.1}, max {:.1}",
+        ms(med),
+        ms(min),
+        ms(max)
+    );
 }
