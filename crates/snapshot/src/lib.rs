@@ -13,6 +13,8 @@
 //! [`SnapshotIndex`] records which checkpoint names which snapshots, so a
 //! sweep can delete every snapshot no retained checkpoint needs.
 
+#![forbid(unsafe_code)]
+
 mod btrfs;
 mod choose;
 mod command;
