@@ -410,3 +410,24 @@ fn root_auto_choice_takes_btrfs_and_the_override_takes_copy() {
     let err = "zfs".parse::<StoreChoice>().unwrap_err();
     assert!(err.to_string().contains("\"zfs\""), "{err}");
 }
+
+#[test]
+fn copy_store_open_clears_entries_an_interrupted_run_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let store = rollpoint_snapshot::CopyStore::open(&store_dir).unwrap();
+    let dirs = rollpoint_snapshot::SnapshotStore::create_upper(&store, "sb").unwrap();
+    std::fs::write(dirs.upper.join("f"), "x").unwrap();
+    drop(store);
+    let half_snapshot = store_dir.join("snapshots/.partial-snap");
+    let half_fork = store_dir.join("uppers/.partial-sb2");
+    std::fs::create_dir_all(half_snapshot.join("upper")).unwrap();
+    std::fs::create_dir_all(half_fork.join("upper")).unwrap();
+
+    let store = rollpoint_snapshot::CopyStore::open(&store_dir).unwrap();
+    assert!(!half_snapshot.exists() && !half_fork.exists());
+    let listing = rollpoint_snapshot::SnapshotStore::list(&store).unwrap();
+    assert_eq!(listing.uppers, ["sb"]);
+    assert!(listing.snapshots.is_empty());
+    assert!(dirs.upper.join("f").exists(), "finished entries stay");
+}
