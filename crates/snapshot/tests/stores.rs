@@ -254,6 +254,15 @@ fn sqlite_wal_survives(kind: Kind) {
         "0"
     );
     drop(reader);
+    // A second, independent reader: the sqlite3 shell, when installed.
+    if let Ok(out) = Command::new("sqlite3")
+        .arg(merged2.join("state.db"))
+        .arg("PRAGMA integrity_check; SELECT count(*) FROM t;")
+        .output()
+    {
+        assert!(out.status.success(), "sqlite3 shell on the fork");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n500\n");
+    }
 }
 
 #[test]
