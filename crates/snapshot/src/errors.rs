@@ -1,0 +1,87 @@
+//! Errors of the snapshot stores and the snapshot index. Every variant names
+//! the path, sandbox or snapshot it is about.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid {what} id {id:?}: {reason}")]
+    InvalidId {
+        what: &'static str,
+        id: String,
+        reason: &'static str,
+    },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("failed to start `{command}`: {source}")]
+    Spawn {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("`{command}` failed ({status}): {stderr}")]
+    Command {
+        command: String,
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    #[error("statfs {path}: {source}")]
+    Statfs { path: PathBuf, source: nix::Error },
+    #[error("sandbox {sandbox} already has an upper at {path}")]
+    UpperExists { sandbox: String, path: PathBuf },
+    #[error("sandbox {sandbox}: an overlay still uses its upper at {path}; unmount it first")]
+    UpperMounted { sandbox: String, path: PathBuf },
+    #[error("sandbox {sandbox} has no upper at {path}")]
+    NoUpper { sandbox: String, path: PathBuf },
+    #[error("snapshot {snapshot} already exists at {path}")]
+    SnapshotExists { snapshot: String, path: PathBuf },
+    #[error("snapshot {snapshot} not found at {path}")]
+    NoSnapshot { snapshot: String, path: PathBuf },
+    #[error("snapshot {snapshot} of sandbox {sandbox} failed twice; first: {first}; then: {last}")]
+    SnapshotRetried {
+        sandbox: String,
+        snapshot: String,
+        first: Box<Error>,
+        last: Box<Error>,
+    },
+    #[error("btrfs store unavailable for {path}: {reason}")]
+    BtrfsUnavailable { path: PathBuf, reason: String },
+    #[error(
+        "snapshot index {path}: unsupported version {found} (this build reads version {supported})"
+    )]
+    IndexVersion {
+        path: PathBuf,
+        found: u64,
+        supported: u64,
+    },
+    #[error("snapshot index {path}: field {field}: {message}")]
+    IndexFormat {
+        path: PathBuf,
+        field: String,
+        message: String,
+    },
+    #[error("snapshot index {path}: encode: {source}")]
+    IndexEncode {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+    #[error("unknown snapshot store {value:?}: expected auto, btrfs or copy")]
+    UnknownStore { value: String },
+    #[error("store lock {path} is held by another store")]
+    InUse { path: PathBuf },
+    #[error("store at {path} is closed")]
+    Closed { path: PathBuf },
+}
+
+impl Error {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| Self::Io { op, path, source }
+    }
+}

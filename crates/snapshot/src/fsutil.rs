@@ -1,0 +1,187 @@
+//! Small filesystem facts and chores the stores share: which filesystem a path
+//! is on, whether something is mounted at it, syncfs, durable directory
+//! creation and removal.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use std::os::unix::fs::OpenOptionsExt;
+
+use nix::fcntl::{Flock, FlockArg};
+use nix::sys::statfs::{BTRFS_SUPER_MAGIC, statfs};
+
+use crate::errors::Error;
+
+/// True when `path` lives on a btrfs filesystem (statfs f_type).
+pub fn is_btrfs(path: &Path) -> Result<bool, Error> {
+    let fs = statfs(path).map_err(|source| Error::Statfs {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(fs.filesystem_type() == BTRFS_SUPER_MAGIC)
+}
+
+/// Flushes the filesystem holding `path` (syncfs(2)). Callers run this on a
+/// sandbox's merged overlay directory before asking for a snapshot.
+pub fn syncfs(path: &Path) -> Result<(), Error> {
+    let file = File::open(path).map_err(Error::io("open", path))?;
+    nix::unistd::syncfs(&file).map_err(|errno| Error::Io {
+        op: "syncfs",
+        path: path.to_owned(),
+        source: errno.into(),
+    })
+}
+
+/// Mount points listed in /proc/self/mounts, unescaped.
+pub fn mount_points() -> Result<Vec<PathBuf>, Error> {
+    let path = Path::new("/proc/self/mounts");
+    let text = std::fs::read_to_string(path).map_err(Error::io("read", path))?;
+    Ok(text
+        .lines()
+        .filter_map(|line| line.split(' ').nth(1))
+        .map(|field| PathBuf::from(unescape_mount_field(field)))
+        .collect())
+}
+
+/// True when an overlay mount visible in this mount namespace uses a
+/// directory inside `area` as its upperdir or workdir.
+pub(crate) fn overlay_uses(area: &Path) -> Result<bool, Error> {
+    let path = Path::new("/proc/self/mounts");
+    let text = std::fs::read_to_string(path).map_err(Error::io("read", path))?;
+    Ok(text.lines().any(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        fields.len() > 3
+            && fields[2] == "overlay"
+            && fields[3].split(',').any(|option| {
+                option
+                    .strip_prefix("upperdir=")
+                    .or_else(|| option.strip_prefix("workdir="))
+                    .is_some_and(|dir| Path::new(&unescape_mount_field(dir)).starts_with(area))
+            })
+    }))
+}
+
+/// True when something is mounted exactly at `path`.
+pub fn is_mount_point(path: &Path) -> Result<bool, Error> {
+    Ok(mount_points()?.iter().any(|m| m == path))
+}
+
+/// /proc/mounts writes space, tab, newline and backslash as `\ooo`.
+fn unescape_mount_field(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 4 <= bytes.len() {
+            let octal = &field[i + 1..i + 4];
+            if let Ok(value) = u8::from_str_radix(octal, 8) {
+                out.push(value);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Takes the store directory's lock (`dir/.lock`, flock, exclusive), held
+/// for the store's life so two stores never manage one directory.
+pub(crate) fn lock_store(dir: &Path) -> Result<Flock<File>, Error> {
+    let path = dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(Error::io("open lock", &path))?;
+    Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+        if errno == nix::errno::Errno::EWOULDBLOCK {
+            Error::InUse { path }
+        } else {
+            Error::Io {
+                op: "lock",
+                path,
+                source: errno.into(),
+            }
+        }
+    })
+}
+
+/// Fsyncs a directory so entries created or renamed in it survive a crash.
+pub(crate) fn fsync_dir(dir: &Path) -> Result<(), Error> {
+    File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(Error::io("fsync directory", dir))
+}
+
+pub(crate) fn create_dir(path: &Path) -> Result<(), Error> {
+    std::fs::create_dir(path).map_err(Error::io("create directory", path))
+}
+
+pub(crate) fn create_dir_all(path: &Path) -> Result<(), Error> {
+    std::fs::create_dir_all(path).map_err(Error::io("create directory", path))
+}
+
+/// Removes a directory tree; a missing tree is not an error.
+pub(crate) fn remove_tree(path: &Path) -> Result<(), Error> {
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io("remove", path)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Names in `dir` that are valid ids, sorted; a missing dir lists nothing.
+pub(crate) fn list_ids(dir: &Path) -> Result<Vec<String>, Error> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("list", dir)(e)),
+    };
+    let mut ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(Error::io("list", dir))?;
+        if let Some(name) = entry.file_name().to_str()
+            && crate::ids::is_valid(name)
+        {
+            ids.push(name.to_owned());
+        }
+    }
+    ids.sort();
+    Ok(ids)
+}
+
+/// Names in `dir` left behind by an interrupted operation.
+pub(crate) fn list_partials(dir: &Path) -> Result<Vec<PathBuf>, Error> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("list", dir)(e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(Error::io("list", dir))?;
+        if entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(crate::ids::PARTIAL_PREFIX))
+        {
+            out.push(entry.path());
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unescapes_proc_mounts_fields() {
+        assert_eq!(unescape_mount_field("/a\\040b"), "/a b");
+        assert_eq!(unescape_mount_field("/plain"), "/plain");
+        assert_eq!(unescape_mount_field("/tail\\"), "/tail\\");
+    }
+}

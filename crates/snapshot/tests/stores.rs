@@ -1,0 +1,442 @@
+//! Root tests over real overlay mounts, run for both stores: a fork shows
+//! exactly what the snapshot held, SQLite in WAL mode survives, the btrfs
+//! image leaves nothing behind, and sweeps delete exactly the unnamed
+//! snapshots.
+
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use rollpoint_snapshot::{
+    BtrfsStore, Error, ImageOptions, SnapshotIndex, StoreChoice, StoreKind, StoreOptions, sweep,
+    syncfs,
+};
+use support::{Fixture, Kind, get_xattr, loop_devices_for, mounted, set_user_xattr};
+
+/// A small base: a file to keep, a file to delete, a directory to replace.
+fn make_lower(lower: &Path) {
+    std::fs::create_dir_all(lower.join("opaque")).unwrap();
+    std::fs::write(lower.join("keep"), "kept\n").unwrap();
+    std::fs::write(lower.join("gone"), "deleted in the sandbox\n").unwrap();
+    std::fs::write(lower.join("opaque/old"), "hidden by the opaque dir\n").unwrap();
+}
+
+fn fork_sees_exactly_the_snapshot(kind: Kind) {
+    let mut fx = Fixture::new(kind);
+    let lower = fx.path("lower");
+    make_lower(&lower);
+
+    let dirs = fx.store.create_upper("sb1").unwrap();
+    let merged = fx.path("merged1");
+    fx.mounts.overlay(&lower, &dirs, &merged);
+
+    let a = merged.join("a.txt");
+    std::fs::write(&a, "before\n").unwrap();
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o640)).unwrap();
+    set_user_xattr(&a, "user.test", "v1");
+    std::os::unix::fs::symlink("a.txt", merged.join("link")).unwrap();
+    std::fs::hard_link(&a, merged.join("hl")).unwrap();
+    std::fs::remove_file(merged.join("gone")).unwrap();
+    std::fs::remove_dir_all(merged.join("opaque")).unwrap();
+    std::fs::create_dir(merged.join("opaque")).unwrap();
+    std::fs::write(merged.join("opaque/new"), "new\n").unwrap();
+    syncfs(&merged).unwrap();
+
+    let info = fx.store.snapshot("sb1", "snap1").unwrap();
+    assert_eq!(info.sandbox, "sb1");
+    let whiteout = std::fs::symlink_metadata(info.upper.join("gone")).unwrap();
+    assert!(
+        whiteout.file_type().is_char_device() && whiteout.rdev() == 0,
+        "snapshot keeps the whiteout for 'gone' as a 0:0 char device"
+    );
+    assert_eq!(
+        get_xattr(&info.upper.join("opaque"), "trusted.overlay.opaque").as_deref(),
+        Some("y"),
+        "snapshot keeps the opaque marker"
+    );
+
+    // Changes after the snapshot must not reach the fork.
+    std::fs::write(merged.join("late.txt"), "after\n").unwrap();
+    std::fs::write(&a, "after\n").unwrap();
+    std::fs::remove_file(merged.join("keep")).unwrap();
+
+    let forked = fx.store.fork("snap1", "sb2").unwrap();
+    assert_eq!(
+        std::fs::read_dir(&forked.work).unwrap().count(),
+        0,
+        "fork gets an empty work dir"
+    );
+    let merged2 = fx.path("merged2");
+    fx.mounts.overlay(&lower, &forked, &merged2);
+
+    let a2 = merged2.join("a.txt");
+    assert_eq!(std::fs::read_to_string(&a2).unwrap(), "before\n");
+    let meta = std::fs::metadata(&a2).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o640);
+    assert_eq!(get_xattr(&a2, "user.test").as_deref(), Some("v1"));
+    assert_eq!(
+        std::fs::read_link(merged2.join("link")).unwrap(),
+        Path::new("a.txt")
+    );
+    let hl = std::fs::metadata(merged2.join("hl")).unwrap();
+    assert_eq!(
+        hl.ino(),
+        meta.ino(),
+        "hard link shares the inode in the fork"
+    );
+    assert_eq!(meta.nlink(), 2);
+    assert!(
+        !merged2.join("late.txt").exists(),
+        "written after the snapshot"
+    );
+    assert!(
+        !merged2.join("gone").exists(),
+        "deleted before the snapshot"
+    );
+    assert_eq!(
+        std::fs::read_to_string(merged2.join("keep")).unwrap(),
+        "kept\n"
+    );
+    assert!(
+        !merged2.join("opaque/old").exists(),
+        "opaque dir stays opaque"
+    );
+    assert_eq!(
+        std::fs::read_to_string(merged2.join("opaque/new")).unwrap(),
+        "new\n"
+    );
+    // The original sandbox still has its own later state.
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "after\n");
+    assert!(merged.join("late.txt").exists());
+    assert!(!merged.join("keep").exists());
+
+    // Writes in the fork stay in the fork.
+    std::fs::write(merged2.join("fork-only"), "x").unwrap();
+    assert!(!merged.join("fork-only").exists());
+
+    let listing = fx.store.list().unwrap();
+    assert_eq!(listing.uppers, ["sb1", "sb2"]);
+    assert_eq!(listing.snapshots, ["snap1"]);
+
+    let err = fx.store.destroy_upper("sb2").unwrap_err();
+    assert!(matches!(err, Error::UpperMounted { .. }), "{err}");
+    assert!(err.to_string().contains("sandbox sb2"), "{err}");
+    fx.mounts.unmount(&merged2);
+    fx.mounts.unmount(&merged);
+    fx.store.destroy_upper("sb2").unwrap();
+    fx.store.destroy_upper("sb1").unwrap();
+    fx.store.delete_snapshot("snap1").unwrap();
+    assert_eq!(fx.store.list().unwrap(), Default::default());
+}
+
+#[test]
+fn root_fork_sees_exactly_the_snapshot_btrfs() {
+    fork_sees_exactly_the_snapshot(Kind::Btrfs);
+}
+
+#[test]
+fn root_fork_sees_exactly_the_snapshot_copy() {
+    fork_sees_exactly_the_snapshot(Kind::Copy);
+}
+
+/// Runs SQL lines through python3's sqlite3 module, one statement a line.
+/// Lines starting with `? ` are queries: their rows are printed, so the
+/// caller also learns that everything before them has run.
+const SQL_DRIVER: &str = r#"
+import sqlite3, sys
+con = sqlite3.connect(sys.argv[1], isolation_level=None)
+for line in sys.stdin:
+    if line.startswith("? "):
+        for row in con.execute(line[2:]):
+            print("|".join(str(c) for c in row), flush=True)
+    else:
+        con.execute(line).fetchall()
+"#;
+
+struct SqlProcess {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl SqlProcess {
+    fn start(db: &Path) -> Self {
+        let mut child = Command::new("python3")
+            .args(["-c", SQL_DRIVER])
+            .arg(db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 with sqlite3 runs");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Self {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends one statement and returns its first output line, if it prints.
+    fn query(&mut self, sql: &str) -> String {
+        writeln!(self.stdin, "? {sql}").unwrap();
+        self.stdin.flush().unwrap();
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line.trim_end().to_owned()
+    }
+
+    fn exec(&mut self, sql: &str) {
+        writeln!(self.stdin, "{sql}").unwrap();
+    }
+}
+
+impl Drop for SqlProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sqlite_wal_survives(kind: Kind) {
+    let mut fx = Fixture::new(kind);
+    let lower = fx.path("lower");
+    make_lower(&lower);
+    let dirs = fx.store.create_upper("db1").unwrap();
+    let merged = fx.path("merged1");
+    fx.mounts.overlay(&lower, &dirs, &merged);
+    let db = merged.join("state.db");
+
+    let mut writer = SqlProcess::start(&db);
+    assert_eq!(writer.query("PRAGMA journal_mode=WAL;"), "wal");
+    // No automatic checkpoints: committed rows stay in the -wal file, so
+    // the snapshot must carry db, -wal and -shm together.
+    writer.exec("PRAGMA wal_autocheckpoint=0;");
+    writer.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT NOT NULL);");
+    for i in 0..500 {
+        writer.exec(&format!(
+            "INSERT INTO t (body) VALUES ('row {i} {}');",
+            "x".repeat(200)
+        ));
+    }
+    // An open transaction at snapshot time, as a frozen harness would have.
+    writer.exec("BEGIN;");
+    writer.exec("INSERT INTO t (body) VALUES ('uncommitted');");
+    assert_eq!(writer.query("SELECT count(*) FROM t;"), "501");
+    assert!(
+        std::fs::metadata(merged.join("state.db-wal"))
+            .unwrap()
+            .len()
+            > 0,
+        "the WAL holds the committed rows"
+    );
+    syncfs(&merged).unwrap();
+    fx.store.snapshot("db1", "dbsnap").unwrap();
+
+    writer.exec("COMMIT;");
+    writer.exec("INSERT INTO t (body) VALUES ('after the snapshot');");
+    assert_eq!(writer.query("SELECT count(*) FROM t;"), "502");
+    drop(writer);
+
+    let forked = fx.store.fork("dbsnap", "db2").unwrap();
+    let merged2 = fx.path("merged2");
+    fx.mounts.overlay(&lower, &forked, &merged2);
+    let mut reader = SqlProcess::start(&merged2.join("state.db"));
+    assert_eq!(reader.query("PRAGMA integrity_check;"), "ok");
+    assert_eq!(reader.query("SELECT count(*) FROM t;"), "500");
+    assert_eq!(
+        reader.query("SELECT count(*) FROM t WHERE body IN ('uncommitted', 'after the snapshot');"),
+        "0"
+    );
+    drop(reader);
+    // A second, independent reader: the sqlite3 shell, when installed.
+    if let Ok(out) = Command::new("sqlite3")
+        .arg(merged2.join("state.db"))
+        .arg("PRAGMA integrity_check; SELECT count(*) FROM t;")
+        .output()
+    {
+        assert!(out.status.success(), "sqlite3 shell on the fork");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "ok\n500\n");
+    }
+}
+
+#[test]
+fn root_sqlite_wal_survives_snapshot_and_fork_btrfs() {
+    sqlite_wal_survives(Kind::Btrfs);
+}
+
+#[test]
+fn root_sqlite_wal_survives_snapshot_and_fork_copy() {
+    sqlite_wal_survives(Kind::Copy);
+}
+
+fn sweep_removes_exactly_unnamed(kind: Kind) {
+    let fx = Fixture::new(kind);
+    let store = fx.store.as_ref();
+    let dirs = store.create_upper("sb1").unwrap();
+    for (i, snap) in ["s1", "s2", "s3", "s4"].iter().enumerate() {
+        std::fs::write(dirs.upper.join(format!("f{i}")), "data").unwrap();
+        store.snapshot("sb1", snap).unwrap();
+    }
+    let index_path = fx.path("index.json");
+    let mut index = SnapshotIndex::open(&index_path).unwrap();
+    index.retain("ck1", &["s1", "s2"]).unwrap();
+    index.retain("ck2", &["s2", "s3"]).unwrap();
+
+    let removed = sweep(&mut index, store, &["ck1"]).unwrap();
+    assert_eq!(removed, ["s3", "s4"]);
+    assert_eq!(store.list().unwrap().snapshots, ["s1", "s2"]);
+    let reread = SnapshotIndex::open(&index_path).unwrap();
+    assert_eq!(
+        reread.checkpoints().keys().collect::<Vec<_>>(),
+        ["ck1"],
+        "released checkpoints leave the index on disk"
+    );
+    // The kept snapshots still fork with their own content.
+    let forked = store.fork("s1", "sb2").unwrap();
+    assert!(forked.upper.join("f0").exists());
+    assert!(!forked.upper.join("f1").exists());
+
+    // Errors name what they are about.
+    let err = store.snapshot("nope", "s9").unwrap_err();
+    assert!(matches!(err, Error::NoUpper { .. }), "{err}");
+    assert!(err.to_string().contains("sandbox nope"), "{err}");
+    let err = store.snapshot("sb1", "s1").unwrap_err();
+    assert!(
+        err.to_string().contains("snapshot s1 already exists"),
+        "{err}"
+    );
+    let err = store.delete_snapshot("s4").unwrap_err();
+    assert!(err.to_string().contains("snapshot s4 not found"), "{err}");
+    let err = store.fork("s1", "../escape").unwrap_err();
+    assert!(
+        err.to_string().contains("sandbox id \"../escape\""),
+        "{err}"
+    );
+    let err = store.create_upper("sb1").unwrap_err();
+    assert!(
+        err.to_string().contains("sandbox sb1 already has an upper"),
+        "{err}"
+    );
+
+    let removed = sweep(&mut index, store, &[]).unwrap();
+    assert_eq!(removed, ["s1", "s2"]);
+    store.destroy_upper("sb1").unwrap();
+    store.destroy_upper("sb2").unwrap();
+    assert_eq!(store.list().unwrap(), Default::default());
+}
+
+#[test]
+fn root_sweep_removes_exactly_unnamed_snapshots_btrfs() {
+    sweep_removes_exactly_unnamed(Kind::Btrfs);
+}
+
+#[test]
+fn root_sweep_removes_exactly_unnamed_snapshots_copy() {
+    sweep_removes_exactly_unnamed(Kind::Copy);
+}
+
+#[test]
+fn root_btrfs_image_is_created_and_removed_on_close_and_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(
+        !rollpoint_snapshot::is_btrfs(dir.path()).unwrap(),
+        "this test needs a temporary directory that is not on btrfs"
+    );
+    let store_dir = dir.path().join("store");
+    let options = ImageOptions {
+        size_bytes: 1 << 30,
+    };
+    for explicit_close in [true, false] {
+        let mut store = BtrfsStore::open(&store_dir, &options).expect("btrfs image store opens");
+        assert_eq!(
+            rollpoint_snapshot::SnapshotStore::kind(&store),
+            StoreKind::BtrfsImage
+        );
+        let image = store.image_file().unwrap().to_owned();
+        let mount = store.root().to_owned();
+        assert!(image.exists());
+        assert!(mounted(&mount), "{} is mounted", mount.display());
+        assert_eq!(loop_devices_for(&image).len(), 1, "one loop device");
+        let sparse = std::fs::metadata(&image).unwrap();
+        assert_eq!(sparse.len(), 1 << 30);
+        assert!(
+            sparse.blocks() * 512 < sparse.len() / 4,
+            "the image is sparse"
+        );
+
+        rollpoint_snapshot::SnapshotStore::create_upper(&store, "sb").unwrap();
+        rollpoint_snapshot::SnapshotStore::snapshot(&store, "sb", "snap").unwrap();
+        if explicit_close {
+            rollpoint_snapshot::SnapshotStore::close(&mut store).unwrap();
+            let err = rollpoint_snapshot::SnapshotStore::list(&store).unwrap_err();
+            assert!(err.to_string().contains("is closed"), "{err}");
+            drop(store);
+        } else {
+            drop(store);
+        }
+        assert!(!image.exists(), "image removed");
+        assert!(!mounted(&mount), "mount removed");
+        assert!(!mount.exists(), "mount point removed");
+        assert_eq!(
+            loop_devices_for(&image),
+            Vec::<String>::new(),
+            "loop device detached"
+        );
+    }
+}
+
+#[test]
+fn root_auto_choice_takes_btrfs_and_the_override_takes_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let auto = rollpoint_snapshot::open(&dir.path().join("a"), &StoreOptions::default()).unwrap();
+    assert!(auto.btrfs_error.is_none(), "{:?}", auto.btrfs_error);
+    assert!(matches!(
+        auto.store.kind(),
+        StoreKind::Btrfs | StoreKind::BtrfsImage
+    ));
+    let copy = rollpoint_snapshot::open(
+        &dir.path().join("c"),
+        &StoreOptions {
+            choice: "copy".parse().unwrap(),
+            ..StoreOptions::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(copy.store.kind(), StoreKind::Copy);
+    // One directory, one store at a time.
+    let err = rollpoint_snapshot::CopyStore::open(&dir.path().join("c")).unwrap_err();
+    assert!(matches!(err, Error::InUse { .. }), "{err}");
+    let err = BtrfsStore::open(&dir.path().join("a"), &ImageOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("held by another store"), "{err}");
+    drop(copy);
+    rollpoint_snapshot::CopyStore::open(&dir.path().join("c")).expect("lock released on drop");
+    let err = "zfs".parse::<StoreChoice>().unwrap_err();
+    assert!(err.to_string().contains("\"zfs\""), "{err}");
+}
+
+#[test]
+fn copy_store_open_clears_entries_an_interrupted_run_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let store = rollpoint_snapshot::CopyStore::open(&store_dir).unwrap();
+    let dirs = rollpoint_snapshot::SnapshotStore::create_upper(&store, "sb").unwrap();
+    std::fs::write(dirs.upper.join("f"), "x").unwrap();
+    drop(store);
+    let half_snapshot = store_dir.join("snapshots/.partial-snap");
+    let half_fork = store_dir.join("uppers/.partial-sb2");
+    std::fs::create_dir_all(half_snapshot.join("upper")).unwrap();
+    std::fs::create_dir_all(half_fork.join("upper")).unwrap();
+
+    let store = rollpoint_snapshot::CopyStore::open(&store_dir).unwrap();
+    assert!(!half_snapshot.exists() && !half_fork.exists());
+    let listing = rollpoint_snapshot::SnapshotStore::list(&store).unwrap();
+    assert_eq!(listing.uppers, ["sb"]);
+    assert!(listing.snapshots.is_empty());
+    assert!(dirs.upper.join("f").exists(), "finished entries stay");
+}
