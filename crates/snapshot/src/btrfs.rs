@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::Flock;
 
 use crate::command::run;
-use crate::errors::Error;
+use crate::errors::{Error, Held};
 use crate::image::Image;
 use crate::{Listing, SnapshotInfo, SnapshotStore, StoreKind, UpperDirs, fsutil, ids};
 
@@ -138,12 +138,7 @@ impl SnapshotStore for BtrfsStore {
 
     fn create_upper(&self, sandbox: &str) -> Result<UpperDirs, Error> {
         let area = self.upper_area(sandbox)?;
-        if area.exists() {
-            return Err(Error::UpperExists {
-                sandbox: sandbox.to_owned(),
-                path: area,
-            });
-        }
+        Held::Upper(sandbox).check(&area, false)?;
         run(
             "btrfs",
             ["subvolume".as_ref(), "create".as_ref(), area.as_os_str()],
@@ -160,18 +155,8 @@ impl SnapshotStore for BtrfsStore {
     fn snapshot(&self, sandbox: &str, snapshot: &str) -> Result<SnapshotInfo, Error> {
         let source = self.upper_area(sandbox)?;
         let target = self.snapshot_area(snapshot)?;
-        if !source.exists() {
-            return Err(Error::NoUpper {
-                sandbox: sandbox.to_owned(),
-                path: source,
-            });
-        }
-        if target.exists() {
-            return Err(Error::SnapshotExists {
-                snapshot: snapshot.to_owned(),
-                path: target,
-            });
-        }
+        Held::Upper(sandbox).check(&source, true)?;
+        Held::Snapshot(snapshot).check(&target, false)?;
         let args = [
             "subvolume".as_ref(),
             "snapshot".as_ref(),
@@ -199,18 +184,8 @@ impl SnapshotStore for BtrfsStore {
     fn fork(&self, snapshot: &str, new_sandbox: &str) -> Result<UpperDirs, Error> {
         let source = self.snapshot_area(snapshot)?;
         let target = self.upper_area(new_sandbox)?;
-        if !source.exists() {
-            return Err(Error::NoSnapshot {
-                snapshot: snapshot.to_owned(),
-                path: source,
-            });
-        }
-        if target.exists() {
-            return Err(Error::UpperExists {
-                sandbox: new_sandbox.to_owned(),
-                path: target,
-            });
-        }
+        Held::Snapshot(snapshot).check(&source, true)?;
+        Held::Upper(new_sandbox).check(&target, false)?;
         run(
             "btrfs",
             [
@@ -233,23 +208,13 @@ impl SnapshotStore for BtrfsStore {
 
     fn delete_snapshot(&self, snapshot: &str) -> Result<(), Error> {
         let area = self.snapshot_area(snapshot)?;
-        if !area.exists() {
-            return Err(Error::NoSnapshot {
-                snapshot: snapshot.to_owned(),
-                path: area,
-            });
-        }
+        Held::Snapshot(snapshot).check(&area, true)?;
         subvolume_delete(&area)
     }
 
     fn destroy_upper(&self, sandbox: &str) -> Result<(), Error> {
         let area = self.upper_area(sandbox)?;
-        if !area.exists() {
-            return Err(Error::NoUpper {
-                sandbox: sandbox.to_owned(),
-                path: area,
-            });
-        }
+        Held::Upper(sandbox).check(&area, true)?;
         if fsutil::overlay_uses(&area)? {
             return Err(Error::UpperMounted {
                 sandbox: sandbox.to_owned(),

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::Flock;
 
 use crate::command::run;
-use crate::errors::Error;
+use crate::errors::{Error, Held};
 use crate::ids::PARTIAL_PREFIX;
 use crate::{Listing, SnapshotInfo, SnapshotStore, StoreKind, UpperDirs, fsutil, ids};
 
@@ -128,18 +128,8 @@ impl SnapshotStore for CopyStore {
     fn snapshot(&self, sandbox: &str, snapshot: &str) -> Result<SnapshotInfo, Error> {
         let (source, _) = self.area("uppers", "sandbox", sandbox)?;
         let (target, partial) = self.area("snapshots", "snapshot", snapshot)?;
-        if !source.exists() {
-            return Err(Error::NoUpper {
-                sandbox: sandbox.to_owned(),
-                path: source,
-            });
-        }
-        if target.exists() {
-            return Err(Error::SnapshotExists {
-                snapshot: snapshot.to_owned(),
-                path: target,
-            });
-        }
+        Held::Upper(sandbox).check(&source, true)?;
+        Held::Snapshot(snapshot).check(&target, false)?;
         crate::retry_once(
             sandbox,
             snapshot,
@@ -165,18 +155,8 @@ impl SnapshotStore for CopyStore {
     fn fork(&self, snapshot: &str, new_sandbox: &str) -> Result<UpperDirs, Error> {
         let (source, _) = self.area("snapshots", "snapshot", snapshot)?;
         let (target, partial) = self.area("uppers", "sandbox", new_sandbox)?;
-        if !source.exists() {
-            return Err(Error::NoSnapshot {
-                snapshot: snapshot.to_owned(),
-                path: source,
-            });
-        }
-        if target.exists() {
-            return Err(Error::UpperExists {
-                sandbox: new_sandbox.to_owned(),
-                path: target,
-            });
-        }
+        Held::Snapshot(snapshot).check(&source, true)?;
+        Held::Upper(new_sandbox).check(&target, false)?;
         let built = fsutil::create_dir(&partial)
             .and_then(|()| copy_tree(&source.join("upper"), &partial.join("upper")))
             .and_then(|()| fsutil::create_dir(&partial.join("work")))
@@ -193,23 +173,13 @@ impl SnapshotStore for CopyStore {
 
     fn delete_snapshot(&self, snapshot: &str) -> Result<(), Error> {
         let (area, partial) = self.area("snapshots", "snapshot", snapshot)?;
-        if !area.exists() {
-            return Err(Error::NoSnapshot {
-                snapshot: snapshot.to_owned(),
-                path: area,
-            });
-        }
+        Held::Snapshot(snapshot).check(&area, true)?;
         Self::remove_area(&area, &partial)
     }
 
     fn destroy_upper(&self, sandbox: &str) -> Result<(), Error> {
         let (area, partial) = self.area("uppers", "sandbox", sandbox)?;
-        if !area.exists() {
-            return Err(Error::NoUpper {
-                sandbox: sandbox.to_owned(),
-                path: area,
-            });
-        }
+        Held::Upper(sandbox).check(&area, true)?;
         if fsutil::overlay_uses(&area)? {
             return Err(Error::UpperMounted {
                 sandbox: sandbox.to_owned(),

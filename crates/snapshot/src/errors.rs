@@ -85,3 +85,42 @@ impl Error {
         move |source| Self::Io { op, path, source }
     }
 }
+
+/// What a path of the store holds, for the existence checks every store
+/// makes before it copies or removes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Held<'a> {
+    /// A sandbox's upper area, by sandbox id.
+    Upper(&'a str),
+    /// A snapshot, by snapshot id.
+    Snapshot(&'a str),
+}
+
+impl Held<'_> {
+    /// `Ok` when `path` exists exactly as `wanted` says; else the error that
+    /// names the sandbox or snapshot and the path.
+    pub(crate) fn check(self, path: &std::path::Path, wanted: bool) -> Result<(), Error> {
+        if path.exists() == wanted {
+            return Ok(());
+        }
+        let path = path.to_owned();
+        Err(match (self, wanted) {
+            (Self::Upper(s), true) => Error::NoUpper {
+                sandbox: s.to_owned(),
+                path,
+            },
+            (Self::Upper(s), false) => Error::UpperExists {
+                sandbox: s.to_owned(),
+                path,
+            },
+            (Self::Snapshot(s), true) => Error::NoSnapshot {
+                snapshot: s.to_owned(),
+                path,
+            },
+            (Self::Snapshot(s), false) => Error::SnapshotExists {
+                snapshot: s.to_owned(),
+                path,
+            },
+        })
+    }
+}
