@@ -1,9 +1,9 @@
-//! Time budgets of every operation, with the defaults of the design brief.
+//! Time budgets of every operation (defaults: docs/design/pause-strategies.md).
 
 use std::time::Duration;
 
-/// Every budget the engine obeys. Each is a setting; defaults follow the
-/// design brief.
+/// Every budget the engine obeys. Each is a setting: 120 s per command, 5 s
+/// to confirm, 30 s for members in `D`, 10 s of stop grace.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budgets {
     /// Upper bound for one pause, continue or stop command.
