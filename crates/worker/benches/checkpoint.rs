@@ -1,5 +1,5 @@
 //! Time per checkpoint boundary at 100, 1,000 and 10,000 messages: the append-only journal
-//! (one record, fdatasync) against the baseline of the reference design (serialize the whole
+//! (one record, fdatasync) against the common baseline (serialize the whole
 //! transcript as JSON, write a temp file, fsync, rename, fsync the directory).
 //!
 //! Run: `cargo bench -p rollpoint-worker --bench checkpoint` (files go under target/tmp, on

@@ -1,6 +1,6 @@
 //! `rollpoint bench pause`: time to a confirmed pause and a confirmed
 //! continue for 100, 1,000 and 2,400 processes with each strategy, side by
-//! side with a Python SIGSTOP walker (the reference design's approach) run
+//! side with a Python SIGSTOP walker (walk the tree, SIGSTOP each, poll to `T`) run
 //! on the same tree in the same run.
 
 use std::os::unix::fs::MetadataExt;
