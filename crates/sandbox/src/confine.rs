@@ -1,0 +1,147 @@
+//! Upload and download confined to a sandbox root.
+//!
+//! A sandbox's files are written by an agent that may plant symlinks
+//! anywhere, so a host-side write to `<root>/<path>` must never follow a link
+//! out of the root. Paths are resolved by `cap-std` beneath a directory
+//! handle (openat2 with `RESOLVE_BENEATH` where the kernel has it, a checked
+//! component walk otherwise): a symlink that leads outside, absolute or
+//! relative, is refused, and so is any `..` in the path we are given.
+//! Uploads are atomic (temp file, fsync, rename, fsync the directory).
+
+use std::io::{Read, Write};
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, OpenOptions, Permissions};
+
+use crate::Error;
+
+/// A sandbox's root directory, opened once.
+#[derive(Debug)]
+pub struct SandboxRoot {
+    root: PathBuf,
+    dir: Dir,
+}
+
+/// The path of an in-sandbox location relative to the root: leading `/`
+/// removed, `.` dropped, `..` refused.
+pub fn sandbox_relative(path: &Path) -> Result<PathBuf, Error> {
+    let mut rel = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::Normal(part) => rel.push(part),
+            Component::RootDir | Component::CurDir => {}
+            Component::ParentDir | Component::Prefix(_) => {
+                return Err(Error::ParentComponent {
+                    path: path.to_owned(),
+                });
+            }
+        }
+    }
+    if rel.as_os_str().is_empty() {
+        return Err(Error::NotAFile {
+            path: path.to_owned(),
+        });
+    }
+    Ok(rel)
+}
+
+impl SandboxRoot {
+    /// Opens the root directory of a sandbox.
+    pub fn open(root: &Path) -> Result<Self, Error> {
+        let dir = Dir::open_ambient_dir(root, ambient_authority()).map_err(|source| Error::Io {
+            what: "open",
+            root: root.to_owned(),
+            path: root.to_owned(),
+            source,
+        })?;
+        Ok(Self {
+            root: root.to_owned(),
+            dir,
+        })
+    }
+
+    fn io(&self, what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
+        let (root, path) = (self.root.clone(), path.to_owned());
+        move |source| {
+            // cap-std reports an escape, whichever way it resolved the path,
+            // with its own error whose text is the only mark it carries.
+            if source.to_string().contains("outside of the filesystem") {
+                Error::Escape { root, path }
+            } else {
+                Error::Io {
+                    what,
+                    root,
+                    path,
+                    source,
+                }
+            }
+        }
+    }
+
+    /// Writes `bytes` to `path` inside the sandbox with `mode`, atomically:
+    /// a reader in the sandbox sees the old file or the new one, never part.
+    pub fn upload(&self, path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {
+        let rel = sandbox_relative(path)?;
+        let name = rel.file_name().ok_or_else(|| Error::NotAFile {
+            path: path.to_owned(),
+        })?;
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        let dir = if parent.as_os_str().is_empty() {
+            self.dir.try_clone().map_err(self.io("open", path))?
+        } else {
+            self.dir
+                .open_dir(parent)
+                .map_err(self.io("open the directory of", path))?
+        };
+        let tmp = format!(
+            ".{}.rollpoint-upload-{}",
+            name.to_string_lossy(),
+            std::process::id()
+        );
+        let write = || -> std::io::Result<()> {
+            let mut opts = OpenOptions::new();
+            opts.write(true).create_new(true);
+            let mut file = dir.open_with(&tmp, &opts)?;
+            file.set_permissions(Permissions::from_std(
+                std::os::unix::fs::PermissionsExt::from_mode(mode),
+            ))?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            dir.rename(&tmp, &dir, name)?;
+            // fsync the directory so the rename survives a crash.
+            dir.open(".")?.sync_all()
+        };
+        write().map_err(|e| {
+            let _ = dir.remove_file(&tmp);
+            self.io("upload", path)(e)
+        })
+    }
+
+    /// Reads `path` inside the sandbox, refusing files over `limit` bytes.
+    pub fn download(&self, path: &Path, limit: u64) -> Result<Vec<u8>, Error> {
+        let rel = sandbox_relative(path)?;
+        let file = self.dir.open(&rel).map_err(self.io("open", path))?;
+        let size = file.metadata().map_err(self.io("stat", path))?.len();
+        if size > limit {
+            return Err(Error::TooLarge {
+                path: path.to_owned(),
+                size,
+                limit,
+            });
+        }
+        let mut out = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        // The file may grow after the stat: read at most one byte past the limit.
+        file.take(limit.saturating_add(1))
+            .read_to_end(&mut out)
+            .map_err(self.io("read", path))?;
+        if out.len() as u64 > limit {
+            return Err(Error::TooLarge {
+                path: path.to_owned(),
+                size: out.len() as u64,
+                limit,
+            });
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,26 @@
+//! Errors of sandbox file transfer.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: `..` is not allowed in a sandbox path")]
+    ParentComponent { path: PathBuf },
+    #[error("{path}: not a file path (empty, or names the sandbox root)")]
+    NotAFile { path: PathBuf },
+    #[error("{path}: resolves outside the sandbox root {root} (a symlink points out)")]
+    Escape { root: PathBuf, path: PathBuf },
+    #[error("{path}: {size} bytes is over the limit of {limit}")]
+    TooLarge {
+        path: PathBuf,
+        size: u64,
+        limit: u64,
+    },
+    #[error("failed to {what} {path} in sandbox root {root}: {source}")]
+    Io {
+        what: &'static str,
+        root: PathBuf,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
