@@ -9,12 +9,12 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use rollpoint_snapshot::{
-    BtrfsStore, Error, ImageOptions, SnapshotIndex, StoreChoice, StoreKind, StoreOptions, sweep,
-    syncfs,
+    BtrfsStore, Error, ImageOptions, SnapshotContent, SnapshotIndex, StoreChoice, StoreKind,
+    StoreOptions, sweep, syncfs,
 };
 use support::{Fixture, Kind, get_xattr, loop_devices_for, mounted, set_user_xattr};
 
@@ -24,6 +24,34 @@ fn make_lower(lower: &Path) {
     std::fs::write(lower.join("keep"), "kept\n").unwrap();
     std::fs::write(lower.join("gone"), "deleted in the sandbox\n").unwrap();
     std::fs::write(lower.join("opaque/old"), "hidden by the opaque dir\n").unwrap();
+}
+
+/// The snapshot's frozen upper as a directory: the btrfs snapshot itself,
+/// or the copy store's archive unpacked into `scratch` by GNU tar, so the
+/// check is on what the archive holds.
+fn frozen_tree(content: &SnapshotContent, scratch: &Path) -> PathBuf {
+    match content {
+        SnapshotContent::Tree(dir) => dir.clone(),
+        SnapshotContent::Archive(archive) => {
+            let mode = std::fs::metadata(archive).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "the archive is mode 0600");
+            std::fs::create_dir_all(scratch).unwrap();
+            let out = Command::new("tar")
+                .args(["--xattrs", "--xattrs-include=*", "-xpf"])
+                .arg(archive)
+                .arg("-C")
+                .arg(scratch)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "tar -x {}: {}",
+                archive.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            scratch.to_owned()
+        }
+    }
 }
 
 fn fork_sees_exactly_the_snapshot(kind: Kind) {
@@ -49,13 +77,14 @@ fn fork_sees_exactly_the_snapshot(kind: Kind) {
 
     let info = fx.store.snapshot("sb1", "snap1").unwrap();
     assert_eq!(info.sandbox, "sb1");
-    let whiteout = std::fs::symlink_metadata(info.upper.join("gone")).unwrap();
+    let frozen = frozen_tree(&info.content, &fx.path("frozen"));
+    let whiteout = std::fs::symlink_metadata(frozen.join("gone")).unwrap();
     assert!(
         whiteout.file_type().is_char_device() && whiteout.rdev() == 0,
         "snapshot keeps the whiteout for 'gone' as a 0:0 char device"
     );
     assert_eq!(
-        get_xattr(&info.upper.join("opaque"), "trusted.overlay.opaque").as_deref(),
+        get_xattr(&frozen.join("opaque"), "trusted.overlay.opaque").as_deref(),
         Some("y"),
         "snapshot keeps the opaque marker"
     );
