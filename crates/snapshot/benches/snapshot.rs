@@ -1,6 +1,7 @@
 //! Snapshot and fork times of the btrfs store (loop image here), the copy
-//! store and plain `tar` of the upper (c into an archive, x into a fresh
-//! directory) for diffs of 1, 1,000 and 10,000 files of 4 KiB. Needs root.
+//! store (a fsynced tar archive per snapshot) and plain `tar` of the upper
+//! (c into an archive, x into a fresh directory, no sync) for diffs of 1,
+//! 1,000 and 10,000 files of 4 KiB. Needs root.
 //!
 //! Run: `cargo bench -p rollpoint-snapshot --bench snapshot`
 
