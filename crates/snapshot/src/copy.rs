@@ -25,6 +25,8 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::RecvTimeoutError;
+use std::time::Duration;
 
 use atomic_write_file::AtomicWriteFile;
 use nix::fcntl::Flock;
@@ -42,6 +44,9 @@ pub const COPY_STORE_VERSION: u32 = 1;
 
 /// Name of the file recording the layout version in the store directory.
 const LAYOUT_FILE: &str = "layout";
+
+/// How often a snapshot flushes its archive while tar is still writing.
+const EARLY_FLUSH_PERIOD: Duration = Duration::from_millis(10);
 
 /// Suffix of a snapshot archive after its id.
 const ARCHIVE_SUFFIX: &str = ".tar";
@@ -163,10 +168,31 @@ fn write_archive(upper: &Path, archive: &Path) -> Result<(), Error> {
         upper.as_os_str(),
         ".".as_ref(),
     ]);
-    run_into("tar", args, out)?;
     // A snapshot must survive a host crash like a btrfs one, whose
-    // snapshot commits a transaction.
-    file.sync_all().map_err(Error::io("fsync", archive))
+    // snapshot commits a transaction. Flushing while tar still writes
+    // overlaps the disk writes with tar's reading (0.15 s instead of
+    // 0.25 s for 40 MB here); the final fsync then has little left.
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let early = std::thread::scope(|scope| {
+        let file = &file;
+        let flusher = scope.spawn(move || {
+            while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(EARLY_FLUSH_PERIOD) {
+                file.sync_data()?;
+            }
+            Ok(())
+        });
+        let ran = run_into("tar", args, out);
+        drop(stop);
+        let flushed = flusher
+            .join()
+            .unwrap_or_else(|_| Err(std::io::Error::other("early flush thread panicked")));
+        ran.map(|()| flushed)
+    })?;
+    // An error seen by an early flush is not reported again by a later
+    // fsync of the same open file, so it fails the snapshot here.
+    early
+        .and_then(|()| file.sync_all())
+        .map_err(Error::io("fsync", archive))
 }
 
 /// Extracts `archive` into the existing empty directory `upper`.
