@@ -170,8 +170,8 @@ fn write_archive(upper: &Path, archive: &Path) -> Result<(), Error> {
     ]);
     // A snapshot must survive a host crash like a btrfs one, whose
     // snapshot commits a transaction. Flushing while tar still writes
-    // overlaps the disk writes with tar's reading (0.15 s instead of
-    // 0.25 s for 40 MB here); the final fsync then has little left.
+    // overlaps the disk writes with tar's reading, so the final fsync has
+    // little left (figures in docs/benchmarks.md).
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
     let early = std::thread::scope(|scope| {
         let file = &file;
