@@ -1,6 +1,8 @@
 //! Snapshot and fork times of the btrfs store (loop image here), the copy
-//! store and plain `tar` of the upper (c into an archive, x into a fresh
-//! directory) for diffs of 1, 1,000 and 10,000 files of 4 KiB. Needs root.
+//! store (a fsynced tar archive per snapshot) and plain `tar` of the upper
+//! (c into an archive, x into a fresh directory; the baseline without sync,
+//! and once more with the archive fsynced) for diffs of 1, 1,000 and 10,000
+//! files of 4 KiB. Needs root.
 //!
 //! Run: `cargo bench -p rollpoint-snapshot --bench snapshot`
 
@@ -99,19 +101,25 @@ impl Drop for Store<'_> {
     }
 }
 
-/// The baseline: `tar -cf` of the upper, then `tar -xpf` into a fresh dir.
+/// The baseline: `tar -cf` of the upper, then `tar -xpf` into a fresh dir;
+/// `durable` also fsyncs the archive, as a store must.
 struct Tar {
     dir: PathBuf,
     upper: PathBuf,
+    durable: bool,
 }
 
 impl Tar {
-    fn new(scratch: &Path, files: usize) -> Self {
-        let dir = scratch.join(format!("tar{files}"));
+    fn new(scratch: &Path, files: usize, durable: bool) -> Self {
+        let dir = scratch.join(format!("tar{files}-{durable}"));
         let upper = dir.join("upper");
         std::fs::create_dir_all(&upper).unwrap();
         fill(&upper, files);
-        Self { dir, upper }
+        Self {
+            dir,
+            upper,
+            durable,
+        }
     }
 
     fn tar(&self, args: &[&str]) {
@@ -133,7 +141,7 @@ impl Tar {
 
 impl Method for Tar {
     fn name(&self) -> &'static str {
-        "tar"
+        if self.durable { "tar + fsync" } else { "tar" }
     }
     fn settle(&self) {
         syncfs(&self.upper).unwrap();
@@ -141,6 +149,12 @@ impl Method for Tar {
     fn snapshot(&self, round: usize) {
         let upper = self.upper.display().to_string();
         self.tar(&["-C", &upper, "-cf", &self.archive(round), "."]);
+        if self.durable {
+            std::fs::File::open(self.archive(round))
+                .unwrap()
+                .sync_all()
+                .unwrap();
+        }
     }
     fn fork(&self, round: usize) {
         let fresh = self.fresh(round);
@@ -247,10 +261,11 @@ fn main() {
     let copy = CopyStore::open(&scratch.path().join("copy")).unwrap();
     let mut rows = Vec::new();
     for files in SIZES {
-        let tar = Tar::new(scratch.path(), files);
+        let tar = Tar::new(scratch.path(), files, false);
+        let durable = Tar::new(scratch.path(), files, true);
         let on_btrfs = Store::new("btrfs (image)", &btrfs, files);
         let copied = Store::new("copy", &copy, files);
-        rows.extend(measure(files, &[&tar, &on_btrfs, &copied]));
+        rows.extend(measure(files, &[&tar, &durable, &on_btrfs, &copied]));
     }
     let mounted = fork_and_mount(scratch.path(), &btrfs, 10_000);
     btrfs.close().unwrap();

@@ -15,7 +15,9 @@ use nix::fcntl::Flock;
 use crate::command::run;
 use crate::errors::{Error, Held};
 use crate::image::Image;
-use crate::{Listing, SnapshotInfo, SnapshotStore, StoreKind, UpperDirs, fsutil, ids};
+use crate::{
+    Listing, SnapshotContent, SnapshotInfo, SnapshotStore, StoreKind, UpperDirs, fsutil, ids,
+};
 
 /// Size of the sparse image used when the store directory is not on btrfs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,7 +179,7 @@ impl SnapshotStore for BtrfsStore {
         Ok(SnapshotInfo {
             id: snapshot.to_owned(),
             sandbox: sandbox.to_owned(),
-            upper: target.join("upper"),
+            content: SnapshotContent::Tree(target.join("upper")),
         })
     }
 

@@ -68,6 +68,14 @@ pub enum Error {
         path: PathBuf,
         source: serde_json::Error,
     },
+    #[error(
+        "copy store {path}: unsupported layout version {found:?} (this build reads version {supported})"
+    )]
+    StoreVersion {
+        path: PathBuf,
+        found: String,
+        supported: u32,
+    },
     #[error("unknown snapshot store {value:?}: expected auto, btrfs or copy")]
     UnknownStore { value: String },
     #[error("store lock {path} is held by another store")]

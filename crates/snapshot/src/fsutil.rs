@@ -133,24 +133,41 @@ pub(crate) fn remove_tree(path: &Path) -> Result<(), Error> {
     }
 }
 
+/// Removes a file or a directory tree; a missing one is not an error.
+pub(crate) fn remove_entry(path: &Path) -> Result<(), Error> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => remove_tree(path),
+        Ok(_) => std::fs::remove_file(path).map_err(Error::io("remove", path)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("stat", path)(e)),
+    }
+}
+
 /// Names in `dir` that are valid ids, sorted; a missing dir lists nothing.
 pub(crate) fn list_ids(dir: &Path) -> Result<Vec<String>, Error> {
+    let mut ids: Vec<String> = list_names(dir)?
+        .into_iter()
+        .filter(|name| crate::ids::is_valid(name))
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+/// UTF-8 names in `dir`, unsorted; a missing dir lists nothing.
+pub(crate) fn list_names(dir: &Path) -> Result<Vec<String>, Error> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(Error::io("list", dir)(e)),
     };
-    let mut ids = Vec::new();
+    let mut names = Vec::new();
     for entry in entries {
         let entry = entry.map_err(Error::io("list", dir))?;
-        if let Some(name) = entry.file_name().to_str()
-            && crate::ids::is_valid(name)
-        {
-            ids.push(name.to_owned());
+        if let Ok(name) = entry.file_name().into_string() {
+            names.push(name);
         }
     }
-    ids.sort();
-    Ok(ids)
+    Ok(names)
 }
 
 /// Names in `dir` left behind by an interrupted operation.

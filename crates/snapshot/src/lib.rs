@@ -6,9 +6,9 @@
 //!   subvolume snapshots, constant time whatever the file count. When the
 //!   store directory is not on btrfs it loop-mounts a sparse btrfs image it
 //!   owns and removes on close.
-//! - [`CopyStore`]: any filesystem; snapshot and fork copy the upper with
-//!   `cp -a --reflink=auto`, keeping whiteouts, opaque directories, hard
-//!   links, symlinks, modes and xattrs.
+//! - [`CopyStore`]: any filesystem; a snapshot is one GNU tar archive of
+//!   the upper and a fork extracts it, keeping whiteouts, opaque
+//!   directories, hard links, symlinks, modes and xattrs.
 //!
 //! [`SnapshotIndex`] records which checkpoint names which snapshots, so a
 //! sweep can delete every snapshot no retained checkpoint needs.
@@ -29,7 +29,7 @@ use std::path::PathBuf;
 
 pub use btrfs::{BtrfsStore, ImageOptions};
 pub use choose::{Opened, StoreChoice, StoreOptions, open};
-pub use copy::CopyStore;
+pub use copy::{COPY_STORE_VERSION, CopyStore};
 pub use errors::Error;
 pub use fsutil::{is_btrfs, is_mount_point, syncfs};
 pub use index::{INDEX_VERSION, SnapshotIndex, plan_sweep, sweep};
@@ -48,9 +48,18 @@ pub struct UpperDirs {
 pub struct SnapshotInfo {
     pub id: String,
     pub sandbox: String,
-    /// The snapshot's frozen copy of the upper directory. Read it, never
-    /// write it: the btrfs store makes it read-only, the copy store trusts.
-    pub upper: PathBuf,
+    /// Where the frozen upper is kept. Read it, never write it.
+    pub content: SnapshotContent,
+}
+
+/// How a store keeps a snapshot's frozen upper.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotContent {
+    /// A read-only directory tree (the btrfs store's snapshot subvolume).
+    Tree(PathBuf),
+    /// One GNU tar archive of the upper's content (the copy store); see
+    /// [`CopyStore`] for the options that read it back faithfully.
+    Archive(PathBuf),
 }
 
 /// What a store holds, for sweeps.

@@ -9,12 +9,12 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use rollpoint_snapshot::{
-    BtrfsStore, Error, ImageOptions, SnapshotIndex, StoreChoice, StoreKind, StoreOptions, sweep,
-    syncfs,
+    BtrfsStore, Error, ImageOptions, SnapshotContent, SnapshotIndex, StoreChoice, StoreKind,
+    StoreOptions, sweep, syncfs,
 };
 use support::{Fixture, Kind, get_xattr, loop_devices_for, mounted, set_user_xattr};
 
@@ -24,6 +24,34 @@ fn make_lower(lower: &Path) {
     std::fs::write(lower.join("keep"), "kept\n").unwrap();
     std::fs::write(lower.join("gone"), "deleted in the sandbox\n").unwrap();
     std::fs::write(lower.join("opaque/old"), "hidden by the opaque dir\n").unwrap();
+}
+
+/// The snapshot's frozen upper as a directory: the btrfs snapshot itself,
+/// or the copy store's archive unpacked into `scratch` by GNU tar, so the
+/// check is on what the archive holds.
+fn frozen_tree(content: &SnapshotContent, scratch: &Path) -> PathBuf {
+    match content {
+        SnapshotContent::Tree(dir) => dir.clone(),
+        SnapshotContent::Archive(archive) => {
+            let mode = std::fs::metadata(archive).unwrap().permissions().mode();
+            assert_eq!(mode & 0o777, 0o600, "the archive is mode 0600");
+            std::fs::create_dir_all(scratch).unwrap();
+            let out = Command::new("tar")
+                .args(["--xattrs", "--xattrs-include=*", "-xpf"])
+                .arg(archive)
+                .arg("-C")
+                .arg(scratch)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "tar -x {}: {}",
+                archive.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            scratch.to_owned()
+        }
+    }
 }
 
 fn fork_sees_exactly_the_snapshot(kind: Kind) {
@@ -49,13 +77,14 @@ fn fork_sees_exactly_the_snapshot(kind: Kind) {
 
     let info = fx.store.snapshot("sb1", "snap1").unwrap();
     assert_eq!(info.sandbox, "sb1");
-    let whiteout = std::fs::symlink_metadata(info.upper.join("gone")).unwrap();
+    let frozen = frozen_tree(&info.content, &fx.path("frozen"));
+    let whiteout = std::fs::symlink_metadata(frozen.join("gone")).unwrap();
     assert!(
         whiteout.file_type().is_char_device() && whiteout.rdev() == 0,
         "snapshot keeps the whiteout for 'gone' as a 0:0 char device"
     );
     assert_eq!(
-        get_xattr(&info.upper.join("opaque"), "trusted.overlay.opaque").as_deref(),
+        get_xattr(&frozen.join("opaque"), "trusted.overlay.opaque").as_deref(),
         Some("y"),
         "snapshot keeps the opaque marker"
     );
@@ -430,13 +459,81 @@ fn copy_store_open_clears_entries_an_interrupted_run_left() {
     drop(store);
     let half_snapshot = store_dir.join("snapshots/.partial-snap");
     let half_fork = store_dir.join("uppers/.partial-sb2");
+    let half_archive = store_dir.join("snapshots/.partial-snap2.tar");
     std::fs::create_dir_all(half_snapshot.join("upper")).unwrap();
     std::fs::create_dir_all(half_fork.join("upper")).unwrap();
+    std::fs::write(&half_archive, "half an archive").unwrap();
 
     let store = rollpoint_snapshot::CopyStore::open(&store_dir).unwrap();
-    assert!(!half_snapshot.exists() && !half_fork.exists());
+    assert!(!half_snapshot.exists() && !half_fork.exists() && !half_archive.exists());
     let listing = rollpoint_snapshot::SnapshotStore::list(&store).unwrap();
     assert_eq!(listing.uppers, ["sb"]);
     assert!(listing.snapshots.is_empty());
     assert!(dirs.upper.join("f").exists(), "finished entries stay");
+}
+
+#[test]
+fn copy_store_records_its_layout_version_and_refuses_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    drop(rollpoint_snapshot::CopyStore::open(&store_dir).unwrap());
+    let layout = store_dir.join("layout");
+    assert_eq!(
+        std::fs::read_to_string(&layout).unwrap(),
+        format!("{}\n", rollpoint_snapshot::COPY_STORE_VERSION)
+    );
+    let mode = std::fs::metadata(&layout).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    rollpoint_snapshot::CopyStore::open(&store_dir).expect("reopens its own version");
+
+    std::fs::write(&layout, "7\n").unwrap();
+    let err = rollpoint_snapshot::CopyStore::open(&store_dir).unwrap_err();
+    assert!(matches!(err, Error::StoreVersion { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("layout version \"7\""), "{text}");
+    assert!(text.contains(&layout.display().to_string()), "{text}");
+}
+
+#[test]
+fn copy_store_keeps_sparse_files_sparse_and_lists_only_its_archives() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = rollpoint_snapshot::CopyStore::open(&dir.path().join("store")).unwrap();
+    let store: &dyn rollpoint_snapshot::SnapshotStore = &store;
+    let dirs = store.create_upper("sb").unwrap();
+    let sparse = dirs.upper.join("sparse");
+    let file = std::fs::File::create(&sparse).unwrap();
+    file.set_len(64 << 20).unwrap();
+    std::os::unix::fs::FileExt::write_at(&file, b"tail", (64 << 20) - 4).unwrap();
+    drop(file);
+
+    let info = store.snapshot("sb", "snap").unwrap();
+    let SnapshotContent::Archive(archive) = &info.content else {
+        panic!("the copy store keeps archives: {:?}", info.content);
+    };
+    assert!(
+        std::fs::metadata(archive).unwrap().len() < 1 << 20,
+        "the archive stores the hole as a sparse map"
+    );
+    // Names that are not archives of valid ids are not snapshots.
+    let snapshots = archive.parent().unwrap();
+    std::fs::write(snapshots.join("notes.txt"), "x").unwrap();
+    std::fs::write(snapshots.join(".hidden.tar"), "x").unwrap();
+    assert_eq!(store.list().unwrap().snapshots, ["snap"]);
+
+    let forked = store.fork("snap", "sb2").unwrap();
+    let copy = forked.upper.join("sparse");
+    let meta = std::fs::metadata(&copy).unwrap();
+    assert_eq!(meta.len(), 64 << 20);
+    assert!(
+        meta.blocks() * 512 < 1 << 20,
+        "the fork's file keeps its hole"
+    );
+    let mut tail = [0_u8; 4];
+    let file = std::fs::File::open(&copy).unwrap();
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut tail, (64 << 20) - 4).unwrap();
+    assert_eq!(&tail, b"tail");
+
+    store.delete_snapshot("snap").unwrap();
+    assert!(!archive.exists());
+    assert!(store.list().unwrap().snapshots.is_empty());
 }
