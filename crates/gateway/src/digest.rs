@@ -28,23 +28,25 @@ pub fn canonical(value: &Value) -> String {
 /// Appends the canonical form of `value` to `out`, leaving out the top-level keys `skip`.
 pub fn write_canonical_skipping(value: &Value, skip: &[&str], out: &mut String) {
     match value {
-        Value::Object(map) if !skip.is_empty() => {
-            let mut keys: Vec<&String> =
-                map.keys().filter(|k| !skip.contains(&k.as_str())).collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
-                out.push(':');
-                write_canonical(&map[k], out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_object(map, skip, out),
         other => write_canonical(other, out),
     }
+}
+
+/// An object with sorted keys, leaving out the keys `skip`; values in full.
+fn write_object(map: &serde_json::Map<String, Value>, skip: &[&str], out: &mut String) {
+    let mut keys: Vec<&String> = map.keys().filter(|k| !skip.contains(&k.as_str())).collect();
+    keys.sort();
+    out.push('{');
+    for (i, k) in keys.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(k, out);
+        out.push(':');
+        write_canonical(&map[k], out);
+    }
+    out.push('}');
 }
 
 fn write_string(s: &str, out: &mut String) {
@@ -54,20 +56,7 @@ fn write_string(s: &str, out: &mut String) {
 
 fn write_canonical(value: &Value, out: &mut String) {
     match value {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(k, out);
-                out.push(':');
-                write_canonical(&map[k], out);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_object(map, &[], out),
         Value::Array(items) => {
             out.push('[');
             for (i, v) in items.iter().enumerate() {
