@@ -108,6 +108,13 @@ fn put_body(conn: &Connection, digest: &str, bytes: &[u8]) -> Result<(), Gateway
     Ok(())
 }
 
+/// Stores `bytes` under their digest and returns it.
+fn store_body(conn: &Connection, bytes: &[u8]) -> Result<String, GatewayError> {
+    let digest = sha256_hex(bytes);
+    put_body(conn, &digest, bytes)?;
+    Ok(digest)
+}
+
 fn get_body(conn: &Connection, digest: &str) -> Result<Option<Vec<u8>>, GatewayError> {
     conn.prepare_cached("SELECT bytes FROM bodies WHERE digest = ?1")
         .and_then(|mut s| s.query_row([digest], |r| r.get(0)).optional())
@@ -119,8 +126,7 @@ pub fn begin(conn: &Connection, call: &NewCall) -> Result<Begun, GatewayError> {
     let capture_key = call.key.to_string();
     let seq = call.seq;
     let call_id = format!("{capture_key}#{seq}");
-    let request_digest = sha256_hex(&call.request);
-    put_body(conn, &request_digest, &call.request)?;
+    let request_digest = store_body(conn, &call.request)?;
     let view = call.view.as_ref();
     let model_fp = view.and_then(RequestView::model_fp);
     let lineage = match view {
@@ -284,14 +290,11 @@ fn find_replay(
 pub fn reject(conn: &Connection, r: &Rejected) -> Result<String, GatewayError> {
     let seq = r.seq;
     let call_id = format!("{}#{seq}", r.capture_key);
-    let request_digest = match &r.request {
-        Some(body) => {
-            let d = sha256_hex(body);
-            put_body(conn, &d, body)?;
-            Some(d)
-        }
-        None => None,
-    };
+    let request_digest = r
+        .request
+        .as_deref()
+        .map(|b| store_body(conn, b))
+        .transpose()?;
     conn.prepare_cached(
         "INSERT INTO calls (call_id, capture_key, rollout, attempt, seq, route, stream,
             request_digest, items, lineage, status, http_status, error, admitted_ms, finished_ms)
@@ -320,14 +323,11 @@ pub fn reject(conn: &Connection, r: &Rejected) -> Result<String, GatewayError> {
 
 /// Records how a call ended.
 pub fn finish(conn: &Connection, call_id: &str, f: &Finish) -> Result<(), GatewayError> {
-    let response_digest = match &f.response {
-        Some(body) => {
-            let d = sha256_hex(body);
-            put_body(conn, &d, body)?;
-            Some(d)
-        }
-        None => None,
-    };
+    let response_digest = f
+        .response
+        .as_deref()
+        .map(|b| store_body(conn, b))
+        .transpose()?;
     conn.prepare_cached(
         "UPDATE calls SET status = ?2, http_status = ?3, content_type = ?4, error = ?5,
             response_digest = ?6, usage = ?7, output_fp = ?8, upstream_ms = ?9,
