@@ -100,11 +100,10 @@ fn check_multi_step(rollout: &Rollout, model: &ScriptedModel) {
     assert!(decision.resume, "{}", decision.reason);
 }
 
-#[test]
-fn multi_step_task_completes_and_the_result_validates() {
-    let model = ScriptedModel::start(multi_step_script(), Wire::Chat, Duration::ZERO);
+fn multi_step_through(wire: Wire, api: &str) {
+    let model = ScriptedModel::start(multi_step_script(), wire, Duration::ZERO);
     let rollout = Rollout::new();
-    rollout.write_input(&model.base_url(), "chat_completions", json!({}));
+    rollout.write_input(&model.base_url(), api, json!({}));
     let output = rollout.command().output().unwrap();
     assert!(
         output.status.success(),
@@ -115,17 +114,13 @@ fn multi_step_task_completes_and_the_result_validates() {
 }
 
 #[test]
+fn multi_step_task_completes_and_the_result_validates() {
+    multi_step_through(Wire::Chat, "chat_completions");
+}
+
+#[test]
 fn responses_api_task_completes() {
-    let model = ScriptedModel::start(multi_step_script(), Wire::Responses, Duration::ZERO);
-    let rollout = Rollout::new();
-    rollout.write_input(&model.base_url(), "responses", json!({}));
-    let output = rollout.command().output().unwrap();
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    check_multi_step(&rollout, &model);
+    multi_step_through(Wire::Responses, "responses");
 }
 
 #[test]

@@ -2,9 +2,9 @@
 
 use serde_json::{Value, json};
 
-use super::{Reply, tokens};
+use super::{Reply, call_usage};
 use crate::tools::ToolSpec;
-use crate::transcript::{AssistantMessage, CallUsage, Message, ToolCall};
+use crate::transcript::{AssistantMessage, Message, ToolCall};
 
 pub fn request(model: &str, messages: &[Message], tools: &[ToolSpec]) -> Value {
     let messages: Vec<Value> = messages
@@ -81,21 +81,12 @@ pub fn parse(value: &Value) -> Result<Reply, String> {
             });
         }
     }
-    let usage = value.get("usage").cloned().unwrap_or(Value::Null);
-    let (prompt, completion) = (
-        tokens(&usage, "prompt_tokens"),
-        tokens(&usage, "completion_tokens"),
-    );
     Ok(Reply {
         message: AssistantMessage {
             content,
             tool_calls,
         },
-        usage: CallUsage {
-            prompt_tokens: prompt,
-            completion_tokens: completion,
-            total_tokens: tokens(&usage, "total_tokens").max(prompt + completion),
-        },
+        usage: call_usage(value, "prompt_tokens", "completion_tokens"),
     })
 }
 

@@ -62,9 +62,17 @@ fn normalize_ids(calls: &mut [ToolCall], call: u32) {
     }
 }
 
-/// Reads a token count that may be missing.
-fn tokens(value: &Value, key: &str) -> u64 {
-    value.get(key).and_then(Value::as_u64).unwrap_or(0)
+/// Reads the `usage` object of a reply; the APIs name the prompt and
+/// completion counts differently, and any count may be missing.
+fn call_usage(reply: &Value, prompt_key: &str, completion_key: &str) -> CallUsage {
+    let usage = reply.get("usage").unwrap_or(&Value::Null);
+    let tokens = |key: &str| usage.get(key).and_then(Value::as_u64).unwrap_or(0);
+    let (prompt, completion) = (tokens(prompt_key), tokens(completion_key));
+    CallUsage {
+        prompt_tokens: prompt,
+        completion_tokens: completion,
+        total_tokens: tokens("total_tokens").max(prompt + completion),
+    }
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 
 use serde_json::{Value, json};
 
-use super::{Reply, tokens};
+use super::{Reply, call_usage};
 use crate::tools::ToolSpec;
-use crate::transcript::{AssistantMessage, CallUsage, Message, ToolCall};
+use crate::transcript::{AssistantMessage, Message, ToolCall};
 
 pub fn request(model: &str, messages: &[Message], tools: &[ToolSpec]) -> Value {
     let mut input = Vec::with_capacity(messages.len());
@@ -93,21 +93,12 @@ pub fn parse(value: &Value) -> Result<Reply, String> {
             _ => {}
         }
     }
-    let usage = value.get("usage").cloned().unwrap_or(Value::Null);
-    let (prompt, completion) = (
-        tokens(&usage, "input_tokens"),
-        tokens(&usage, "output_tokens"),
-    );
     Ok(Reply {
         message: AssistantMessage {
             content: has_text.then_some(text),
             tool_calls,
         },
-        usage: CallUsage {
-            prompt_tokens: prompt,
-            completion_tokens: completion,
-            total_tokens: tokens(&usage, "total_tokens").max(prompt + completion),
-        },
+        usage: call_usage(value, "input_tokens", "output_tokens"),
     })
 }
 
