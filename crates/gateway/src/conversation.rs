@@ -2,6 +2,7 @@
 //! model authored, and the digests the ledger keys on. Pure functions over parsed JSON; the
 //! bytes that go upstream are never re-serialized.
 
+pub use rollpoint_proto::responses::is_model_item;
 use serde_json::{Value, json};
 
 use crate::digest::{canonical, json_digest, sha256_hex, write_canonical_skipping};
@@ -234,19 +235,6 @@ pub fn anthropic_turn(content: Option<&Value>) -> Turn {
         other => push_content(&mut turn, other),
     }
     turn
-}
-
-/// Whether a Responses item was authored by the model.
-#[must_use]
-pub fn is_model_item(item: &Value) -> bool {
-    match item.get("type").and_then(Value::as_str) {
-        Some(
-            "function_call" | "reasoning" | "custom_tool_call" | "local_shell_call"
-            | "web_search_call" | "computer_call",
-        ) => true,
-        Some("message") | None => role(item) == Some("assistant"),
-        Some(_) => false,
-    }
 }
 
 /// Adds one model-authored Responses item to a turn.

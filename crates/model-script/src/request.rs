@@ -1,6 +1,7 @@
 //! What the scripted model reads from a request: the API, the stream flag, the model, the
 //! conversation position and the tools on offer. Pure functions over parsed JSON.
 
+pub use rollpoint_proto::responses::is_model_item;
 use serde_json::Value;
 
 /// The three generation APIs the server speaks.
@@ -87,19 +88,6 @@ impl Request {
 
 fn is_assistant(message: &Value) -> bool {
     message.get("role").and_then(Value::as_str) == Some("assistant")
-}
-
-/// Whether a Responses input item was written by the model.
-#[must_use]
-pub fn is_model_item(item: &Value) -> bool {
-    match item.get("type").and_then(Value::as_str) {
-        Some(
-            "function_call" | "reasoning" | "custom_tool_call" | "local_shell_call"
-            | "web_search_call" | "computer_call",
-        ) => true,
-        Some("message") | None => is_assistant(item),
-        Some(_) => false,
-    }
 }
 
 /// Counts runs of consecutive model-authored items: one run is one model turn.

@@ -8,6 +8,7 @@
 pub mod control;
 pub mod launch;
 pub mod receipt;
+pub mod responses;
 pub mod session;
 mod version;
 
