@@ -5,6 +5,7 @@
 //! binary never guesses at a newer file. This crate does no I/O.
 #![forbid(unsafe_code)]
 
+pub mod anchor;
 pub mod control;
 pub mod launch;
 pub mod receipt;

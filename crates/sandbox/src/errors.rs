@@ -1,4 +1,4 @@
-//! Errors of sandbox file transfer.
+//! Errors of sandboxes: file transfer, the local backend and its anchor.
 
 use std::path::PathBuf;
 
@@ -23,4 +23,32 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("sandbox {sandbox}: unknown")]
+    UnknownSandbox { sandbox: String },
+    #[error("sandbox {sandbox}: already exists")]
+    SandboxExists { sandbox: String },
+    #[error("sandbox {sandbox}: {what}: {source}")]
+    Setup {
+        sandbox: String,
+        what: String,
+        source: std::io::Error,
+    },
+    #[error("sandbox {sandbox}: anchor at {socket}: {message}")]
+    Anchor {
+        sandbox: String,
+        socket: PathBuf,
+        message: String,
+    },
+    #[error("sandbox {sandbox}: {source}")]
+    Store {
+        sandbox: String,
+        source: rollpoint_snapshot::Error,
+    },
+    #[error("{path}: {source}")]
+    Record {
+        path: PathBuf,
+        source: rollpoint_proto::FormatError,
+    },
+    #[error("sandbox {sandbox}: {message}")]
+    Invalid { sandbox: String, message: String },
 }

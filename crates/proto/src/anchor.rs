@@ -1,0 +1,176 @@
+//! The sandbox anchor's socket protocol. The anchor is the supervisor running
+//! as the sandbox's first process; the owner asks it to run short commands
+//! (`exec`) and to start harness launches (`launch`), each launch then served
+//! by its own supervisor on the launch's control socket ([`crate::control`]).
+//!
+//! One JSON request line, one JSON reply line, per connection.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::FormatError;
+
+/// Version of [`AnchorRequest`] and [`AnchorReply`].
+pub const ANCHOR_VERSION: u32 = 1;
+
+/// Where the owner's control directory appears inside every sandbox.
+pub const SANDBOX_CONTROL_DIR: &str = "/run/rollpoint";
+
+/// The anchor's socket, in the control directory.
+pub const ANCHOR_SOCKET: &str = "anchor.sock";
+
+/// Launch session directories, under the control directory.
+pub const LAUNCHES_DIR: &str = "launches";
+
+/// What the owner asks the anchor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnchorVerb {
+    /// Liveness and the anchor's pid.
+    Status,
+    /// Run a command to completion and return its output (`exec` set).
+    Exec,
+    /// Start a harness launch under its own supervisor and return at once
+    /// (`launch` set).
+    Launch,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnchorRequest {
+    pub v: u32,
+    pub verb: AnchorVerb,
+    #[serde(default)]
+    pub exec: Option<ExecRequest>,
+    #[serde(default)]
+    pub launch: Option<LaunchRequest>,
+}
+
+impl AnchorRequest {
+    pub fn status() -> Self {
+        Self {
+            v: ANCHOR_VERSION,
+            verb: AnchorVerb::Status,
+            exec: None,
+            launch: None,
+        }
+    }
+
+    pub fn exec(exec: ExecRequest) -> Self {
+        Self {
+            verb: AnchorVerb::Exec,
+            exec: Some(exec),
+            ..Self::status()
+        }
+    }
+
+    pub fn launch(launch: LaunchRequest) -> Self {
+        Self {
+            verb: AnchorVerb::Launch,
+            launch: Some(launch),
+            ..Self::status()
+        }
+    }
+
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        crate::decode("anchor request", ANCHOR_VERSION, bytes)
+    }
+}
+
+/// A command run inside the sandbox. `env` is the whole environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecRequest {
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: String,
+    /// Killed (its whole process group) after this long.
+    pub timeout_ms: u64,
+    /// Bytes kept of stdout and of stderr each; the rest is read and dropped.
+    pub output_limit: u64,
+    /// Bytes written to the command's stdin, which is then closed.
+    #[serde(default)]
+    pub stdin: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecOutput {
+    /// The exit code, or `None` when a signal ended it.
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    /// Lossy UTF-8 of the first `output_limit` bytes.
+    pub stdout: String,
+    pub stderr: String,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    pub duration_ms: u64,
+}
+
+/// A harness launch. Its session directory is
+/// `<control dir>/launches/<launch_id>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchRequest {
+    pub launch_id: String,
+    pub argv: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: String,
+    /// Supervisor freeze strategy (`auto`, `cgroup-v2`, `cgroup-v1`, `sigstop`).
+    #[serde(default)]
+    pub freeze: Option<String>,
+    /// Extra `rollpoint-supervisor run` options (budgets).
+    #[serde(default)]
+    pub options: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AnchorReply {
+    pub v: u32,
+    /// The anchor's pid inside the sandbox (1).
+    pub pid: u32,
+    pub exec: Option<ExecOutput>,
+    /// For launch: the in-sandbox pid of the launch's supervisor.
+    pub launched: Option<u32>,
+    /// Set when the request could not be served.
+    pub error: Option<String>,
+}
+
+impl AnchorReply {
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        crate::decode("anchor reply", ANCHOR_VERSION, bytes)
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_name_bad_fields() {
+        let req = AnchorRequest::exec(ExecRequest {
+            argv: vec!["true".into()],
+            env: BTreeMap::new(),
+            cwd: "/".into(),
+            timeout_ms: 1000,
+            output_limit: 10,
+            stdin: None,
+        });
+        let text = serde_json::to_vec(&req).unwrap();
+        assert_eq!(AnchorRequest::decode(&text).unwrap(), req);
+
+        let bad = br#"{"verb":"exec","v":1,"exec":{"argv":["x"],"cwd":"/","timeout_ms":"soon","output_limit":1}}"#;
+        let err = AnchorRequest::decode(bad).unwrap_err().to_string();
+        assert!(err.contains("timeout_ms"), "{err}");
+
+        let newer = br#"{"verb":"status","v":2}"#;
+        let err = AnchorRequest::decode(newer).unwrap_err().to_string();
+        assert!(err.contains("version 2"), "{err}");
+    }
+}

@@ -1,0 +1,176 @@
+//! The sandbox backend contract. The owner lends sandboxes through this
+//! trait and nothing else, so a backend on another lender (a container
+//! engine, a remote machine) can replace the local one without the owner or
+//! the drivers changing. Calls block (mounts, snapshots, commands); async
+//! callers run them on a blocking thread.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
+use serde::{Deserialize, Serialize};
+
+use crate::Error;
+
+/// Version of [`SandboxSpec`] and of the records that embed it.
+pub const SPEC_VERSION: u32 = 1;
+
+/// What a sandbox is made from. Part of every sandbox and snapshot record,
+/// so a fork after a crash gets the same view.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxSpec {
+    #[serde(default)]
+    pub base: Base,
+    /// The sandbox's hostname; kept across forks.
+    #[serde(default = "default_hostname")]
+    pub hostname: String,
+    /// The in-sandbox working directory, created empty when missing.
+    #[serde(default = "default_workdir")]
+    pub workdir: String,
+    /// The environment every command and launch starts from (`HOME` and
+    /// `PATH` get defaults when missing).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default)]
+    pub network: Network,
+}
+
+fn default_hostname() -> String {
+    "sandbox".to_owned()
+}
+
+fn default_workdir() -> String {
+    "/workspace".to_owned()
+}
+
+impl Default for SandboxSpec {
+    fn default() -> Self {
+        Self {
+            base: Base::default(),
+            hostname: default_hostname(),
+            workdir: default_workdir(),
+            env: BTreeMap::new(),
+            limits: Limits::default(),
+            network: Network::default(),
+        }
+    }
+}
+
+impl SandboxSpec {
+    /// The environment with its defaults filled in.
+    pub fn full_env(&self) -> BTreeMap<String, String> {
+        let mut env = self.env.clone();
+        env.entry("HOME".into()).or_insert_with(|| "/root".into());
+        env.entry("PATH".into()).or_insert_with(|| {
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()
+        });
+        env
+    }
+}
+
+/// The read-only lower layer under a sandbox's overlay.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "path")]
+pub enum Base {
+    /// The host's root filesystem, read-only (writes land in the upper).
+    #[default]
+    HostRoot,
+    /// A directory holding a root filesystem.
+    Rootfs(PathBuf),
+    /// A root filesystem tarball, unpacked once and shared.
+    Tarball(PathBuf),
+}
+
+/// Resource limits, applied through the cgroup v1 controllers when the
+/// host has them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    pub memory_bytes: Option<u64>,
+    pub pids: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Network {
+    /// The host's network namespace.
+    #[default]
+    Shared,
+    /// A network namespace of its own with only loopback, up.
+    Isolated,
+}
+
+/// A live sandbox as its backend describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxInfo {
+    pub id: String,
+    /// Host path of the sandbox's root as its processes see it.
+    pub root: PathBuf,
+    /// Host path of the control directory (`/run/rollpoint` inside).
+    pub control: PathBuf,
+    /// Host pid of the anchor.
+    pub anchor_pid: u32,
+    pub spec: SandboxSpec,
+    /// The snapshot this sandbox was forked from, if any.
+    pub forked_from: Option<String>,
+}
+
+/// A launch started in a sandbox; its supervisor answers on `socket`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchHandle {
+    pub launch_id: String,
+    /// Host path of the launch's session directory.
+    pub session: PathBuf,
+}
+
+/// A snapshot of one sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRef {
+    pub id: String,
+    pub sandbox: String,
+    pub spec: SandboxSpec,
+    pub duration_ms: f64,
+}
+
+/// Everything a backend holds, for sweeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackendListing {
+    pub sandboxes: Vec<String>,
+    pub snapshots: Vec<String>,
+}
+
+/// A lender of sandboxes.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// Creates and starts a sandbox named `id`.
+    fn create(&self, id: &str, spec: &SandboxSpec) -> Result<SandboxInfo, Error>;
+
+    /// Runs a command to completion in the sandbox. `req.env` is added to
+    /// the spec's environment.
+    fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput, Error>;
+
+    /// Starts a harness launch under its own supervisor.
+    fn launch(&self, id: &str, req: &LaunchRequest) -> Result<LaunchHandle, Error>;
+
+    /// Writes a file at an in-sandbox path, atomically.
+    fn upload(&self, id: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error>;
+
+    /// Reads a file at an in-sandbox path, at most `limit` bytes.
+    fn download(&self, id: &str, path: &Path, limit: u64) -> Result<Vec<u8>, Error>;
+
+    /// Snapshots the sandbox with its processes frozen, after syncfs.
+    fn snapshot(&self, id: &str, snapshot: &str) -> Result<SnapshotRef, Error>;
+
+    /// Creates and starts sandbox `new_id` from a snapshot: same files,
+    /// same in-sandbox paths, hostname and environment.
+    fn fork(&self, snapshot: &str, new_id: &str) -> Result<SandboxInfo, Error>;
+
+    fn delete_snapshot(&self, snapshot: &str) -> Result<(), Error>;
+
+    /// Kills everything in the sandbox and removes every trace of it.
+    fn destroy(&self, id: &str) -> Result<(), Error>;
+
+    fn list(&self) -> Result<BackendListing, Error>;
+}
