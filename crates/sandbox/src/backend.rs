@@ -118,7 +118,8 @@ pub struct SandboxInfo {
     pub forked_from: Option<String>,
 }
 
-/// A launch started in a sandbox; its supervisor answers on `socket`.
+/// A launch started in a sandbox; its supervisor answers on the control
+/// socket in `session`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LaunchHandle {
     pub launch_id: String,
@@ -127,7 +128,7 @@ pub struct LaunchHandle {
 }
 
 /// A snapshot of one sandbox.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotRef {
     pub id: String,
     pub sandbox: String,
