@@ -63,7 +63,13 @@ pub fn v2_root() -> Option<PathBuf> {
 
 /// Where the cgroup v1 freezer hierarchy is mounted.
 pub fn v1_freezer_root() -> Option<PathBuf> {
-    mount_point(|fstype, opts| fstype == "cgroup" && opts.split(',').any(|o| o == "freezer"))
+    v1_root("freezer")
+}
+
+/// Where the cgroup v1 hierarchy of `controller` (`memory`, `pids`, ...) is
+/// mounted.
+pub fn v1_root(controller: &str) -> Option<PathBuf> {
+    mount_point(|fstype, opts| fstype == "cgroup" && opts.split(',').any(|o| o == controller))
 }
 
 fn mount_point(pred: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {

@@ -25,6 +25,12 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("failed to {what} cgroup {path}: {text}")]
+    CgroupFreezer {
+        what: &'static str,
+        path: PathBuf,
+        text: String,
+    },
     #[error("no usable {what} found")]
     NoCgroup { what: &'static str },
     #[error("strategy {strategy} needs a {what} cgroup for launch {launch}, and it has none")]

@@ -4,11 +4,12 @@
 //! root without ever touching anything outside it.
 //!
 //! See docs/design/local-sandboxes.md and docs/design/sandbox-files.md.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod backend;
 mod confine;
 mod errors;
+pub mod local;
 
 pub use backend::{
     Backend, BackendListing, Base, LaunchHandle, Limits, Network, SPEC_VERSION, SandboxInfo,

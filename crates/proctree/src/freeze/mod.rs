@@ -357,6 +357,29 @@ impl Control {
     }
 }
 
+/// Freezes a whole cgroup (a sandbox, not a launch) and confirms it with the
+/// kernel; a freeze that cannot be confirmed is undone before the error.
+pub fn freeze_cgroup(kind: Kind, dir: &Path, budgets: Budgets) -> Result<(), Error> {
+    cgroup::freeze(&RealFs, kind, dir, budgets, Instant::now())
+        .map(|_| ())
+        .map_err(|f| Error::CgroupFreezer {
+            what: "freeze",
+            path: dir.to_owned(),
+            text: f.text,
+        })
+}
+
+/// Thaws a cgroup frozen by [`freeze_cgroup`] and confirms it.
+pub fn thaw_cgroup(kind: Kind, dir: &Path, budgets: Budgets) -> Result<(), Error> {
+    cgroup::thaw(&RealFs, kind, dir, budgets, Instant::now())
+        .map(|_| ())
+        .map_err(|f| Error::CgroupFreezer {
+            what: "thaw",
+            path: dir.to_owned(),
+            text: f.text,
+        })
+}
+
 pub(crate) fn to_members(members: &[(ProcId, Stat)]) -> Vec<Member> {
     members
         .iter()

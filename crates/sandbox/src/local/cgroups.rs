@@ -1,0 +1,210 @@
+//! A sandbox's cgroups: one in the v2 hierarchy (freeze for snapshots,
+//! `cgroup.kill` for destroy), one in the v1 freezer where the host has it,
+//! and v1 `memory` and `pids` cgroups carrying the spec's limits (this host
+//! keeps those controllers on v1). Launch cgroups nest beneath the v2 and
+//! freezer ones, created by the launch's supervisor inside the sandbox.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rollpoint_proctree::Budgets;
+use rollpoint_proctree::cgroup::{self, Kind};
+use rollpoint_proctree::freeze::{freeze_cgroup, thaw_cgroup};
+
+use crate::{Error, Limits};
+
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SandboxCgroups {
+    pub v2: Option<PathBuf>,
+    pub freezer: Option<PathBuf>,
+    pub memory: Option<PathBuf>,
+    pub pids: Option<PathBuf>,
+}
+
+/// How long destroy waits for a killed sandbox's cgroup to empty.
+const DRAIN: Duration = Duration::from_secs(10);
+
+impl SandboxCgroups {
+    /// The cgroup paths `name` would have on this host (nothing created).
+    pub fn locate(name: &str) -> Self {
+        let at = |root: Option<PathBuf>| root.map(|r| r.join("rollpoint").join(name));
+        Self {
+            v2: at(cgroup::v2_root()),
+            freezer: at(cgroup::v1_freezer_root()),
+            memory: at(cgroup::v1_root("memory")),
+            pids: at(cgroup::v1_root("pids")),
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = &PathBuf> {
+        [&self.v2, &self.freezer, &self.memory, &self.pids]
+            .into_iter()
+            .flatten()
+    }
+
+    /// Creates every cgroup and writes the limits. A limit the host cannot
+    /// apply (its controller missing) is an error rather than ignored.
+    pub fn create(&self, sandbox: &str, limits: &Limits) -> Result<(), Error> {
+        let setup = |what: String, source| Error::Setup {
+            sandbox: sandbox.to_owned(),
+            what,
+            source,
+        };
+        if self.v2.is_none() && self.freezer.is_none() {
+            return Err(setup(
+                "find a cgroup v2 or v1 freezer hierarchy".into(),
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            ));
+        }
+        for dir in self.all() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| setup(format!("create cgroup {}", dir.display()), e))?;
+        }
+        let limit = |dir: &Option<PathBuf>, file: &str, value: Option<u64>| {
+            let Some(value) = value else { return Ok(()) };
+            let Some(dir) = dir else {
+                return Err(setup(
+                    format!("apply {file}: the host has no such v1 controller"),
+                    std::io::Error::from(std::io::ErrorKind::Unsupported),
+                ));
+            };
+            std::fs::write(dir.join(file), value.to_string())
+                .map_err(|e| setup(format!("write {value} to {}", dir.join(file).display()), e))
+        };
+        limit(&self.memory, "memory.limit_in_bytes", limits.memory_bytes)?;
+        limit(&self.pids, "pids.max", limits.pids)
+    }
+
+    /// Opens every `cgroup.procs` for writing, so a child can join them
+    /// between fork and exec without allocating.
+    pub fn procs_files(&self, sandbox: &str) -> Result<Vec<File>, Error> {
+        self.all()
+            .map(|dir| {
+                let path = dir.join("cgroup.procs");
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|source| Error::Setup {
+                        sandbox: sandbox.to_owned(),
+                        what: format!("open {}", path.display()),
+                        source,
+                    })
+            })
+            .collect()
+    }
+
+    fn freezer_dir(&self) -> Option<(Kind, &Path)> {
+        self.v2
+            .as_deref()
+            .map(|d| (Kind::V2, d))
+            .or_else(|| self.freezer.as_deref().map(|d| (Kind::V1Freezer, d)))
+    }
+
+    /// Freezes every process in the sandbox and confirms it.
+    pub fn freeze(&self, sandbox: &str) -> Result<(), Error> {
+        let (kind, dir) = self.freezer_dir().ok_or_else(|| no_freezer(sandbox))?;
+        freeze_cgroup(kind, dir, Budgets::default()).map_err(|e| freezer_error(sandbox, e))
+    }
+
+    pub fn thaw(&self, sandbox: &str) -> Result<(), Error> {
+        let (kind, dir) = self.freezer_dir().ok_or_else(|| no_freezer(sandbox))?;
+        thaw_cgroup(kind, dir, Budgets::default()).map_err(|e| freezer_error(sandbox, e))
+    }
+
+    /// Kills every process in the sandbox and waits until none is left.
+    pub fn kill(&self, sandbox: &str) -> Result<(), Error> {
+        let deadline = Instant::now() + DRAIN;
+        loop {
+            let pids = self.pids_left();
+            if pids.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Invalid {
+                    sandbox: sandbox.to_owned(),
+                    message: format!("processes {pids:?} survived SIGKILL for {DRAIN:?}"),
+                });
+            }
+            match self.v2.as_deref().filter(|d| cgroup::has_kill(d)) {
+                Some(dir) => {
+                    let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+                }
+                None => {
+                    for pid in &pids {
+                        if let Ok(pid) = i32::try_from(*pid) {
+                            let _ = nix::sys::signal::kill(
+                                nix::unistd::Pid::from_raw(pid),
+                                nix::sys::signal::Signal::SIGKILL,
+                            );
+                        }
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Every pid in the sandbox's cgroups and their descendants.
+    fn pids_left(&self) -> Vec<u32> {
+        let mut pids = Vec::new();
+        for dir in self.all() {
+            for sub in subtree(dir) {
+                if let Ok(text) = std::fs::read_to_string(sub.join("cgroup.procs")) {
+                    pids.extend(
+                        text.split_ascii_whitespace()
+                            .filter_map(|p| p.parse::<u32>().ok()),
+                    );
+                }
+            }
+        }
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// Removes every cgroup, launch cgroups first.
+    pub fn remove(&self, sandbox: &str) -> Result<(), Error> {
+        for dir in self.all() {
+            for sub in subtree(dir).into_iter().rev() {
+                cgroup::remove(&sub).map_err(|e| Error::Invalid {
+                    sandbox: sandbox.to_owned(),
+                    message: e.to_string(),
+                })?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `dir` and every cgroup beneath it, parents before children.
+fn subtree(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        out.push(d);
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                stack.push(entry.path());
+            }
+        }
+    }
+    out
+}
+
+fn no_freezer(sandbox: &str) -> Error {
+    Error::Invalid {
+        sandbox: sandbox.to_owned(),
+        message: "no cgroup freezer to freeze it with".into(),
+    }
+}
+
+fn freezer_error(sandbox: &str, e: rollpoint_proctree::Error) -> Error {
+    Error::Invalid {
+        sandbox: sandbox.to_owned(),
+        message: e.to_string(),
+    }
+}

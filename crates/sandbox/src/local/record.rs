@@ -1,0 +1,115 @@
+//! The local backend's records on disk: one per sandbox (so a sweep after a
+//! crash knows what to tear down) and one per snapshot (so a fork in a new
+//! process gets the spec the snapshot was taken with). Versioned, atomic,
+//! mode 0600.
+
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use atomic_write_file::AtomicWriteFile;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, SPEC_VERSION, SandboxSpec};
+
+/// A sandbox as its owner made it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxRecord {
+    pub v: u32,
+    pub id: String,
+    pub spec: SandboxSpec,
+    pub forked_from: Option<String>,
+    /// The overlay's layers, as mounted.
+    pub lower: PathBuf,
+    pub upper: PathBuf,
+    pub work: PathBuf,
+    /// The process that owns the sandbox: pid and its start time in clock
+    /// ticks, so a sweep can tell a live owner from a reused pid.
+    pub owner_pid: u32,
+    pub owner_start: u64,
+    /// Host pid of the anchor's outer process (0 until it is started).
+    pub anchor_pid: u32,
+}
+
+/// What a fork needs to know about a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SnapshotRecord {
+    pub v: u32,
+    pub id: String,
+    pub sandbox: String,
+    pub spec: SandboxSpec,
+}
+
+pub(crate) fn write<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
+    let io = |source| Error::Io {
+        what: "write record",
+        root: path.parent().map(Path::to_owned).unwrap_or_default(),
+        path: path.to_owned(),
+        source,
+    };
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| io(e.into()))?;
+    bytes.push(b'\n');
+    let mut file = AtomicWriteFile::open(path).map_err(io)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(io)?;
+    file.write_all(&bytes).map_err(io)?;
+    file.commit().map_err(io)
+}
+
+pub(crate) fn read<T: DeserializeOwned>(what: &'static str, path: &Path) -> Result<T, Error> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        what: "read record",
+        root: path.parent().map(Path::to_owned).unwrap_or_default(),
+        path: path.to_owned(),
+        source,
+    })?;
+    rollpoint_proto::decode(what, SPEC_VERSION, &bytes).map_err(|source| Error::Record {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_and_reject_unknown_versions_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("snap.json");
+        let record = SnapshotRecord {
+            v: SPEC_VERSION,
+            id: "ck1-s".into(),
+            sandbox: "s".into(),
+            spec: SandboxSpec::default(),
+        };
+        write(&path, &record).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let back: SnapshotRecord = read("snapshot record", &path).unwrap();
+        assert_eq!(back, record);
+
+        std::fs::write(&path, br#"{"v":9,"id":"x"}"#).unwrap();
+        let err = read::<SnapshotRecord>("snapshot record", &path)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("unknown version 9") && err.contains("snap.json"),
+            "{err}"
+        );
+
+        std::fs::write(
+            &path,
+            br#"{"v":1,"id":"x","sandbox":"s","spec":{"hostname":3}}"#,
+        )
+        .unwrap();
+        let err = read::<SnapshotRecord>("snapshot record", &path)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("spec.hostname"), "{err}");
+    }
+}

@@ -1,0 +1,84 @@
+//! Starting a sandbox's anchor: the supervisor binary, run as root in fresh
+//! mount, uts, ipc and pid namespaces (and net, when isolated), already in
+//! the sandbox's cgroups before its first instruction, so nothing it starts
+//! can escape them. The supervisor forks the namespace's first process and
+//! does the in-sandbox mounts and `pivot_root` itself.
+
+#![allow(
+    unsafe_code,
+    reason = "pre_exec is the only way to unshare and join cgroups between fork and exec"
+)]
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use nix::sched::CloneFlags;
+
+use crate::{Error, Network};
+
+pub(crate) struct AnchorArgs<'a> {
+    pub supervisor: &'a Path,
+    pub root: &'a Path,
+    pub control: &'a Path,
+    pub hostname: &'a str,
+    pub cgroup_v2: Option<&'a Path>,
+    pub cgroup_freezer: Option<&'a Path>,
+    pub network: Network,
+    pub log: File,
+    pub join: Vec<File>,
+}
+
+pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child, Error> {
+    let mut cmd = Command::new(args.supervisor);
+    cmd.arg("anchor")
+        .arg("--root")
+        .arg(args.root)
+        .arg("--control")
+        .arg(args.control)
+        .arg("--hostname")
+        .arg(args.hostname);
+    if let Some(dir) = args.cgroup_v2 {
+        cmd.arg("--cgroup-v2").arg(dir);
+    }
+    if let Some(dir) = args.cgroup_freezer {
+        cmd.arg("--cgroup-freezer").arg(dir);
+    }
+    let mut flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWPID;
+    if args.network == Network::Isolated {
+        cmd.arg("--isolated-net");
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
+    let log_err = args.log.try_clone().map_err(|source| Error::Setup {
+        sandbox: sandbox.to_owned(),
+        what: "duplicate the anchor log".into(),
+        source,
+    })?;
+    cmd.env_clear()
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(args.log)
+        .stderr(log_err);
+    let mut join = args.join;
+    // SAFETY: between fork and exec only async-signal-safe calls run: write
+    // on descriptors opened before the fork, and unshare. Nothing allocates.
+    unsafe {
+        cmd.pre_exec(move || {
+            for file in &mut join {
+                file.write_all(b"0")?;
+            }
+            nix::sched::unshare(flags)?;
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|source| Error::Setup {
+        sandbox: sandbox.to_owned(),
+        what: format!("start the anchor {}", args.supervisor.display()),
+        source,
+    })
+}
