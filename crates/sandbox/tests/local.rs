@@ -1,0 +1,541 @@
+//! Root tests of the local backend on real overlay mounts, namespaces and
+//! cgroups, for both snapshot stores: forks see exactly the snapshot, a
+//! SQLite database frozen mid-transaction survives, the view from inside
+//! is the same in a fork, sandboxes are isolated, and destroy and sweeps
+//! leave nothing behind.
+
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
+use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
+use rollpoint_sandbox::{Backend, Error, Limits, SandboxSpec};
+use rollpoint_snapshot::{StoreChoice, StoreOptions};
+use rollpoint_testkit::{require_root, supervisor_bin, wait_for};
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Btrfs,
+    Copy,
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    backend: Option<LocalBackend>,
+}
+
+impl Fixture {
+    fn new(kind: Kind) -> Self {
+        require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let backend = open(dir.path(), kind);
+        Self {
+            dir,
+            backend: Some(backend),
+        }
+    }
+
+    fn b(&self) -> &LocalBackend {
+        self.backend.as_ref().unwrap()
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        if let Some(b) = self.backend.take() {
+            let _ = b.destroy_all();
+        }
+    }
+}
+
+fn open(dir: &Path, kind: Kind) -> LocalBackend {
+    let mut options = LocalOptions::new(supervisor_bin());
+    options.store = StoreOptions {
+        choice: match kind {
+            Kind::Btrfs => StoreChoice::Btrfs,
+            Kind::Copy => StoreChoice::Copy,
+        },
+        ..StoreOptions::default()
+    };
+    LocalBackend::open(&dir.join("owner"), options).unwrap()
+}
+
+fn sh(backend: &LocalBackend, id: &str, script: &str) -> ExecOutput {
+    let out = backend
+        .exec(
+            id,
+            &ExecRequest {
+                argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+                env: BTreeMap::new(),
+                cwd: String::new(),
+                timeout_ms: 60_000,
+                output_limit: 1 << 20,
+                stdin: None,
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        out.exit_code,
+        Some(0),
+        "sandbox {id}: `{script}` failed: {}",
+        out.stderr
+    );
+    out
+}
+
+fn stdout(backend: &LocalBackend, id: &str, script: &str) -> String {
+    sh(backend, id, script).stdout.trim().to_owned()
+}
+
+fn spec() -> SandboxSpec {
+    SandboxSpec {
+        hostname: "task-7".into(),
+        workdir: "/workspace/project".into(),
+        env: [("HOME".to_owned(), "/home/agent".to_owned())].into(),
+        ..SandboxSpec::default()
+    }
+}
+
+fn fork_sees_exactly_the_snapshot(kind: Kind) {
+    let fx = Fixture::new(kind);
+    let b = fx.b();
+    b.create("orig", &spec()).unwrap();
+    sh(
+        b,
+        "orig",
+        "set -e
+         echo kept > kept; chmod 0640 kept
+         ln -s kept link; ln kept hard
+         echo gone > deleted-before; rm deleted-before
+         rm /etc/os-release
+         mkdir -p /home/agent && echo state > /home/agent/session.json
+         echo scratch > /tmp/scratch
+         python3 -c \"import os; os.setxattr('kept', 'user.rollpoint', b'xv')\"",
+    );
+    let snap = b.snapshot("orig", "ck1-orig").unwrap();
+    assert_eq!(snap.sandbox, "orig");
+    sh(b, "orig", "echo late > written-after; rm kept");
+    let forked = b.fork("ck1-orig", "fork1").unwrap();
+    assert_eq!(forked.forked_from.as_deref(), Some("ck1-orig"));
+
+    let report = stdout(
+        b,
+        "fork1",
+        "cd /workspace/project
+         stat -c '%a %h %i' kept; stat -c '%i' hard; readlink link; cat kept
+         ls -A | sort | tr '\\n' ' '; echo
+         test -e /etc/os-release && echo os-release-present || echo os-release-gone
+         cat /home/agent/session.json /tmp/scratch
+         python3 -c \"import os; print(os.getxattr('kept', 'user.rollpoint').decode())\"",
+    );
+    let lines: Vec<&str> = report.lines().collect();
+    let fields: Vec<&str> = lines[0].split(' ').collect();
+    assert_eq!(fields[0], "640", "mode kept: {report}");
+    assert_eq!(fields[1], "2", "hard link count kept: {report}");
+    assert_eq!(lines[1], fields[2], "hard link shares the inode: {report}");
+    assert_eq!(lines[2], "kept", "symlink target: {report}");
+    assert_eq!(lines[3], "kept");
+    assert_eq!(
+        lines[4].trim(),
+        "hard kept link",
+        "no late or deleted files: {report}"
+    );
+    assert_eq!(
+        lines[5], "os-release-gone",
+        "a base file deleted stays deleted"
+    );
+    assert_eq!(lines[6], "state");
+    assert_eq!(lines[7], "scratch", "/tmp is in the snapshot");
+    assert_eq!(lines[8], "xv", "xattr kept");
+    assert!(
+        Path::new("/etc/os-release").exists(),
+        "the host is untouched"
+    );
+}
+
+#[test]
+fn root_fork_sees_exactly_the_snapshot_btrfs() {
+    fork_sees_exactly_the_snapshot(Kind::Btrfs);
+}
+
+#[test]
+fn root_fork_sees_exactly_the_snapshot_copy() {
+    fork_sees_exactly_the_snapshot(Kind::Copy);
+}
+
+const SQLITE_WRITER: &str = r#"
+import os, sqlite3, time
+db = sqlite3.connect('/workspace/project/app.db', isolation_level=None)
+db.execute('PRAGMA journal_mode=WAL')
+db.execute('CREATE TABLE t (n INTEGER, pad TEXT)')
+for i in range(200):
+    db.execute('INSERT INTO t VALUES (?, ?)', (i, 'x' * 500))
+db.execute('BEGIN')
+for i in range(200, 20000):
+    db.execute('INSERT INTO t VALUES (?, ?)', (i, 'y' * 500))
+open('/workspace/project/in-transaction', 'w').close()
+while True:
+    db.execute('INSERT INTO t VALUES (?, ?)', (-1, 'z' * 500))
+    time.sleep(0.001)
+"#;
+
+fn sqlite_wal_survives(kind: Kind) {
+    let fx = Fixture::new(kind);
+    let b = fx.b();
+    let info = b.create("db", &spec()).unwrap();
+    b.upload(
+        "db",
+        Path::new("/workspace/project/writer.py"),
+        SQLITE_WRITER.as_bytes(),
+        0o644,
+    )
+    .unwrap();
+    b.launch(
+        "db",
+        &LaunchRequest {
+            launch_id: "writer".into(),
+            argv: vec!["python3".into(), "writer.py".into()],
+            env: BTreeMap::new(),
+            cwd: String::new(),
+            freeze: None,
+            options: Vec::new(),
+        },
+    )
+    .unwrap();
+    let marker = info.root.join("workspace/project/in-transaction");
+    wait_for(
+        Duration::from_secs(60),
+        "the writer's open transaction",
+        || marker.exists().then_some(()),
+    );
+    b.snapshot("db", "ck-db").unwrap();
+    b.fork("ck-db", "db-fork").unwrap();
+    let out = stdout(
+        b,
+        "db-fork",
+        "python3 -c \"import sqlite3; d = sqlite3.connect('app.db'); \
+         print(d.execute('PRAGMA integrity_check').fetchone()[0]); \
+         print(d.execute('SELECT count(*) FROM t').fetchone()[0])\"",
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "ok", "integrity_check in the fork: {out}");
+    assert_eq!(lines[1], "200", "only committed rows: {out}");
+}
+
+#[test]
+fn root_sqlite_wal_frozen_mid_transaction_btrfs() {
+    sqlite_wal_survives(Kind::Btrfs);
+}
+
+#[test]
+fn root_sqlite_wal_frozen_mid_transaction_copy() {
+    sqlite_wal_survives(Kind::Copy);
+}
+
+#[test]
+fn root_paths_hostname_and_home_are_the_same_in_a_fork() {
+    let fx = Fixture::new(Kind::Btrfs);
+    let b = fx.b();
+    b.create("a", &spec()).unwrap();
+    let probe = "pwd; hostname; echo $HOME; readlink -f .; cat /proc/1/cmdline | tr '\\0' ' '";
+    let before = stdout(b, "a", probe);
+    b.snapshot("a", "ck-a").unwrap();
+    b.fork("ck-a", "b").unwrap();
+    let after = stdout(b, "b", probe);
+    assert_eq!(before, after);
+    let lines: Vec<&str> = before.lines().collect();
+    assert_eq!(lines[0], "/workspace/project");
+    assert_eq!(lines[1], "task-7");
+    assert_eq!(lines[2], "/home/agent");
+    assert!(lines[4].contains("anchor"), "pid 1 is the anchor: {before}");
+}
+
+#[test]
+fn root_upload_and_download_refuse_escapes() {
+    let fx = Fixture::new(Kind::Copy);
+    let b = fx.b();
+    b.create("files", &spec()).unwrap();
+    sh(b, "files", "ln -s /etc out; ln -s ../../../../.. up");
+    let err = b
+        .upload("files", Path::new("/workspace/../etc/x"), b"x", 0o644)
+        .unwrap_err();
+    assert!(matches!(err, Error::ParentComponent { .. }), "{err}");
+    assert!(err.to_string().contains("/workspace/../etc/x"), "{err}");
+    for path in [
+        "/workspace/project/out/passwd",
+        "/workspace/project/up/etc/passwd",
+    ] {
+        let err = b.download("files", Path::new(path), 1 << 20).unwrap_err();
+        assert!(matches!(err, Error::Escape { .. }), "{path}: {err}");
+        assert!(err.to_string().contains(path), "{err}");
+        let err = b.upload("files", Path::new(path), b"x", 0o644).unwrap_err();
+        assert!(matches!(err, Error::Escape { .. }), "{path}: {err}");
+    }
+    b.upload(
+        "files",
+        Path::new("/workspace/project/in.txt"),
+        b"hello",
+        0o600,
+    )
+    .unwrap();
+    assert_eq!(
+        stdout(b, "files", "cat in.txt; stat -c %a in.txt"),
+        "hello\n600"
+    );
+    assert_eq!(
+        b.download("files", Path::new("/workspace/project/in.txt"), 100)
+            .unwrap(),
+        b"hello"
+    );
+}
+
+#[test]
+fn root_sandboxes_cannot_see_or_signal_each_other_or_the_host() {
+    let fx = Fixture::new(Kind::Copy);
+    let b = fx.b();
+    b.create("left", &spec()).unwrap();
+    b.create("right", &spec()).unwrap();
+    b.launch(
+        "left",
+        &LaunchRequest {
+            launch_id: "sleeper".into(),
+            argv: vec!["sleep".into(), "1000".into()],
+            env: BTreeMap::new(),
+            cwd: String::new(),
+            freeze: None,
+            options: Vec::new(),
+        },
+    )
+    .unwrap();
+    let host_pid = std::process::id();
+    let seen = stdout(
+        b,
+        "right",
+        &format!(
+            "for p in /proc/[0-9]*; do cat $p/comm; done | sort | tr '\\n' ' '; echo
+             kill -0 {host_pid} 2>/dev/null && echo signalled || echo refused
+             pkill -0 sleep && echo sleeper-visible || echo sleeper-hidden"
+        ),
+    );
+    let lines: Vec<&str> = seen.lines().collect();
+    assert!(
+        !lines[0].contains("sleep"),
+        "the other sandbox is hidden: {seen}"
+    );
+    assert!(
+        !lines[0].contains("cargo") && !lines[0].contains("nextest"),
+        "the host is hidden: {seen}"
+    );
+    assert_eq!(lines[1], "refused");
+    assert_eq!(lines[2], "sleeper-hidden");
+    let left = stdout(b, "left", "pgrep -x sleep >/dev/null && echo sleeping");
+    assert_eq!(left, "sleeping", "the sleeper runs in its own sandbox");
+}
+
+#[test]
+fn root_limits_apply_to_the_whole_sandbox() {
+    let fx = Fixture::new(Kind::Copy);
+    let b = fx.b();
+    let mut spec = spec();
+    spec.limits = Limits {
+        memory_bytes: Some(256 << 20),
+        pids: Some(24),
+    };
+    b.create("limited", &spec).unwrap();
+    let out = b
+        .exec(
+            "limited",
+            &ExecRequest {
+                argv: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "for i in $(seq 60); do sleep 30 & done 2>&1; wait".into(),
+                ],
+                env: BTreeMap::new(),
+                cwd: String::new(),
+                timeout_ms: 3_000,
+                output_limit: 1 << 16,
+                stdin: None,
+            },
+        )
+        .unwrap();
+    assert!(
+        out.stderr.contains("fork")
+            || out.stdout.contains("fork")
+            || out.stderr.contains("Resource"),
+        "the pids limit refuses forks: {out:?}"
+    );
+    let memory = cgroup_dirs("memory", b.dir());
+    assert_eq!(memory.len(), 1, "{memory:?}");
+    let limit = std::fs::read_to_string(memory[0].join("memory.limit_in_bytes")).unwrap();
+    assert_eq!(limit.trim(), (256u64 << 20).to_string());
+}
+
+/// The cgroups of this backend's sandboxes in one hierarchy.
+fn cgroup_dirs(hierarchy: &str, _dir: &Path) -> Vec<PathBuf> {
+    let root = Path::new("/sys/fs/cgroup")
+        .join(hierarchy)
+        .join("rollpoint");
+    std::fs::read_dir(root)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("sandbox-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn mounts_under(dir: &Path) -> Vec<String> {
+    let dir = std::fs::canonicalize(dir).unwrap();
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1).map(str::to_owned))
+        .filter(|m| Path::new(m).starts_with(&dir))
+        .collect()
+}
+
+fn leaves_nothing(kind: Kind) {
+    let fx = Fixture::new(kind);
+    let b = fx.b();
+    let a = b.create("a", &spec()).unwrap();
+    b.launch(
+        "a",
+        &LaunchRequest {
+            launch_id: "busy".into(),
+            argv: vec!["sh".into(), "-c".into(), "sleep 1000 & sleep 1000".into()],
+            env: BTreeMap::new(),
+            cwd: String::new(),
+            freeze: None,
+            options: Vec::new(),
+        },
+    )
+    .unwrap();
+    b.snapshot("a", "ck1-a").unwrap();
+    b.retain("ck1", &["ck1-a"]).unwrap();
+    b.snapshot("a", "ck2-a").unwrap();
+    b.retain("ck2", &["ck2-a"]).unwrap();
+    let before_mounts = mounts_under(fx.dir.path());
+    assert!(
+        before_mounts
+            .iter()
+            .any(|m| m.ends_with("sandboxes/a/root")),
+        "{before_mounts:?}"
+    );
+
+    b.destroy("a").unwrap();
+    assert!(
+        !Path::new(&format!("/proc/{}", a.anchor_pid)).exists(),
+        "the anchor is gone"
+    );
+    let after = mounts_under(fx.dir.path());
+    assert!(
+        !after.iter().any(|m| m.contains("sandboxes")),
+        "no sandbox mount left: {after:?}"
+    );
+    for hierarchy in ["unified", "freezer", "memory", "pids"] {
+        let left: Vec<PathBuf> = cgroup_dirs(hierarchy, b.dir())
+            .into_iter()
+            .filter(|p| p.to_string_lossy().ends_with("-a"))
+            .collect();
+        assert!(left.is_empty(), "{hierarchy}: {left:?}");
+    }
+    assert!(!b.dir().join("sandboxes/a").exists());
+    let listing = b.list().unwrap();
+    assert!(listing.sandboxes.is_empty(), "{listing:?}");
+    assert_eq!(listing.snapshots, ["ck1-a", "ck2-a"]);
+
+    let deleted = b.sweep_snapshots(&["ck2"]).unwrap();
+    assert_eq!(deleted, ["ck1-a"]);
+    assert_eq!(b.list().unwrap().snapshots, ["ck2-a"]);
+    assert_eq!(b.sweep_snapshots(&[]).unwrap(), ["ck2-a"]);
+    assert!(b.list().unwrap().snapshots.is_empty());
+}
+
+#[test]
+fn root_destroy_and_sweep_leave_nothing_btrfs() {
+    leaves_nothing(Kind::Btrfs);
+}
+
+#[test]
+fn root_destroy_and_sweep_leave_nothing_copy() {
+    leaves_nothing(Kind::Copy);
+}
+
+/// Run by `root_orphans_of_a_crashed_owner_are_swept` in a child process:
+/// makes a sandbox with a running launch and exits without cleaning up.
+#[test]
+#[ignore = "run as a child process by another test"]
+fn crashing_owner() {
+    let Some(dir) = std::env::var_os("ROLLPOINT_TEST_CRASH_DIR") else {
+        return;
+    };
+    let b = open(Path::new(&dir), Kind::Btrfs);
+    b.create("orphan", &spec()).unwrap();
+    b.launch(
+        "orphan",
+        &LaunchRequest {
+            launch_id: "busy".into(),
+            argv: vec!["sleep".into(), "1000".into()],
+            env: BTreeMap::new(),
+            cwd: String::new(),
+            freeze: None,
+            options: Vec::new(),
+        },
+    )
+    .unwrap();
+    std::process::exit(0);
+}
+
+#[test]
+fn root_orphans_of_a_crashed_owner_are_swept() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crashing_owner", "--ignored", "--nocapture"])
+        .env("ROLLPOINT_TEST_CRASH_DIR", dir.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("owner/sandboxes/orphan/sandbox.json")).unwrap(),
+    )
+    .unwrap();
+    let anchor = record["anchor_pid"].as_u64().unwrap();
+    assert!(
+        Path::new(&format!("/proc/{anchor}")).exists(),
+        "the orphan still runs"
+    );
+
+    let b = open(dir.path(), Kind::Btrfs);
+    let swept = b.sweep_orphans().unwrap();
+    assert_eq!(swept, ["orphan"]);
+    wait_for(
+        Duration::from_secs(10),
+        "the orphan's anchor to exit",
+        || {
+            let stat = std::fs::read_to_string(format!("/proc/{anchor}/stat")).unwrap_or_default();
+            (stat.is_empty() || stat.contains(") Z")).then_some(())
+        },
+    );
+    assert!(b.list().unwrap().sandboxes.is_empty());
+    let mounts = mounts_under(dir.path());
+    assert!(
+        !mounts.iter().any(|m| m.contains("sandboxes")),
+        "{mounts:?}"
+    );
+    drop(b);
+    let mounts = mounts_under(dir.path());
+    assert!(
+        mounts.is_empty(),
+        "the store's image is unmounted on close: {mounts:?}"
+    );
+}
