@@ -239,7 +239,12 @@ impl SnapshotStore for BtrfsStore {
             return Ok(());
         }
         if let Some(image) = &self.image {
-            image.remove()?;
+            // Snapshots a retained checkpoint may need outlive this process:
+            // the image file goes only when it holds nothing.
+            let empty = self
+                .list()
+                .is_ok_and(|l| l.uppers.is_empty() && l.snapshots.is_empty());
+            image.remove(empty)?;
         }
         self.closed = true;
         Ok(())

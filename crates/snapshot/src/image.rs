@@ -85,7 +85,9 @@ impl Image {
 
     /// Unmounts, detaches the loop device and removes the image and its
     /// mount point.
-    pub(crate) fn remove(&self) -> Result<(), Error> {
+    /// Unmounts the image and frees its loop device; deletes the file too
+    /// when `delete` (the store holds nothing worth keeping).
+    pub(crate) fn remove(&self, delete: bool) -> Result<(), Error> {
         if fsutil::is_mount_point(&self.mount)? {
             run("umount", [self.mount.as_os_str()])?;
         }
@@ -110,6 +112,9 @@ impl Image {
                 return Err(Error::io("remove", &self.mount)(e));
             }
             _ => {}
+        }
+        if !delete {
+            return Ok(());
         }
         match std::fs::remove_file(&self.file) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {

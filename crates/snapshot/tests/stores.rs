@@ -371,7 +371,7 @@ fn root_sweep_removes_exactly_unnamed_snapshots_copy() {
 }
 
 #[test]
-fn root_btrfs_image_is_created_and_removed_on_close_and_drop() {
+fn root_btrfs_image_keeps_snapshots_across_close_and_goes_when_empty() {
     let dir = tempfile::tempdir().unwrap();
     assert!(
         !rollpoint_snapshot::is_btrfs(dir.path()).unwrap(),
@@ -401,6 +401,16 @@ fn root_btrfs_image_is_created_and_removed_on_close_and_drop() {
 
         rollpoint_snapshot::SnapshotStore::create_upper(&store, "sb").unwrap();
         rollpoint_snapshot::SnapshotStore::snapshot(&store, "sb", "snap").unwrap();
+        drop(store);
+        assert!(image.exists(), "an image holding snapshots is kept");
+        assert!(!mounted(&mount), "but unmounted");
+        assert!(loop_devices_for(&image).is_empty(), "and detached");
+
+        let mut store = BtrfsStore::open(&store_dir, &options).expect("the kept image reopens");
+        let listing = rollpoint_snapshot::SnapshotStore::list(&store).unwrap();
+        assert_eq!(listing.snapshots, ["snap"], "its snapshots survive");
+        rollpoint_snapshot::SnapshotStore::delete_snapshot(&store, "snap").unwrap();
+        rollpoint_snapshot::SnapshotStore::destroy_upper(&store, "sb").unwrap();
         if explicit_close {
             rollpoint_snapshot::SnapshotStore::close(&mut store).unwrap();
             let err = rollpoint_snapshot::SnapshotStore::list(&store).unwrap_err();
