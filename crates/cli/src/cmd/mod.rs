@@ -5,6 +5,7 @@ mod demo;
 mod gateway;
 mod locate;
 mod model_script;
+mod sweep;
 mod worker;
 
 use clap::Subcommand;
@@ -23,6 +24,9 @@ pub enum Command {
     ModelScript(model_script::ModelScriptArgs),
     /// Run the native agent worker (inside a sandbox).
     Worker(worker::WorkerArgs),
+    /// Tear down a crashed run's sandboxes and delete snapshots no retained
+    /// checkpoint names.
+    Sweep(sweep::SweepArgs),
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -32,5 +36,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Gateway(args) => gateway::run(args),
         Command::ModelScript(args) => model_script::run(args),
         Command::Worker(args) => worker::run(args),
+        Command::Sweep(args) => sweep::run(&args),
     }
 }

@@ -112,13 +112,15 @@ impl LocalBackend {
         for sub in ["sandboxes", "snapshots", "bases"] {
             std::fs::create_dir_all(dir.join(sub)).map_err(|e| setup("create", e))?;
         }
+        let store_options = record::store_choice(&dir, options.store)?;
         let opened =
-            rollpoint_snapshot::open(&dir.join("store"), &options.store).map_err(|source| {
+            rollpoint_snapshot::open(&dir.join("store"), &store_options).map_err(|source| {
                 Error::Store {
                     sandbox: "-".into(),
                     source,
                 }
             })?;
+        record::remember_store(&dir, opened.store.kind())?;
         let digest = Sha256::digest(dir.as_os_str().as_encoded_bytes());
         let key = format!("{digest:x}")[..12].to_owned();
         Ok(Self {

@@ -11,6 +11,8 @@ use atomic_write_file::AtomicWriteFile;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use rollpoint_snapshot::{StoreChoice, StoreKind, StoreOptions};
+
 use crate::{Error, SPEC_VERSION, SandboxSpec};
 
 /// A sandbox as its owner made it.
@@ -41,6 +43,68 @@ pub struct SnapshotRecord {
     pub id: String,
     pub sandbox: String,
     pub spec: SandboxSpec,
+}
+
+/// Which store a backend directory uses, fixed by its first open: a later
+/// open (a resume, a sweep) must find the same snapshots.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreRecord {
+    pub v: u32,
+    /// `btrfs` or `copy`.
+    pub store: String,
+}
+
+const STORE_FILE: &str = "store.json";
+
+/// The store options to open `dir` with: a recorded store wins over `auto`;
+/// an explicit choice that contradicts the record is refused.
+pub(crate) fn store_choice(dir: &Path, mut options: StoreOptions) -> Result<StoreOptions, Error> {
+    let path = dir.join(STORE_FILE);
+    if !path.exists() {
+        return Ok(options);
+    }
+    let rec: StoreRecord = read("store record", &path)?;
+    let recorded = match rec.store.as_str() {
+        "btrfs" => StoreChoice::Btrfs,
+        "copy" => StoreChoice::Copy,
+        other => {
+            return Err(Error::Invalid {
+                sandbox: "-".into(),
+                message: format!("{}: field `store`: unknown store {other:?}", path.display()),
+            });
+        }
+    };
+    if options.choice != StoreChoice::Auto && options.choice != recorded {
+        return Err(Error::Invalid {
+            sandbox: "-".into(),
+            message: format!(
+                "{} already uses the {} store; it cannot be reopened with another",
+                dir.display(),
+                rec.store
+            ),
+        });
+    }
+    options.choice = recorded;
+    Ok(options)
+}
+
+pub(crate) fn remember_store(dir: &Path, kind: StoreKind) -> Result<(), Error> {
+    let path = dir.join(STORE_FILE);
+    if path.exists() {
+        return Ok(());
+    }
+    let store = match kind {
+        StoreKind::Btrfs | StoreKind::BtrfsImage => "btrfs",
+        StoreKind::Copy => "copy",
+    };
+    write(
+        &path,
+        &StoreRecord {
+            v: SPEC_VERSION,
+            store: store.into(),
+        },
+    )
 }
 
 pub(crate) fn write<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
