@@ -15,7 +15,7 @@ use rollpoint_sandbox::{Backend, SandboxInfo};
 
 use crate::errors::OwnerError;
 use crate::owner::{Access, Launched, Owner, OwnerResult, SessionInfo};
-use crate::record::{RECORD_VERSION, SessionRecord, snapshot_id};
+use crate::record::{RECORD_VERSION, SNAPSHOT_SEPARATOR, SessionRecord, snapshot_id};
 use crate::task::{OwnerTask, check_id, check_sandbox_path, resolve};
 use crate::verdict::{Verdict, grade, tail};
 
@@ -280,6 +280,12 @@ impl LocalOwner {
 
     async fn snapshot_impl(&self, session: &str, checkpoint: &str) -> OwnerResult<SessionRecord> {
         check_id("checkpoint", checkpoint, MAX_ID)?;
+        if checkpoint.contains(SNAPSHOT_SEPARATOR) {
+            return Err(OwnerError::bad(
+                "checkpoint",
+                format!("{checkpoint:?} contains {SNAPSHOT_SEPARATOR:?}"),
+            ));
+        }
         let (sandbox, task) = {
             let sessions = self.sessions();
             let s = sessions.get(session).ok_or_else(|| OwnerError::NotFound {

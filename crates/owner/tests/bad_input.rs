@@ -251,6 +251,12 @@ async fn bad_bodies_and_queries_on_session_routes_name_the_field() {
             "checkpoint",
         ),
         (
+            Method::POST,
+            format!("/v1/owner/sessions/{id}/snapshot"),
+            r#"{"checkpoint":"c--1"}"#,
+            "checkpoint",
+        ),
+        (
             Method::PUT,
             format!("/v1/owner/sessions/{id}/files"),
             "x",

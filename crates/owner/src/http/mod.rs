@@ -104,7 +104,9 @@ async fn authorize(State(expected): State<Arc<TokenDigest>>, req: Request, next:
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token);
     if presented.is_some_and(|p| expected.matches(p)) {
         next.run(req).await
     } else {
