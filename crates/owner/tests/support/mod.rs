@@ -50,6 +50,25 @@ struct State {
     sandboxes: BTreeMap<String, Sandbox>,
     snapshots: BTreeMap<String, (String, SandboxSpec, Files)>,
     calls: Vec<Call>,
+    /// Calls (by name) whose next run fails.
+    failing: Vec<&'static str>,
+}
+
+impl State {
+    /// Records `call` and fails it if a failure of it was asked for.
+    fn record(&mut self, call: Call, name: &'static str, id: &str) -> Result<(), Error> {
+        self.calls.push(call);
+        match self.failing.iter().position(|c| *c == name) {
+            Some(i) => {
+                self.failing.remove(i);
+                Err(Error::Invalid {
+                    sandbox: id.to_owned(),
+                    message: format!("injected {name} failure"),
+                })
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 /// The recording in-memory backend.
@@ -100,6 +119,11 @@ fn under(cwd: &str, path: &str) -> String {
 impl FakeBackend {
     fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap()
+    }
+
+    /// Makes the next `call` (`create`, `exec`, `destroy`, ...) fail.
+    pub fn fail_next(&self, call: &'static str) {
+        self.state().failing.push(call);
     }
 
     /// Every call so far, in order.
@@ -166,7 +190,7 @@ impl FakeBackend {
 impl Backend for FakeBackend {
     fn create(&self, id: &str, spec: &SandboxSpec) -> Result<SandboxInfo, Error> {
         let mut st = self.state();
-        st.calls.push(Call::Create(id.into()));
+        st.record(Call::Create(id.into()), "create", id)?;
         if st.sandboxes.contains_key(id) {
             return Err(Error::SandboxExists { sandbox: id.into() });
         }
@@ -182,16 +206,18 @@ impl Backend for FakeBackend {
 
     fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput, Error> {
         let mut st = self.state();
-        st.calls
-            .push(Call::Exec(id.into(), req.argv.clone(), req.cwd.clone()));
+        st.record(
+            Call::Exec(id.into(), req.argv.clone(), req.cwd.clone()),
+            "exec",
+            id,
+        )?;
         let sb = st.sandboxes.get_mut(id).ok_or_else(|| unknown(id))?;
         Ok(Self::run(&mut sb.files, req))
     }
 
     fn launch(&self, id: &str, req: &LaunchRequest) -> Result<LaunchHandle, Error> {
         let mut st = self.state();
-        st.calls
-            .push(Call::Launch(id.into(), req.launch_id.clone()));
+        st.record(Call::Launch(id.into(), req.launch_id.clone()), "launch", id)?;
         if !st.sandboxes.contains_key(id) {
             return Err(unknown(id));
         }
@@ -204,7 +230,7 @@ impl Backend for FakeBackend {
     fn upload(&self, id: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {
         let mut st = self.state();
         let p = path.to_string_lossy().into_owned();
-        st.calls.push(Call::Upload(id.into(), p.clone(), mode));
+        st.record(Call::Upload(id.into(), p.clone(), mode), "upload", id)?;
         let sb = st.sandboxes.get_mut(id).ok_or_else(|| unknown(id))?;
         sb.files.insert(p, bytes.to_vec());
         Ok(())
@@ -213,7 +239,7 @@ impl Backend for FakeBackend {
     fn download(&self, id: &str, path: &Path, limit: u64) -> Result<Vec<u8>, Error> {
         let mut st = self.state();
         let p = path.to_string_lossy().into_owned();
-        st.calls.push(Call::Download(id.into(), p.clone()));
+        st.record(Call::Download(id.into(), p.clone()), "download", id)?;
         let sb = st.sandboxes.get(id).ok_or_else(|| unknown(id))?;
         let bytes = sb.files.get(&p).ok_or_else(|| Error::Io {
             what: "read",
@@ -234,7 +260,7 @@ impl Backend for FakeBackend {
 
     fn snapshot(&self, id: &str, snapshot: &str) -> Result<SnapshotRef, Error> {
         let mut st = self.state();
-        st.calls.push(Call::Snapshot(id.into(), snapshot.into()));
+        st.record(Call::Snapshot(id.into(), snapshot.into()), "snapshot", id)?;
         let sb = st.sandboxes.get(id).ok_or_else(|| unknown(id))?;
         let (spec, files) = (sb.spec.clone(), sb.files.clone());
         if st.snapshots.contains_key(snapshot) {
@@ -255,7 +281,7 @@ impl Backend for FakeBackend {
 
     fn fork(&self, snapshot: &str, new_id: &str) -> Result<SandboxInfo, Error> {
         let mut st = self.state();
-        st.calls.push(Call::Fork(snapshot.into(), new_id.into()));
+        st.record(Call::Fork(snapshot.into(), new_id.into()), "fork", new_id)?;
         let (_, spec, files) =
             st.snapshots
                 .get(snapshot)
@@ -281,7 +307,11 @@ impl Backend for FakeBackend {
 
     fn delete_snapshot(&self, snapshot: &str) -> Result<(), Error> {
         let mut st = self.state();
-        st.calls.push(Call::DeleteSnapshot(snapshot.into()));
+        st.record(
+            Call::DeleteSnapshot(snapshot.into()),
+            "delete_snapshot",
+            snapshot,
+        )?;
         st.snapshots
             .remove(snapshot)
             .map(|_| ())
@@ -293,7 +323,7 @@ impl Backend for FakeBackend {
 
     fn destroy(&self, id: &str) -> Result<(), Error> {
         let mut st = self.state();
-        st.calls.push(Call::Destroy(id.into()));
+        st.record(Call::Destroy(id.into()), "destroy", id)?;
         st.sandboxes
             .remove(id)
             .map(|_| ())
