@@ -243,3 +243,37 @@ async fn sessions_are_independent() {
         b.sandbox
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn many_sessions_at_once_each_get_their_own_sandbox() {
+    let s = Served::start().await;
+    let client = std::sync::Arc::new(s.client.clone());
+    let seeds = (0..16).map(|i| {
+        let client = std::sync::Arc::clone(&client);
+        tokio::spawn(async move {
+            let mut t = simple_task(&format!("task-{i}"), &["cat", "id"]);
+            t.files.insert("id".into(), i.to_string());
+            client.create_session(t).await.unwrap()
+        })
+    });
+    let mut infos = Vec::new();
+    for seed in seeds {
+        infos.push(seed.await.unwrap());
+    }
+    let mut sandboxes: Vec<String> = infos.iter().map(|i| i.sandbox.clone()).collect();
+    sandboxes.sort();
+    sandboxes.dedup();
+    assert_eq!(sandboxes.len(), 16);
+    assert_eq!(s.fake.sandboxes().len(), 16);
+    let verdicts = infos.iter().map(|info| {
+        let client = std::sync::Arc::clone(&client);
+        let session = info.session.clone();
+        tokio::spawn(async move { client.verify(&session).await.unwrap() })
+    });
+    for (i, v) in verdicts.enumerate() {
+        let v = v.await.unwrap();
+        assert!(v.passed);
+        assert_eq!(v.stdout_tail, i.to_string());
+    }
+    assert!(s.fake.sandboxes().is_empty());
+}
