@@ -1,0 +1,81 @@
+//! Errors of the owner, shared by the in-process owner, the HTTP routes and
+//! the HTTP client, so a driver sees the same error whichever side it talks to.
+
+/// What went wrong with an owner call.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnerError {
+    #[error("session {session}: not found")]
+    NotFound { session: String },
+    #[error("bad request: field `{field}`: {message}")]
+    BadRequest { field: String, message: String },
+    #[error("missing or wrong bearer token")]
+    Unauthorized,
+    #[error("request body is over the limit of {limit} bytes")]
+    TooLarge { limit: usize },
+    #[error("session {session}: sandbox {sandbox}: {source}")]
+    Backend {
+        session: String,
+        sandbox: String,
+        source: Box<rollpoint_sandbox::Error>,
+    },
+    #[error("snapshot {snapshot}: {source}")]
+    SnapshotBackend {
+        snapshot: String,
+        source: Box<rollpoint_sandbox::Error>,
+    },
+    #[error("session {session}: not capturable (the task has `capture: false`)")]
+    NotCapturable { session: String },
+    #[error(
+        "session {session}: setup command {index} ({argv}) failed with {status}: {stderr_tail}"
+    )]
+    Setup {
+        session: String,
+        index: usize,
+        argv: String,
+        status: String,
+        stderr_tail: String,
+    },
+    #[error("session {session}: backend call `{call}` did not finish: {message}")]
+    Join {
+        session: String,
+        call: &'static str,
+        message: String,
+    },
+    #[error("internal error: {message}")]
+    Internal { message: String },
+    #[error("{url}: {message}")]
+    Transport { url: String, message: String },
+    /// An error the server reported that has no closer match here.
+    #[error("owner at {url} answered {status}: {message}")]
+    Remote {
+        url: String,
+        status: u16,
+        message: String,
+    },
+}
+
+impl OwnerError {
+    pub(crate) fn bad(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::BadRequest {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// A short machine-readable name of the error's kind, carried on the wire.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::NotFound { .. } => "not_found",
+            Self::BadRequest { .. } => "bad_request",
+            Self::Unauthorized => "unauthorized",
+            Self::TooLarge { .. } => "too_large",
+            Self::Backend { .. } => "backend",
+            Self::SnapshotBackend { .. } => "backend",
+            Self::NotCapturable { .. } => "not_capturable",
+            Self::Setup { .. } => "setup",
+            Self::Join { .. } | Self::Internal { .. } => "internal",
+            Self::Transport { .. } => "transport",
+            Self::Remote { .. } => "remote",
+        }
+    }
+}

@@ -1,0 +1,14 @@
+//! `GET /v1/owner/sessions/{id}`: the session's current sandbox.
+
+use axum::extract::{Path, State};
+use axum::response::Response;
+
+use super::Shared;
+use super::wire::{ApiError, json};
+
+pub(super) async fn handle(
+    State(owner): Shared,
+    Path(session): Path<String>,
+) -> Result<Response, ApiError> {
+    json(&owner.access(&session).await?)
+}

@@ -1,0 +1,17 @@
+//! `DELETE /v1/owner/sessions/{id}`: destroy the sandbox, forget the
+//! session.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse as _, Response};
+
+use super::Shared;
+use super::wire::ApiError;
+
+pub(super) async fn handle(
+    State(owner): Shared,
+    Path(session): Path<String>,
+) -> Result<Response, ApiError> {
+    owner.close(&session).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
+}

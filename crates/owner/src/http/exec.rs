@@ -1,0 +1,20 @@
+//! `POST /v1/owner/sessions/{id}/exec` (an `ExecRequest`): run a command to
+//! completion in the session's sandbox.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::Response;
+use rollpoint_proto::anchor::ExecRequest;
+
+use super::wire::{ApiError, json};
+use super::{Shared, read_body};
+use crate::decode::decode_json;
+
+pub(super) async fn handle(
+    State(owner): Shared,
+    Path(session): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let req: ExecRequest = decode_json(&read_body(body).await?)?;
+    json(&owner.exec(&session, req).await?)
+}

@@ -1,0 +1,21 @@
+//! `POST /v1/owner/sessions/{id}/launch` (a `LaunchRequest`): start a
+//! harness launch under its own supervisor; replies with its session
+//! directory.
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::response::Response;
+use rollpoint_proto::anchor::LaunchRequest;
+
+use super::wire::{ApiError, json};
+use super::{Shared, read_body};
+use crate::decode::decode_json;
+
+pub(super) async fn handle(
+    State(owner): Shared,
+    Path(session): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let req: LaunchRequest = decode_json(&read_body(body).await?)?;
+    json(&owner.launch(&session, req).await?)
+}

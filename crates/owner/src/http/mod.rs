@@ -1,0 +1,151 @@
+//! The owner over HTTP: every [`Owner`] call as a route under `/v1/owner/`,
+//! behind a bearer token. Bodies are read as bytes and decoded here, so a
+//! bad body gets a 400 naming the field path rather than a framework
+//! message. One route per file.
+
+mod access;
+mod close;
+mod create;
+mod delete_snapshot;
+mod download;
+mod exec;
+mod launch;
+mod restore;
+mod snapshot;
+mod upload;
+mod verify;
+pub(crate) mod wire;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::serve::ListenerExt as _;
+use sha2::{Digest as _, Sha256};
+use subtle::ConstantTimeEq as _;
+use tokio::net::TcpListener;
+
+use crate::errors::OwnerError;
+use crate::owner::Owner;
+use wire::ApiError;
+
+/// Largest request body accepted (a task with its files, an upload).
+pub const BODY_LIMIT: usize = 64 << 20;
+
+pub(crate) type Shared = State<Arc<dyn Owner>>;
+
+/// The routes of `owner`, every one behind `Authorization: Bearer <token>`.
+/// An empty `token` matches no request.
+pub fn router(owner: Arc<dyn Owner>, token: &str) -> Router {
+    let expected = Arc::new(TokenDigest::of(token));
+    Router::new()
+        .route("/v1/owner/sessions", post(create::handle))
+        .route(
+            "/v1/owner/sessions/{id}",
+            get(access::handle).delete(close::handle),
+        )
+        .route("/v1/owner/sessions/{id}/exec", post(exec::handle))
+        .route(
+            "/v1/owner/sessions/{id}/files",
+            get(download::handle).put(upload::handle),
+        )
+        .route("/v1/owner/sessions/{id}/launch", post(launch::handle))
+        .route("/v1/owner/sessions/{id}/verify", post(verify::handle))
+        .route("/v1/owner/sessions/{id}/snapshot", post(snapshot::handle))
+        .route("/v1/owner/restore", post(restore::handle))
+        .route("/v1/owner/snapshots/{id}", delete(delete_snapshot::handle))
+        .with_state(owner)
+        .layer(axum::middleware::from_fn_with_state(expected, authorize))
+}
+
+/// Serves `owner` on `listener` until the server fails.
+pub async fn serve(
+    listener: TcpListener,
+    owner: Arc<dyn Owner>,
+    token: &str,
+) -> std::io::Result<()> {
+    let listener = listener.tap_io(|tcp| {
+        // Small request/reply exchanges: do not wait to coalesce segments.
+        let _ignored = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router(owner, token)).await
+}
+
+/// The SHA-256 of the expected token: comparing digests in constant time
+/// hides both the token's bytes and its length.
+#[derive(Debug)]
+struct TokenDigest {
+    digest: [u8; 32],
+    empty: bool,
+}
+
+impl TokenDigest {
+    fn of(token: &str) -> Self {
+        Self {
+            digest: Sha256::digest(token.as_bytes()).into(),
+            empty: token.is_empty(),
+        }
+    }
+
+    fn matches(&self, presented: &str) -> bool {
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        let equal: bool = self.digest.ct_eq(&digest).into();
+        equal && !self.empty
+    }
+}
+
+async fn authorize(State(expected): State<Arc<TokenDigest>>, req: Request, next: Next) -> Response {
+    let presented = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token);
+    if presented.is_some_and(|p| expected.matches(p)) {
+        next.run(req).await
+    } else {
+        ApiError(OwnerError::Unauthorized).into_response()
+    }
+}
+
+/// Reads a whole request body, at most [`BODY_LIMIT`] bytes.
+pub(crate) async fn read_body(body: axum::body::Body) -> Result<bytes::Bytes, ApiError> {
+    // A request whose body cannot be read in full is either over the limit
+    // or from a client that went away (and reads no reply); both are the
+    // limit's answer.
+    axum::body::to_bytes(body, BODY_LIMIT)
+        .await
+        .map_err(|_| ApiError(OwnerError::TooLarge { limit: BODY_LIMIT }))
+}
+
+/// Query parameters, each at most once and each one of `allowed`.
+pub(crate) fn query(
+    raw: Option<&str>,
+    allowed: &[&str],
+) -> Result<HashMap<String, String>, ApiError> {
+    let mut out = HashMap::new();
+    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
+        if !allowed.contains(&name.as_ref()) {
+            return Err(ApiError(OwnerError::bad(
+                name.as_ref(),
+                format!(
+                    "unknown query parameter, expected one of {}",
+                    allowed.join(", ")
+                ),
+            )));
+        }
+        if out.insert(name.to_string(), value.into_owned()).is_some() {
+            return Err(ApiError(OwnerError::bad(
+                name.as_ref(),
+                "given more than once",
+            )));
+        }
+    }
+    Ok(out)
+}

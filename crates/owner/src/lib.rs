@@ -1,0 +1,27 @@
+//! The owner: lends sandboxes to rollouts (a session per rollout), runs
+//! commands and launches in them for drivers on any machine, grades them,
+//! and is the only one that snapshots and forks them for checkpoints.
+//!
+//! [`Owner`] is the contract; [`LocalOwner`] serves it in process over a
+//! sandbox backend, [`router`] serves any owner over HTTP, and [`HttpOwner`]
+//! is the client of those routes. See docs/design/owner.md.
+#![forbid(unsafe_code)]
+
+mod client;
+pub mod decode;
+mod errors;
+mod http;
+mod local;
+mod owner;
+pub mod record;
+pub mod task;
+pub mod verdict;
+
+pub use client::HttpOwner;
+pub use errors::OwnerError;
+pub use http::{BODY_LIMIT, router, serve};
+pub use local::LocalOwner;
+pub use owner::{Access, Launched, Owner, OwnerResult, SessionInfo};
+pub use record::{RECORD_VERSION, SessionRecord};
+pub use task::{OwnerTask, RewardMode, VerifySpec};
+pub use verdict::Verdict;

@@ -1,0 +1,114 @@
+//! The owner contract: one trait, served in process by [`crate::LocalOwner`]
+//! and over HTTP by [`crate::HttpOwner`], so a driver works a sandbox the
+//! same way whether the owner runs beside it or on another machine.
+
+use std::path::PathBuf;
+
+use futures_util::future::BoxFuture;
+use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
+use serde::{Deserialize, Serialize};
+
+use crate::errors::OwnerError;
+use crate::record::SessionRecord;
+use crate::task::OwnerTask;
+use crate::verdict::Verdict;
+
+/// A seeded session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionInfo {
+    pub session: String,
+    pub sandbox: String,
+    pub workdir: String,
+    /// Whether checkpoints can snapshot this session. When false the
+    /// rollout is a restart.
+    pub capturable: bool,
+}
+
+/// Which sandbox is current for a session, and where it lives on the host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Access {
+    pub session: String,
+    pub sandbox: String,
+    pub workdir: String,
+    /// Host path of the sandbox's root.
+    pub root: PathBuf,
+    /// Host path of the sandbox's control directory (the anchor socket and
+    /// launch session directories).
+    pub control: PathBuf,
+}
+
+/// A launch started through the owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Launched {
+    pub launch_id: String,
+    /// Host path of the launch's session directory.
+    pub session_dir: PathBuf,
+}
+
+/// Result of an owner call.
+pub type OwnerResult<T> = Result<T, OwnerError>;
+
+/// Lends sandboxes to rollouts, grades them, and is the only one that
+/// snapshots and forks them. Usable as `Arc<dyn Owner>`.
+pub trait Owner: Send + Sync + std::fmt::Debug {
+    /// Seeds a session: a sandbox from the task's spec, its files, its setup.
+    fn create_session(&self, task: OwnerTask) -> BoxFuture<'_, OwnerResult<SessionInfo>>;
+
+    /// The session's current sandbox (after a restore, a fork).
+    fn access<'a>(&'a self, session: &'a str) -> BoxFuture<'a, OwnerResult<Access>>;
+
+    fn exec<'a>(
+        &'a self,
+        session: &'a str,
+        req: ExecRequest,
+    ) -> BoxFuture<'a, OwnerResult<ExecOutput>>;
+
+    /// Writes a file; a relative path is under the workdir.
+    fn upload<'a>(
+        &'a self,
+        session: &'a str,
+        path: &'a str,
+        bytes: Vec<u8>,
+        mode: u32,
+    ) -> BoxFuture<'a, OwnerResult<()>>;
+
+    /// Reads at most `limit` bytes of a file; a relative path is under the
+    /// workdir.
+    fn download<'a>(
+        &'a self,
+        session: &'a str,
+        path: &'a str,
+        limit: u64,
+    ) -> BoxFuture<'a, OwnerResult<Vec<u8>>>;
+
+    fn launch<'a>(
+        &'a self,
+        session: &'a str,
+        req: LaunchRequest,
+    ) -> BoxFuture<'a, OwnerResult<Launched>>;
+
+    /// Grades the session with the task's verify command, then ends it (the
+    /// sandbox is destroyed). On an error the session is kept, so the caller
+    /// can try again or close it.
+    fn verify<'a>(&'a self, session: &'a str) -> BoxFuture<'a, OwnerResult<Verdict>>;
+
+    /// Destroys the session's sandbox and forgets the session.
+    fn close<'a>(&'a self, session: &'a str) -> BoxFuture<'a, OwnerResult<()>>;
+
+    /// Snapshots the session's current sandbox for `checkpoint`. Repeating
+    /// the call for the same checkpoint returns the same record.
+    fn snapshot<'a>(
+        &'a self,
+        session: &'a str,
+        checkpoint: &'a str,
+    ) -> BoxFuture<'a, OwnerResult<SessionRecord>>;
+
+    /// Forks a new sandbox from the record's snapshot and makes it the
+    /// session's current one (destroying the one it replaces, if any).
+    fn restore(&self, record: SessionRecord) -> BoxFuture<'_, OwnerResult<Access>>;
+
+    fn delete_snapshot<'a>(&'a self, snapshot: &'a str) -> BoxFuture<'a, OwnerResult<()>>;
+}

@@ -1,0 +1,223 @@
+//! The task side of the owner: what a task asks of its sandbox (files and
+//! setup at seed, how it is graded, whether it may be captured). Pure data
+//! and validation; nothing here touches a sandbox.
+
+use std::collections::BTreeMap;
+
+use rollpoint_sandbox::SandboxSpec;
+use serde::{Deserialize, Serialize};
+
+use crate::errors::OwnerError;
+
+/// Longest task id accepted; session and sandbox ids are built from it.
+pub const MAX_TASK_ID: usize = 96;
+
+/// Default time a setup command may run.
+const DEFAULT_SETUP_TIMEOUT_S: u64 = 600;
+/// Default time the verify command may run.
+const DEFAULT_VERIFY_TIMEOUT_S: u64 = 300;
+
+/// One task as the owner sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OwnerTask {
+    pub id: String,
+    #[serde(default)]
+    pub sandbox: SandboxSpec,
+    /// In-sandbox path -> content, uploaded at seed. Relative paths are
+    /// relative to the workdir.
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// Commands run at seed in the workdir, in order, each an argv.
+    #[serde(default)]
+    pub setup: Vec<Vec<String>>,
+    /// Time each setup command may run.
+    #[serde(default = "default_setup_timeout")]
+    pub setup_timeout_s: u64,
+    pub verify: VerifySpec,
+    /// Whether the session may be snapshotted at checkpoints.
+    #[serde(default = "default_true")]
+    pub capture: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+fn default_setup_timeout() -> u64 {
+    DEFAULT_SETUP_TIMEOUT_S
+}
+
+fn default_verify_timeout() -> u64 {
+    DEFAULT_VERIFY_TIMEOUT_S
+}
+
+/// How a task is graded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifySpec {
+    /// Run in the workdir.
+    pub command: Vec<String>,
+    #[serde(default = "default_verify_timeout")]
+    pub timeout_s: u64,
+    #[serde(default)]
+    pub reward: RewardMode,
+}
+
+/// Where the reward comes from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RewardMode {
+    /// Exit code 0 is 1.0, anything else 0.0.
+    #[default]
+    ExitCode,
+    /// The last stdout line that is a JSON object with a numeric `reward`.
+    Json,
+}
+
+impl OwnerTask {
+    /// Checks what serde cannot: ids, paths and argvs, naming the field.
+    pub fn validate(&self) -> Result<(), OwnerError> {
+        check_id("task.id", &self.id, MAX_TASK_ID)?;
+        if !self.sandbox.workdir.starts_with('/') {
+            return Err(OwnerError::bad(
+                "task.sandbox.workdir",
+                format!("{:?} is not an absolute path", self.sandbox.workdir),
+            ));
+        }
+        for path in self.files.keys() {
+            check_sandbox_path(&format!("task.files[{path:?}]"), path)?;
+        }
+        for (i, argv) in self.setup.iter().enumerate() {
+            check_argv(&format!("task.setup[{i}]"), argv)?;
+        }
+        check_argv("task.verify.command", &self.verify.command)?;
+        if self.verify.timeout_s == 0 {
+            return Err(OwnerError::bad("task.verify.timeout_s", "must be above 0"));
+        }
+        if self.setup_timeout_s == 0 {
+            return Err(OwnerError::bad("task.setup_timeout_s", "must be above 0"));
+        }
+        Ok(())
+    }
+
+    /// The in-sandbox path of `path`: itself when absolute, else under the
+    /// workdir.
+    pub fn resolve(&self, path: &str) -> String {
+        resolve(&self.sandbox.workdir, path)
+    }
+}
+
+/// `path` under `workdir` unless it is absolute.
+pub fn resolve(workdir: &str, path: &str) -> String {
+    if path.starts_with('/') {
+        path.to_owned()
+    } else {
+        format!("{}/{path}", workdir.trim_end_matches('/'))
+    }
+}
+
+/// Ids become parts of session, sandbox and snapshot names (and so of host
+/// directory names): a short, plain alphabet keeps them safe everywhere.
+pub fn check_id(field: &str, id: &str, max: usize) -> Result<(), OwnerError> {
+    if id.is_empty() {
+        return Err(OwnerError::bad(field, "is empty"));
+    }
+    if id.len() > max {
+        return Err(OwnerError::bad(
+            field,
+            format!("{} bytes is longer than {max}", id.len()),
+        ));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(OwnerError::bad(
+            field,
+            format!("{id:?}: character {c:?} is not allowed (letters, digits, `-`, `_`, `.`)"),
+        ));
+    }
+    if id.starts_with('.') {
+        return Err(OwnerError::bad(field, format!("{id:?} starts with `.`")));
+    }
+    Ok(())
+}
+
+/// An in-sandbox file path: not empty, no NUL, no `..` component. The
+/// backend confines paths beneath the root as well; this names the field.
+pub fn check_sandbox_path(field: &str, path: &str) -> Result<(), OwnerError> {
+    if path.is_empty() || path.trim_end_matches('/').is_empty() {
+        return Err(OwnerError::bad(field, "is not a file path"));
+    }
+    if path.contains('\0') {
+        return Err(OwnerError::bad(field, "contains a NUL byte"));
+    }
+    if path.split('/').any(|c| c == "..") {
+        return Err(OwnerError::bad(
+            field,
+            format!("{path:?}: `..` is not allowed"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_argv(field: &str, argv: &[String]) -> Result<(), OwnerError> {
+    match argv.first() {
+        None => Err(OwnerError::bad(field, "argv is empty")),
+        Some(a) if a.is_empty() => Err(OwnerError::bad(field, "argv[0] is empty")),
+        Some(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    fn task(json: &str) -> OwnerTask {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn defaults_fill_in() {
+        let t = task(r#"{"id":"t1","verify":{"command":["true"]}}"#);
+        assert_eq!(t.verify.timeout_s, 300);
+        assert_eq!(t.verify.reward, RewardMode::ExitCode);
+        assert!(t.capture);
+        assert_eq!(t.sandbox, SandboxSpec::default());
+        t.validate().unwrap();
+        assert_eq!(t.resolve("a/b"), "/workspace/a/b");
+        assert_eq!(t.resolve("/etc/x"), "/etc/x");
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let cases = [
+            (r#"{"id":"a b","verify":{"command":["true"]}}"#, "task.id"),
+            (r#"{"id":"","verify":{"command":["true"]}}"#, "task.id"),
+            (
+                r#"{"id":"a","verify":{"command":[]}}"#,
+                "task.verify.command",
+            ),
+            (
+                r#"{"id":"a","setup":[["x"],[]],"verify":{"command":["t"]}}"#,
+                "task.setup[1]",
+            ),
+            (
+                r#"{"id":"a","files":{"../x":""},"verify":{"command":["t"]}}"#,
+                "task.files[\"../x\"]",
+            ),
+            (
+                r#"{"id":"a","sandbox":{"workdir":"rel"},"verify":{"command":["t"]}}"#,
+                "task.sandbox.workdir",
+            ),
+        ];
+        for (json, field) in cases {
+            match task(json).validate().unwrap_err() {
+                OwnerError::BadRequest { field: f, .. } => assert_eq!(f, field, "{json}"),
+                other => panic!("{json}: {other}"),
+            }
+        }
+    }
+}
