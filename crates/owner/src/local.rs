@@ -302,10 +302,10 @@ impl LocalOwner {
             (s.sandbox.clone(), Arc::clone(&s.task))
         };
         let snap = snapshot_id(checkpoint, session);
-        let (id, name) = (sandbox.id.clone(), snap.clone());
+        let (id, name, ck) = (sandbox.id.clone(), snap.clone(), checkpoint.to_owned());
         let taken = self
             .on_backend(session, &sandbox.id, "snapshot", move |b| {
-                b.snapshot(&id, &name)
+                b.snapshot(&id, &name, &ck)
             })
             .await?;
         let record = SessionRecord {

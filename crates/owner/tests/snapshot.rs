@@ -33,6 +33,11 @@ async fn snapshot_then_restore_makes_a_fork_current_and_destroys_the_old_sandbox
     assert_eq!(record.task.id, "t");
     assert!(record.snapshot.contains("ck-1") && record.snapshot.contains(&info.session));
     assert_eq!(s.fake.snapshots(), vec![record.snapshot.clone()]);
+    assert_eq!(
+        s.fake.retained("ck-1"),
+        vec![record.snapshot.clone()],
+        "the backend records which checkpoint names the snapshot"
+    );
 
     // Repeating the snapshot for the same checkpoint returns the same record
     // without a second backend snapshot.

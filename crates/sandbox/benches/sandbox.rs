@@ -128,7 +128,7 @@ fn measure(store: &'static str, choice: StoreChoice, files: usize, scratch: &Pat
         let snap = format!("snap{round}");
         let fork = format!("fork{round}");
         row.snapshot.push(timed(|| {
-            b.snapshot("base", &snap).unwrap();
+            b.snapshot("base", &snap, "bench").unwrap();
         }));
         row.fork.push(timed(|| {
             b.fork(&snap, &fork).unwrap();

@@ -161,8 +161,10 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Reads a file at an in-sandbox path, at most `limit` bytes.
     fn download(&self, id: &str, path: &Path, limit: u64) -> Result<Vec<u8>, Error>;
 
-    /// Snapshots the sandbox with its processes frozen, after syncfs.
-    fn snapshot(&self, id: &str, snapshot: &str) -> Result<SnapshotRef, Error>;
+    /// Snapshots the sandbox with its processes frozen, after syncfs, and
+    /// records that `checkpoint` names the snapshot (sweeps keep it while
+    /// that checkpoint is retained).
+    fn snapshot(&self, id: &str, snapshot: &str, checkpoint: &str) -> Result<SnapshotRef, Error>;
 
     /// Creates and starts sandbox `new_id` from a snapshot: same files,
     /// same in-sandbox paths, hostname and environment.

@@ -115,7 +115,7 @@ fn fork_sees_exactly_the_snapshot(kind: Kind) {
          echo scratch > /tmp/scratch
          python3 -c \"import os; os.setxattr('kept', 'user.rollpoint', b'xv')\"",
     );
-    let snap = b.snapshot("orig", "ck1-orig").unwrap();
+    let snap = b.snapshot("orig", "ck1-orig", "ck1").unwrap();
     assert_eq!(snap.sandbox, "orig");
     sh(b, "orig", "echo late > written-after; rm kept");
     let forked = b.fork("ck1-orig", "fork1").unwrap();
@@ -211,7 +211,7 @@ fn sqlite_wal_survives(kind: Kind) {
         "the writer's open transaction",
         || marker.exists().then_some(()),
     );
-    b.snapshot("db", "ck-db").unwrap();
+    b.snapshot("db", "ck-db", "ck").unwrap();
     b.fork("ck-db", "db-fork").unwrap();
     let out = stdout(
         b,
@@ -242,7 +242,7 @@ fn root_paths_hostname_and_home_are_the_same_in_a_fork() {
     b.create("a", &spec()).unwrap();
     let probe = "pwd; hostname; echo $HOME; readlink -f .; cat /proc/1/cmdline | tr '\\0' ' '";
     let before = stdout(b, "a", probe);
-    b.snapshot("a", "ck-a").unwrap();
+    b.snapshot("a", "ck-a", "ck").unwrap();
     b.fork("ck-a", "b").unwrap();
     let after = stdout(b, "b", probe);
     assert_eq!(before, after);
@@ -419,10 +419,8 @@ fn leaves_nothing(kind: Kind) {
         },
     )
     .unwrap();
-    b.snapshot("a", "ck1-a").unwrap();
-    b.retain("ck1", &["ck1-a"]).unwrap();
-    b.snapshot("a", "ck2-a").unwrap();
-    b.retain("ck2", &["ck2-a"]).unwrap();
+    b.snapshot("a", "ck1-a", "ck1").unwrap();
+    b.snapshot("a", "ck2-a", "ck2").unwrap();
     let before_mounts = mounts_under(fx.dir.path());
     assert!(
         before_mounts

@@ -382,7 +382,7 @@ fn root_btrfs_image_keeps_snapshots_across_close_and_goes_when_empty() {
         size_bytes: 1 << 30,
     };
     for explicit_close in [true, false] {
-        let mut store = BtrfsStore::open(&store_dir, &options).expect("btrfs image store opens");
+        let store = BtrfsStore::open(&store_dir, &options).expect("btrfs image store opens");
         assert_eq!(
             rollpoint_snapshot::SnapshotStore::kind(&store),
             StoreKind::BtrfsImage

@@ -49,6 +49,8 @@ struct Sandbox {
 struct State {
     sandboxes: BTreeMap<String, Sandbox>,
     snapshots: BTreeMap<String, (String, SandboxSpec, Files)>,
+    /// Checkpoint -> the snapshots taken for it.
+    retained: BTreeMap<String, Vec<String>>,
     calls: Vec<Call>,
     /// Calls (by name) whose next run fails.
     failing: Vec<&'static str>,
@@ -137,6 +139,15 @@ impl FakeBackend {
     }
 
     /// The snapshots held.
+    /// The snapshots taken for `checkpoint`.
+    pub fn retained(&self, checkpoint: &str) -> Vec<String> {
+        self.state()
+            .retained
+            .get(checkpoint)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     pub fn snapshots(&self) -> Vec<String> {
         self.state().snapshots.keys().cloned().collect()
     }
@@ -258,9 +269,13 @@ impl Backend for FakeBackend {
         Ok(bytes.clone())
     }
 
-    fn snapshot(&self, id: &str, snapshot: &str) -> Result<SnapshotRef, Error> {
+    fn snapshot(&self, id: &str, snapshot: &str, checkpoint: &str) -> Result<SnapshotRef, Error> {
         let mut st = self.state();
         st.record(Call::Snapshot(id.into(), snapshot.into()), "snapshot", id)?;
+        st.retained
+            .entry(checkpoint.to_owned())
+            .or_default()
+            .push(snapshot.to_owned());
         let sb = st.sandboxes.get(id).ok_or_else(|| unknown(id))?;
         let (spec, files) = (sb.spec.clone(), sb.files.clone());
         if st.snapshots.contains_key(snapshot) {

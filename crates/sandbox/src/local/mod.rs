@@ -175,7 +175,7 @@ impl LocalBackend {
 
     /// Records that `checkpoint` names `snapshots`, so sweeps keep them while
     /// the checkpoint is retained.
-    pub fn retain(&self, checkpoint: &str, snapshots: &[&str]) -> Result<(), Error> {
+    fn retain(&self, checkpoint: &str, snapshots: &[&str]) -> Result<(), Error> {
         let mut index = SnapshotIndex::open(&self.index_path()).map_err(|source| Error::Store {
             sandbox: "-".into(),
             source,
@@ -525,7 +525,7 @@ impl Backend for LocalBackend {
         SandboxRoot::open(&info.root)?.download(path, limit)
     }
 
-    fn snapshot(&self, id: &str, snapshot: &str) -> Result<SnapshotRef, Error> {
+    fn snapshot(&self, id: &str, snapshot: &str, checkpoint: &str) -> Result<SnapshotRef, Error> {
         let started = Instant::now();
         let (info, cgroups) = {
             let live = self.lock();
@@ -553,6 +553,7 @@ impl Backend for LocalBackend {
                 spec: info.spec.clone(),
             },
         )?;
+        self.retain(checkpoint, &[snapshot])?;
         Ok(SnapshotRef {
             id: snapshot.to_owned(),
             sandbox: id.to_owned(),
