@@ -5,6 +5,7 @@ mod demo;
 mod gateway;
 mod locate;
 mod model_script;
+mod owner;
 mod sweep;
 mod worker;
 
@@ -24,6 +25,8 @@ pub enum Command {
     ModelScript(model_script::ModelScriptArgs),
     /// Run the native agent worker (inside a sandbox).
     Worker(worker::WorkerArgs),
+    /// Serve the owner: lend local sandboxes over HTTP.
+    Owner(owner::OwnerArgs),
     /// Tear down a crashed run's sandboxes and delete snapshots no retained
     /// checkpoint names.
     Sweep(sweep::SweepArgs),
@@ -36,6 +39,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Gateway(args) => gateway::run(args),
         Command::ModelScript(args) => model_script::run(args),
         Command::Worker(args) => worker::run(args),
+        Command::Owner(args) => owner::run(&args),
         Command::Sweep(args) => sweep::run(&args),
     }
 }

@@ -1,0 +1,96 @@
+//! `rollpoint owner`: the owner on its own, lending local sandboxes over
+//! HTTP to drivers on other machines (the same contract the embedded
+//! default uses in process). On SIGINT or SIGTERM it destroys the sandboxes
+//! it lent; snapshots stay for the checkpoints that name them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Args;
+use rollpoint_owner::{LocalOwner, Owner};
+use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
+use rollpoint_snapshot::{ImageOptions, StoreChoice, StoreOptions};
+
+use super::locate;
+use super::sweep::OWNER_DIR;
+
+/// Serve the owner (sessions, exec, files, launch, verify, snapshot, restore) over HTTP.
+#[derive(Debug, Args)]
+pub struct OwnerArgs {
+    /// The run directory; sandboxes and snapshots live under RUN_DIR/owner.
+    #[arg(long)]
+    run_dir: PathBuf,
+    /// File holding the bearer token every request must carry.
+    #[arg(long)]
+    token_file: PathBuf,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Write the bound port to this file (atomically).
+    #[arg(long)]
+    port_file: Option<PathBuf>,
+    /// Snapshot store: auto (btrfs when possible), btrfs or copy.
+    #[arg(long, default_value = "auto")]
+    store: String,
+    /// Apparent size of the btrfs image made when RUN_DIR is not on btrfs, in GiB.
+    #[arg(long, default_value_t = 8)]
+    image_gib: u64,
+    /// The static supervisor binary to anchor sandboxes with.
+    #[arg(long)]
+    supervisor: Option<PathBuf>,
+}
+
+pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
+    let token = std::fs::read_to_string(&args.token_file)
+        .with_context(|| format!("cannot read the token file {}", args.token_file.display()))?;
+    let token = token.trim().to_owned();
+    anyhow::ensure!(
+        !token.is_empty(),
+        "the token file {} is empty",
+        args.token_file.display()
+    );
+    let choice: StoreChoice = args.store.parse()?;
+    let mut options = LocalOptions::new(locate::supervisor(args.supervisor.as_ref())?);
+    options.store = StoreOptions {
+        choice,
+        image: ImageOptions {
+            size_bytes: args.image_gib << 30,
+        },
+    };
+    let owner_dir = args.run_dir.join(OWNER_DIR);
+    let backend = Arc::new(
+        LocalBackend::open(&owner_dir, options)
+            .with_context(|| format!("cannot open the sandboxes in {}", owner_dir.display()))?,
+    );
+    let swept = backend.sweep_orphans()?;
+    if !swept.is_empty() {
+        eprintln!(
+            "owner: destroyed {} sandboxes left by a crashed owner",
+            swept.len()
+        );
+    }
+    let owner: Arc<dyn Owner> = Arc::new(LocalOwner::new(backend.clone()));
+    let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
+    let served = runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("failed to bind the owner on {}", args.listen))?;
+        let addr = listener
+            .local_addr()
+            .context("failed to read the bound address")?;
+        if let Some(file) = &args.port_file {
+            super::model_script::write_port_file(file, addr.port())?;
+        }
+        eprintln!("owner: listening on http://{addr}/v1/owner/");
+        tokio::select! {
+            r = rollpoint_owner::serve(listener, owner, &token) => r.context("owner server failed"),
+            r = super::model_script::stop_signal() => r,
+        }
+    });
+    drop(runtime);
+    let destroyed = backend.destroy_all();
+    served?;
+    destroyed.context("failed to destroy the sandboxes on shutdown")
+}
