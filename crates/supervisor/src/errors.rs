@@ -58,6 +58,8 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("anchor: the host-side parent exited before the sandbox started")]
+    ParentGone,
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]

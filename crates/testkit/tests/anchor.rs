@@ -10,6 +10,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -133,23 +134,33 @@ fn set_opaque(dir: &Path) {
     );
 }
 
-/// A sandbox cgroup the test creates, as the host does.
+/// The sandbox cgroups the test creates, as the host does: cgroup2 and the
+/// v1 freezer.
 struct SandboxCgroup {
-    dir: PathBuf,
+    v2: PathBuf,
+    freezer: PathBuf,
 }
 
 impl SandboxCgroup {
     fn new(name: &str) -> Self {
-        let root = rollpoint_proctree::cgroup::v2_root().expect("a cgroup2 mount on this host");
-        let dir = root.join("rollpoint").join(name);
-        std::fs::create_dir_all(&dir).expect("create the sandbox cgroup");
-        Self { dir }
+        let v2 = rollpoint_proctree::cgroup::v2_root().expect("a cgroup2 mount on this host");
+        let freezer =
+            rollpoint_proctree::cgroup::v1_freezer_root().expect("a v1 freezer on this host");
+        let me = Self {
+            v2: v2.join("rollpoint").join(name),
+            freezer: freezer.join("rollpoint").join(name),
+        };
+        for d in [&me.v2, &me.freezer] {
+            std::fs::create_dir_all(d).expect("create the sandbox cgroup");
+        }
+        me
     }
 }
 
 impl Drop for SandboxCgroup {
     fn drop(&mut self) {
-        remove_cgroup_tree(&self.dir);
+        remove_cgroup_tree(&self.v2);
+        remove_cgroup_tree(&self.freezer);
     }
 }
 
@@ -181,19 +192,22 @@ struct Sandbox {
 }
 
 /// Runs `unshare ... rollpoint-supervisor anchor ARGS`, with an empty
-/// environment and the output in `log`, inside `cgroup` when given.
-fn spawn_anchor(args: &[String], cgroup: Option<&Path>, log: &Path) -> Child {
+/// environment and the output in `log`, inside `cgroup` when given; `net`
+/// adds a network namespace.
+fn spawn_anchor(args: &[String], cgroup: Option<&SandboxCgroup>, net: bool, log: &Path) -> Child {
     let log = std::fs::File::create(log).expect("create the anchor log");
-    let join = cgroup.map_or_else(String::new, |c| {
-        c.join("cgroup.procs").display().to_string()
-    });
-    Command::new("/bin/sh")
-        .arg("-c")
-        .arg(r#"[ -z "$1" ] || echo $$ > "$1"; shift; exec "$@""#)
-        .arg("sh")
-        .arg(join)
+    let procs = |d: &Path| d.join("cgroup.procs").display().to_string();
+    let (v2, freezer) = cgroup.map_or_else(Default::default, |c| (procs(&c.v2), procs(&c.freezer)));
+    let mut cmd = Command::new("/bin/sh");
+    cmd.arg("-c")
+        .arg(r#"for f in "$1" "$2"; do [ -z "$f" ] || echo $$ > "$f"; done; shift 2; exec "$@""#)
+        .args(["sh", &v2, &freezer])
         .arg(which("unshare"))
-        .args(["--mount", "--uts", "--ipc", "--pid", "--"])
+        .args(["--mount", "--uts", "--ipc", "--pid"]);
+    if net {
+        cmd.arg("--net");
+    }
+    cmd.arg("--")
         .arg(supervisor_bin())
         .arg("anchor")
         .args(args)
@@ -214,10 +228,10 @@ fn which(program: &str) -> PathBuf {
 
 impl Sandbox {
     fn start(prefix: &str) -> Self {
-        Self::start_with(prefix, false)
+        Self::start_with(prefix, false, false)
     }
 
-    fn start_with(prefix: &str, with_cgroup: bool) -> Self {
+    fn start_with(prefix: &str, with_cgroup: bool, isolated_net: bool) -> Self {
         let overlay = Overlay::new();
         let name = format!("{prefix}-{}", std::process::id());
         let cgroup = with_cgroup.then(|| SandboxCgroup::new(&name));
@@ -231,9 +245,16 @@ impl Sandbox {
             name.clone(),
         ];
         if let Some(c) = &cgroup {
-            args.extend(["--cgroup-v2".to_owned(), c.dir.display().to_string()]);
+            args.extend(["--cgroup-v2".to_owned(), c.v2.display().to_string()]);
+            args.extend([
+                "--cgroup-freezer".to_owned(),
+                c.freezer.display().to_string(),
+            ]);
         }
-        let mut anchor = spawn_anchor(&args, cgroup.as_ref().map(|c| c.dir.as_path()), &log);
+        if isolated_net {
+            args.push("--isolated-net".to_owned());
+        }
+        let mut anchor = spawn_anchor(&args, cgroup.as_ref(), isolated_net, &log);
         let socket = overlay.control.join(ANCHOR_SOCKET);
         wait_for(LONG, "the anchor socket", || {
             if let Some(status) = anchor.try_wait().expect("try_wait") {
@@ -318,21 +339,30 @@ impl Sandbox {
     }
 
     /// Stops the anchor, unmounts the overlay and checks nothing is left.
-    fn finish(mut self) {
+    fn finish(self) {
+        self.finish_with(libc::SIGTERM);
+    }
+
+    /// As [`Self::finish`], ending the anchor's host-side parent with `signal`.
+    fn finish_with(mut self, signal: i32) {
         let ns = self.pid_ns().expect("the sandbox's pid namespace");
         let members = self.members();
         // SAFETY: kill(2) on the pid of a child this test spawned and has
         // not reaped.
-        let rc =
-            unsafe { libc::kill(i32::try_from(self.anchor.id()).expect("pid"), libc::SIGTERM) };
-        assert_eq!(rc, 0, "SIGTERM the anchor");
+        let rc = unsafe { libc::kill(i32::try_from(self.anchor.id()).expect("pid"), signal) };
+        assert_eq!(rc, 0, "signal {signal} to the anchor");
         let anchor = &mut self.anchor;
         let status = wait_for(LONG, "the anchor to exit", || {
             anchor.try_wait().expect("try_wait")
         });
+        let expected = if signal == libc::SIGTERM {
+            (Some(0), None)
+        } else {
+            (None, Some(signal))
+        };
         assert_eq!(
-            status.code(),
-            Some(0),
+            (status.code(), status.signal()),
+            expected,
             "anchor exit; log: {}",
             std::fs::read_to_string(&self.log).unwrap_or_default()
         );
@@ -356,9 +386,11 @@ impl Sandbox {
         let mounts = self.overlay.mounts();
         assert!(mounts.is_empty(), "mounts left: {mounts:?}");
         if let Some(cg) = self.cgroup.take() {
-            let dir = cg.dir.clone();
+            let dirs = [cg.v2.clone(), cg.freezer.clone()];
             drop(cg);
-            assert!(!dir.exists(), "cgroup left: {}", dir.display());
+            for d in dirs {
+                assert!(!d.exists(), "cgroup left: {}", d.display());
+            }
         }
         self.finished = true;
     }
@@ -573,8 +605,9 @@ fn root_orphans_are_reaped() {
 
 #[test]
 fn root_launch_runs_under_its_supervisor_in_the_sandbox_cgroup() {
-    let sb = Sandbox::start_with("anchor-launch", true);
-    let cg = sb.cgroup.as_ref().expect("cgroup").dir.clone();
+    let sb = Sandbox::start_with("anchor-launch", true, false);
+    let cg = sb.cgroup.as_ref().expect("cgroup");
+    let (cg, freezer) = (cg.v2.clone(), cg.freezer.clone());
     let id = "launch-1";
     let reply = sb.request(&AnchorRequest::launch(LaunchRequest {
         launch_id: id.into(),
@@ -625,6 +658,17 @@ fn root_launch_runs_under_its_supervisor_in_the_sandbox_cgroup() {
         record.cgroup_v2.as_deref(),
         Some(format!("/sys/fs/cgroup/unified/rollpoint/{id}").as_str())
     );
+    let launch_freezer = freezer.join("rollpoint").join(id);
+    let procs = std::fs::read_to_string(launch_freezer.join("cgroup.procs")).expect("freezer");
+    assert!(
+        !procs.trim().is_empty(),
+        "harness in {}",
+        launch_freezer.display()
+    );
+    assert_eq!(
+        record.cgroup_v1_freezer.as_deref(),
+        Some(format!("/sys/fs/cgroup/freezer/rollpoint/{id}").as_str())
+    );
     let ticks = sb.overlay.upper.join("tmp/ticks");
     wait_for(LONG, "ticks", || {
         (rollpoint_testkit::lines(&ticks) > 3).then_some(())
@@ -658,8 +702,8 @@ fn root_launch_runs_under_its_supervisor_in_the_sandbox_cgroup() {
     let (code, reply) = ask(&session, "stop", &[]);
     let r = receipt("stop", &reply);
     assert_eq!((code, r.cleanup_confirmed), (0, Some(true)), "{r:?}");
-    wait_for(LONG, "the launch cgroup to be removed", || {
-        (!launch_cg.exists()).then_some(())
+    wait_for(LONG, "the launch cgroups to be removed", || {
+        (!launch_cg.exists() && !launch_freezer.exists()).then_some(())
     });
     wait_for(LONG, "the launch supervisor to be reaped", || {
         (sb.members().len() == 1).then_some(())
@@ -708,7 +752,7 @@ fn root_setup_failure_names_the_path_and_exits_non_zero() {
         "--hostname".to_owned(),
         "setup-fails".to_owned(),
     ];
-    let mut anchor = spawn_anchor(&args, None, &log);
+    let mut anchor = spawn_anchor(&args, None, false, &log);
     let status = wait_for(LONG, "the anchor to fail", || {
         anchor.try_wait().expect("try_wait")
     });
@@ -720,4 +764,38 @@ fn root_setup_failure_names_the_path_and_exits_non_zero() {
     );
     overlay.unmount();
     assert!(overlay.mounts().is_empty(), "{:?}", overlay.mounts());
+}
+
+#[test]
+fn root_isolated_net_has_only_loopback_and_it_is_up() {
+    let sb = Sandbox::start_with("anchor-net", false, true);
+    // python3 is in every image the tests run on (scripts/install-deps).
+    let probe = "import socket\n\
+                 print(sorted(n for _, n in socket.if_nameindex()))\n\
+                 s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n\
+                 socket.create_connection(s.getsockname(), timeout=10)\n\
+                 print('connected')\n";
+    let out = sb.exec(&["python3", "-c", probe]);
+    assert_eq!(
+        (out.exit_code, out.stdout.as_str()),
+        (Some(0), "['lo']\nconnected\n"),
+        "{out:?}"
+    );
+    sb.finish();
+}
+
+#[test]
+fn root_the_sandbox_dies_with_a_killed_host_side_parent() {
+    let sb = Sandbox::start("anchor-orphaned");
+    let out = sb.exec(&sh("sleep 300 >/dev/null 2>&1 & exit 0"));
+    assert_eq!(out.exit_code, Some(0));
+    assert_eq!(
+        sb.members().len(),
+        2,
+        "PID 1 and the sleep: {:?}",
+        sb.members()
+    );
+    // SIGKILL cannot be forwarded: PID 1's parent-death signal ends it, and
+    // with it every process of the sandbox.
+    sb.finish_with(libc::SIGKILL);
 }

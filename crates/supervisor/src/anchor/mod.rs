@@ -12,6 +12,9 @@
 //! - the main thread waits for SIGTERM or SIGINT and exits, which makes the
 //!   kernel kill every process left in the namespace.
 //!
+//! PID 1 carries a parent-death signal (SIGKILL), so the sandbox never
+//! outlives the host-side pid, even when that is SIGKILLed.
+//!
 //! Signals are blocked before the fork: neither side can lose one, and PID 1,
 //! which gets no default signal actions, still receives the ones it waits for
 //! (a blocked signal is queued even for a namespace's init).
@@ -22,11 +25,15 @@ mod mounts;
 mod reaper;
 mod serve;
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::prctl;
 use nix::sys::signal::{SigSet, Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Pid, fork};
+use nix::unistd::{ForkResult, Pid, fork, pipe2};
 
 use crate::args::AnchorOpts;
 use crate::errors::Error;
@@ -47,12 +54,37 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
         mask.add(s);
     }
     mask.thread_block().map_err(sys("block signals"))?;
+    // The parent holds the write end for its whole life: the child sees the
+    // pipe hang up if the parent died before the death signal was armed.
+    let (alive_rx, alive_tx) = pipe2(OFlag::O_CLOEXEC).map_err(sys("create a pipe"))?;
     // SAFETY: nothing has started a thread yet (argument parsing only), so
     // the child is a complete copy and may run arbitrary code.
     match unsafe { fork() }.map_err(sys("fork the sandbox's first process"))? {
-        ForkResult::Parent { child } => outer(child, &mask),
-        ForkResult::Child => inner(opts),
+        ForkResult::Parent { child } => {
+            drop(alive_rx);
+            let status = outer(child, &mask);
+            drop(alive_tx);
+            status
+        }
+        ForkResult::Child => {
+            drop(alive_tx);
+            tie_to_parent(&alive_rx)?;
+            drop(alive_rx);
+            inner(opts)
+        }
     }
+}
+
+/// Makes the sandbox die with the host-side parent, however it dies (the
+/// host's handle on the sandbox is that pid).
+fn tie_to_parent(alive: &OwnedFd) -> Result<(), Error> {
+    prctl::set_pdeathsig(Signal::SIGKILL).map_err(sys("set the parent-death signal"))?;
+    let mut fds = [PollFd::new(alive.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::ZERO).map_err(sys("poll the parent's pipe"))?;
+    if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+        return Err(Error::ParentGone);
+    }
+    Ok(())
 }
 
 /// The host-side parent: forwards SIGTERM and SIGINT to PID 1 and exits with

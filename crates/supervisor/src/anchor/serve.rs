@@ -79,6 +79,10 @@ fn answer(stream: &UnixStream, reaper: &Reaper) -> std::io::Result<()> {
     stream.set_read_timeout(Some(READ_TIMEOUT))?;
     let mut line = Vec::new();
     BufReader::new(stream.take(MAX_REQUEST)).read_until(b'\n', &mut line)?;
+    if line.is_empty() {
+        // A liveness probe: connected and hung up without asking.
+        return Ok(());
+    }
     let reply = match AnchorRequest::decode(&line) {
         Ok(req) => perform(reaper, &req),
         Err(e) => AnchorReply::error(std::process::id(), e.to_string()),
