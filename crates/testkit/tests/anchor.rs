@@ -44,6 +44,11 @@ struct Overlay {
 
 impl Overlay {
     fn new() -> Self {
+        Self::new_with(|_| {})
+    }
+
+    /// An overlay whose upper `prepare` fills first.
+    fn new_with(prepare: impl FnOnce(&Path)) -> Self {
         require_root();
         let dir = tempfile::tempdir().expect("tempdir");
         let upper = dir.path().join("upper");
@@ -60,6 +65,7 @@ impl Overlay {
         let harness = upper.join(HARNESS.trim_start_matches('/'));
         std::fs::create_dir_all(harness.parent().expect("parent")).expect("mkdir");
         std::fs::copy(fake_harness_bin(), &harness).expect("copy the fake harness");
+        prepare(&upper);
         let status = Command::new("mount")
             .args(["-t", "overlay", "overlay", "-o"])
             .arg(format!(
@@ -798,4 +804,38 @@ fn root_the_sandbox_dies_with_a_killed_host_side_parent() {
     // SIGKILL cannot be forwarded: PID 1's parent-death signal ends it, and
     // with it every process of the sandbox.
     sb.finish_with(libc::SIGKILL);
+}
+
+#[test]
+fn root_a_symlinked_mount_point_in_the_root_is_refused() {
+    // An absolute link resolves on the host before the pivot: the anchor
+    // must not create or mount anything through it.
+    let outside = tempfile::tempdir().expect("tempdir");
+    let target = outside.path().to_owned();
+    let mut overlay = Overlay::new_with(|upper| {
+        std::os::unix::fs::symlink(&target, upper.join("run")).expect("symlink");
+    });
+    let log = overlay.dir.path().join("anchor.log");
+    let args = [
+        "--root".to_owned(),
+        overlay.merged.display().to_string(),
+        "--control".to_owned(),
+        overlay.control.display().to_string(),
+        "--hostname".to_owned(),
+        "symlinked".to_owned(),
+    ];
+    let mut anchor = spawn_anchor(&args, None, false, &log);
+    let status = wait_for(LONG, "the anchor to fail", || {
+        anchor.try_wait().expect("try_wait")
+    });
+    assert!(!status.success(), "{status}");
+    let text = std::fs::read_to_string(&log).expect("log");
+    let link = overlay.merged.join("run").display().to_string();
+    assert!(text.contains(&link) && text.contains("symlink"), "{text}");
+    assert!(
+        !target.join("rollpoint").exists(),
+        "created through the link"
+    );
+    overlay.unmount();
+    assert!(overlay.mounts().is_empty(), "{:?}", overlay.mounts());
 }

@@ -66,7 +66,10 @@ pub fn exec(reaper: &Reaper, req: &ExecRequest) -> Result<ExecOutput, String> {
     super::reset_signals(&mut cmd);
 
     let start = Instant::now();
-    let deadline = start + Duration::from_millis(req.timeout_ms);
+    // A timeout too large for the clock is as good as none.
+    let deadline = start
+        .checked_add(Duration::from_millis(req.timeout_ms))
+        .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400));
     let (mut child, exited) = reaper
         .spawn(&mut cmd)
         .map_err(|e| format!("exec: failed to start {program:?} in {}: {e}", req.cwd))?;

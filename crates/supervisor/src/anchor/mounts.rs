@@ -49,6 +49,28 @@ fn mkdir(path: &Path) -> Result<(), Error> {
         .map_err(io_err("create directory", path))
 }
 
+/// Creates `root/rel` one component at a time, refusing symlinks: before
+/// the pivot an absolute link in the root's tree would resolve on the host.
+fn mkdir_in(root: &Path, rel: &str) -> Result<PathBuf, Error> {
+    let mut path = root.to_owned();
+    for part in rel.split('/').filter(|p| !p.is_empty()) {
+        path.push(part);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::SetupIo {
+                    what: "use as a mount point",
+                    path,
+                    source: std::io::Error::other("not a directory (symlinks are refused)"),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => mkdir(&path)?,
+            Err(e) => return Err(io_err("inspect", &path)(e)),
+        }
+    }
+    Ok(path)
+}
+
 fn mount_fs(fstype: &str, target: &Path, flags: MsFlags, data: &str) -> Result<(), Error> {
     mkdir(target)?;
     let what = match fstype {
@@ -88,12 +110,10 @@ pub fn enter(opts: &AnchorOpts) -> Result<(), Error> {
     .map_err(nix_err("make private the mounts under", Path::new("/")))?;
 
     let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount_fs("proc", &root.join("proc"), hidden, "")?;
-    dev(&root.join("dev"))?;
-    sys(&root.join("sys"), opts)?;
-
-    let control = root.join(SANDBOX_CONTROL_DIR.trim_start_matches('/'));
-    mkdir(&control)?;
+    mount_fs("proc", &mkdir_in(root, "proc")?, hidden, "")?;
+    dev(&mkdir_in(root, "dev")?)?;
+    sys(&mkdir_in(root, "sys")?, opts)?;
+    let control = mkdir_in(root, SANDBOX_CONTROL_DIR)?;
     bind(&opts.control, &control)?;
 
     sethostname(&opts.hostname).map_err(|source| Error::Setup {
