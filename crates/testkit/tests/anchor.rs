@@ -20,10 +20,11 @@ use rollpoint_proto::anchor::{
     ANCHOR_SOCKET, AnchorReply, AnchorRequest, ExecOutput, ExecRequest, LAUNCH_OUTPUT,
     LAUNCHES_DIR, LaunchRequest,
 };
+use rollpoint_proto::control::{CONTROL_SOCKET, Reply, Request, Verb};
 use rollpoint_proto::launch::{LaunchPhase, LaunchRecord};
 use rollpoint_proto::receipt::{Method, Outcome};
 use rollpoint_proto::session::LAUNCH_FILE;
-use rollpoint_testkit::{ask, fake_harness_bin, receipt, require_root, supervisor_bin, wait_for};
+use rollpoint_testkit::{fake_harness_bin, receipt, require_root, supervisor_bin, wait_for};
 
 const LONG: Duration = Duration::from_secs(60);
 
@@ -424,6 +425,22 @@ impl Drop for Sandbox {
     }
 }
 
+/// Asks a launch's supervisor over its control socket (on the host, through
+/// the control directory), in the control protocol itself: no client
+/// fallback can stand in for it.
+fn control(session: &Path, verb: Verb) -> Reply {
+    let mut stream =
+        UnixStream::connect(session.join(CONTROL_SOCKET)).expect("connect to the control socket");
+    let mut line = serde_json::to_vec(&Request::new(verb)).expect("encode");
+    line.push(b'\n');
+    stream.write_all(&line).expect("send");
+    let mut reply = Vec::new();
+    BufReader::new(stream)
+        .read_until(b'\n', &mut reply)
+        .expect("read the reply");
+    Reply::decode(&reply).expect("a control reply")
+}
+
 fn env() -> BTreeMap<String, String> {
     BTreeMap::from([("PATH".to_owned(), PATH.to_owned())])
 }
@@ -649,7 +666,7 @@ fn root_launch_runs_under_its_supervisor_in_the_sandbox_cgroup() {
             .ok()
             .filter(|r| r.phase == LaunchPhase::Running)
     });
-    let (_, reply) = ask(&session, "status", &[]);
+    let reply = control(&session, Verb::Status);
     assert_eq!(reply.launch.as_ref(), Some(&record), "{reply:?}");
     assert_eq!(record.supervisor_pid, supervisor);
     // The launch cgroup nests under the sandbox's, and holds the harness.
@@ -680,11 +697,10 @@ fn root_launch_runs_under_its_supervisor_in_the_sandbox_cgroup() {
         (rollpoint_testkit::lines(&ticks) > 3).then_some(())
     });
 
-    let (code, reply) = ask(&session, "pause", &[]);
-    let r = receipt("pause", &reply);
+    let r = receipt("pause", &control(&session, Verb::Pause));
     assert_eq!(
-        (code, r.outcome, r.method),
-        (0, Outcome::Confirmed, Method::CgroupV2)
+        (r.outcome, r.method),
+        (Outcome::Confirmed, Method::CgroupV2)
     );
     let events = std::fs::read_to_string(launch_cg.join("cgroup.events")).expect("events");
     assert!(events.contains("frozen 1"), "{events}");
@@ -696,26 +712,29 @@ fn root_launch_runs_under_its_supervisor_in_the_sandbox_cgroup() {
         "a paused launch ticked"
     );
 
-    let (code, reply) = ask(&session, "continue", &[]);
-    assert_eq!(
-        (code, receipt("continue", &reply).outcome),
-        (0, Outcome::Confirmed)
-    );
+    let r = receipt("continue", &control(&session, Verb::Continue));
+    assert_eq!(r.outcome, Outcome::Confirmed);
     wait_for(LONG, "ticking to resume", || {
         (rollpoint_testkit::lines(&ticks) > held).then_some(())
     });
 
-    let (code, reply) = ask(&session, "stop", &[]);
-    let r = receipt("stop", &reply);
-    assert_eq!((code, r.cleanup_confirmed), (0, Some(true)), "{r:?}");
+    let r = receipt("stop", &control(&session, Verb::Stop));
+    assert_eq!(
+        (r.outcome, r.cleanup_confirmed),
+        (Outcome::Confirmed, Some(true)),
+        "{r:?}"
+    );
     wait_for(LONG, "the launch cgroups to be removed", || {
         (!launch_cg.exists() && !launch_freezer.exists()).then_some(())
     });
     wait_for(LONG, "the launch supervisor to be reaped", || {
         (sb.members().len() == 1).then_some(())
     });
-    let (_, reply) = ask(&session, "status", &[]);
-    assert!(reply.launch.expect("record").ended.is_some());
+    // The supervisor is gone; its record keeps the end.
+    let bytes = std::fs::read(session.join(LAUNCH_FILE)).expect("launch record");
+    let record = LaunchRecord::decode(&bytes).expect("record");
+    assert_eq!(record.phase, LaunchPhase::Ended);
+    assert!(record.ended.is_some());
     sb.finish();
 }
 
