@@ -23,6 +23,27 @@ pub const ANCHOR_SOCKET: &str = "anchor.sock";
 /// Launch session directories, under the control directory.
 pub const LAUNCHES_DIR: &str = "launches";
 
+/// The launch supervisor's stdout and stderr, in its session directory.
+pub const LAUNCH_OUTPUT: &str = "output.log";
+
+/// Longest launch id the anchor accepts.
+pub const LAUNCH_ID_MAX: usize = 128;
+
+/// Checks a launch id: 1 to [`LAUNCH_ID_MAX`] of `A-Z a-z 0-9 . _ -`, and
+/// not `.` or `..`, so it is always one plain path component.
+pub fn check_launch_id(id: &str) -> Result<(), String> {
+    let charset = id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if id.is_empty() || id.len() > LAUNCH_ID_MAX || !charset || id == "." || id == ".." {
+        return Err(format!(
+            "launch_id {id:?}: must be 1 to {LAUNCH_ID_MAX} characters of A-Z a-z 0-9 . _ - \
+             (and not . or ..)"
+        ));
+    }
+    Ok(())
+}
+
 /// What the owner asks the anchor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -142,6 +163,17 @@ pub struct AnchorReply {
 }
 
 impl AnchorReply {
+    /// A reply carrying only an error.
+    pub fn error(pid: u32, message: impl Into<String>) -> Self {
+        Self {
+            v: ANCHOR_VERSION,
+            pid,
+            exec: None,
+            launched: None,
+            error: Some(message.into()),
+        }
+    }
+
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         crate::decode("anchor reply", ANCHOR_VERSION, bytes)
     }
@@ -172,5 +204,24 @@ mod tests {
         let newer = br#"{"verb":"status","v":2}"#;
         let err = AnchorRequest::decode(newer).unwrap_err().to_string();
         assert!(err.contains("version 2"), "{err}");
+    }
+
+    #[test]
+    fn launch_ids_are_one_plain_path_component() {
+        for good in ["a", "run-1.2_x", &"x".repeat(LAUNCH_ID_MAX)] {
+            assert!(check_launch_id(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a b",
+            "é",
+            &"x".repeat(LAUNCH_ID_MAX + 1),
+        ] {
+            let err = check_launch_id(bad).expect_err(bad);
+            assert!(err.contains("launch_id"), "{err}");
+        }
     }
 }

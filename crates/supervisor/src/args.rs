@@ -13,6 +13,23 @@ pub enum Parsed {
     Help,
     Run(RunOpts),
     Client(ClientOpts),
+    Anchor(AnchorOpts),
+}
+
+/// `anchor`: how the host started this sandbox (see `anchor/mod.rs`).
+#[derive(Debug)]
+pub struct AnchorOpts {
+    /// The sandbox's root as mounted on the host; becomes `/`.
+    pub root: PathBuf,
+    /// The host's control directory; appears at `/run/rollpoint`.
+    pub control: PathBuf,
+    pub hostname: String,
+    /// The sandbox's cgroup2 directory on the host.
+    pub cgroup_v2: Option<PathBuf>,
+    /// The sandbox's v1 freezer cgroup directory on the host.
+    pub cgroup_freezer: Option<PathBuf>,
+    /// The sandbox has its own network namespace: bring `lo` up.
+    pub isolated_net: bool,
 }
 
 #[derive(Debug)]
@@ -46,6 +63,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
         "continue" => Some(Verb::Continue),
         "stop" => Some(Verb::Stop),
         "status" => Some(Verb::Status),
+        "anchor" => return parse_anchor(rest).map(Parsed::Anchor),
         other => return Err(usage(format!("unknown subcommand {other:?}"))),
     };
     let mut session = None;
@@ -113,6 +131,60 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
             budgets,
         })),
     }
+}
+
+fn parse_anchor(argv: &[String]) -> Result<AnchorOpts, Error> {
+    let usage = |m: String| Error::Usage(m);
+    let (mut root, mut control, mut hostname) = (None, None, None);
+    let (mut cgroup_v2, mut cgroup_freezer, mut isolated_net) = (None, None, false);
+    let mut it = argv.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| usage(format!("{name} needs a value")))
+        };
+        match arg.as_str() {
+            "--root" => root = Some(PathBuf::from(value("--root")?)),
+            "--control" => control = Some(PathBuf::from(value("--control")?)),
+            "--hostname" => hostname = Some(value("--hostname")?),
+            "--cgroup-v2" => cgroup_v2 = Some(PathBuf::from(value("--cgroup-v2")?)),
+            "--cgroup-freezer" => cgroup_freezer = Some(PathBuf::from(value("--cgroup-freezer")?)),
+            "--isolated-net" => isolated_net = true,
+            other => return Err(usage(format!("anchor: unknown option {other:?}"))),
+        }
+    }
+    let absolute = |name: &str, p: Option<PathBuf>| match p {
+        Some(p) if p.is_absolute() => Ok(p),
+        Some(p) => Err(usage(format!(
+            "{name} {}: must be an absolute path",
+            p.display()
+        ))),
+        None => Err(usage(format!("anchor needs {name}"))),
+    };
+    let root = absolute("--root", root)?;
+    let control = absolute("--control", control)?;
+    let cgroup_v2 = cgroup_v2
+        .map(|p| absolute("--cgroup-v2", Some(p)))
+        .transpose()?;
+    let cgroup_freezer = cgroup_freezer
+        .map(|p| absolute("--cgroup-freezer", Some(p)))
+        .transpose()?;
+    let hostname = hostname.ok_or_else(|| usage("anchor needs --hostname".into()))?;
+    // The kernel's limit (HOST_NAME_MAX); a NUL would cut the name short.
+    if hostname.is_empty() || hostname.len() > 64 || hostname.contains('\0') {
+        return Err(usage(format!(
+            "--hostname {hostname:?}: must be 1 to 64 bytes without NUL"
+        )));
+    }
+    Ok(AnchorOpts {
+        root,
+        control,
+        hostname,
+        cgroup_v2,
+        cgroup_freezer,
+        isolated_net,
+    })
 }
 
 fn secs(name: &str, v: &str) -> Result<Duration, Error> {
@@ -183,5 +255,39 @@ mod tests {
         let err =
             parse(&strings(&["run", "--session", "/s", "--launch", "x"])).expect_err("no command");
         assert!(err.to_string().contains("command"), "{err}");
+    }
+
+    #[test]
+    fn parses_anchor_and_names_bad_options() {
+        let p = parse(&strings(&[
+            "anchor",
+            "--root",
+            "/m",
+            "--control",
+            "/c",
+            "--hostname",
+            "box",
+            "--cgroup-v2",
+            "/sys/fs/cgroup/unified/rollpoint/box",
+            "--isolated-net",
+        ]))
+        .expect("parses");
+        let Parsed::Anchor(a) = p else {
+            panic!("not anchor")
+        };
+        assert_eq!(a.root, PathBuf::from("/m"));
+        assert_eq!(a.hostname, "box");
+        assert!(a.isolated_net && a.cgroup_freezer.is_none() && a.cgroup_v2.is_some());
+
+        let base = ["anchor", "--root", "/m", "--control", "/c"];
+        let err = parse(&strings(&base)).expect_err("no hostname");
+        assert!(err.to_string().contains("--hostname"), "{err}");
+        let mut long = strings(&base);
+        long.extend(["--hostname".to_owned(), "h".repeat(65)]);
+        let err = parse(&long).expect_err("long hostname");
+        assert!(err.to_string().contains("--hostname"), "{err}");
+        let err = parse(&strings(&["anchor", "--root", "m", "--control", "/c"]))
+            .expect_err("relative root");
+        assert!(err.to_string().contains("--root"), "{err}");
     }
 }

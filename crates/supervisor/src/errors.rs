@@ -46,6 +46,20 @@ pub enum Error {
     },
     #[error("the child subreaper flag did not stick (PR_GET_CHILD_SUBREAPER reads 0)")]
     SubreaperNotSet,
+    #[error("failed to {what} {path}: {source}")]
+    Setup {
+        what: &'static str,
+        path: PathBuf,
+        source: nix::Error,
+    },
+    #[error("failed to {what} {path}: {source}")]
+    SetupIo {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("anchor: the host-side parent exited before the sandbox started")]
+    ParentGone,
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]

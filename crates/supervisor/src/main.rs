@@ -6,9 +6,14 @@
 //! `status` are that socket's clients; when no supervisor answers they fall
 //! back to finding the launch by its environment tag and cgroups.
 //!
+//! `anchor` is the first process of a sandbox: it becomes PID 1 of the
+//! sandbox's pid namespace, pivots into its root, reaps every process there
+//! and serves `exec` and `launch` on the anchor socket.
+//!
 //! No async runtime, no TLS, no argument-parsing crate: this binary is built
 //! static and copied into arbitrary task images, so it stays small.
 
+mod anchor;
 mod args;
 mod client;
 mod errors;
@@ -23,6 +28,8 @@ const USAGE: &str = "\
 usage:
   rollpoint-supervisor run --session DIR --launch ID [options] -- COMMAND [ARGS...]
   rollpoint-supervisor pause|continue|stop|status --session DIR [options]
+  rollpoint-supervisor anchor --root DIR --control DIR --hostname NAME
+      [--cgroup-v2 DIR] [--cgroup-freezer DIR] [--isolated-net]
 
 options:
   --freeze auto|cgroup-v2|cgroup-v1|sigstop   freeze strategy (default auto)
@@ -53,6 +60,7 @@ fn main() -> ExitCode {
         }
         args::Parsed::Run(opts) => run::run(opts),
         args::Parsed::Client(opts) => client::client(&opts),
+        args::Parsed::Anchor(opts) => anchor::anchor(&opts),
     };
     match result {
         Ok(code) => ExitCode::from(u8::try_from(code.clamp(0, 255)).unwrap_or(255)),

@@ -1,0 +1,188 @@
+//! `exec`: run one command to completion and return its output.
+//!
+//! The command gets exactly the requested environment and working
+//! directory, its own process group, stdin from the request (or /dev/null),
+//! and stdout and stderr on pipes read by a thread each, which keep the
+//! first `output_limit` bytes and drain the rest so the command never blocks
+//! on a full pipe. At the deadline the whole group is killed. The reply waits
+//! for the pipes to close as well as for the command, since a background
+//! member of the group may still be writing; a member that left the group
+//! and keeps a pipe open is given up on shortly after the deadline.
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use rollpoint_proto::anchor::{ExecOutput, ExecRequest};
+
+use super::reaper::{Exit, Reaper};
+
+/// How long a killed command may take to be reaped before the reply gives
+/// up on it (a process in uninterruptible sleep dies only when it wakes).
+const KILL_WAIT: Duration = Duration::from_secs(30);
+
+/// How long the reply waits for pipes held open past the deadline by
+/// processes that left the command's group.
+const PIPE_GRACE: Duration = Duration::from_secs(2);
+
+/// How long readers get to see the pipes close after the command exited.
+const PIPE_SETTLE: Duration = Duration::from_millis(100);
+
+/// What a reader kept of one pipe.
+#[derive(Debug, Default)]
+struct Kept {
+    bytes: Vec<u8>,
+    truncated: bool,
+}
+
+/// Runs the request; `Err` is a message naming what could not be started.
+pub fn exec(reaper: &Reaper, req: &ExecRequest) -> Result<ExecOutput, String> {
+    let Some(program) = req.argv.first() else {
+        return Err("exec: argv is empty".into());
+    };
+    match std::fs::metadata(&req.cwd) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(format!("exec: cwd {}: not a directory", req.cwd)),
+        Err(e) => return Err(format!("exec: cwd {}: {e}", req.cwd)),
+    }
+    let mut cmd = Command::new(program);
+    cmd.args(&req.argv[1..])
+        .env_clear()
+        .envs(&req.env)
+        .current_dir(&req.cwd)
+        .stdin(if req.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    super::reset_signals(&mut cmd);
+
+    let start = Instant::now();
+    // A timeout too large for the clock is as good as none.
+    let deadline = start
+        .checked_add(Duration::from_millis(req.timeout_ms))
+        .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400));
+    let (mut child, exited) = reaper
+        .spawn(&mut cmd)
+        .map_err(|e| format!("exec: failed to start {program:?} in {}: {e}", req.cwd))?;
+    let pid = child.id();
+    let group = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
+    if let (Some(mut stdin), Some(text)) = (child.stdin.take(), req.stdin.clone()) {
+        // A command that does not read its input must not hold the reply.
+        std::thread::spawn(move || {
+            let _ = stdin.write_all(text.as_bytes());
+        });
+    }
+    let limit = usize::try_from(req.output_limit).unwrap_or(usize::MAX);
+    let (done_tx, done_rx) = channel();
+    let mut streams = Vec::new();
+    for pipe in [
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    ] {
+        let kept = Arc::new(Mutex::new(Kept::default()));
+        if let Some(pipe) = pipe {
+            let kept = Arc::clone(&kept);
+            let done = done_tx.clone();
+            std::thread::spawn(move || {
+                keep(pipe, limit, &kept);
+                let _ = done.send(());
+            });
+        } else {
+            let _ = done_tx.send(());
+        }
+        streams.push(kept);
+    }
+    // Only the reaper waits on children; this handle is just dropped.
+    drop(child);
+
+    let mut timed_out = false;
+    let kill_group = || {
+        let _ = killpg(group, Signal::SIGKILL);
+    };
+    let exit = match exited.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+        Ok(exit) => exit,
+        Err(RecvTimeoutError::Timeout) => {
+            timed_out = true;
+            kill_group();
+            exited.recv_timeout(KILL_WAIT).map_err(|_| {
+                format!("exec: {program:?} (pid {pid}) was not reaped {KILL_WAIT:?} after SIGKILL")
+            })?
+        }
+        Err(RecvTimeoutError::Disconnected) => {
+            return Err(format!("exec: {program:?} (pid {pid}): its exit was lost"));
+        }
+    };
+    let mut open = 2;
+    let mut wait_pipes = |until: Instant| {
+        while open > 0 {
+            match done_rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
+                Ok(()) => open -= 1,
+                Err(_) => return false,
+            }
+        }
+        true
+    };
+    // Readers see the end of a pipe a moment after its last writer exits.
+    if !wait_pipes(deadline.max(Instant::now() + PIPE_SETTLE)) {
+        timed_out = true;
+        kill_group();
+        wait_pipes(Instant::now() + PIPE_GRACE);
+    }
+
+    let take = |k: &Arc<Mutex<Kept>>| {
+        let k = k.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        (String::from_utf8_lossy(&k.bytes).into_owned(), k.truncated)
+    };
+    let (stdout, stdout_truncated) = take(&streams[0]);
+    let (stderr, stderr_truncated) = take(&streams[1]);
+    let (exit_code, signal) = match exit {
+        Exit::Code(c) => (Some(c), None),
+        Exit::Signal(s) => (None, Some(s)),
+    };
+    Ok(ExecOutput {
+        exit_code,
+        signal,
+        timed_out,
+        stdout,
+        stderr,
+        stdout_truncated,
+        stderr_truncated,
+        duration_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+/// Reads `pipe` to its end, keeping the first `limit` bytes.
+fn keep(mut pipe: impl Read, limit: usize, kept: &Mutex<Kept>) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match pipe.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        let mut k = kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let room = limit.saturating_sub(k.bytes.len()).min(n);
+        k.bytes.extend_from_slice(&buf[..room]);
+        if room < n {
+            k.truncated = true;
+        }
+    }
+}

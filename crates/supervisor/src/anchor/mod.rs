@@ -1,0 +1,184 @@
+//! `anchor`: the first process of a sandbox.
+//!
+//! The host starts it already inside the sandbox's new mount, uts and ipc
+//! namespaces, with a new pid namespace waiting for its first child. It
+//! forks once: the parent stays in the host's pid namespace, so the host has
+//! a pid to wait on and to signal, and exits with the child's status; the
+//! child is PID 1 of the sandbox. The child sets up the sandbox's mounts and
+//! pivots into its root ([`mounts`]), then:
+//! - a reaper thread owns `waitpid(-1)` for the whole sandbox ([`reaper`]),
+//! - an accept thread serves the anchor socket, one thread per connection
+//!   ([`serve`], [`exec`], [`launch`]),
+//! - the main thread waits for SIGTERM or SIGINT and exits, which makes the
+//!   kernel kill every process left in the namespace.
+//!
+//! PID 1 carries a parent-death signal (SIGKILL), so the sandbox never
+//! outlives the host-side pid, even when that is SIGKILLed.
+//!
+//! Signals are blocked before the fork: neither side can lose one, and PID 1,
+//! which gets no default signal actions, still receives the ones it waits for
+//! (a blocked signal is queued even for a namespace's init).
+
+mod exec;
+mod launch;
+mod mounts;
+mod reaper;
+mod serve;
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::prctl;
+use nix::sys::signal::{SigSet, Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork, pipe2};
+
+use crate::args::AnchorOpts;
+use crate::errors::Error;
+
+fn sys(what: &'static str) -> impl FnOnce(nix::Error) -> Error {
+    move |source| Error::Sys { what, source }
+}
+
+/// Runs the anchor; returns the exit status of the sandbox's PID 1.
+pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
+    let mut mask = SigSet::empty();
+    for s in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        mask.add(s);
+    }
+    mask.thread_block().map_err(sys("block signals"))?;
+    // The parent holds the write end for its whole life: the child sees the
+    // pipe hang up if the parent died before the death signal was armed.
+    let (alive_rx, alive_tx) = pipe2(OFlag::O_CLOEXEC).map_err(sys("create a pipe"))?;
+    // SAFETY: nothing has started a thread yet (argument parsing only), so
+    // the child is a complete copy and may run arbitrary code.
+    match unsafe { fork() }.map_err(sys("fork the sandbox's first process"))? {
+        ForkResult::Parent { child } => {
+            drop(alive_rx);
+            let status = outer(child, &mask);
+            drop(alive_tx);
+            status
+        }
+        ForkResult::Child => {
+            drop(alive_tx);
+            tie_to_parent(&alive_rx)?;
+            drop(alive_rx);
+            inner(opts)
+        }
+    }
+}
+
+/// Makes the sandbox die with the host-side parent, however it dies (the
+/// host's handle on the sandbox is that pid).
+fn tie_to_parent(alive: &OwnedFd) -> Result<(), Error> {
+    prctl::set_pdeathsig(Signal::SIGKILL).map_err(sys("set the parent-death signal"))?;
+    let mut fds = [PollFd::new(alive.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::ZERO).map_err(sys("poll the parent's pipe"))?;
+    if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+        return Err(Error::ParentGone);
+    }
+    Ok(())
+}
+
+/// The host-side parent: forwards SIGTERM and SIGINT to PID 1 and exits with
+/// its status (128+N when signal N ended it).
+fn outer(child: Pid, mask: &SigSet) -> Result<i32, Error> {
+    loop {
+        match mask.wait().map_err(sys("wait for signals"))? {
+            Signal::SIGCHLD => match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(_, code)) => return Ok(code),
+                Ok(WaitStatus::Signaled(_, sig, _)) => return Ok(128 + sig as i32),
+                Ok(_) => {}
+                Err(e) => {
+                    return Err(Error::Sys {
+                        what: "wait for the sandbox's first process",
+                        source: e,
+                    });
+                }
+            },
+            sig @ (Signal::SIGTERM | Signal::SIGINT) => {
+                let _ = kill(child, sig);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// PID 1 of the sandbox.
+fn inner(opts: &AnchorOpts) -> Result<i32, Error> {
+    mounts::enter(opts)?;
+    let signals = reaper::Reaper::signals()?;
+    let reaper = Arc::new(reaper::Reaper::default());
+    {
+        let reaper = Arc::clone(&reaper);
+        std::thread::Builder::new()
+            .name("reaper".into())
+            .spawn(move || reaper.run(&signals))
+            .map_err(|source| Error::SetupIo {
+                what: "start the reaper thread for",
+                path: opts.root.clone(),
+                source,
+            })?;
+    }
+    let (listener, socket) = serve::bind()?;
+    std::thread::Builder::new()
+        .name("anchor".into())
+        .spawn(move || serve::serve(&listener, &reaper))
+        .map_err(|source| Error::SetupIo {
+            what: "start the server thread for",
+            path: socket.clone(),
+            source,
+        })?;
+    eprintln!(
+        "rollpoint-supervisor: anchor of {} serving {}",
+        opts.hostname,
+        socket.display()
+    );
+
+    let mut stop = SigSet::empty();
+    stop.add(Signal::SIGTERM);
+    stop.add(Signal::SIGINT);
+    let sig = stop.wait().map_err(sys("wait for signals"))?;
+    eprintln!(
+        "rollpoint-supervisor: anchor of {}: {sig}, exiting",
+        opts.hostname
+    );
+    Ok(0)
+}
+
+/// Gives a child about to exec the standard signal state: an empty mask (it
+/// inherits ours, which blocks what the anchor waits for) and default
+/// dispositions.
+fn reset_signals(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // sigemptyset(3), sigprocmask(2) and signal(2), which are
+    // async-signal-safe, on memory of its own.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigemptyset(empty.as_mut_ptr());
+            if libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut()) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            for sig in [
+                libc::SIGINT,
+                libc::SIGQUIT,
+                libc::SIGTERM,
+                libc::SIGHUP,
+                libc::SIGPIPE,
+                libc::SIGCHLD,
+            ] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+}

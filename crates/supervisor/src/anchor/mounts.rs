@@ -1,0 +1,236 @@
+//! The sandbox's filesystem view, built before anything runs in it: a proc
+//! of its own pid namespace, a minimal /dev, a /sys holding only the
+//! sandbox's cgroups (so `run` finds them through mountinfo and nests launch
+//! cgroups under them), the host's control directory at /run/rollpoint; then
+//! the hostname, loopback, and the pivot into the root.
+//!
+//! /tmp is deliberately not a tmpfs: it lives in the overlay, so snapshots
+//! keep it.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::unistd::{chdir, pivot_root, sethostname};
+
+use rollpoint_proto::anchor::SANDBOX_CONTROL_DIR;
+
+use crate::args::AnchorOpts;
+use crate::errors::Error;
+
+/// Device nodes bind-mounted from the host's /dev.
+const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
+
+/// /dev symlinks: name and target.
+const DEV_LINKS: [(&str, &str); 5] = [
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+    ("ptmx", "pts/ptmx"),
+];
+
+fn nix_err(what: &'static str, path: &Path) -> impl FnOnce(nix::Error) -> Error {
+    let path = path.to_owned();
+    move |source| Error::Setup { what, path, source }
+}
+
+fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.to_owned();
+    move |source| Error::SetupIo { what, path, source }
+}
+
+fn mkdir(path: &Path) -> Result<(), Error> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(path)
+        .map_err(io_err("create directory", path))
+}
+
+/// Creates `root/rel` one component at a time, refusing symlinks: before
+/// the pivot an absolute link in the root's tree would resolve on the host.
+fn mkdir_in(root: &Path, rel: &str) -> Result<PathBuf, Error> {
+    let mut path = root.to_owned();
+    for part in rel.split('/').filter(|p| !p.is_empty()) {
+        path.push(part);
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                return Err(Error::SetupIo {
+                    what: "use as a mount point",
+                    path,
+                    source: std::io::Error::other("not a directory (symlinks are refused)"),
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => mkdir(&path)?,
+            Err(e) => return Err(io_err("inspect", &path)(e)),
+        }
+    }
+    Ok(path)
+}
+
+fn mount_fs(fstype: &str, target: &Path, flags: MsFlags, data: &str) -> Result<(), Error> {
+    mkdir(target)?;
+    let what = match fstype {
+        "proc" => "mount proc at",
+        "devpts" => "mount devpts at",
+        _ => "mount tmpfs at",
+    };
+    mount(Some(fstype), target, Some(fstype), flags, Some(data)).map_err(nix_err(what, target))
+}
+
+fn bind(source: &Path, target: &Path) -> Result<(), Error> {
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| Error::Setup {
+        what: "bind-mount",
+        path: PathBuf::from(format!("{} at {}", source.display(), target.display())),
+        source: e,
+    })
+}
+
+/// Builds the view and pivots into it; afterwards `/` is the sandbox root.
+pub fn enter(opts: &AnchorOpts) -> Result<(), Error> {
+    let root = &opts.root;
+    // Nothing done here may propagate back to the host.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(nix_err("make private the mounts under", Path::new("/")))?;
+
+    let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount_fs("proc", &mkdir_in(root, "proc")?, hidden, "")?;
+    dev(&mkdir_in(root, "dev")?)?;
+    sys(&mkdir_in(root, "sys")?, opts)?;
+    let control = mkdir_in(root, SANDBOX_CONTROL_DIR)?;
+    bind(&opts.control, &control)?;
+
+    sethostname(&opts.hostname).map_err(|source| Error::Setup {
+        what: "set the hostname to",
+        path: PathBuf::from(&opts.hostname),
+        source,
+    })?;
+    if opts.isolated_net {
+        loopback_up()?;
+    }
+    pivot(root)
+}
+
+fn dev(dev: &Path) -> Result<(), Error> {
+    mount_fs(
+        "tmpfs",
+        dev,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "mode=0755,size=65536k",
+    )?;
+    for name in DEVICES {
+        let target = dev.join(name);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o666)
+            .open(&target)
+            .map_err(io_err("create the mount point", &target))?;
+        bind(&Path::new("/dev").join(name), &target)?;
+    }
+    for (name, target) in DEV_LINKS {
+        let link = dev.join(name);
+        std::os::unix::fs::symlink(target, &link).map_err(io_err("create the symlink", &link))?;
+    }
+    mount_fs(
+        "devpts",
+        &dev.join("pts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        "newinstance,ptmxmode=0666,mode=0620",
+    )?;
+    mount_fs(
+        "tmpfs",
+        &dev.join("shm"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        "mode=1777",
+    )
+}
+
+fn sys(sys: &Path, opts: &AnchorOpts) -> Result<(), Error> {
+    let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount_fs("tmpfs", sys, hidden, "mode=0755,size=1024k")?;
+    let cgroups = [
+        (&opts.cgroup_v2, "fs/cgroup/unified"),
+        (&opts.cgroup_freezer, "fs/cgroup/freezer"),
+    ];
+    for (host, inside) in cgroups {
+        if let Some(host) = host {
+            let target = sys.join(inside);
+            mkdir(&target)?;
+            bind(host, &target)?;
+        }
+    }
+    // Only the cgroup mounts below it are writable.
+    mount(
+        None::<&str>,
+        sys,
+        None::<&str>,
+        MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY | hidden,
+        Some("mode=0755,size=1024k"),
+    )
+    .map_err(nix_err("remount read-only", sys))
+}
+
+/// Brings `lo` up in the sandbox's own network namespace. No crate wraps
+/// SIOCSIFFLAGS (nix only reads interface flags), hence the raw ioctl.
+fn loopback_up() -> Result<(), Error> {
+    // Linux ABI request numbers (linux/sockios.h), typed for this libc.
+    const SIOCGIFFLAGS: libc::Ioctl = 0x8913;
+    const SIOCSIFFLAGS: libc::Ioctl = 0x8914;
+    let fail = |what| Error::SetupIo {
+        what,
+        path: PathBuf::from("lo"),
+        source: std::io::Error::last_os_error(),
+    };
+    // SAFETY: socket(2) with constant arguments; checked before use.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(fail("open a socket to configure interface"));
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: ifreq is plain old data; all zeroes is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = libc::c_char::from_ne_bytes([*src]);
+    }
+    // SAFETY: `ifr` is a valid ifreq naming an interface, as SIOCGIFFLAGS
+    // expects; the kernel writes only its flags.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGIFFLAGS, &raw mut ifr) } < 0 {
+        return Err(fail("read the flags of interface"));
+    }
+    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
+    let flags = unsafe { ifr.ifr_ifru.ifru_flags };
+    // IFF_UP is 1: it fits a c_short.
+    ifr.ifr_ifru.ifru_flags = flags | libc::c_short::try_from(libc::IFF_UP).unwrap_or(1);
+    // SAFETY: as above; SIOCSIFFLAGS reads the name and the flags.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCSIFFLAGS, &raw mut ifr) } < 0 {
+        return Err(fail("bring up interface"));
+    }
+    Ok(())
+}
+
+/// pivot_root(".", ".") then a lazy unmount of the old root stacked on top,
+/// as runc does: no directory for the old root is needed in the sandbox.
+fn pivot(root: &Path) -> Result<(), Error> {
+    chdir(root).map_err(nix_err("change directory to", root))?;
+    pivot_root(".", ".").map_err(nix_err("pivot_root into", root))?;
+    umount2(".", MntFlags::MNT_DETACH).map_err(nix_err("detach the host root from", root))?;
+    chdir("/").map_err(nix_err("change directory to", Path::new("/")))
+}
