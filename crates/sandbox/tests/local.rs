@@ -240,17 +240,22 @@ fn root_paths_hostname_and_home_are_the_same_in_a_fork() {
     let fx = Fixture::new(Kind::Btrfs);
     let b = fx.b();
     b.create("a", &spec()).unwrap();
-    let probe = "pwd; hostname; echo $HOME; readlink -f .; cat /proc/1/cmdline | tr '\\0' ' '";
+    let probe = "pwd; hostname; echo $HOME; readlink -f .";
     let before = stdout(b, "a", probe);
     b.snapshot("a", "ck-a", "ck").unwrap();
     b.fork("ck-a", "b").unwrap();
     let after = stdout(b, "b", probe);
     assert_eq!(before, after);
     let lines: Vec<&str> = before.lines().collect();
+    let init = stdout(b, "b", "tr '\\0' ' ' < /proc/1/cmdline");
     assert_eq!(lines[0], "/workspace/project");
     assert_eq!(lines[1], "task-7");
     assert_eq!(lines[2], "/home/agent");
-    assert!(lines[4].contains("anchor"), "pid 1 is the anchor: {before}");
+    assert_eq!(lines[3], "/workspace/project");
+    assert!(
+        init.contains("rollpoint-supervisor anchor"),
+        "pid 1 is the anchor: {init}"
+    );
 }
 
 #[test]
@@ -282,7 +287,7 @@ fn root_upload_and_download_refuse_escapes() {
     )
     .unwrap();
     assert_eq!(
-        stdout(b, "files", "cat in.txt; stat -c %a in.txt"),
+        stdout(b, "files", "cat in.txt; echo; stat -c %a in.txt"),
         "hello\n600"
     );
     assert_eq!(
