@@ -1,0 +1,100 @@
+//! The owner over real local sandboxes (root): a session is seeded with its
+//! files and setup, graded by its verify command, snapshotted for a
+//! checkpoint and restored into a forked sandbox that holds the snapshot's
+//! files at the same paths; closing leaves no sandbox behind.
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rollpoint_owner::{HttpOwner, LocalOwner, Owner, OwnerTask};
+use rollpoint_proto::anchor::ExecRequest;
+use rollpoint_sandbox::Backend;
+use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
+use rollpoint_testkit::{require_root, supervisor_bin};
+
+const TOKEN: &str = "local-sandbox-token";
+
+fn sh(script: &str) -> ExecRequest {
+    ExecRequest {
+        argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+        env: BTreeMap::new(),
+        cwd: String::new(),
+        timeout_ms: 60_000,
+        output_limit: 1 << 16,
+        stdin: None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn root_sessions_over_local_sandboxes_snapshot_restore_and_verify() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(
+        LocalBackend::open(
+            &dir.path().join("owner"),
+            LocalOptions::new(supervisor_bin()),
+        )
+        .unwrap(),
+    );
+    let owner: Arc<dyn Owner> = Arc::new(LocalOwner::new(Arc::clone(&backend) as Arc<dyn Backend>));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(rollpoint_owner::serve(listener, owner, TOKEN));
+    let client = HttpOwner::new(&base, TOKEN).unwrap();
+
+    let task: OwnerTask = serde_json::from_value(serde_json::json!({
+        "id": "count",
+        "sandbox": {"workdir": "/work/repo", "hostname": "count-box"},
+        "files": {"lines.txt": "1\n"},
+        "setup": [["/bin/sh", "-c", "echo 2 >> lines.txt"]],
+        "verify": {
+            "command": ["/bin/sh", "-c", "n=$(wc -l < lines.txt); echo \"{\\\"reward\\\": $n}\""],
+            "reward": "json"
+        }
+    }))
+    .unwrap();
+    let info = client.create_session(task).await.unwrap();
+    assert!(info.capturable);
+    assert_eq!(info.workdir, "/work/repo");
+    let access = client.access(&info.session).await.unwrap();
+    assert_eq!(access.sandbox, info.sandbox);
+    assert!(access.control.join("anchor.sock").exists());
+
+    client
+        .exec(&info.session, sh("echo 3 >> lines.txt"))
+        .await
+        .unwrap();
+    let record = client.snapshot(&info.session, "ck1").await.unwrap();
+    client
+        .exec(&info.session, sh("echo after >> lines.txt"))
+        .await
+        .unwrap();
+
+    let restored = client.restore(record).await.unwrap();
+    assert_ne!(restored.sandbox, info.sandbox, "a new sandbox is current");
+    let listing = backend.list().unwrap();
+    assert_eq!(
+        listing.sandboxes,
+        std::slice::from_ref(&restored.sandbox),
+        "the replaced sandbox is destroyed"
+    );
+    let out = client
+        .exec(
+            &info.session,
+            sh("pwd; hostname; cat lines.txt | tr '\\n' ,"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.stdout, "/work/repo\ncount-box\n1,2,3,", "{out:?}");
+
+    let verdict = client.verify(&info.session).await.unwrap();
+    assert!((verdict.reward - 3.0).abs() < f64::EPSILON, "{verdict:?}");
+    assert!(verdict.passed);
+    assert!(
+        backend.list().unwrap().sandboxes.is_empty(),
+        "a graded session's sandbox is gone"
+    );
+    assert_eq!(backend.sweep_snapshots(&[]).unwrap().len(), 1);
+    server.abort();
+}
