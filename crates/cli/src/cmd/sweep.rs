@@ -44,8 +44,8 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
         args.run_dir.display(),
         owner_dir.display()
     );
-    // Sweeping starts nothing, so any supervisor path will do.
-    let supervisor = locate::supervisor(None).unwrap_or_else(|_| "rollpoint-supervisor".into());
+    // Sweeping starts nothing, but the backend checks its supervisor exists.
+    let supervisor = locate::supervisor(None)?;
     let backend = LocalBackend::open(&owner_dir, LocalOptions::new(supervisor))
         .with_context(|| format!("cannot open the sandboxes of {}", args.run_dir.display()))?;
     let sandboxes = backend.sweep_orphans()?;

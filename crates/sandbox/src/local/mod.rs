@@ -112,6 +112,14 @@ impl LocalBackend {
         for sub in ["sandboxes", "snapshots", "bases"] {
             std::fs::create_dir_all(dir.join(sub)).map_err(|e| setup("create", e))?;
         }
+        // The anchor starts with `/` as its working directory.
+        let mut options = options;
+        options.supervisor =
+            std::fs::canonicalize(&options.supervisor).map_err(|source| Error::Setup {
+                sandbox: "-".into(),
+                what: format!("find the supervisor {}", options.supervisor.display()),
+                source,
+            })?;
         let store_options = record::store_choice(&dir, options.store)?;
         let opened =
             rollpoint_snapshot::open(&dir.join("store"), &store_options).map_err(|source| {
