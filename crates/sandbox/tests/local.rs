@@ -542,3 +542,15 @@ fn root_orphans_of_a_crashed_owner_are_swept() {
         "the store's image is unmounted on close: {mounts:?}"
     );
 }
+
+#[test]
+fn open_resolves_the_supervisor_and_names_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = LocalOptions::new(PathBuf::from("no/such/rollpoint-supervisor"));
+    options.store.choice = StoreChoice::Copy;
+    let err = LocalBackend::open(&dir.path().join("owner"), options).unwrap_err();
+    assert!(
+        err.to_string().contains("no/such/rollpoint-supervisor"),
+        "{err}"
+    );
+}
