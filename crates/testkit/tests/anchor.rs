@@ -478,6 +478,12 @@ fn root_exec_runs_in_the_sandbox_hostname_and_pid_namespace() {
     let inner: u32 = lines[0].parse().expect("a pid");
     assert!(inner > 1, "in-sandbox pid {inner}");
 
+    // A process of the sandbox cannot end it by signalling PID 1.
+    let out = sb.exec(&sh("kill -TERM 1; kill -INT 1; echo sent"));
+    assert_eq!(out.stdout, "sent\n", "{out:?}");
+    let status = sb.request(&AnchorRequest::status());
+    assert_eq!((status.pid, status.error), (1, None));
+
     sb.finish();
 }
 
