@@ -186,3 +186,41 @@ fn keep(mut pipe: impl Read, limit: usize, kept: &Mutex<Kept>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_first_bytes_and_flags_the_rest() {
+        let input = vec![b'x'; 200_000];
+        let kept = Mutex::new(Kept::default());
+        keep(input.as_slice(), 70_000, &kept);
+        let k = kept.into_inner().expect("lock");
+        assert_eq!((k.bytes.len(), k.truncated), (70_000, true));
+
+        let kept = Mutex::new(Kept::default());
+        keep(&b"short"[..], 5, &kept);
+        let k = kept.into_inner().expect("lock");
+        assert_eq!((k.bytes.as_slice(), k.truncated), (&b"short"[..], false));
+    }
+
+    #[test]
+    fn names_an_empty_argv_and_a_bad_cwd() {
+        let reaper = Reaper::default();
+        let mut req = ExecRequest {
+            argv: Vec::new(),
+            env: std::collections::BTreeMap::new(),
+            cwd: "/".into(),
+            timeout_ms: 1000,
+            output_limit: 10,
+            stdin: None,
+        };
+        let err = exec(&reaper, &req).expect_err("empty argv");
+        assert!(err.contains("argv"), "{err}");
+        req.argv = vec!["true".into()];
+        req.cwd = "/no/such/cwd".into();
+        let err = exec(&reaper, &req).expect_err("bad cwd");
+        assert!(err.contains("/no/such/cwd"), "{err}");
+    }
+}
