@@ -63,7 +63,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
         "continue" => Some(Verb::Continue),
         "stop" => Some(Verb::Stop),
         "status" => Some(Verb::Status),
-        "anchor" => return parse_anchor(rest).map(Parsed::Anchor),
+        "anchor" => return parse_anchor(rest),
         other => return Err(usage(format!("unknown subcommand {other:?}"))),
     };
     let mut session = None;
@@ -133,7 +133,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
     }
 }
 
-fn parse_anchor(argv: &[String]) -> Result<AnchorOpts, Error> {
+fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let usage = |m: String| Error::Usage(m);
     let (mut root, mut control, mut hostname) = (None, None, None);
     let (mut cgroup_v2, mut cgroup_freezer, mut isolated_net) = (None, None, false);
@@ -151,6 +151,7 @@ fn parse_anchor(argv: &[String]) -> Result<AnchorOpts, Error> {
             "--cgroup-v2" => cgroup_v2 = Some(PathBuf::from(value("--cgroup-v2")?)),
             "--cgroup-freezer" => cgroup_freezer = Some(PathBuf::from(value("--cgroup-freezer")?)),
             "--isolated-net" => isolated_net = true,
+            "-h" | "--help" => return Ok(Parsed::Help),
             other => return Err(usage(format!("anchor: unknown option {other:?}"))),
         }
     }
@@ -177,14 +178,14 @@ fn parse_anchor(argv: &[String]) -> Result<AnchorOpts, Error> {
             "--hostname {hostname:?}: must be 1 to 64 bytes without NUL"
         )));
     }
-    Ok(AnchorOpts {
+    Ok(Parsed::Anchor(AnchorOpts {
         root,
         control,
         hostname,
         cgroup_v2,
         cgroup_freezer,
         isolated_net,
-    })
+    }))
 }
 
 fn secs(name: &str, v: &str) -> Result<Duration, Error> {

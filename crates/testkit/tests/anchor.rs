@@ -478,6 +478,12 @@ fn root_exec_runs_in_the_sandbox_hostname_and_pid_namespace() {
     let inner: u32 = lines[0].parse().expect("a pid");
     assert!(inner > 1, "in-sandbox pid {inner}");
 
+    // A process of the sandbox cannot end it by signalling PID 1.
+    let out = sb.exec(&sh("kill -TERM 1; kill -INT 1; echo sent"));
+    assert_eq!(out.stdout, "sent\n", "{out:?}");
+    let status = sb.request(&AnchorRequest::status());
+    assert_eq!((status.pid, status.error), (1, None));
+
     sb.finish();
 }
 
@@ -543,10 +549,12 @@ fn root_exec_timeout_kills_the_whole_group() {
     assert!(out.timed_out, "{out:?}");
     assert_eq!((out.exit_code, out.signal), (None, Some(libc::SIGKILL)));
     let sleeper: u32 = out.stdout.trim().parse().expect("the sleep's pid");
-    // The child sleep was in the group: killed and reaped, so it is gone
-    // from the sandbox's /proc and only PID 1 is left.
-    let out = sb.exec(&sh(&format!("test -e /proc/{sleeper} && echo alive; true")));
-    assert_eq!(out.stdout, "", "sleep {sleeper} outlived the timeout");
+    // The child sleep was in the group: killed, then reaped by PID 1 (its
+    // orphan), so it leaves the sandbox's /proc and only PID 1 is left.
+    let check = format!("test -e /proc/{sleeper} && echo alive; true");
+    wait_for(LONG, "the group's sleep to be killed and reaped", || {
+        sb.exec(&sh(&check)).stdout.is_empty().then_some(())
+    });
     wait_for(LONG, "only PID 1 left", || {
         (sb.members().len() == 1).then_some(())
     });
@@ -606,7 +614,7 @@ fn root_orphans_are_reaped() {
     // Three double-forked sleeps: their parent exits at once, so they are
     // reparented to PID 1.
     let out = sb.exec(&sh(
-        "for i in 1 2 3; do (sleep 2 >/dev/null 2>&1 &); done; exit 0",
+        "for i in 1 2 3; do (sleep 300 >/dev/null 2>&1 &); done; exit 0",
     ));
     assert_eq!(out.exit_code, Some(0));
     let orphans: Vec<u32> = sb
@@ -616,6 +624,12 @@ fn root_orphans_are_reaped() {
         .map(|m| m.pid)
         .collect();
     assert_eq!(orphans.len(), 3, "orphans under PID 1: {:?}", sb.members());
+    // Killed from outside, they are PID 1's to reap.
+    for pid in orphans {
+        // SAFETY: kill(2) on a pid just read as a live child of PID 1.
+        let rc = unsafe { libc::kill(i32::try_from(pid).expect("pid"), libc::SIGKILL) };
+        assert_eq!(rc, 0, "kill {pid}");
+    }
     // The fake harness orphans more that exit at once.
     let out = sb.exec(&[HARNESS, "abandon", "20"]);
     assert_eq!(out.exit_code, Some(0), "{out:?}");

@@ -75,11 +75,28 @@ pub fn exec(reaper: &Reaper, req: &ExecRequest) -> Result<ExecOutput, String> {
         .map_err(|e| format!("exec: failed to start {program:?} in {}: {e}", req.cwd))?;
     let pid = child.id();
     let group = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
+    let kill_group = || {
+        let _ = killpg(group, Signal::SIGKILL);
+    };
+    // Without its helper threads the command cannot be served: kill it.
+    let helper = |name: &str, f: Box<dyn FnOnce() + Send>| {
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(f)
+            .map(drop)
+            .map_err(|e| {
+                kill_group();
+                format!("exec: {program:?} (pid {pid}): cannot start a thread: {e}")
+            })
+    };
     if let (Some(mut stdin), Some(text)) = (child.stdin.take(), req.stdin.clone()) {
         // A command that does not read its input must not hold the reply.
-        std::thread::spawn(move || {
-            let _ = stdin.write_all(text.as_bytes());
-        });
+        helper(
+            "exec-stdin",
+            Box::new(move || {
+                let _ = stdin.write_all(text.as_bytes());
+            }),
+        )?;
     }
     let limit = usize::try_from(req.output_limit).unwrap_or(usize::MAX);
     let (done_tx, done_rx) = channel();
@@ -98,10 +115,13 @@ pub fn exec(reaper: &Reaper, req: &ExecRequest) -> Result<ExecOutput, String> {
         if let Some(pipe) = pipe {
             let kept = Arc::clone(&kept);
             let done = done_tx.clone();
-            std::thread::spawn(move || {
-                keep(pipe, limit, &kept);
-                let _ = done.send(());
-            });
+            helper(
+                "exec-output",
+                Box::new(move || {
+                    keep(pipe, limit, &kept);
+                    let _ = done.send(());
+                }),
+            )?;
         } else {
             let _ = done_tx.send(());
         }
@@ -111,9 +131,6 @@ pub fn exec(reaper: &Reaper, req: &ExecRequest) -> Result<ExecOutput, String> {
     drop(child);
 
     let mut timed_out = false;
-    let kill_group = || {
-        let _ = killpg(group, Signal::SIGKILL);
-    };
     let exit = match exited.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
         Ok(exit) => exit,
         Err(RecvTimeoutError::Timeout) => {
@@ -184,5 +201,43 @@ fn keep(mut pipe: impl Read, limit: usize, kept: &Mutex<Kept>) {
         if room < n {
             k.truncated = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_first_bytes_and_flags_the_rest() {
+        let input = vec![b'x'; 200_000];
+        let kept = Mutex::new(Kept::default());
+        keep(input.as_slice(), 70_000, &kept);
+        let k = kept.into_inner().expect("lock");
+        assert_eq!((k.bytes.len(), k.truncated), (70_000, true));
+
+        let kept = Mutex::new(Kept::default());
+        keep(&b"short"[..], 5, &kept);
+        let k = kept.into_inner().expect("lock");
+        assert_eq!((k.bytes.as_slice(), k.truncated), (&b"short"[..], false));
+    }
+
+    #[test]
+    fn names_an_empty_argv_and_a_bad_cwd() {
+        let reaper = Reaper::default();
+        let mut req = ExecRequest {
+            argv: Vec::new(),
+            env: std::collections::BTreeMap::new(),
+            cwd: "/".into(),
+            timeout_ms: 1000,
+            output_limit: 10,
+            stdin: None,
+        };
+        let err = exec(&reaper, &req).expect_err("empty argv");
+        assert!(err.contains("argv"), "{err}");
+        req.argv = vec!["true".into()];
+        req.cwd = "/no/such/cwd".into();
+        let err = exec(&reaper, &req).expect_err("bad cwd");
+        assert!(err.contains("/no/such/cwd"), "{err}");
     }
 }

@@ -9,8 +9,9 @@
 //! - a reaper thread owns `waitpid(-1)` for the whole sandbox ([`reaper`]),
 //! - an accept thread serves the anchor socket, one thread per connection
 //!   ([`serve`], [`exec`], [`launch`]),
-//! - the main thread waits for SIGTERM or SIGINT and exits, which makes the
-//!   kernel kill every process left in the namespace.
+//! - the main thread waits for SIGTERM or SIGINT from outside the sandbox
+//!   and exits, which makes the kernel kill every process left in the
+//!   namespace; the same signals from a process of the sandbox are ignored.
 //!
 //! PID 1 carries a parent-death signal (SIGKILL), so the sandbox never
 //! outlives the host-side pid, even when that is SIGKILLed.
@@ -32,6 +33,7 @@ use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::prctl;
 use nix::sys::signal::{SigSet, Signal, kill};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork, pipe2};
 
@@ -145,11 +147,29 @@ fn inner(opts: &AnchorOpts) -> Result<i32, Error> {
     let mut stop = SigSet::empty();
     stop.add(Signal::SIGTERM);
     stop.add(Signal::SIGINT);
-    let sig = stop.wait().map_err(sys("wait for signals"))?;
-    eprintln!(
-        "rollpoint-supervisor: anchor of {}: {sig}, exiting",
-        opts.hostname
-    );
+    let stops = SignalFd::with_flags(&stop, SfdFlags::SFD_CLOEXEC)
+        .map_err(sys("create the SIGTERM signalfd"))?;
+    loop {
+        let Some(info) = stops
+            .read_signal()
+            .map_err(sys("read the SIGTERM signalfd"))?
+        else {
+            continue;
+        };
+        // A sender outside the namespace reads as pid 0: that is the host.
+        // A process of the sandbox may not end the sandbox.
+        if info.ssi_pid == 0 {
+            eprintln!(
+                "rollpoint-supervisor: anchor of {}: signal {}, exiting",
+                opts.hostname, info.ssi_signo
+            );
+            break;
+        }
+        eprintln!(
+            "rollpoint-supervisor: anchor of {}: ignored signal {} from pid {} of the sandbox",
+            opts.hostname, info.ssi_signo, info.ssi_pid
+        );
+    }
     Ok(0)
 }
 

@@ -234,3 +234,27 @@ fn pivot(root: &Path) -> Result<(), Error> {
     umount2(".", MntFlags::MNT_DETACH).map_err(nix_err("detach the host root from", root))?;
     chdir("/").map_err(nix_err("change directory to", Path::new("/")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_are_created_but_never_through_a_symlink() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("root");
+        std::fs::create_dir(&root).expect("root");
+        let made = mkdir_in(&root, "/run/rollpoint").expect("created");
+        assert!(made.is_dir() && made == root.join("run/rollpoint"));
+
+        let outside = dir.path().join("outside");
+        std::fs::create_dir(&outside).expect("outside");
+        std::os::unix::fs::symlink(&outside, root.join("dev")).expect("symlink");
+        let err = mkdir_in(&root, "dev/pts").expect_err("symlink").to_string();
+        assert!(
+            err.contains(&root.join("dev").display().to_string()),
+            "{err}"
+        );
+        assert!(!outside.join("pts").exists());
+    }
+}
