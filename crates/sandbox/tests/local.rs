@@ -373,14 +373,14 @@ fn root_limits_apply_to_the_whole_sandbox() {
             || out.stderr.contains("Resource"),
         "the pids limit refuses forks: {out:?}"
     );
-    let memory = cgroup_dirs("memory", b.dir());
+    let memory = cgroup_dirs("memory");
     assert_eq!(memory.len(), 1, "{memory:?}");
     let limit = std::fs::read_to_string(memory[0].join("memory.limit_in_bytes")).unwrap();
     assert_eq!(limit.trim(), (256u64 << 20).to_string());
 }
 
-/// The cgroups of this backend's sandboxes in one hierarchy.
-fn cgroup_dirs(hierarchy: &str, _dir: &Path) -> Vec<PathBuf> {
+/// The sandbox cgroups in one hierarchy (tests run one at a time).
+fn cgroup_dirs(hierarchy: &str) -> Vec<PathBuf> {
     let root = Path::new("/sys/fs/cgroup")
         .join(hierarchy)
         .join("rollpoint");
@@ -424,8 +424,11 @@ fn leaves_nothing(kind: Kind) {
         },
     )
     .unwrap();
+    b.create("other", &spec()).unwrap();
     b.snapshot("a", "ck1-a", "ck1").unwrap();
+    b.snapshot("other", "ck1-other", "ck1").unwrap();
     b.snapshot("a", "ck2-a", "ck2").unwrap();
+    b.destroy("other").unwrap();
     let before_mounts = mounts_under(fx.dir.path());
     assert!(
         before_mounts
@@ -445,7 +448,7 @@ fn leaves_nothing(kind: Kind) {
         "no sandbox mount left: {after:?}"
     );
     for hierarchy in ["unified", "freezer", "memory", "pids"] {
-        let left: Vec<PathBuf> = cgroup_dirs(hierarchy, b.dir())
+        let left: Vec<PathBuf> = cgroup_dirs(hierarchy)
             .into_iter()
             .filter(|p| p.to_string_lossy().ends_with("-a"))
             .collect();
@@ -454,12 +457,12 @@ fn leaves_nothing(kind: Kind) {
     assert!(!b.dir().join("sandboxes/a").exists());
     let listing = b.list().unwrap();
     assert!(listing.sandboxes.is_empty(), "{listing:?}");
-    assert_eq!(listing.snapshots, ["ck1-a", "ck2-a"]);
+    assert_eq!(listing.snapshots, ["ck1-a", "ck1-other", "ck2-a"]);
 
-    let deleted = b.sweep_snapshots(&["ck2"]).unwrap();
-    assert_eq!(deleted, ["ck1-a"]);
-    assert_eq!(b.list().unwrap().snapshots, ["ck2-a"]);
-    assert_eq!(b.sweep_snapshots(&[]).unwrap(), ["ck2-a"]);
+    let deleted = b.sweep_snapshots(&["ck1"]).unwrap();
+    assert_eq!(deleted, ["ck2-a"], "both sandboxes' ck1 snapshots are kept");
+    assert_eq!(b.list().unwrap().snapshots, ["ck1-a", "ck1-other"]);
+    assert_eq!(b.sweep_snapshots(&["ck2"]).unwrap(), ["ck1-a", "ck1-other"]);
     assert!(b.list().unwrap().snapshots.is_empty());
 }
 

@@ -104,6 +104,18 @@ impl SnapshotIndex {
         self.write()
     }
 
+    /// Records that `checkpoint` also names `snapshot` (one sandbox's share
+    /// of a checkpoint that snapshots several), and writes the index.
+    pub fn add(&mut self, checkpoint: &str, snapshot: &str) -> Result<(), Error> {
+        ids::check("checkpoint", checkpoint)?;
+        ids::check("snapshot", snapshot)?;
+        let set = self.checkpoints.entry(checkpoint.to_owned()).or_default();
+        if !set.insert(snapshot.to_owned()) {
+            return Ok(());
+        }
+        self.write()
+    }
+
     /// Forgets `checkpoint`; returns whether it was recorded. Its snapshots
     /// go at the next sweep unless another checkpoint names them.
     pub fn release(&mut self, checkpoint: &str) -> Result<bool, Error> {
@@ -202,6 +214,24 @@ mod tests {
         assert_eq!(plan_sweep(&index, &listed, &["ck2"]), ["s1", "s4", "s5"]);
         assert_eq!(plan_sweep(&index, &listed, &["ck1", "ck3"]), ["s3", "s5"]);
         assert_eq!(plan_sweep(&index, &listed, &["unknown"]), listed);
+    }
+
+    #[test]
+    fn add_grows_a_checkpoint_one_snapshot_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.json");
+        let mut index = SnapshotIndex::open(&path).unwrap();
+        index.add("ck1", "s1").unwrap();
+        index.add("ck1", "s2").unwrap();
+        index.add("ck1", "s2").unwrap();
+        index.add("ck2", "s3").unwrap();
+        let again = SnapshotIndex::open(&path).unwrap();
+        assert_eq!(
+            again.checkpoints(),
+            &map(&[("ck1", &["s1", "s2"]), ("ck2", &["s3"])])
+        );
+        let err = index.add("ck1", "../x").unwrap_err();
+        assert!(err.to_string().contains("../x"), "{err}");
     }
 
     #[test]

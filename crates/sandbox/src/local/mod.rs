@@ -86,6 +86,9 @@ pub struct LocalBackend {
     store: Box<dyn SnapshotStore>,
     bases: Bases,
     live: Mutex<HashMap<String, Live>>,
+    /// Serialises read-modify-write of the snapshot index: snapshots of
+    /// several sandboxes for one checkpoint run concurrently.
+    index: Mutex<()>,
     owner: (u32, u64),
 }
 
@@ -138,6 +141,7 @@ impl LocalBackend {
             store: opened.store,
             bases: Bases::default(),
             live: Mutex::new(HashMap::new()),
+            index: Mutex::new(()),
             owner: owner_identity(),
         })
     }
@@ -181,19 +185,20 @@ impl LocalBackend {
             })
     }
 
-    /// Records that `checkpoint` names `snapshots`, so sweeps keep them while
+    /// Records that `checkpoint` names `snapshot` too, so sweeps keep it while
     /// the checkpoint is retained.
-    fn retain(&self, checkpoint: &str, snapshots: &[&str]) -> Result<(), Error> {
-        let mut index = SnapshotIndex::open(&self.index_path()).map_err(|source| Error::Store {
+    fn retain(&self, checkpoint: &str, snapshot: &str) -> Result<(), Error> {
+        let store_err = |source| Error::Store {
             sandbox: "-".into(),
             source,
-        })?;
-        index
-            .retain(checkpoint, snapshots)
-            .map_err(|source| Error::Store {
-                sandbox: "-".into(),
-                source,
-            })
+        };
+        let _serial = self
+            .index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        SnapshotIndex::open(&self.index_path())
+            .and_then(|mut index| index.add(checkpoint, snapshot))
+            .map_err(store_err)
     }
 
     /// Deletes every snapshot no checkpoint in `retained` names. Returns the
@@ -203,6 +208,10 @@ impl LocalBackend {
             sandbox: "-".into(),
             source,
         };
+        let _serial = self
+            .index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut index = SnapshotIndex::open(&self.index_path()).map_err(store_err)?;
         let deleted = rollpoint_snapshot::sweep(&mut index, self.store.as_ref(), retained)
             .map_err(store_err)?;
@@ -561,7 +570,7 @@ impl Backend for LocalBackend {
                 spec: info.spec.clone(),
             },
         )?;
-        self.retain(checkpoint, &[snapshot])?;
+        self.retain(checkpoint, snapshot)?;
         Ok(SnapshotRef {
             id: snapshot.to_owned(),
             sandbox: id.to_owned(),
