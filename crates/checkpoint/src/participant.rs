@@ -1,0 +1,230 @@
+//! The participant contract: the few kind-specific hooks a process provides
+//! so the generic control plane (phase machine, lease, routes, storage) can
+//! checkpoint it. The gateway, the drivers and the owner each implement it;
+//! the control plane only ever sees `Arc<dyn Participant>`.
+//!
+//! Records are opaque JSON objects to the control plane. The one thing it
+//! reads in them is the attempt key they belong to ([`RECORD_KEY_FIELD`]),
+//! so a restore can keep only the records its scope names.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::errors::HookError;
+
+/// The most blockers a readiness report lists; `blocker_count` stays exact.
+pub const BLOCKER_CAP: usize = 100;
+
+/// The field of every record naming the attempt key it belongs to
+/// (`<rollout>` or `<rollout>-a<N>`, as the gateway's capture keys).
+pub const RECORD_KEY_FIELD: &str = "key";
+
+/// How often the default [`Participant::changed`] wakes a readiness wait.
+pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
+
+/// What a participant is. The order is the prepare order: the model closes
+/// admission first and holds replies, so agents waiting on it reach a
+/// boundary; resources go last because agents call them until they park.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Model,
+    Agent,
+    Resources,
+}
+
+impl Kind {
+    /// Every kind, in prepare order.
+    pub const ALL: [Self; 3] = [Self::Model, Self::Agent, Self::Resources];
+
+    /// The kind's name on the wire and on disk.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Model => "model",
+            Self::Agent => "agent",
+            Self::Resources => "resources",
+        }
+    }
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether a participant has reached a consistent cut, and if not, why not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Readiness {
+    pub ready: bool,
+    /// What still blocks the cut (at most [`BLOCKER_CAP`] entries).
+    #[serde(default)]
+    pub blockers: Vec<String>,
+    /// How many blockers there are in all.
+    #[serde(default)]
+    pub blocker_count: u64,
+    /// Free-form exact counters (`parked`, `held_replies`, ...).
+    #[serde(default)]
+    pub counts: BTreeMap<String, u64>,
+    /// Attempt keys this participant cannot continue from a checkpoint: the
+    /// controller restarts them instead. Never capped.
+    #[serde(default)]
+    pub restarts: Vec<String>,
+}
+
+impl Readiness {
+    /// A report from every blocker: ready when there is none, the list capped
+    /// at [`BLOCKER_CAP`] and the count exact.
+    pub fn from_blockers(blockers: impl IntoIterator<Item = String>) -> Self {
+        let mut listed = Vec::new();
+        let mut count: u64 = 0;
+        for blocker in blockers {
+            if listed.len() < BLOCKER_CAP {
+                listed.push(blocker);
+            }
+            count += 1;
+        }
+        Self {
+            ready: count == 0,
+            blockers: listed,
+            blocker_count: count,
+            counts: BTreeMap::new(),
+            restarts: Vec::new(),
+        }
+    }
+
+    /// Adds an exact counter.
+    #[must_use]
+    pub fn with_count(mut self, name: &str, value: u64) -> Self {
+        self.counts.insert(name.to_owned(), value);
+        self
+    }
+
+    /// Names attempts this participant cannot continue.
+    #[must_use]
+    pub fn with_restarts(mut self, restarts: Vec<String>) -> Self {
+        self.restarts = restarts;
+        self
+    }
+}
+
+/// The attempt key a record names, if it is an object carrying a string
+/// [`RECORD_KEY_FIELD`].
+pub fn record_key(record: &Value) -> Option<&str> {
+    record.get(RECORD_KEY_FIELD).and_then(Value::as_str)
+}
+
+/// Result of a participant hook.
+pub type HookResult<T> = Result<T, HookError>;
+
+/// The kind-specific side of a checkpoint participant. The control plane
+/// calls these hooks under its own lock, in phase order, at most once per
+/// transition; implementations need not be idempotent except where noted.
+///
+/// `scope` is always the list of attempt keys the checkpoint covers.
+pub trait Participant: Send + Sync + std::fmt::Debug {
+    fn kind(&self) -> Kind;
+
+    /// This participant's name among those of its kind (a path component:
+    /// `^[A-Za-z0-9][A-Za-z0-9._-]*$`).
+    fn instance(&self) -> String;
+
+    /// Starts the cut for `checkpoint`: admit no new work and drive running
+    /// work to a boundary (the model holds finished replies, an agent parks
+    /// its runs). Also called before [`Participant::install`] on restore.
+    fn close_admission<'a>(&'a self, checkpoint: &'a str) -> BoxFuture<'a, HookResult<()>>;
+
+    /// Ends the cut: admit work again and let parked work continue (held
+    /// replies delivered). Called on resume, abort and lease expiry, and
+    /// after a failed close or install; must be safe to call when open.
+    fn open_admission(&self) -> BoxFuture<'_, HookResult<()>>;
+
+    /// The current readiness; cheap, called repeatedly while preparing and
+    /// once more at commit (readiness may regress).
+    fn readiness(&self) -> BoxFuture<'_, Readiness>;
+
+    /// Resolves when readiness may have changed. The default polls every
+    /// [`DEFAULT_POLL`]; a participant with a change signal (a
+    /// `tokio::sync::Notify`) should wait on it instead.
+    fn changed(&self) -> BoxFuture<'_, ()> {
+        tokio::time::sleep(DEFAULT_POLL).boxed()
+    }
+
+    /// The records of the attempts in `scope`, one JSON object each, each
+    /// naming its attempt in [`RECORD_KEY_FIELD`]. Called once per
+    /// checkpoint while admission is closed (a resources participant
+    /// snapshots its sandboxes here).
+    fn export<'a>(
+        &'a self,
+        checkpoint: &'a str,
+        scope: &'a [String],
+    ) -> BoxFuture<'a, HookResult<Vec<Value>>>;
+
+    /// Frees the compute of what was exported, once the records are durable
+    /// (a commit with `stop`): the run is about to end. Failures are reported
+    /// but do not undo the commit.
+    fn park_exported(&self) -> BoxFuture<'_, HookResult<()>>;
+
+    /// Restores `records` (already verified, only those in `scope`) as each
+    /// attempt's next attempt; returns the next attempts' keys. Admission is
+    /// closed around the call and opens on resume.
+    fn install<'a>(
+        &'a self,
+        checkpoint: &'a str,
+        records: Vec<Value>,
+        scope: &'a [String],
+    ) -> BoxFuture<'a, HookResult<Vec<String>>>;
+
+    /// Stops and frees the attempts `keys` and every earlier attempt of their
+    /// rollouts, and refuses them from now on (until forgotten). Returns the
+    /// keys it retired. Idempotent.
+    fn retire<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>>;
+
+    /// Drops what is remembered about the rollouts of `keys` (their refusal
+    /// included): nothing of them can run any more. Idempotent.
+    fn forget<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readiness_caps_the_list_and_keeps_the_count() {
+        let r = Readiness::from_blockers((0..250).map(|i| format!("run {i}")));
+        assert!(!r.ready);
+        assert_eq!(r.blockers.len(), BLOCKER_CAP);
+        assert_eq!(r.blocker_count, 250);
+        assert_eq!(r.blockers[0], "run 0");
+        let ready = Readiness::from_blockers(Vec::new());
+        assert!(ready.ready);
+        assert_eq!(ready.blocker_count, 0);
+    }
+
+    #[test]
+    fn kinds_sort_in_prepare_order() {
+        let mut kinds = vec![Kind::Resources, Kind::Model, Kind::Agent];
+        kinds.sort();
+        assert_eq!(kinds, Kind::ALL.to_vec());
+        assert_eq!(
+            serde_json::to_string(&Kind::Resources).expect("encode"),
+            "\"resources\""
+        );
+    }
+
+    #[test]
+    fn record_key_reads_the_key_field() {
+        assert_eq!(
+            record_key(&serde_json::json!({"key": "r1-a2", "x": 1})),
+            Some("r1-a2")
+        );
+        assert_eq!(record_key(&serde_json::json!({"key": 3})), None);
+        assert_eq!(record_key(&serde_json::json!([1])), None);
+    }
+}
