@@ -56,3 +56,12 @@ pub enum GatewayError {
     #[error("failed to build the upstream http client")]
     Client(#[source] reqwest::Error),
 }
+
+impl From<rollpoint_proto::key::KeyError> for GatewayError {
+    fn from(e: rollpoint_proto::key::KeyError) -> Self {
+        Self::BadCaptureKey {
+            key: e.key,
+            reason: e.reason,
+        }
+    }
+}

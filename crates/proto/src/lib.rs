@@ -7,6 +7,7 @@
 
 pub mod anchor;
 pub mod control;
+pub mod key;
 pub mod launch;
 pub mod receipt;
 pub mod responses;
