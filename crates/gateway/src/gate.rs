@@ -124,6 +124,17 @@ impl Gate {
         self.lock().open
     }
 
+    /// Every request in flight, in no particular order.
+    #[must_use]
+    pub fn in_flight(&self) -> Vec<InFlight> {
+        self.lock().entries.values().cloned().collect()
+    }
+
+    /// A receiver that sees a change whenever the gate or an entry moves.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
     /// Waits until no stream is delivering.
     pub async fn deliveries_drained(&self) {
         let mut rx = self.changed.subscribe();

@@ -192,6 +192,18 @@ impl Gateway {
         self.shared.gate.is_open()
     }
 
+    /// Every request in flight (waiting, upstream or delivering).
+    #[must_use]
+    pub fn in_flight(&self) -> Vec<crate::gate::InFlight> {
+        self.shared.gate.in_flight()
+    }
+
+    /// Resolves at the next change of the gate or of a request in flight.
+    pub async fn gate_changed(&self) {
+        let mut rx = self.shared.gate.subscribe();
+        let _closed = rx.changed().await;
+    }
+
     /// Waits until no reply is being delivered (after `close(TailPolicy::Finish)`).
     pub async fn deliveries_drained(&self) {
         self.shared.gate.deliveries_drained().await;

@@ -1,0 +1,226 @@
+//! The gateway as the checkpoint's `model` participant.
+//!
+//! At prepare it closes the admission gate: new calls wait, admitted calls
+//! keep generating upstream and are recorded, and their replies are held
+//! before the first byte, so a harness waiting on the model is at a
+//! boundary. Streams already delivering are let finish; the cut is ready
+//! when none is. At commit it exports, per attempt in scope, the ledger
+//! rows and bodies of that rollout (held replies included, flushed first),
+//! so a restore can replay them instead of paying for them again. Resume
+//! opens the gate (held replies are delivered). Restore installs the
+//! records and registers each rollout's next attempt.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+use rollpoint_checkpoint::HookError;
+use rollpoint_checkpoint::participant::{
+    DEFAULT_POLL, HookResult, Kind, Participant, RECORD_KEY_FIELD, Readiness, record_key,
+};
+use serde_json::Value;
+
+use crate::gate::{Phase, TailPolicy};
+use crate::{CaptureKey, Gateway, LedgerRecord, decode_jsonl};
+
+/// A [`Gateway`] seen by the checkpoint control plane.
+#[derive(Debug, Clone)]
+pub struct ModelParticipant {
+    gateway: Arc<Gateway>,
+    instance: String,
+}
+
+impl ModelParticipant {
+    pub fn new(gateway: Arc<Gateway>, instance: &str) -> Self {
+        Self {
+            gateway,
+            instance: instance.to_owned(),
+        }
+    }
+
+    fn readiness_now(&self) -> Readiness {
+        let in_flight = self.gateway.in_flight();
+        let mut counts = BTreeMap::new();
+        for e in &in_flight {
+            let name = match e.phase {
+                Phase::Waiting => "waiting",
+                Phase::Upstream => "held",
+                Phase::Delivering => "delivering",
+            };
+            *counts.entry(name).or_insert(0u64) += 1;
+        }
+        let mut blockers: Vec<String> = in_flight
+            .iter()
+            .filter(|e| e.phase == Phase::Delivering)
+            .map(|e| {
+                format!(
+                    "{}: reply of {} still delivering",
+                    e.capture_key,
+                    e.call_id.as_deref().unwrap_or("a call")
+                )
+            })
+            .collect();
+        if self.gateway.is_open() {
+            blockers.insert(0, "admission is open".to_owned());
+        }
+        let mut readiness = Readiness::from_blockers(blockers);
+        for (name, n) in counts {
+            readiness = readiness.with_count(name, n);
+        }
+        readiness
+    }
+}
+
+fn hook(e: impl std::fmt::Display) -> HookError {
+    HookError::new(e)
+}
+
+/// A record as JSON, tagged with the attempt key it was exported for.
+fn tagged(record: &LedgerRecord, key: &str) -> HookResult<Value> {
+    let mut value: Value = serde_json::from_str(&record.to_json()).map_err(hook)?;
+    let Value::Object(map) = &mut value else {
+        return Err(hook("a ledger record did not encode as a JSON object"));
+    };
+    map.insert(RECORD_KEY_FIELD.to_owned(), Value::String(key.to_owned()));
+    Ok(value)
+}
+
+/// Strips the attempt tag and decodes the ledger record (version and body
+/// digest checked).
+fn untagged(mut value: Value) -> HookResult<(String, LedgerRecord)> {
+    let key = record_key(&value)
+        .ok_or_else(|| hook(format!("model record without `{RECORD_KEY_FIELD}`")))?
+        .to_owned();
+    if let Value::Object(map) = &mut value {
+        map.remove(RECORD_KEY_FIELD);
+    }
+    let line = serde_json::to_vec(&value).map_err(hook)?;
+    let mut records = decode_jsonl(&line).map_err(|e| hook(format!("{key}: {e}")))?;
+    let record = records
+        .pop()
+        .ok_or_else(|| hook(format!("{key}: empty model record")))?;
+    Ok((key, record))
+}
+
+impl Participant for ModelParticipant {
+    fn kind(&self) -> Kind {
+        Kind::Model
+    }
+
+    fn instance(&self) -> String {
+        self.instance.clone()
+    }
+
+    fn close_admission<'a>(&'a self, _checkpoint: &'a str) -> BoxFuture<'a, HookResult<()>> {
+        async move {
+            let _report = self.gateway.close(TailPolicy::Finish);
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn open_admission(&self) -> BoxFuture<'_, HookResult<()>> {
+        async move {
+            self.gateway.open();
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn readiness(&self) -> BoxFuture<'_, Readiness> {
+        async move { self.readiness_now() }.boxed()
+    }
+
+    fn changed(&self) -> BoxFuture<'_, ()> {
+        async move {
+            // Bounded: a change between the last check and the subscription
+            // is caught at the next poll.
+            let _elapsed = tokio::time::timeout(DEFAULT_POLL, self.gateway.gate_changed()).await;
+        }
+        .boxed()
+    }
+
+    fn export<'a>(
+        &'a self,
+        _checkpoint: &'a str,
+        scope: &'a [String],
+    ) -> BoxFuture<'a, HookResult<Vec<Value>>> {
+        async move {
+            self.gateway.flush().await.map_err(hook)?;
+            let mut out = Vec::new();
+            for key in scope {
+                let parsed = CaptureKey::parse(key).map_err(hook)?;
+                for record in self.gateway.export(&parsed.rollout).await.map_err(hook)? {
+                    out.push(tagged(&record, key)?);
+                }
+            }
+            Ok(out)
+        }
+        .boxed()
+    }
+
+    fn park_exported(&self) -> BoxFuture<'_, HookResult<()>> {
+        // The model holds no compute of its own: the ledger is already
+        // durable (flushed at export).
+        async move { Ok(()) }.boxed()
+    }
+
+    fn install<'a>(
+        &'a self,
+        _checkpoint: &'a str,
+        records: Vec<Value>,
+        scope: &'a [String],
+    ) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        async move {
+            // Records go in per next attempt: each rollout continues as the
+            // attempt after the one the checkpoint exported.
+            let mut by_next: BTreeMap<u32, Vec<LedgerRecord>> = BTreeMap::new();
+            let mut next_keys = Vec::new();
+            for key in scope {
+                let next = CaptureKey::parse(key).map_err(hook)?.next();
+                by_next.entry(next.attempt).or_default();
+                next_keys.push(next.to_string());
+            }
+            for value in records {
+                let (key, record) = untagged(value)?;
+                let next = CaptureKey::parse(&key).map_err(hook)?.next();
+                by_next.entry(next.attempt).or_default().push(record);
+            }
+            for (attempt, records) in by_next {
+                if records.is_empty() {
+                    continue;
+                }
+                self.gateway.install(records, attempt).await.map_err(hook)?;
+            }
+            // Rollouts with no recorded call yet still continue as their
+            // next attempt.
+            for key in &next_keys {
+                self.gateway
+                    .register(&CaptureKey::parse(key).map_err(hook)?)
+                    .map_err(hook)?;
+            }
+            Ok(next_keys)
+        }
+        .boxed()
+    }
+
+    fn retire<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        async move {
+            // Registering the next attempt fences this one and every earlier
+            // attempt of the rollout: their calls are refused from now on.
+            for key in keys {
+                let key = CaptureKey::parse(key).map_err(hook)?;
+                self.gateway.register(&key.next()).map_err(hook)?;
+            }
+            Ok(keys.to_vec())
+        }
+        .boxed()
+    }
+
+    fn forget<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        // The fence is the registration of a later attempt, which stays
+        // valid; nothing else is remembered per rollout outside the ledger.
+        async move { Ok(keys.to_vec()) }.boxed()
+    }
+}
