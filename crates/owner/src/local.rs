@@ -57,6 +57,19 @@ pub struct LocalOwner {
     /// together they keep new ids distinct from any an earlier owner made.
     epoch: String,
     counter: AtomicU64,
+    /// Whether new sessions are admitted (closed during a checkpoint).
+    admission: tokio::sync::watch::Sender<bool>,
+    /// Seeds admitted and not yet finished.
+    seeding: AtomicU64,
+}
+
+/// A live session as the checkpoint's resources participant sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveSession {
+    pub session: String,
+    /// The task id, which names the attempt the session serves.
+    pub task: String,
+    pub capturable: bool,
 }
 
 impl LocalOwner {
@@ -69,6 +82,57 @@ impl LocalOwner {
             sessions: Mutex::new(HashMap::new()),
             epoch: format!("{nanos:x}"),
             counter: AtomicU64::new(0),
+            admission: tokio::sync::watch::Sender::new(true),
+            seeding: AtomicU64::new(0),
+        }
+    }
+
+    /// Holds new sessions back (they wait, they are not refused) until
+    /// [`LocalOwner::open_admission`]; seeds already running finish.
+    pub fn close_admission(&self) {
+        self.admission.send_replace(false);
+    }
+
+    pub fn open_admission(&self) {
+        self.admission.send_replace(true);
+    }
+
+    /// Seeds admitted and still running.
+    pub fn seeds_in_flight(&self) -> u64 {
+        self.seeding.load(Ordering::SeqCst)
+    }
+
+    /// Every live session, sorted by id.
+    pub fn live_sessions(&self) -> Vec<LiveSession> {
+        let mut out: Vec<LiveSession> = self
+            .sessions()
+            .iter()
+            .map(|(id, s)| LiveSession {
+                session: id.clone(),
+                task: s.task.id.clone(),
+                capturable: s.task.capture,
+            })
+            .collect();
+        out.sort_by(|a, b| a.session.cmp(&b.session));
+        out
+    }
+
+    /// Waits for admission, then counts this seed as in flight.
+    async fn admit_seed(&self) -> SeedGuard<'_> {
+        let mut rx = self.admission.subscribe();
+        loop {
+            if *rx.borrow_and_update() {
+                self.seeding.fetch_add(1, Ordering::SeqCst);
+                // Closed between the check and the count: step back and wait.
+                if *self.admission.borrow() {
+                    return SeedGuard(&self.seeding);
+                }
+                self.seeding.fetch_sub(1, Ordering::SeqCst);
+            }
+            if rx.changed().await.is_err() {
+                self.seeding.fetch_add(1, Ordering::SeqCst);
+                return SeedGuard(&self.seeding);
+            }
         }
     }
 
@@ -137,6 +201,7 @@ impl LocalOwner {
 
     async fn create_session_impl(&self, task: OwnerTask) -> OwnerResult<SessionInfo> {
         task.validate()?;
+        let _seed = self.admit_seed().await;
         let session = format!("{}-{}", task.id, self.nonce());
         let sandbox = format!("{session}.{}", self.nonce());
         let task = Arc::new(task);
@@ -376,6 +441,15 @@ impl LocalOwner {
             s.records.retain(|_, r| r.snapshot != snapshot);
         }
         Ok(())
+    }
+}
+
+/// Counts a seed in flight while alive.
+struct SeedGuard<'a>(&'a AtomicU64);
+
+impl Drop for SeedGuard<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
     }
 }
 

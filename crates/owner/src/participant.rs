@@ -1,0 +1,238 @@
+//! The owner as the checkpoint's `resources` participant.
+//!
+//! A session serves one attempt, named by its task id (`<rollout>` or
+//! `<rollout>-a<N>`, the same key the gateway captures under). Prepare holds
+//! new seeds back and waits for seeds already running. Commit snapshots the
+//! sandbox of every capturable session in scope (its launches are already
+//! parked; the backend freezes the whole sandbox around the snapshot) and
+//! exports one session record each. A commit with `stop` then destroys
+//! those sandboxes; their snapshots stay for the checkpoint. Restore forks
+//! each record's snapshot into a new sandbox serving the next attempt.
+//! Sessions whose task asked not to be captured are reported as restarts.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures_util::FutureExt as _;
+use futures_util::future::{BoxFuture, join_all};
+use rollpoint_checkpoint::HookError;
+use rollpoint_checkpoint::participant::{
+    HookResult, Kind, Participant, RECORD_KEY_FIELD, Readiness, record_key,
+};
+use rollpoint_proto::key::AttemptKey;
+use serde_json::Value;
+
+use crate::owner::Owner;
+use crate::{LocalOwner, SessionRecord};
+
+/// A [`LocalOwner`] seen by the checkpoint control plane.
+#[derive(Debug)]
+pub struct ResourcesParticipant {
+    owner: Arc<LocalOwner>,
+    instance: String,
+    /// Sessions exported by the last commit, for a commit with `stop`.
+    exported: Mutex<Vec<String>>,
+}
+
+impl ResourcesParticipant {
+    pub fn new(owner: Arc<LocalOwner>, instance: &str) -> Self {
+        Self {
+            owner,
+            instance: instance.to_owned(),
+            exported: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+fn hook(e: impl std::fmt::Display) -> HookError {
+    HookError::new(e)
+}
+
+/// The record as JSON, tagged with the attempt it serves.
+fn tagged(record: &SessionRecord, key: &str) -> HookResult<Value> {
+    let mut value = serde_json::to_value(record).map_err(hook)?;
+    let Value::Object(map) = &mut value else {
+        return Err(hook("a session record did not encode as a JSON object"));
+    };
+    map.insert(RECORD_KEY_FIELD.to_owned(), Value::String(key.to_owned()));
+    Ok(value)
+}
+
+fn untagged(mut value: Value) -> HookResult<(AttemptKey, SessionRecord)> {
+    let key = record_key(&value)
+        .ok_or_else(|| hook(format!("resources record without `{RECORD_KEY_FIELD}`")))?
+        .to_owned();
+    let key = AttemptKey::parse(&key).map_err(hook)?;
+    if let Value::Object(map) = &mut value {
+        map.remove(RECORD_KEY_FIELD);
+    }
+    let bytes = serde_json::to_vec(&value).map_err(hook)?;
+    let record = SessionRecord::decode(&bytes).map_err(|e| hook(format!("{key}: {e}")))?;
+    Ok((key, record))
+}
+
+impl Participant for ResourcesParticipant {
+    fn kind(&self) -> Kind {
+        Kind::Resources
+    }
+
+    fn instance(&self) -> String {
+        self.instance.clone()
+    }
+
+    fn close_admission<'a>(&'a self, _checkpoint: &'a str) -> BoxFuture<'a, HookResult<()>> {
+        async move {
+            self.owner.close_admission();
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn open_admission(&self) -> BoxFuture<'_, HookResult<()>> {
+        async move {
+            self.owner.open_admission();
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn readiness(&self) -> BoxFuture<'_, Readiness> {
+        async move {
+            let seeds = self.owner.seeds_in_flight();
+            let live = self.owner.live_sessions();
+            let blockers = (0..seeds).map(|i| format!("seed {} of {seeds} still running", i + 1));
+            let restarts = live
+                .iter()
+                .filter(|s| !s.capturable)
+                .map(|s| s.task.clone())
+                .collect();
+            Readiness::from_blockers(blockers)
+                .with_count("sessions", live.len() as u64)
+                .with_count("seeding", seeds)
+                .with_restarts(restarts)
+        }
+        .boxed()
+    }
+
+    fn export<'a>(
+        &'a self,
+        checkpoint: &'a str,
+        scope: &'a [String],
+    ) -> BoxFuture<'a, HookResult<Vec<Value>>> {
+        async move {
+            let scope: BTreeSet<&str> = scope.iter().map(String::as_str).collect();
+            let chosen: Vec<_> = self
+                .owner
+                .live_sessions()
+                .into_iter()
+                .filter(|s| s.capturable && scope.contains(s.task.as_str()))
+                .collect();
+            let taken = join_all(chosen.iter().map(|s| async move {
+                let record = self.owner.snapshot(&s.session, checkpoint).await;
+                (s, record)
+            }))
+            .await;
+            let mut out = Vec::with_capacity(taken.len());
+            let mut sessions = Vec::with_capacity(taken.len());
+            for (s, record) in taken {
+                let record = record.map_err(|e| hook(format!("{}: {e}", s.task)))?;
+                out.push(tagged(&record, &s.task)?);
+                sessions.push(s.session.clone());
+            }
+            *self.exported.lock().unwrap_or_else(PoisonError::into_inner) = sessions;
+            Ok(out)
+        }
+        .boxed()
+    }
+
+    fn park_exported(&self) -> BoxFuture<'_, HookResult<()>> {
+        async move {
+            let sessions =
+                std::mem::take(&mut *self.exported.lock().unwrap_or_else(PoisonError::into_inner));
+            let mut failures = Vec::new();
+            for session in sessions {
+                if let Err(e) = self.owner.close(&session).await {
+                    failures.push(e.to_string());
+                }
+            }
+            if failures.is_empty() {
+                Ok(())
+            } else {
+                Err(hook(failures.join("; ")))
+            }
+        }
+        .boxed()
+    }
+
+    fn install<'a>(
+        &'a self,
+        _checkpoint: &'a str,
+        records: Vec<Value>,
+        scope: &'a [String],
+    ) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        async move {
+            let mut pending = Vec::with_capacity(records.len());
+            for value in records {
+                let (key, mut record) = untagged(value)?;
+                if !scope.contains(&key.to_string()) {
+                    continue;
+                }
+                let next = key.next().to_string();
+                record.task.id.clone_from(&next);
+                pending.push((next, record));
+            }
+            let forks = join_all(pending.into_iter().map(|(next, record)| async move {
+                let session = record.session.clone();
+                (next, session, self.owner.restore(record).await)
+            }))
+            .await;
+            // All or nothing: on any failure the forks made are destroyed.
+            let failed: Vec<String> = forks
+                .iter()
+                .filter_map(|(next, _, r)| r.as_ref().err().map(|e| format!("{next}: {e}")))
+                .collect();
+            if !failed.is_empty() {
+                for (_, session, r) in &forks {
+                    if r.is_ok() {
+                        let _cleanup = self.owner.close(session).await;
+                    }
+                }
+                return Err(hook(failed.join("; ")));
+            }
+            Ok(forks.into_iter().map(|(next, _, _)| next).collect())
+        }
+        .boxed()
+    }
+
+    fn retire<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        async move {
+            let retired: Vec<AttemptKey> = keys
+                .iter()
+                .map(|k| AttemptKey::parse(k).map_err(hook))
+                .collect::<HookResult<_>>()?;
+            let mut failures = Vec::new();
+            for live in self.owner.live_sessions() {
+                let Ok(key) = AttemptKey::parse(&live.task) else {
+                    continue;
+                };
+                let doomed = retired
+                    .iter()
+                    .any(|r| r.rollout == key.rollout && key.attempt <= r.attempt);
+                if doomed && let Err(e) = self.owner.close(&live.session).await {
+                    failures.push(format!("{}: {e}", live.task));
+                }
+            }
+            if failures.is_empty() {
+                Ok(keys.to_vec())
+            } else {
+                Err(hook(failures.join("; ")))
+            }
+        }
+        .boxed()
+    }
+
+    fn forget<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        // Retired sessions are gone already; the owner keeps no refusal list.
+        async move { Ok(keys.to_vec()) }.boxed()
+    }
+}
