@@ -11,10 +11,14 @@
 
 pub mod adapter;
 pub mod bookmark;
+mod control;
 mod errors;
 pub mod launchlog;
 pub mod machine;
 pub mod result;
+pub mod runner;
+pub mod runs;
+pub mod store;
 pub mod task;
 
 pub use bookmark::{BOOKMARK_VERSION, Bookmark, Next, Progress, SessionHint, Stage, VerifyMode};
@@ -22,3 +26,4 @@ pub use errors::{AdapterError, BookmarkError, ControlError, DriverError};
 pub use launchlog::{LaunchEnd, LaunchEntry};
 pub use result::{RESULT_VERSION, RolloutResult, Status, Timings, Usage};
 pub use task::{AdapterSpec, RolloutTask, TASK_VERSION};
+pub use runs::{Ctl, DriverConfig, ParkReport, ParkState, RunHandle, RunStatus, Runs};
