@@ -2,6 +2,7 @@
 //! JSON request line, one reply line), its launch record, and the pause file
 //! in its session directory.
 
+use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -56,9 +57,18 @@ impl LaunchDir {
             path: path.to_owned(),
             message,
         };
+        // Session directories nest deep under the owner's store, past the
+        // 108 bytes a socket address holds: connect through a descriptor of
+        // the directory instead (`/proc/self/fd/<n>/control.sock`).
+        let dir = std::fs::File::open(&self.dir)
+            .map_err(|e| socket_err(format!("open the session directory: {e}")))?;
+        let short = PathBuf::from(format!(
+            "/proc/self/fd/{}/{CONTROL_SOCKET}",
+            dir.as_raw_fd()
+        ));
         let started = tokio::time::Instant::now();
         let stream = loop {
-            match UnixStream::connect(path).await {
+            match UnixStream::connect(&short).await {
                 Ok(s) => break s,
                 Err(e)
                     if started.elapsed() < SOCKET_WAIT
@@ -76,6 +86,7 @@ impl LaunchDir {
                 Err(e) => return Err(socket_err(format!("connect: {e}"))),
             }
         };
+        drop(dir);
         let (read, mut write) = stream.into_split();
         let mut line = serde_json::to_vec(&Request::new(verb))
             .map_err(|e| socket_err(format!("encode request: {e}")))?;
