@@ -25,6 +25,17 @@ struct World {
     owner: Arc<dyn Owner>,
 }
 
+impl Drop for World {
+    /// A failed test still leaves no sandbox (mounts, cgroups, anchors).
+    fn drop(&mut self) {
+        if let Ok(listing) = self.backend.list() {
+            for id in listing.sandboxes {
+                let _ = self.backend.destroy(&id);
+            }
+        }
+    }
+}
+
 fn world() -> World {
     require_root();
     let dir = tempfile::tempdir().unwrap();
