@@ -237,7 +237,7 @@ fn semantic_errors_name_the_field() {
         (|v| { v.as_object_mut().expect("object").remove("resume"); }, "bookmark.resume"),
         (|v| v["result"] = Value::from(1), "bookmark.result"),
         (|v| v["next"] = Value::from("seed"), "bookmark.session"),
-        (|v| v["surprise"] = Value::from(1), "bookmark"),
+        (|v| v["surprise"] = Value::from(1), "bookmark.surprise"),
     ];
     for (mutate, field) in cases {
         let mut v: Value = serde_json::from_slice(&harness().encode()).expect("json");
