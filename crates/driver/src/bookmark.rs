@@ -321,7 +321,10 @@ fn check_progress(p: &Progress, started_at_ms: u64) -> Result<(), BookmarkError>
         ));
     }
     if !p.state.is_object() {
-        return Err(BookmarkError::new("bookmark.state", "must be a JSON object"));
+        return Err(BookmarkError::new(
+            "bookmark.state",
+            "must be a JSON object",
+        ));
     }
     check_launches("bookmark.launches", &p.launches, started_at_ms)
 }
@@ -398,7 +401,10 @@ pub fn check_launches(
                 }
             }
             (Some(_), None) => {
-                return Err(BookmarkError::new(f("end"), "missing although ended_at_ms is set"));
+                return Err(BookmarkError::new(
+                    f("end"),
+                    "missing although ended_at_ms is set",
+                ));
             }
             (None, Some(_)) => {
                 return Err(BookmarkError::new(
@@ -438,7 +444,11 @@ fn check_result(r: &RolloutResult, rollout: &str) -> Result<(), BookmarkError> {
     {
         return Err(BookmarkError::new("bookmark.result.reward", "not finite"));
     }
-    check_launches("bookmark.result.launches", &r.launches, r.timings.started_at_ms)?;
+    check_launches(
+        "bookmark.result.launches",
+        &r.launches,
+        r.timings.started_at_ms,
+    )?;
     if let Some(i) = r.launches.iter().position(|l| l.end.is_none()) {
         return Err(BookmarkError::new(
             format!("bookmark.result.launches[{i}].ended_at_ms"),

@@ -25,5 +25,5 @@ pub use bookmark::{BOOKMARK_VERSION, Bookmark, Next, Progress, SessionHint, Stag
 pub use errors::{AdapterError, BookmarkError, ControlError, DriverError};
 pub use launchlog::{LaunchEnd, LaunchEntry};
 pub use result::{RESULT_VERSION, RolloutResult, Status, Timings, Usage};
-pub use task::{AdapterSpec, RolloutTask, TASK_VERSION};
 pub use runs::{Ctl, DriverConfig, ParkReport, ParkState, RunHandle, RunStatus, Runs};
+pub use task::{AdapterSpec, RolloutTask, TASK_VERSION};

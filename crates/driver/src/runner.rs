@@ -263,11 +263,14 @@ impl Runner {
                     },
                 }
             }
-            Effect::CloseSession { session } | Effect::StopSandbox { session } => {
-                Event::Closed {
-                    error: self.owner.close(&session).await.err().map(|e| e.to_string()),
-                }
-            }
+            Effect::CloseSession { session } | Effect::StopSandbox { session } => Event::Closed {
+                error: self
+                    .owner
+                    .close(&session)
+                    .await
+                    .err()
+                    .map(|e| e.to_string()),
+            },
             Effect::RecordBookmark(_)
             | Effect::Wait { .. }
             | Effect::Park(_)

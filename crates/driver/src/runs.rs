@@ -172,11 +172,18 @@ impl Runs {
     }
 
     fn runs(&self) -> MutexGuard<'_, BTreeMap<String, Entry>> {
-        self.inner.runs.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .runs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     fn parking(&self) -> bool {
-        *self.inner.parking.lock().unwrap_or_else(PoisonError::into_inner)
+        *self
+            .inner
+            .parking
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Registers a new rollout (attempt 0) and starts it once a slot is
@@ -246,7 +253,10 @@ impl Runs {
         }));
         {
             let mut runs = self.runs();
-            if runs.get(&rollout).is_some_and(|e| e.ctl.borrow().status != RunStatus::Done) {
+            if runs
+                .get(&rollout)
+                .is_some_and(|e| e.ctl.borrow().status != RunStatus::Done)
+            {
                 return Err(DriverError::Duplicate { rollout });
             }
             runs.insert(
@@ -286,7 +296,11 @@ impl Runs {
     /// Asks every run to park and waits until each has parked (or is queued,
     /// a restart, finished), up to the park timeout per run.
     pub async fn request_park(&self) -> ParkReport {
-        *self.inner.parking.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        *self
+            .inner
+            .parking
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
         let entries: Vec<(String, Arc<watch::Sender<Ctl>>)> = self
             .runs()
             .iter()
@@ -324,7 +338,10 @@ impl Runs {
             (rollout, state)
         });
         ParkReport {
-            runs: futures_util::future::join_all(waits).await.into_iter().collect(),
+            runs: futures_util::future::join_all(waits)
+                .await
+                .into_iter()
+                .collect(),
         }
     }
 
@@ -340,7 +357,11 @@ impl Runs {
     /// The checkpoint opened: paused launches continue in place, stopped
     /// ones relaunch, held ones start.
     pub fn open(&self) {
-        *self.inner.parking.lock().unwrap_or_else(PoisonError::into_inner) = false;
+        *self
+            .inner
+            .parking
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = false;
         for e in self.runs().values() {
             e.ctl.send_modify(|c| c.park = false);
         }
@@ -374,7 +395,9 @@ impl Runs {
 
     /// Where one run stands.
     pub fn status(&self, rollout: &str) -> Option<RunStatus> {
-        self.runs().get(rollout).map(|e| e.ctl.borrow().status.clone())
+        self.runs()
+            .get(rollout)
+            .map(|e| e.ctl.borrow().status.clone())
     }
 
     /// Drops a finished run from the registry (and from exports).

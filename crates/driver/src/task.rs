@@ -39,17 +39,20 @@ pub struct RolloutTask {
 impl RolloutTask {
     /// Reads a task, rejecting unknown versions and fields by name.
     pub fn decode(bytes: &[u8]) -> Result<Self, DriverError> {
-        let task: Self = rollpoint_proto::decode("rollout task", TASK_VERSION, bytes).map_err(
-            |e| DriverError::Task {
-                field: match &e {
-                    rollpoint_proto::FormatError::Field { path, .. } => format!("task.{path}"),
-                    rollpoint_proto::FormatError::MissingVersion { .. }
-                    | rollpoint_proto::FormatError::UnknownVersion { .. } => "task.v".to_owned(),
-                    rollpoint_proto::FormatError::Json { .. } => "task".to_owned(),
-                },
-                message: e.to_string(),
-            },
-        )?;
+        let task: Self =
+            rollpoint_proto::decode("rollout task", TASK_VERSION, bytes).map_err(|e| {
+                DriverError::Task {
+                    field: match &e {
+                        rollpoint_proto::FormatError::Field { path, .. } => format!("task.{path}"),
+                        rollpoint_proto::FormatError::MissingVersion { .. }
+                        | rollpoint_proto::FormatError::UnknownVersion { .. } => {
+                            "task.v".to_owned()
+                        }
+                        rollpoint_proto::FormatError::Json { .. } => "task".to_owned(),
+                    },
+                    message: e.to_string(),
+                }
+            })?;
         task.validate()?;
         Ok(task)
     }

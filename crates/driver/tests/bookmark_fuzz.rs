@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use rollpoint_driver::{
-    Bookmark, LaunchEnd, LaunchEntry, Progress, RolloutResult, SessionHint, Stage, Status,
-    Timings, VerifyMode,
+    Bookmark, LaunchEnd, LaunchEntry, Progress, RolloutResult, SessionHint, Stage, Status, Timings,
+    VerifyMode,
 };
 use serde_json::Value;
 
@@ -89,7 +89,11 @@ fn leaves(v: &Value, path: String, out: &mut Vec<(String, Value)>) {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
-                let p = if path.is_empty() { k.clone() } else { format!("{path}.{k}") };
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
                 leaves(x, p, out);
             }
         }
@@ -123,8 +127,9 @@ fn json_value() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),
         any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(|n| Value::from(n)),
-        any::<f64>().prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
         ".{0,12}".prop_map(Value::String),
     ];
     leaf.prop_recursive(2, 8, 4, |inner| {
@@ -217,9 +222,16 @@ fn valid_bookmarks_round_trip() {
 
 #[test]
 fn semantic_errors_name_the_field() {
-    let cases: Vec<(fn(&mut Value), &str)> = vec![
-        (|v| v["launches"][2]["end"] = Value::from("finished"), "bookmark.launches[2].ended_at_ms"),
-        (|v| v["launches"][2]["ended_at_ms"] = Value::from(2000), "bookmark.launches[2].end"),
+    type Mutation = fn(&mut Value);
+    let cases: Vec<(Mutation, &str)> = vec![
+        (
+            |v| v["launches"][2]["end"] = Value::from("finished"),
+            "bookmark.launches[2].ended_at_ms",
+        ),
+        (
+            |v| v["launches"][2]["ended_at_ms"] = Value::from(2000),
+            "bookmark.launches[2].end",
+        ),
         (
             |v| {
                 v["launches"][0]["ended_at_ms"] = Value::Null;
@@ -227,14 +239,31 @@ fn semantic_errors_name_the_field() {
             },
             "bookmark.launches[0].ended_at_ms",
         ),
-        (|v| v["launches"][1]["ended_at_ms"] = Value::from(900), "bookmark.launches[1].ended_at_ms"),
-        (|v| v["launches"][1]["launch_id"] = Value::from("r-a0-l0"), "bookmark.launches[1].launch_id"),
-        (|v| v["launches"][0]["launch_id"] = Value::from("a/b"), "bookmark.launches[0].launch_id"),
-        (|v| v["session"]["workdir"] = Value::from("rel"), "bookmark.session.workdir"),
+        (
+            |v| v["launches"][1]["ended_at_ms"] = Value::from(900),
+            "bookmark.launches[1].ended_at_ms",
+        ),
+        (
+            |v| v["launches"][1]["launch_id"] = Value::from("r-a0-l0"),
+            "bookmark.launches[1].launch_id",
+        ),
+        (
+            |v| v["launches"][0]["launch_id"] = Value::from("a/b"),
+            "bookmark.launches[0].launch_id",
+        ),
+        (
+            |v| v["session"]["workdir"] = Value::from("rel"),
+            "bookmark.session.workdir",
+        ),
         (|v| v["state"] = Value::from(3), "bookmark.state"),
         (|v| v["rollout"] = Value::from("a b"), "bookmark.rollout"),
         (|v| v["v"] = Value::from(2), "bookmark.v"),
-        (|v| { v.as_object_mut().expect("object").remove("resume"); }, "bookmark.resume"),
+        (
+            |v| {
+                v.as_object_mut().expect("object").remove("resume");
+            },
+            "bookmark.resume",
+        ),
         (|v| v["result"] = Value::from(1), "bookmark.result"),
         (|v| v["next"] = Value::from("seed"), "bookmark.session"),
         (|v| v["surprise"] = Value::from(1), "bookmark.surprise"),
@@ -245,8 +274,9 @@ fn semantic_errors_name_the_field() {
         let err = Bookmark::decode(v.to_string().as_bytes()).expect_err(field);
         assert_eq!(err.field, field, "{err}");
     }
-    let err = Bookmark::decode(br#"{"v":1,"next":"return","rollout":"r","attempt":0,"started_at_ms":0}"#)
-        .expect_err("no result");
+    let err =
+        Bookmark::decode(br#"{"v":1,"next":"return","rollout":"r","attempt":0,"started_at_ms":0}"#)
+            .expect_err("no result");
     assert_eq!(err.field, "bookmark.result");
     let err = Bookmark::decode(b"\xff").expect_err("not json");
     assert_eq!(err.field, "bookmark");

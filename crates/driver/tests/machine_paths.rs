@@ -48,7 +48,10 @@ fn action(effects: Vec<Effect>) -> Effect {
 /// Drives a machine to a running launch; returns its launch id.
 fn to_wait(m: &mut Machine, capturable: bool) -> String {
     assert_eq!(action(m.step(110, Event::Start)), Effect::Seed);
-    assert!(matches!(action(m.step(120, seeded(capturable))), Effect::Access { .. }));
+    assert!(matches!(
+        action(m.step(120, seeded(capturable))),
+        Effect::Access { .. }
+    ));
     let launch = action(m.step(
         130,
         Event::Accessed {
@@ -56,13 +59,23 @@ fn to_wait(m: &mut Machine, capturable: bool) -> String {
             workdir: "/w".into(),
         },
     ));
-    let Effect::Launch { launch_id, resume, .. } = launch else {
+    let Effect::Launch {
+        launch_id, resume, ..
+    } = launch
+    else {
         panic!("{launch:?}")
     };
     assert!(!resume);
     assert_eq!(
-        action(m.step(140, Event::Launched { launch_id: launch_id.clone() })),
-        Effect::Wait { launch_id: launch_id.clone() }
+        action(m.step(
+            140,
+            Event::Launched {
+                launch_id: launch_id.clone()
+            }
+        )),
+        Effect::Wait {
+            launch_id: launch_id.clone()
+        }
     );
     launch_id
 }
@@ -74,14 +87,28 @@ fn a_park_during_the_launch_holds_it_with_the_pause_file() {
     action(m.step(120, seeded(true)));
     let Effect::Launch { launch_id, .. } = action(m.step(
         130,
-        Event::Accessed { sandbox: "sb".into(), workdir: "/w".into() },
+        Event::Accessed {
+            sandbox: "sb".into(),
+            workdir: "/w".into(),
+        },
     )) else {
         panic!()
     };
-    assert!(m.step(135, Event::ParkRequested).is_empty(), "only a flag while in flight");
+    assert!(
+        m.step(135, Event::ParkRequested).is_empty(),
+        "only a flag while in flight"
+    );
     assert_eq!(
-        action(m.step(140, Event::Launched { launch_id: launch_id.clone() })),
-        Effect::Pause { launch_id: launch_id.clone(), hold: true }
+        action(m.step(
+            140,
+            Event::Launched {
+                launch_id: launch_id.clone()
+            }
+        )),
+        Effect::Pause {
+            launch_id: launch_id.clone(),
+            hold: true
+        }
     );
     assert_eq!(
         action(m.step(150, Event::Paused(PauseOutcome::Held))),
@@ -89,11 +116,16 @@ fn a_park_during_the_launch_holds_it_with_the_pause_file() {
     );
     assert_eq!(
         action(m.step(450, Event::Opened)),
-        Effect::Continue { launch_id: launch_id.clone(), hold: true }
+        Effect::Continue {
+            launch_id: launch_id.clone(),
+            hold: true
+        }
     );
     assert_eq!(
         action(m.step(460, Event::Continued { error: None })),
-        Effect::Wait { launch_id: launch_id.clone() }
+        Effect::Wait {
+            launch_id: launch_id.clone()
+        }
     );
     let l = &m.progress().expect("progress").launches[0];
     assert_eq!((l.pauses, l.paused_ms), (1, 310));
@@ -105,11 +137,22 @@ fn an_unconfirmed_pause_falls_back_to_stop_and_relaunch() {
     let id = to_wait(&mut m, true);
     assert_eq!(
         action(m.step(200, Event::ParkRequested)),
-        Effect::Pause { launch_id: id.clone(), hold: false }
+        Effect::Pause {
+            launch_id: id.clone(),
+            hold: false
+        }
     );
     assert_eq!(
-        action(m.step(210, Event::Paused(PauseOutcome::Failed { reason: "pid 9: D".into() }))),
-        Effect::Stop { launch_id: id.clone(), why: StopWhy::PauseFailed }
+        action(m.step(
+            210,
+            Event::Paused(PauseOutcome::Failed {
+                reason: "pid 9: D".into()
+            })
+        )),
+        Effect::Stop {
+            launch_id: id.clone(),
+            why: StopWhy::PauseFailed
+        }
     );
     let stopped = Event::Stopped {
         ended_on_its_own: false,
@@ -117,21 +160,44 @@ fn an_unconfirmed_pause_falls_back_to_stop_and_relaunch() {
         confirmed: true,
         reason: None,
     };
-    assert_eq!(action(m.step(220, stopped)), Effect::Park(ParkKind::Stopped));
+    assert_eq!(
+        action(m.step(220, stopped)),
+        Effect::Park(ParkKind::Stopped)
+    );
     let mark = m.bookmark();
     let p = mark.progress().expect("harness");
     assert!(p.resume);
     assert_eq!(p.launches[0].end, Some(LaunchEnd::Interrupted));
-    assert!(p.launches[0].note.as_deref().is_some_and(|n| n.contains("pid 9: D")));
-    assert!(matches!(action(m.step(300, Event::Opened)), Effect::Access { .. }));
+    assert!(
+        p.launches[0]
+            .note
+            .as_deref()
+            .is_some_and(|n| n.contains("pid 9: D"))
+    );
     assert!(matches!(
-        action(m.step(310, Event::Accessed { sandbox: "sb".into(), workdir: "/w".into() })),
+        action(m.step(300, Event::Opened)),
+        Effect::Access { .. }
+    ));
+    assert!(matches!(
+        action(m.step(
+            310,
+            Event::Accessed {
+                sandbox: "sb".into(),
+                workdir: "/w".into()
+            }
+        )),
         Effect::ResumeDecision { .. }
     ));
-    let Effect::Launch { launch_id, resume, .. } = action(m.step(
+    let Effect::Launch {
+        launch_id, resume, ..
+    } = action(m.step(
         320,
-        Event::Decided { resume: true, reason: "saved".into() },
-    )) else {
+        Event::Decided {
+            resume: true,
+            reason: "saved".into(),
+        },
+    ))
+    else {
         panic!()
     };
     assert!(resume);
@@ -143,14 +209,33 @@ fn a_paused_launch_that_cannot_continue_is_stopped_and_relaunched() {
     let mut m = machine(true);
     let id = to_wait(&mut m, true);
     action(m.step(200, Event::ParkRequested));
-    assert_eq!(action(m.step(210, Event::Paused(PauseOutcome::Confirmed))), Effect::Park(ParkKind::Paused));
+    assert_eq!(
+        action(m.step(210, Event::Paused(PauseOutcome::Confirmed))),
+        Effect::Park(ParkKind::Paused)
+    );
     action(m.step(300, Event::Opened));
     assert_eq!(
-        action(m.step(310, Event::Continued { error: Some("gone".into()) })),
-        Effect::Stop { launch_id: id, why: StopWhy::ContinueFailed }
+        action(m.step(
+            310,
+            Event::Continued {
+                error: Some("gone".into())
+            }
+        )),
+        Effect::Stop {
+            launch_id: id,
+            why: StopWhy::ContinueFailed
+        }
     );
-    let stopped = Event::Stopped { ended_on_its_own: false, exit_code: None, confirmed: true, reason: None };
-    assert!(matches!(action(m.step(320, stopped)), Effect::Access { .. }), "relaunch at once");
+    let stopped = Event::Stopped {
+        ended_on_its_own: false,
+        exit_code: None,
+        confirmed: true,
+        reason: None,
+    };
+    assert!(
+        matches!(action(m.step(320, stopped)), Effect::Access { .. }),
+        "relaunch at once"
+    );
 }
 
 #[test]
@@ -159,13 +244,19 @@ fn a_launch_that_ended_before_the_pause_keeps_its_result() {
     to_wait(&mut m, true);
     action(m.step(200, Event::ParkRequested));
     assert_eq!(
-        action(m.step(210, Event::Paused(PauseOutcome::AlreadyEnded { exit_code: Some(3) }))),
+        action(m.step(
+            210,
+            Event::Paused(PauseOutcome::AlreadyEnded { exit_code: Some(3) })
+        )),
         Effect::Park(ParkKind::AtBookmark),
     );
     assert_eq!(m.bookmark().next(), Next::Verify);
     let l = &m.progress().expect("progress").launches[0];
     assert_eq!((l.end, l.exit_code), (Some(LaunchEnd::Failed), Some(3)));
-    assert!(matches!(action(m.step(300, Event::Opened)), Effect::Verify { .. }));
+    assert!(matches!(
+        action(m.step(300, Event::Opened)),
+        Effect::Verify { .. }
+    ));
 }
 
 #[test]
@@ -174,7 +265,10 @@ fn an_adapter_that_does_not_pause_is_stopped() {
     let id = to_wait(&mut m, true);
     assert_eq!(
         action(m.step(200, Event::ParkRequested)),
-        Effect::Stop { launch_id: id, why: StopWhy::Park }
+        Effect::Stop {
+            launch_id: id,
+            why: StopWhy::Park
+        }
     );
 }
 
@@ -186,15 +280,34 @@ fn cancelling_a_paused_run_kills_its_launch_then_closes_the_session() {
     action(m.step(210, Event::Paused(PauseOutcome::Confirmed)));
     assert_eq!(
         action(m.step(220, Event::CancelRequested)),
-        Effect::Stop { launch_id: id, why: StopWhy::Cancel }
+        Effect::Stop {
+            launch_id: id,
+            why: StopWhy::Cancel
+        }
     );
-    let stopped = Event::Stopped { ended_on_its_own: false, exit_code: None, confirmed: true, reason: None };
-    assert_eq!(action(m.step(230, stopped)), Effect::CloseSession { session: "s".into() });
+    let stopped = Event::Stopped {
+        ended_on_its_own: false,
+        exit_code: None,
+        confirmed: true,
+        reason: None,
+    };
+    assert_eq!(
+        action(m.step(230, stopped)),
+        Effect::CloseSession {
+            session: "s".into()
+        }
+    );
     let done = m.step(240, Event::Closed { error: None });
     assert_eq!(done.len(), 1, "a cancelled run records no return bookmark");
-    let Effect::Return(r) = &done[0] else { panic!() };
+    let Effect::Return(r) = &done[0] else {
+        panic!()
+    };
     assert_eq!(r.status, Status::Cancelled);
-    assert_eq!(m.bookmark().next(), Next::Harness, "its last bookmark stands");
+    assert_eq!(
+        m.bookmark().next(),
+        Next::Harness,
+        "its last bookmark stands"
+    );
 }
 
 #[test]
@@ -205,10 +318,20 @@ fn a_restart_is_never_parked_and_stops_its_sandbox_when_it_fails() {
     assert!(!m.wants_park());
     assert!(m.step(200, Event::ParkRequested).is_empty());
     assert_eq!(m.bookmark().next(), Next::Seed, "a restart starts over");
-    assert!(matches!(action(m.step(300, Event::Ended { exit_code: Some(0) })), Effect::Verify { .. }));
+    assert!(matches!(
+        action(m.step(300, Event::Ended { exit_code: Some(0) })),
+        Effect::Verify { .. }
+    ));
     assert_eq!(
-        action(m.step(310, Event::Failed { error: "verify: boom".into() })),
-        Effect::StopSandbox { session: "s".into() }
+        action(m.step(
+            310,
+            Event::Failed {
+                error: "verify: boom".into()
+            }
+        )),
+        Effect::StopSandbox {
+            session: "s".into()
+        }
     );
 }
 
@@ -219,17 +342,32 @@ fn a_continuation_at_return_returns_the_stored_result() {
     action(m.step(300, Event::Ended { exit_code: Some(0) }));
     let effects = m.step(
         310,
-        Event::Verified { verdict: None, usage: None },
+        Event::Verified {
+            verdict: None,
+            usage: None,
+        },
     );
-    assert!(matches!(action(effects), Effect::CloseSession { .. }), "no verdict: close");
+    assert!(
+        matches!(action(effects), Effect::CloseSession { .. }),
+        "no verdict: close"
+    );
     let effects = m.step(320, Event::Closed { error: None });
-    let Some(Effect::RecordBookmark(mark)) = effects.first().cloned() else { panic!() };
+    let Some(Effect::RecordBookmark(mark)) = effects.first().cloned() else {
+        panic!()
+    };
     assert_eq!(mark.next(), Next::Return);
-    let setup = Setup { task_id: "t".into(), checkpointing: true, pauses: true, verify_mode: VerifyMode::Owner };
+    let setup = Setup {
+        task_id: "t".into(),
+        checkpointing: true,
+        pauses: true,
+        verify_mode: VerifyMode::Owner,
+    };
     let mut again = Machine::new(setup, mark, 1);
     let effects = again.step(400, Event::Start);
     assert_eq!(effects.len(), 1);
-    let Effect::Return(r) = &effects[0] else { panic!() };
+    let Effect::Return(r) = &effects[0] else {
+        panic!()
+    };
     assert_eq!(r.status, Status::Unverified);
     assert_eq!(r.attempt, 0, "the stored result, unchanged");
 }

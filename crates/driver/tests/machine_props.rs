@@ -121,7 +121,7 @@ impl World {
     fn perform(
         &mut self,
         e: &Effect,
-        ops: &mut std::iter::Peekable<std::vec::IntoIter<Op>>,
+        ops: &mut std::iter::Peekable<impl Iterator<Item = Op>>,
         cfg: Cfg,
         wants_park: bool,
     ) -> Event {
@@ -234,7 +234,7 @@ fn setup(cfg: Cfg) -> Setup {
 /// its k-th effect and a new machine continues from the last bookmark.
 fn run(cfg: Cfg, ops: &[Op], crash_after: Option<usize>) -> Outcome {
     let mut world = World::default();
-    let mut ops = ops.to_vec().into_iter().peekable();
+    let mut ops = ops.iter().copied().peekable();
     let mut attempt = 0;
     let mut machine = Machine::new(setup(cfg), Bookmark::seed("r", 0, 1000), 0);
     let mut now = 1000;
@@ -245,7 +245,10 @@ fn run(cfg: Cfg, ops: &[Op], crash_after: Option<usize>) -> Outcome {
     let mut count = 0;
     for _ in 0..10_000 {
         now += 10;
-        let actions = effects.iter().filter(|e| !matches!(e, Effect::RecordBookmark(_))).count();
+        let actions = effects
+            .iter()
+            .filter(|e| !matches!(e, Effect::RecordBookmark(_)))
+            .count();
         assert!(actions <= 1, "one action per step: {effects:?}");
         let mut next = None;
         let mut event = None;
@@ -298,7 +301,10 @@ fn run(cfg: Cfg, ops: &[Op], crash_after: Option<usize>) -> Outcome {
             }
         }
         let (Some(action), Some(event)) = (next, event) else {
-            assert!(!effects.is_empty(), "the machine stopped without returning: {machine:?}");
+            assert!(
+                !effects.is_empty(),
+                "the machine stopped without returning: {machine:?}"
+            );
             continue;
         };
         // The runner feeds a park request that came during an owner call
@@ -310,7 +316,10 @@ fn run(cfg: Cfg, ops: &[Op], crash_after: Option<usize>) -> Outcome {
             ops.next();
             world.held = held;
             effects.extend(machine.step(now, Event::ParkRequested));
-            assert!(effects.is_empty(), "a park during an action only sets a flag");
+            assert!(
+                effects.is_empty(),
+                "a park during an action only sets a flag"
+            );
         }
         effects.extend(machine.step(now, event));
     }
@@ -329,7 +338,14 @@ fn forbidden(next: Next) -> &'static [&'static str] {
         Next::Harness => &["seed"],
         Next::Verify => &["seed", "launch", "pause", "continue", "stop"],
         Next::Return => &[
-            "seed", "launch", "pause", "continue", "stop", "verify", "close", "stop_sandbox",
+            "seed",
+            "launch",
+            "pause",
+            "continue",
+            "stop",
+            "verify",
+            "close",
+            "stop_sandbox",
         ],
     }
 }

@@ -6,10 +6,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rollpoint_driver::adapter::fake::FakeSettings;
 use rollpoint_driver::{
-    AdapterSpec, Bookmark, DriverConfig, LaunchEnd, Next, ParkState, RolloutTask, Runs, Stage,
-    Status,
+    Bookmark, DriverConfig, LaunchEnd, Next, ParkState, RolloutTask, Runs, Stage, Status,
 };
 use rollpoint_owner::{LocalOwner, Owner};
 use rollpoint_sandbox::Backend;
@@ -40,7 +38,11 @@ fn world() -> World {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let backend = Arc::new(
-        LocalBackend::open(&dir.path().join("owner"), LocalOptions::new(supervisor_bin())).unwrap(),
+        LocalBackend::open(
+            &dir.path().join("owner"),
+            LocalOptions::new(supervisor_bin()),
+        )
+        .unwrap(),
     );
     let owner: Arc<dyn Owner> = Arc::new(LocalOwner::new(Arc::clone(&backend) as Arc<dyn Backend>));
     World {

@@ -115,7 +115,10 @@ impl Adapter for FakeAdapter {
         resume: bool,
     ) -> Result<LaunchCommand, AdapterError> {
         let dir = state_str(NAME, state, "dir")?;
-        let tick = format!("{:.3}", Duration::from_millis(self.settings.tick_ms).as_secs_f64());
+        let tick = format!(
+            "{:.3}",
+            Duration::from_millis(self.settings.tick_ms).as_secs_f64()
+        );
         Ok(LaunchCommand {
             argv: vec![
                 "/bin/sh".into(),

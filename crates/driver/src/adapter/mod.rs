@@ -70,8 +70,11 @@ pub trait Adapter: Send + Sync + std::fmt::Debug {
     ) -> BoxFuture<'a, Result<Decision, AdapterError>>;
 
     /// The command of a fresh or a resumed launch.
-    fn command(&self, state: &serde_json::Value, resume: bool)
-    -> Result<LaunchCommand, AdapterError>;
+    fn command(
+        &self,
+        state: &serde_json::Value,
+        resume: bool,
+    ) -> Result<LaunchCommand, AdapterError>;
 
     /// Reads what the harness left (usage, transcript) before grading.
     fn collect<'a>(
@@ -104,7 +107,12 @@ pub(crate) fn state_str<'a>(
     state
         .get(key)
         .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| AdapterError::new(adapter, format!("state field `{key}` is missing or not a string")))
+        .ok_or_else(|| {
+            AdapterError::new(
+                adapter,
+                format!("state field `{key}` is missing or not a string"),
+            )
+        })
 }
 
 fn default_true() -> bool {

@@ -136,10 +136,9 @@ impl Adapter for NativeAdapter {
             .map_err(|e| AdapterError::new(NAME, format!("copy of {checkpoint}: {e}")))?;
             Ok(Decision {
                 resume: decision.resume,
-                reason: decision.reason.replace(
-                    &std::env::temp_dir().display().to_string(),
-                    "<copy>",
-                ),
+                reason: decision
+                    .reason
+                    .replace(&std::env::temp_dir().display().to_string(), "<copy>"),
             })
         }
         .boxed()

@@ -97,7 +97,11 @@ impl Machine {
     /// The bookmark as it would be recorded now (a restart's is its seed).
     pub fn bookmark(&self) -> Bookmark {
         if self.restart {
-            Bookmark::seed(&self.mark.rollout, self.mark.attempt, self.mark.started_at_ms)
+            Bookmark::seed(
+                &self.mark.rollout,
+                self.mark.attempt,
+                self.mark.started_at_ms,
+            )
         } else {
             self.mark.clone()
         }
@@ -257,7 +261,9 @@ impl Machine {
                         LaunchEnd::Interrupted,
                         None,
                         now_ms,
-                        Some(format!("its attempt ended before it did; attempt {attempt} continues")),
+                        Some(format!(
+                            "its attempt ended before it did; attempt {attempt} continues"
+                        )),
                     );
                 }
                 self.enter_harness(now_ms)
@@ -300,9 +306,7 @@ impl Machine {
         }
         self.cancel = true;
         match &self.phase {
-            Phase::Waiting
-            | Phase::Parked(ParkKind::Paused)
-            | Phase::Parked(ParkKind::Held) => {
+            Phase::Waiting | Phase::Parked(ParkKind::Paused) | Phase::Parked(ParkKind::Held) => {
                 self.phase = Phase::Stopping(StopWhy::Cancel);
                 vec![Effect::Stop {
                     launch_id: self.current_launch_id(),
