@@ -59,9 +59,8 @@ fn bad_tasks_name_the_field() {
             "task.id",
         ),
         (
-            format!(
-                r#"{{"v":1,"task":{{"id":"t","verify":{{"command":[]}}}},"adapter":{{"kind":"command","argv":["a"]}}}}"#
-            ),
+            r#"{"v":1,"task":{"id":"t","verify":{"command":[]}},"adapter":{"kind":"command","argv":["a"]}}"#
+                .to_owned(),
             "task.task.verify.command",
         ),
         (
