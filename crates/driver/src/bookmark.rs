@@ -171,9 +171,9 @@ impl Bookmark {
             launches,
             result,
         };
-        // Every field is a plain string, number, map or `Value`: encoding
-        // cannot fail.
-        serde_json::to_vec(&wire).unwrap_or_default()
+        // Every field is a string, number, string-keyed map or `Value`
+        // (non-finite floats become `null`): encoding cannot fail.
+        serde_json::to_vec(&wire).expect("a bookmark always encodes as JSON")
     }
 
     /// Reads and validates a bookmark; the error names the field.

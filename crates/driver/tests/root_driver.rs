@@ -307,3 +307,95 @@ async fn root_cancel_kills_a_paused_launch_and_closes_its_session() {
     .await
     .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn root_command_adapter_pauses_in_place_and_an_ungraded_run_closes_its_session() {
+    let w = world();
+    let runs = runs(&w.owner, 4);
+    let script = "i=0; while [ $i -lt 15 ]; do i=$((i+1)); echo $i >> .fake-harness/progress; sleep 0.1; done";
+    let t: RolloutTask = serde_json::from_value(serde_json::json!({
+        "v": 1,
+        "task": {
+            "id": "cmd",
+            "setup": [["mkdir", "-p", ".fake-harness"]],
+            "verify": {"command": ["false"]}
+        },
+        "adapter": {"kind": "command", "argv": ["/bin/sh", "-c", script]},
+        "verify_mode": "skip"
+    }))
+    .unwrap();
+    let handle = runs.register(t).unwrap();
+    tokio::time::timeout(LIMIT, async {
+        let session = running(&w.owner, &runs, "cmd", 2).await;
+        assert_eq!(runs.request_park().await.runs["cmd"], ParkState::Paused);
+        assert_frozen(&w.owner, &session).await;
+        runs.open();
+        let result = handle.result().await.unwrap();
+        assert_eq!(result.status, Status::Unverified, "{result:?}");
+        assert_eq!(result.verdict, None);
+        assert_eq!(result.launches.len(), 1, "{result:?}");
+        assert_eq!(result.launches[0].pauses, 1);
+        assert_eq!(result.launches[0].end, Some(LaunchEnd::Finished));
+        assert!(
+            w.backend.list().unwrap().sandboxes.is_empty(),
+            "a run that ends without a verdict closes its session"
+        );
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn root_restart_is_never_parked_and_stops_its_sandbox() {
+    let w = world();
+    let runs = runs(&w.owner, 4);
+    let mut t = task("restart", 10, true);
+    t.task.capture = false;
+    t.task.verify.command = vec!["false".into()];
+    t.verify_mode = rollpoint_driver::VerifyMode::Skip;
+    let handle = runs.register(t).unwrap();
+    // A restart exports only its seed, so its sandbox is found through the
+    // backend.
+    let lines = |backend: &LocalBackend| -> usize {
+        tokio::task::block_in_place(|| {
+            let Some(id) = backend
+                .list()
+                .ok()
+                .and_then(|l| l.sandboxes.first().cloned())
+            else {
+                return 0;
+            };
+            backend
+                .download(
+                    &id,
+                    std::path::Path::new("/workspace/.fake-harness/progress"),
+                    1 << 20,
+                )
+                .map_or(0, |b| b.iter().filter(|c| **c == b'\n').count())
+        })
+    };
+    tokio::time::timeout(LIMIT, async {
+        while lines(&w.backend) < 1 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let report = runs.request_park().await;
+        assert_eq!(report.runs["restart"], ParkState::Restart, "{report:?}");
+        assert_eq!(bookmark_of(&runs, "restart").stage, Stage::Seed);
+        // Not paused: it keeps going during the checkpoint.
+        let before = lines(&w.backend);
+        while lines(&w.backend) <= before {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let result = handle.result().await.unwrap();
+        runs.open();
+        assert!(result.restart, "{result:?}");
+        assert_eq!(result.status, Status::Unverified, "{result:?}");
+        assert_eq!(result.launches[0].pauses, 0);
+        assert!(
+            w.backend.list().unwrap().sandboxes.is_empty(),
+            "a restart stops its sandbox"
+        );
+    })
+    .await
+    .unwrap();
+}
