@@ -34,6 +34,18 @@ pub enum Next {
     Return,
 }
 
+impl Next {
+    /// The name on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Seed => "seed",
+            Self::Harness => "harness",
+            Self::Verify => "verify",
+            Self::Return => "return",
+        }
+    }
+}
+
 /// How the rollout is graded.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -502,8 +502,8 @@ fn machine_failed(machine: &Machine, task: &RolloutTask) -> RolloutResult {
         verdict: None,
         reward: None,
         error: Some(format!(
-            "internal: the stage machine stopped at `{:?}` without a result",
-            mark.next()
+            "internal: the stage machine stopped at `{}` without a result",
+            mark.next().as_str()
         )),
         restart: machine.restart(),
         launches: machine

@@ -329,9 +329,8 @@ impl Runs {
                 },
                 Err(_) => ParkState::Blocked {
                     reason: format!(
-                        "did not park within {} s (at `{:?}`)",
-                        limit.as_secs(),
-                        ctl.borrow().bookmark.next()
+                        "did not park within {limit:?} (its last bookmark is `{}`)",
+                        ctl.borrow().bookmark.next().as_str()
                     ),
                 },
             };
