@@ -351,7 +351,7 @@ fn forbidden(next: Next) -> &'static [&'static str] {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn a_crash_after_any_effect_reaches_the_same_result(
