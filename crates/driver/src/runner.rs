@@ -62,6 +62,8 @@ pub(crate) struct Runner {
     pub budgets: Budgets,
     pub store: Option<Arc<Store>>,
     pub launches: HashMap<String, LaunchDir>,
+    /// Running (unpaused) time each launch has had, for the time limit.
+    pub ran: HashMap<String, Duration>,
 }
 
 impl Runner {
@@ -181,13 +183,22 @@ impl Runner {
         };
         let mut rx = self.ctl.subscribe();
         let wants_park = machine.wants_park();
-        tokio::select! {
+        let ran = self.ran.get(launch_id).copied().unwrap_or_default();
+        let left = self.task.harness_timeout_s.map_or(Duration::MAX, |s| {
+            Duration::from_secs(s).saturating_sub(ran)
+        });
+        let started = tokio::time::Instant::now();
+        let event = tokio::select! {
             code = dir.ended() => Event::Ended { exit_code: code },
             r = rx.wait_for(|c| c.cancel || (c.park && wants_park)) => match r {
                 Ok(c) if c.cancel => Event::CancelRequested,
                 _ => Event::ParkRequested,
             },
-        }
+            () = sleep_for(left) => Event::TimedOut,
+        };
+        self.ran
+            .insert(launch_id.to_owned(), ran.saturating_add(started.elapsed()));
+        event
     }
 
     async fn perform(&mut self, machine: &Machine, effect: Effect) -> Event {
@@ -486,6 +497,14 @@ impl Runner {
                 },
             },
         }
+    }
+}
+
+/// Sleeps `d`; `Duration::MAX` (no limit) never ends.
+async fn sleep_for(d: Duration) {
+    match tokio::time::Instant::now().checked_add(d) {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -275,6 +275,7 @@ impl Runs {
             budgets: self.inner.config.budgets.clone(),
             store: self.inner.store.clone(),
             launches: Default::default(),
+            ran: Default::default(),
         };
         let slots = Arc::clone(&self.inner.slots);
         let (tx, rx) = oneshot::channel();

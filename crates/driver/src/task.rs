@@ -34,6 +34,10 @@ pub struct RolloutTask {
     pub adapter: AdapterSpec,
     #[serde(default)]
     pub verify_mode: VerifyMode,
+    /// Running time one launch may take (paused time excluded); past it the
+    /// launch is stopped as failed and the rollout is graded as it stands.
+    #[serde(default)]
+    pub harness_timeout_s: Option<u64>,
 }
 
 impl RolloutTask {
@@ -72,6 +76,12 @@ impl RolloutTask {
             }
             other => bad("task.task".to_owned(), other.to_string()),
         })?;
+        if self.harness_timeout_s == Some(0) {
+            return Err(bad(
+                "task.harness_timeout_s".to_owned(),
+                "must be above 0".to_owned(),
+            ));
+        }
         match &self.adapter {
             AdapterSpec::Command(s) => s.validate(),
             AdapterSpec::Native(s) => s.validate(),

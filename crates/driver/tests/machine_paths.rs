@@ -371,3 +371,32 @@ fn a_continuation_at_return_returns_the_stored_result() {
     assert_eq!(r.status, Status::Unverified);
     assert_eq!(r.attempt, 0, "the stored result, unchanged");
 }
+
+#[test]
+fn a_launch_past_its_time_limit_is_stopped_as_failed_and_graded() {
+    let mut m = machine(true);
+    let id = to_wait(&mut m, true);
+    assert_eq!(
+        action(m.step(500, Event::TimedOut)),
+        Effect::Stop {
+            launch_id: id,
+            why: StopWhy::TimedOut
+        }
+    );
+    let stopped = Event::Stopped {
+        ended_on_its_own: false,
+        exit_code: None,
+        confirmed: true,
+        reason: None,
+    };
+    assert!(matches!(
+        action(m.step(510, stopped)),
+        Effect::Verify { .. }
+    ));
+    let l = &m.progress().expect("progress").launches[0];
+    assert_eq!(l.end, Some(LaunchEnd::Failed));
+    assert!(
+        l.note.as_deref().is_some_and(|n| n.contains("time limit")),
+        "{l:?}"
+    );
+}

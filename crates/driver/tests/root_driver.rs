@@ -399,3 +399,28 @@ async fn root_restart_is_never_parked_and_stops_its_sandbox() {
     .await
     .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn root_launch_past_its_time_limit_is_stopped_and_graded_as_it_stands() {
+    let w = world();
+    let runs = runs(&w.owner, 4);
+    let mut t = task("slow", 10_000, true);
+    t.harness_timeout_s = Some(2);
+    let handle = runs.register(t).unwrap();
+    tokio::time::timeout(LIMIT, async {
+        running(&w.owner, &runs, "slow", 1).await;
+        // A pause does not count against the limit.
+        assert_eq!(runs.request_park().await.runs["slow"], ParkState::Paused);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        runs.open();
+        let result = handle.result().await.unwrap();
+        assert_eq!(result.status, Status::Verified, "{result:?}");
+        assert_eq!(result.reward, Some(0.0), "graded as it stands");
+        let l = &result.launches[0];
+        assert_eq!(l.end, Some(LaunchEnd::Failed), "{l:?}");
+        assert!(l.paused_ms >= 3000, "{l:?}");
+        assert!(l.duration_ms(0) >= l.paused_ms + 2000, "{l:?}");
+    })
+    .await
+    .unwrap();
+}

@@ -37,6 +37,8 @@ pub enum Event {
     Ended {
         exit_code: Option<i32>,
     },
+    /// The launch ran past the task's time limit.
+    TimedOut,
     Paused(PauseOutcome),
     Continued {
         /// Set when the paused launch could not be continued.
@@ -91,6 +93,8 @@ pub enum StopWhy {
     /// A paused launch that could not be continued.
     ContinueFailed,
     Cancel,
+    /// Past the task's harness time limit.
+    TimedOut,
 }
 
 impl StopWhy {
@@ -100,6 +104,7 @@ impl StopWhy {
             Self::PauseFailed => "stopped for a checkpoint (the pause was not confirmed)",
             Self::ContinueFailed => "stopped (the paused launch could not be continued)",
             Self::Cancel => "cancelled",
+            Self::TimedOut => "stopped: past the task's harness time limit",
         }
     }
 }

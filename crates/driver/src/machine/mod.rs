@@ -206,6 +206,16 @@ impl Machine {
                 }
                 self.enter_verify(now_ms)
             }
+            Event::TimedOut => {
+                if self.phase != Phase::Waiting {
+                    return Vec::new();
+                }
+                self.phase = Phase::Stopping(StopWhy::TimedOut);
+                vec![Effect::Stop {
+                    launch_id: self.current_launch_id(),
+                    why: StopWhy::TimedOut,
+                }]
+            }
             Event::Paused(outcome) => self.on_paused(now_ms, outcome),
             Event::Opened => self.on_open(now_ms),
             Event::Continued { error } => self.on_continued(now_ms, error),
@@ -544,6 +554,21 @@ impl Machine {
                 l.close(end_of(exit_code), exit_code, now_ms, None);
             }
             if why == StopWhy::Cancel {
+                return self.cancel_now(now_ms);
+            }
+            return self.enter_verify(now_ms);
+        }
+        if why == StopWhy::TimedOut {
+            // A failed launch: grade what it left.
+            if let Some(l) = self.open_launch_mut() {
+                l.close(
+                    LaunchEnd::Failed,
+                    exit_code,
+                    now_ms,
+                    Some(why.note().to_owned()),
+                );
+            }
+            if self.cancel {
                 return self.cancel_now(now_ms);
             }
             return self.enter_verify(now_ms);
