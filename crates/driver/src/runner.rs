@@ -24,6 +24,18 @@ use crate::task::RolloutTask;
 /// Environment variables every launch gets.
 pub const ROLLOUT_VAR: &str = "ROLLPOINT_ROLLOUT";
 pub const ATTEMPT_VAR: &str = "ROLLPOINT_ATTEMPT";
+/// The gateway capture key of this attempt ([`capture_key`]).
+pub const CAPTURE_KEY_VAR: &str = "ROLLPOINT_CAPTURE_KEY";
+
+/// The capture key the gateway records an attempt's model calls under:
+/// the rollout id for attempt 0, `<rollout>-a<N>` after.
+pub fn capture_key(rollout: &str, attempt: u32) -> String {
+    if attempt == 0 {
+        rollout.to_owned()
+    } else {
+        format!("{rollout}-a{attempt}")
+    }
+}
 
 /// Budgets of the runner.
 #[derive(Debug, Clone)]
@@ -316,6 +328,10 @@ impl Runner {
         let mut env = cmd.env;
         env.insert(ROLLOUT_VAR.to_owned(), cx.rollout.clone());
         env.insert(ATTEMPT_VAR.to_owned(), cx.attempt.to_string());
+        env.insert(
+            CAPTURE_KEY_VAR.to_owned(),
+            capture_key(&cx.rollout, cx.attempt),
+        );
         let req = LaunchRequest {
             launch_id: launch_id.clone(),
             argv: cmd.argv,

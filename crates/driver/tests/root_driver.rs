@@ -312,7 +312,8 @@ async fn root_cancel_kills_a_paused_launch_and_closes_its_session() {
 async fn root_command_adapter_pauses_in_place_and_an_ungraded_run_closes_its_session() {
     let w = world();
     let runs = runs(&w.owner, 4);
-    let script = "i=0; while [ $i -lt 15 ]; do i=$((i+1)); echo $i >> .fake-harness/progress; sleep 0.1; done";
+    let script = "echo \"$ROLLPOINT_CAPTURE_KEY $ROLLPOINT_ATTEMPT\" > key; \
+                  i=0; while [ $i -lt 15 ]; do i=$((i+1)); echo $i >> .fake-harness/progress; sleep 0.1; done";
     let t: RolloutTask = serde_json::from_value(serde_json::json!({
         "v": 1,
         "task": {
@@ -327,6 +328,8 @@ async fn root_command_adapter_pauses_in_place_and_an_ungraded_run_closes_its_ses
     let handle = runs.register(t).unwrap();
     tokio::time::timeout(LIMIT, async {
         let session = running(&w.owner, &runs, "cmd", 2).await;
+        let key = w.owner.download(&session, "key", 100).await.unwrap();
+        assert_eq!(key, b"cmd 0\n", "the launch's capture key and attempt");
         assert_eq!(runs.request_park().await.runs["cmd"], ParkState::Paused);
         assert_frozen(&w.owner, &session).await;
         runs.open();
