@@ -1,0 +1,120 @@
+//! Adapters hold everything harness-specific: where the harness keeps its
+//! session, how the sandbox is prepared, whether a saved session can be
+//! continued, the launch command, what is collected afterwards, and whether
+//! the harness may be paused at checkpoints. The driver stays generic.
+
+pub mod command;
+pub mod fake;
+pub mod native;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use rollpoint_owner::Owner;
+
+use crate::errors::AdapterError;
+use crate::result::Usage;
+use crate::task::AdapterSpec;
+
+/// The session an adapter works in.
+#[derive(Debug, Clone)]
+pub struct Cx {
+    pub owner: Arc<dyn Owner>,
+    pub session: String,
+    pub workdir: String,
+    pub rollout: String,
+    pub attempt: u32,
+}
+
+/// Resume or start over, and why (for the launch log).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub resume: bool,
+    pub reason: String,
+}
+
+/// The harness command of one launch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchCommand {
+    pub argv: Vec<String>,
+    pub env: BTreeMap<String, String>,
+}
+
+/// What the adapter gathered once the harness is done.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Collected {
+    pub usage: Option<Usage>,
+}
+
+/// One harness, as the driver sees it.
+pub trait Adapter: Send + Sync + std::fmt::Debug {
+    fn name(&self) -> &'static str;
+
+    /// Where the harness keeps its session in this sandbox: a JSON object
+    /// stored in the bookmark, so a continuation finds it again.
+    fn new_state(&self, workdir: &str, rollout: &str) -> serde_json::Value;
+
+    /// Readies the sandbox before a launch (idempotent).
+    fn prepare<'a>(
+        &'a self,
+        cx: &'a Cx,
+        state: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<(), AdapterError>>;
+
+    /// Whether the saved session can be continued, and why.
+    fn resume_decision<'a>(
+        &'a self,
+        cx: &'a Cx,
+        state: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<Decision, AdapterError>>;
+
+    /// The command of a fresh or a resumed launch.
+    fn command(
+        &self,
+        state: &serde_json::Value,
+        resume: bool,
+    ) -> Result<LaunchCommand, AdapterError>;
+
+    /// Reads what the harness left (usage, transcript) before grading.
+    fn collect<'a>(
+        &'a self,
+        cx: &'a Cx,
+        state: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<Collected, AdapterError>>;
+
+    /// Paused in place at checkpoints (else stopped and relaunched).
+    fn pauses_at_checkpoints(&self) -> bool {
+        true
+    }
+}
+
+/// The adapter a task names.
+pub fn from_spec(spec: &AdapterSpec) -> Arc<dyn Adapter> {
+    match spec {
+        AdapterSpec::Command(s) => Arc::new(command::CommandAdapter::new(s.clone())),
+        AdapterSpec::Native(s) => Arc::new(native::NativeAdapter::new(s.clone())),
+        AdapterSpec::Fake(s) => Arc::new(fake::FakeAdapter::new(s.clone())),
+    }
+}
+
+/// A string field of the adapter state.
+pub(crate) fn state_str<'a>(
+    adapter: &'static str,
+    state: &'a serde_json::Value,
+    key: &str,
+) -> Result<&'a str, AdapterError> {
+    state
+        .get(key)
+        .and_then(serde_json::Value::as_str)
+        .ok_or_else(|| {
+            AdapterError::new(
+                adapter,
+                format!("state field `{key}` is missing or not a string"),
+            )
+        })
+}
+
+fn default_true() -> bool {
+    true
+}

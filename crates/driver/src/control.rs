@@ -1,0 +1,158 @@
+//! Talking to a launch's supervisor from the host: its control socket (one
+//! JSON request line, one reply line), its launch record, and the pause file
+//! in its session directory.
+
+use std::os::fd::AsRawFd as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rollpoint_proto::control::{CONTROL_SOCKET, Reply, Request, Verb};
+use rollpoint_proto::launch::LaunchRecord;
+use rollpoint_proto::session::{LAUNCH_FILE, PAUSE_FILE};
+use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::net::UnixStream;
+
+use crate::errors::ControlError;
+
+/// How long a freshly started supervisor may take to open its socket.
+const SOCKET_WAIT: Duration = Duration::from_secs(30);
+
+/// One launch's session directory on the host.
+#[derive(Debug, Clone)]
+pub struct LaunchDir {
+    pub dir: PathBuf,
+}
+
+impl LaunchDir {
+    pub fn new(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.join(CONTROL_SOCKET)
+    }
+
+    /// The launch record, if it can be read yet.
+    pub async fn record(&self) -> Option<LaunchRecord> {
+        let bytes = tokio::fs::read(self.dir.join(LAUNCH_FILE)).await.ok()?;
+        LaunchRecord::decode(&bytes).ok()
+    }
+
+    /// Asks the supervisor `verb`, waiting up to `limit` for the reply.
+    /// A socket that is not there yet is retried for a while (the supervisor
+    /// opens it just after the launch returns).
+    pub async fn ask(&self, verb: Verb, limit: Duration) -> Result<Reply, ControlError> {
+        let path = self.socket();
+        let limit_s = limit.as_secs();
+        tokio::time::timeout(limit, self.ask_inner(&path, verb))
+            .await
+            .map_err(|_| ControlError::Timeout {
+                path: path.clone(),
+                limit_s,
+            })?
+    }
+
+    async fn ask_inner(&self, path: &Path, verb: Verb) -> Result<Reply, ControlError> {
+        let socket_err = |message: String| ControlError::Socket {
+            path: path.to_owned(),
+            message,
+        };
+        // Session directories nest deep under the owner's store, past the
+        // 108 bytes a socket address holds: connect through a descriptor of
+        // the directory instead (`/proc/self/fd/<n>/control.sock`).
+        let dir = std::fs::File::open(&self.dir)
+            .map_err(|e| socket_err(format!("open the session directory: {e}")))?;
+        let short = PathBuf::from(format!(
+            "/proc/self/fd/{}/{CONTROL_SOCKET}",
+            dir.as_raw_fd()
+        ));
+        let started = tokio::time::Instant::now();
+        let stream = loop {
+            match UnixStream::connect(&short).await {
+                Ok(s) => break s,
+                Err(e)
+                    if started.elapsed() < SOCKET_WAIT
+                        && matches!(
+                            e.kind(),
+                            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                        ) =>
+                {
+                    // A launch that already ended has no socket any more.
+                    if self.record().await.is_some_and(|r| r.ended.is_some()) {
+                        return Err(socket_err(format!("connect: {e} (the launch has ended)")));
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(socket_err(format!("connect: {e}"))),
+            }
+        };
+        drop(dir);
+        let (read, mut write) = stream.into_split();
+        let mut line = serde_json::to_vec(&Request::new(verb))
+            .map_err(|e| socket_err(format!("encode request: {e}")))?;
+        line.push(b'\n');
+        write
+            .write_all(&line)
+            .await
+            .map_err(|e| socket_err(format!("write request: {e}")))?;
+        let mut reply = Vec::new();
+        BufReader::new(read)
+            .read_until(b'\n', &mut reply)
+            .await
+            .map_err(|e| socket_err(format!("read reply: {e}")))?;
+        Reply::decode(&reply).map_err(|e| ControlError::Reply {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Creates the pause file (mode 0600): a launch that has not started
+    /// waits until it is removed.
+    pub async fn hold(&self) -> Result<(), ControlError> {
+        let path = self.dir.join(PAUSE_FILE);
+        let file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .await
+            .map_err(|e| ControlError::Socket {
+                path: path.clone(),
+                message: format!("create the pause file: {e}"),
+            })?;
+        file.sync_all().await.map_err(|e| ControlError::Socket {
+            path,
+            message: format!("sync the pause file: {e}"),
+        })
+    }
+
+    /// Removes the pause file; one already gone is fine.
+    pub async fn release(&self) -> Result<(), ControlError> {
+        let path = self.dir.join(PAUSE_FILE);
+        match tokio::fs::remove_file(&path).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(ControlError::Socket {
+                path,
+                message: format!("remove the pause file: {e}"),
+            }),
+        }
+    }
+
+    /// Waits until the launch record says the harness ended (or never
+    /// started); returns its exit code.
+    pub async fn ended(&self) -> Option<i32> {
+        loop {
+            if let Some(r) = self.record().await {
+                if let Some(e) = &r.ended {
+                    return e.exit_code;
+                }
+                if r.phase == rollpoint_proto::launch::LaunchPhase::NeverStarted {
+                    return Some(rollpoint_proto::session::NEVER_STARTED_EXIT);
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! The rollout result: what one rollout produced, in a versioned format.
+
+use rollpoint_owner::Verdict;
+use serde::{Deserialize, Serialize};
+
+use crate::launchlog::LaunchEntry;
+
+/// Version of [`RolloutResult`].
+pub const RESULT_VERSION: u32 = 1;
+
+/// How the rollout ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Graded by the owner: `verdict` is set.
+    Verified,
+    /// The harness ran and the task asks for no grading.
+    Unverified,
+    /// Something failed before a verdict: `error` says what.
+    Failed,
+    /// Cancelled by the caller.
+    Cancelled,
+}
+
+/// Model usage the adapter collected from the harness.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Usage {
+    pub model_calls: u64,
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    pub total_tokens: u64,
+}
+
+/// When the rollout ran, Unix milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Timings {
+    /// Start of its first attempt.
+    pub started_at_ms: u64,
+    pub ended_at_ms: u64,
+    /// Time the harness ran, summed over launches (paused time included).
+    pub harness_ms: u64,
+    /// Time checkpoints held its launches.
+    pub paused_ms: u64,
+}
+
+/// One rollout's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutResult {
+    pub v: u32,
+    pub task_id: String,
+    pub rollout: String,
+    /// The attempt that produced it (0 when no crash intervened).
+    pub attempt: u32,
+    pub status: Status,
+    /// The owner's verdict (status `verified`).
+    #[serde(default)]
+    pub verdict: Option<Verdict>,
+    /// The verdict's reward, repeated for readers that want only it.
+    #[serde(default)]
+    pub reward: Option<f64>,
+    #[serde(default)]
+    pub error: Option<String>,
+    /// Nothing could be saved of it (not capturable, or checkpointing off).
+    pub restart: bool,
+    pub launches: Vec<LaunchEntry>,
+    #[serde(default)]
+    pub usage: Option<Usage>,
+    pub timings: Timings,
+}

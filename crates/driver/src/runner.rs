@@ -1,0 +1,555 @@
+//! The runner: carries out one rollout's effects (owner calls, the adapter,
+//! the supervisor's control socket) and feeds the outcomes back to the
+//! machine. Each bookmark is recorded before the effect after it runs.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rollpoint_owner::Owner;
+use rollpoint_proto::anchor::LaunchRequest;
+use rollpoint_proto::control::{Reply, Verb};
+use rollpoint_proto::receipt::Outcome;
+use tokio::sync::watch;
+
+use crate::adapter::{Adapter, Cx};
+use crate::bookmark::{Bookmark, VerifyMode};
+use crate::control::LaunchDir;
+use crate::machine::{Effect, Event, Machine, PauseOutcome, StopWhy};
+use crate::result::RolloutResult;
+use crate::runs::{Ctl, RunStatus};
+use crate::store::Store;
+use crate::task::RolloutTask;
+
+/// Environment variables every launch gets.
+pub const ROLLOUT_VAR: &str = "ROLLPOINT_ROLLOUT";
+pub const ATTEMPT_VAR: &str = "ROLLPOINT_ATTEMPT";
+/// The gateway capture key of this attempt ([`capture_key`]).
+pub const CAPTURE_KEY_VAR: &str = "ROLLPOINT_CAPTURE_KEY";
+
+/// The capture key the gateway records an attempt's model calls under:
+/// the rollout id for attempt 0, `<rollout>-a<N>` after.
+pub fn capture_key(rollout: &str, attempt: u32) -> String {
+    if attempt == 0 {
+        rollout.to_owned()
+    } else {
+        format!("{rollout}-a{attempt}")
+    }
+}
+
+/// Budgets of the runner.
+#[derive(Debug, Clone)]
+pub struct Budgets {
+    /// A pause, continue or stop reply (the supervisor's own budgets are
+    /// 120 s per pause and 10 s of stop grace).
+    pub control: Duration,
+    /// A stop on cancel.
+    pub cancel: Duration,
+    /// Settle time before a held launch is asked again.
+    pub hold_settle: Duration,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Self {
+            control: Duration::from_secs(150),
+            cancel: Duration::from_secs(60),
+            hold_settle: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Wall-clock now, Unix milliseconds.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+pub(crate) struct Runner {
+    pub owner: Arc<dyn Owner>,
+    pub adapter: Arc<dyn Adapter>,
+    pub task: RolloutTask,
+    pub ctl: Arc<watch::Sender<Ctl>>,
+    pub budgets: Budgets,
+    pub store: Option<Arc<Store>>,
+    pub launches: HashMap<String, LaunchDir>,
+    /// Running (unpaused) time each launch has had, for the time limit.
+    pub ran: HashMap<String, Duration>,
+}
+
+impl Runner {
+    /// Runs the machine to its result.
+    pub async fn drive(mut self, mut machine: Machine) -> RolloutResult {
+        let mut effects = Vec::new();
+        let ctl = self.ctl.borrow().clone();
+        if ctl.cancel {
+            effects.extend(machine.step(now_ms(), Event::CancelRequested));
+        }
+        if ctl.park && machine.wants_park() {
+            effects.extend(machine.step(now_ms(), Event::ParkRequested));
+        }
+        effects.extend(machine.step(now_ms(), Event::Start));
+        let mut told_cancel = ctl.cancel;
+        loop {
+            let mut action = None;
+            for effect in effects.drain(..) {
+                match effect {
+                    Effect::RecordBookmark(b) => self.record(b).await,
+                    other => action = Some(other),
+                }
+            }
+            self.set_status(&machine);
+            let Some(action) = action else {
+                // Every step but a finished machine's yields an action.
+                let result = machine_failed(&machine, &self.task);
+                self.ctl.send_modify(|c| c.status = RunStatus::Done);
+                return result;
+            };
+            let event = match action {
+                Effect::Return(result) => {
+                    self.ctl.send_modify(|c| c.status = RunStatus::Done);
+                    return *result;
+                }
+                Effect::Wait { launch_id } => self.wait(&machine, &launch_id).await,
+                Effect::Park(kind) => {
+                    self.ctl
+                        .send_modify(|c| c.status = RunStatus::Parked(kind.clone()));
+                    let mut rx = self.ctl.subscribe();
+                    let woke = rx.wait_for(|c| !c.park || c.cancel).await.map(|c| c.cancel);
+                    self.ctl.send_modify(|c| c.status = RunStatus::Running);
+                    match woke {
+                        Ok(true) => Event::CancelRequested,
+                        _ => Event::Opened,
+                    }
+                }
+                other => {
+                    let event = self.perform(&machine, other).await;
+                    // Requests that came meanwhile only set the machine's
+                    // flags here: it acts on them at its next boundary.
+                    let ctl = self.ctl.borrow().clone();
+                    if ctl.cancel && !told_cancel {
+                        told_cancel = true;
+                        effects.extend(machine.step(now_ms(), Event::CancelRequested));
+                    }
+                    if ctl.park && machine.wants_park() {
+                        effects.extend(machine.step(now_ms(), Event::ParkRequested));
+                    }
+                    event
+                }
+            };
+            if event == Event::CancelRequested {
+                told_cancel = true;
+            }
+            effects.extend(machine.step(now_ms(), event));
+        }
+    }
+
+    fn set_status(&self, machine: &Machine) {
+        let restart = machine.restart();
+        self.ctl.send_modify(|c| {
+            c.restart = restart;
+            if matches!(c.status, RunStatus::Queued) {
+                c.status = RunStatus::Running;
+            }
+        });
+    }
+
+    async fn record(&self, bookmark: Bookmark) {
+        if let Some(store) = &self.store
+            && let Err(e) = store.write(&bookmark).await
+        {
+            // The in-memory bookmark still serves export; the durable copy
+            // is a convenience for tools, the checkpoint is the record.
+            eprintln!("rollpoint-driver: rollout {}: {e}", bookmark.rollout);
+        }
+        self.ctl.send_modify(|c| c.bookmark = bookmark);
+    }
+
+    fn cx(&self, machine: &Machine) -> Cx {
+        let (session, workdir) = machine
+            .progress()
+            .map(|p| (p.session.session.clone(), p.session.workdir.clone()))
+            .unwrap_or_default();
+        Cx {
+            owner: Arc::clone(&self.owner),
+            session,
+            workdir,
+            rollout: self.task.rollout().to_owned(),
+            attempt: machine.bookmark().attempt,
+        }
+    }
+
+    fn state(machine: &Machine) -> serde_json::Value {
+        machine
+            .progress()
+            .map(|p| p.state.clone())
+            .unwrap_or_else(|| serde_json::json!({}))
+    }
+
+    async fn wait(&mut self, machine: &Machine, launch_id: &str) -> Event {
+        let Some(dir) = self.launches.get(launch_id).cloned() else {
+            return Event::Failed {
+                error: format!("launch {launch_id}: no session directory known"),
+            };
+        };
+        let mut rx = self.ctl.subscribe();
+        let wants_park = machine.wants_park();
+        let ran = self.ran.get(launch_id).copied().unwrap_or_default();
+        let left = self.task.harness_timeout_s.map_or(Duration::MAX, |s| {
+            Duration::from_secs(s).saturating_sub(ran)
+        });
+        let started = tokio::time::Instant::now();
+        let event = tokio::select! {
+            code = dir.ended() => Event::Ended { exit_code: code },
+            r = rx.wait_for(|c| c.cancel || (c.park && wants_park)) => match r {
+                Ok(c) if c.cancel => Event::CancelRequested,
+                _ => Event::ParkRequested,
+            },
+            () = sleep_for(left) => Event::TimedOut,
+        };
+        self.ran
+            .insert(launch_id.to_owned(), ran.saturating_add(started.elapsed()));
+        event
+    }
+
+    async fn perform(&mut self, machine: &Machine, effect: Effect) -> Event {
+        let rollout = self.task.rollout().to_owned();
+        match effect {
+            Effect::Seed => match self.owner.create_session(self.task.task.clone()).await {
+                Ok(info) => Event::Seeded {
+                    state: self.adapter.new_state(&info.workdir, &rollout),
+                    session: info.session,
+                    sandbox: info.sandbox,
+                    workdir: info.workdir,
+                    capturable: info.capturable,
+                    cookies: Default::default(),
+                },
+                Err(e) => Event::Failed {
+                    error: format!("seed: {e}"),
+                },
+            },
+            Effect::Access { session } => match self.owner.access(&session).await {
+                Ok(a) => Event::Accessed {
+                    sandbox: a.sandbox,
+                    workdir: a.workdir,
+                },
+                Err(e) => Event::Failed {
+                    error: format!("access: {e}"),
+                },
+            },
+            Effect::ResumeDecision { .. } => {
+                let cx = self.cx(machine);
+                let state = Self::state(machine);
+                match self.adapter.resume_decision(&cx, &state).await {
+                    Ok(d) => Event::Decided {
+                        resume: d.resume,
+                        reason: d.reason,
+                    },
+                    Err(e) => Event::Failed {
+                        error: format!("resume decision: {e}"),
+                    },
+                }
+            }
+            Effect::Launch {
+                session,
+                launch_id,
+                resume,
+            } => self.launch(machine, &session, launch_id, resume).await,
+            Effect::Pause { launch_id, hold } => self.pause(&launch_id, hold).await,
+            Effect::Continue { launch_id, hold } => self.resume(&launch_id, hold).await,
+            Effect::Stop { launch_id, why } => self.stop(&launch_id, why).await,
+            Effect::Verify { session, mode } => {
+                let cx = self.cx(machine);
+                let state = Self::state(machine);
+                // Usage is evidence, not the grade: a harness that left none
+                // still gets graded.
+                let usage = self
+                    .adapter
+                    .collect(&cx, &state)
+                    .await
+                    .ok()
+                    .and_then(|c| c.usage);
+                match mode {
+                    VerifyMode::Skip => Event::Verified {
+                        verdict: None,
+                        usage,
+                    },
+                    VerifyMode::Owner => match self.owner.verify(&session).await {
+                        Ok(v) => Event::Verified {
+                            verdict: Some(v),
+                            usage,
+                        },
+                        Err(e) => Event::Failed {
+                            error: format!("verify: {e}"),
+                        },
+                    },
+                }
+            }
+            Effect::CloseSession { session } | Effect::StopSandbox { session } => Event::Closed {
+                error: self
+                    .owner
+                    .close(&session)
+                    .await
+                    .err()
+                    .map(|e| e.to_string()),
+            },
+            Effect::RecordBookmark(_)
+            | Effect::Wait { .. }
+            | Effect::Park(_)
+            | Effect::Return(_) => Event::Failed {
+                error: "internal: effect performed out of place".to_owned(),
+            },
+        }
+    }
+
+    async fn launch(
+        &mut self,
+        machine: &Machine,
+        session: &str,
+        launch_id: String,
+        resume: bool,
+    ) -> Event {
+        let cx = self.cx(machine);
+        let state = Self::state(machine);
+        if let Err(e) = self.adapter.prepare(&cx, &state).await {
+            return Event::Failed {
+                error: format!("prepare: {e}"),
+            };
+        }
+        let cmd = match self.adapter.command(&state, resume) {
+            Ok(c) => c,
+            Err(e) => {
+                return Event::Failed {
+                    error: format!("launch command: {e}"),
+                };
+            }
+        };
+        let mut env = cmd.env;
+        env.insert(ROLLOUT_VAR.to_owned(), cx.rollout.clone());
+        env.insert(ATTEMPT_VAR.to_owned(), cx.attempt.to_string());
+        env.insert(
+            CAPTURE_KEY_VAR.to_owned(),
+            capture_key(&cx.rollout, cx.attempt),
+        );
+        let req = LaunchRequest {
+            launch_id: launch_id.clone(),
+            argv: cmd.argv,
+            env,
+            cwd: cx.workdir.clone(),
+            freeze: None,
+            options: Vec::new(),
+        };
+        match self.owner.launch(session, req).await {
+            Ok(l) => {
+                self.launches
+                    .insert(l.launch_id.clone(), LaunchDir::new(l.session_dir));
+                Event::Launched {
+                    launch_id: l.launch_id,
+                }
+            }
+            Err(e) => Event::Failed {
+                error: format!("launch {launch_id}: {e}"),
+            },
+        }
+    }
+
+    fn dir(&self, launch_id: &str) -> Option<LaunchDir> {
+        self.launches.get(launch_id).cloned()
+    }
+
+    async fn ask(&self, dir: &LaunchDir, verb: Verb, limit: Duration) -> Result<Reply, String> {
+        let reply = dir.ask(verb, limit).await.map_err(|e| e.to_string())?;
+        if let Some(e) = &reply.error {
+            return Err(format!("supervisor: {e}"));
+        }
+        Ok(reply)
+    }
+
+    async fn pause(&self, launch_id: &str, hold: bool) -> Event {
+        let Some(dir) = self.dir(launch_id) else {
+            return Event::Paused(PauseOutcome::Failed {
+                reason: format!("launch {launch_id}: no session directory known"),
+            });
+        };
+        if hold && let Err(e) = dir.hold().await {
+            return Event::Paused(PauseOutcome::Failed {
+                reason: e.to_string(),
+            });
+        }
+        let mut asked_again = false;
+        loop {
+            let reply = match self.ask(&dir, Verb::Pause, self.budgets.control).await {
+                Ok(r) => r,
+                Err(reason) => return Event::Paused(PauseOutcome::Failed { reason }),
+            };
+            let Some(receipt) = reply.receipt else {
+                return Event::Paused(PauseOutcome::Failed {
+                    reason: "the supervisor sent no receipt".to_owned(),
+                });
+            };
+            return Event::Paused(match receipt.outcome {
+                Outcome::Confirmed => {
+                    if hold {
+                        // It runs and is frozen: the file holds nothing now.
+                        let _ = dir.release().await;
+                    }
+                    PauseOutcome::Confirmed
+                }
+                Outcome::AlreadyEnded => PauseOutcome::AlreadyEnded {
+                    exit_code: receipt.exit_code,
+                },
+                Outcome::Failed => PauseOutcome::Failed {
+                    reason: receipt
+                        .reason
+                        .unwrap_or_else(|| "the pause was not confirmed".to_owned()),
+                },
+                Outcome::NotRunning if hold && !asked_again => {
+                    // Held by the pause file, unless the supervisor was
+                    // past its check already: ask once more after it had
+                    // time to start the harness.
+                    asked_again = true;
+                    tokio::time::sleep(self.budgets.hold_settle).await;
+                    continue;
+                }
+                Outcome::NotRunning if hold => PauseOutcome::Held,
+                Outcome::NotRunning => PauseOutcome::Failed {
+                    reason: "the launch is not running".to_owned(),
+                },
+            });
+        }
+    }
+
+    async fn resume(&self, launch_id: &str, hold: bool) -> Event {
+        let Some(dir) = self.dir(launch_id) else {
+            return Event::Continued {
+                error: Some(format!("launch {launch_id}: no session directory known")),
+            };
+        };
+        if hold && let Err(e) = dir.release().await {
+            return Event::Continued {
+                error: Some(e.to_string()),
+            };
+        }
+        match self.ask(&dir, Verb::Continue, self.budgets.control).await {
+            Err(e) => Event::Continued { error: Some(e) },
+            Ok(reply) => match reply.receipt.map(|r| (r.outcome, r.reason)) {
+                Some((Outcome::Confirmed | Outcome::AlreadyEnded, _)) => {
+                    Event::Continued { error: None }
+                }
+                Some((Outcome::NotRunning, _)) if hold => Event::Continued { error: None },
+                Some((outcome, reason)) => Event::Continued {
+                    error: Some(reason.unwrap_or_else(|| format!("continue: {outcome:?}"))),
+                },
+                None => Event::Continued {
+                    error: Some("the supervisor sent no receipt".to_owned()),
+                },
+            },
+        }
+    }
+
+    async fn stop(&self, launch_id: &str, why: StopWhy) -> Event {
+        let Some(dir) = self.dir(launch_id) else {
+            return Event::Stopped {
+                ended_on_its_own: false,
+                exit_code: None,
+                confirmed: false,
+                reason: Some(format!("launch {launch_id}: no session directory known")),
+            };
+        };
+        let limit = if why == StopWhy::Cancel {
+            self.budgets.cancel
+        } else {
+            self.budgets.control
+        };
+        match self.ask(&dir, Verb::Stop, limit).await {
+            Ok(reply) => {
+                let receipt = reply.receipt;
+                let outcome = receipt.as_ref().map(|r| r.outcome);
+                let exit_code = receipt.as_ref().and_then(|r| r.exit_code);
+                match outcome {
+                    Some(Outcome::AlreadyEnded) => Event::Stopped {
+                        ended_on_its_own: true,
+                        exit_code,
+                        confirmed: true,
+                        reason: None,
+                    },
+                    Some(Outcome::NotRunning) => {
+                        // Not started: the stop keeps it from ever starting.
+                        let _ = dir.release().await;
+                        Event::Stopped {
+                            ended_on_its_own: false,
+                            exit_code: None,
+                            confirmed: true,
+                            reason: None,
+                        }
+                    }
+                    _ => {
+                        let receipt = receipt.as_ref();
+                        let confirmed = receipt.is_some_and(|r| {
+                            r.outcome == Outcome::Confirmed && r.cleanup_confirmed != Some(false)
+                        });
+                        Event::Stopped {
+                            ended_on_its_own: false,
+                            exit_code,
+                            confirmed,
+                            reason: receipt.and_then(|r| r.reason.clone()),
+                        }
+                    }
+                }
+            }
+            Err(reason) => match dir.record().await.and_then(|r| r.ended) {
+                Some(ended) => Event::Stopped {
+                    ended_on_its_own: true,
+                    exit_code: ended.exit_code,
+                    confirmed: true,
+                    reason: None,
+                },
+                None => Event::Stopped {
+                    ended_on_its_own: false,
+                    exit_code: None,
+                    confirmed: false,
+                    reason: Some(reason),
+                },
+            },
+        }
+    }
+}
+
+/// Sleeps `d`; `Duration::MAX` (no limit) never ends.
+async fn sleep_for(d: Duration) {
+    match tokio::time::Instant::now().checked_add(d) {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The result of a machine that stopped without returning (a bug): failed,
+/// naming it, rather than a hang.
+fn machine_failed(machine: &Machine, task: &RolloutTask) -> RolloutResult {
+    let mark = machine.bookmark();
+    RolloutResult {
+        v: crate::result::RESULT_VERSION,
+        task_id: task.task.id.clone(),
+        rollout: mark.rollout.clone(),
+        attempt: mark.attempt,
+        status: crate::result::Status::Failed,
+        verdict: None,
+        reward: None,
+        error: Some(format!(
+            "internal: the stage machine stopped at `{}` without a result",
+            mark.next().as_str()
+        )),
+        restart: machine.restart(),
+        launches: machine
+            .progress()
+            .map(|p| p.launches.clone())
+            .unwrap_or_default(),
+        usage: None,
+        timings: crate::result::Timings {
+            started_at_ms: mark.started_at_ms,
+            ended_at_ms: now_ms(),
+            ..Default::default()
+        },
+    }
+}

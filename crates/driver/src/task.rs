@@ -1,0 +1,92 @@
+//! The rollout task the driver takes: the owner's task, the adapter and its
+//! settings, and how the rollout is graded. One JSON object per task.
+
+use rollpoint_owner::OwnerTask;
+use serde::{Deserialize, Serialize};
+
+use crate::adapter::command::CommandSettings;
+use crate::adapter::fake::FakeSettings;
+use crate::adapter::native::NativeSettings;
+use crate::bookmark::{VerifyMode, check_rollout};
+use crate::errors::DriverError;
+
+/// Version of [`RolloutTask`].
+pub const TASK_VERSION: u32 = 1;
+
+/// The adapter that runs the harness, with its settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum AdapterSpec {
+    Command(CommandSettings),
+    Native(NativeSettings),
+    Fake(FakeSettings),
+}
+
+/// One rollout to run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutTask {
+    pub v: u32,
+    /// The rollout id; the owner task's id when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    pub task: OwnerTask,
+    pub adapter: AdapterSpec,
+    #[serde(default)]
+    pub verify_mode: VerifyMode,
+    /// Running time one launch may take (paused time excluded); past it the
+    /// launch is stopped as failed and the rollout is graded as it stands.
+    #[serde(default)]
+    pub harness_timeout_s: Option<u64>,
+}
+
+impl RolloutTask {
+    /// Reads a task, rejecting unknown versions and fields by name.
+    pub fn decode(bytes: &[u8]) -> Result<Self, DriverError> {
+        let task: Self =
+            rollpoint_proto::decode("rollout task", TASK_VERSION, bytes).map_err(|e| {
+                DriverError::Task {
+                    field: match &e {
+                        rollpoint_proto::FormatError::Field { path, .. } => format!("task.{path}"),
+                        rollpoint_proto::FormatError::MissingVersion { .. }
+                        | rollpoint_proto::FormatError::UnknownVersion { .. } => {
+                            "task.v".to_owned()
+                        }
+                        rollpoint_proto::FormatError::Json { .. } => "task".to_owned(),
+                    },
+                    message: e.to_string(),
+                }
+            })?;
+        task.validate()?;
+        Ok(task)
+    }
+
+    /// The rollout id.
+    pub fn rollout(&self) -> &str {
+        self.id.as_deref().unwrap_or(&self.task.id)
+    }
+
+    /// Checks ids, the owner task and the adapter settings, naming the field.
+    pub fn validate(&self) -> Result<(), DriverError> {
+        let bad = |field: String, message: String| DriverError::Task { field, message };
+        check_rollout("task.id", self.rollout()).map_err(|e| bad(e.field, e.message))?;
+        self.task.validate().map_err(|e| match e {
+            rollpoint_owner::OwnerError::BadRequest { field, message } => {
+                bad(format!("task.{field}"), message)
+            }
+            other => bad("task.task".to_owned(), other.to_string()),
+        })?;
+        if self.harness_timeout_s == Some(0) {
+            return Err(bad(
+                "task.harness_timeout_s".to_owned(),
+                "must be above 0".to_owned(),
+            ));
+        }
+        match &self.adapter {
+            AdapterSpec::Command(s) => s.validate(),
+            AdapterSpec::Native(s) => s.validate(),
+            AdapterSpec::Fake(s) => s.validate(),
+        }
+        .map_err(|(field, message)| bad(format!("task.adapter.{field}"), message))
+    }
+}
