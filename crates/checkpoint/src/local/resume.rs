@@ -40,9 +40,8 @@ pub(super) async fn abort(
     if inner.machine().was_resumed(id) {
         return Ok(reply(true));
     }
-    if let Some(active) = inner.machine().active()
-        && active != id
-    {
+    let active = inner.machine().active().map(str::to_owned);
+    if active.is_some_and(|a| a != id) {
         return inner.machine().resume(id).map(|_| reply(false));
     }
     inner.aborts.send_modify(|g| *g += 1);
