@@ -7,6 +7,7 @@
 )]
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +16,8 @@ use futures_util::future::BoxFuture;
 use rollpoint_checkpoint::{HookError, HookResult, Kind, Participant, Readiness};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Debug, Default)]
 pub struct FakeState {
@@ -28,6 +31,9 @@ pub struct FakeState {
     pub forgotten: BTreeSet<String>,
     pub parked: bool,
     pub calls: Vec<String>,
+    /// Every call with a process-wide sequence number, to check the order
+    /// across participants.
+    pub ticks: Vec<(u64, String)>,
     pub export_delay: Option<Duration>,
     pub fail_install: bool,
     pub fail_open: bool,
@@ -88,7 +94,21 @@ impl Fake {
     }
 
     fn log(&self, call: &str) {
-        self.state.lock().unwrap().calls.push(call.to_owned());
+        let tick = SEQ.fetch_add(1, Ordering::SeqCst);
+        let mut s = self.state.lock().unwrap();
+        s.calls.push(call.to_owned());
+        s.ticks.push((tick, call.to_owned()));
+    }
+
+    /// The sequence number of this participant's first call starting with
+    /// `prefix`.
+    pub fn tick_of(&self, prefix: &str) -> Option<u64> {
+        self.get(|s| {
+            s.ticks
+                .iter()
+                .find(|(_, c)| c.starts_with(prefix))
+                .map(|(t, _)| *t)
+        })
     }
 }
 
