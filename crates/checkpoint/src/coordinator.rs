@@ -143,16 +143,11 @@ impl Coordinator {
         config: CoordinatorConfig,
     ) -> Result<Self, CoordinatorError> {
         let mut peers = Vec::with_capacity(controls.len());
-        for control in controls {
+        for (index, control) in controls.into_iter().enumerate() {
             let status = control
                 .status()
                 .await
-                .map_err(|source| CoordinatorError::Call {
-                    action: "status",
-                    kind: Kind::Model,
-                    instance: "?".to_owned(),
-                    source,
-                })?;
+                .map_err(|source| CoordinatorError::Discover { index, source })?;
             peers.push(Peer {
                 kind: status.kind,
                 instance: status.instance,

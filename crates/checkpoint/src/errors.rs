@@ -225,6 +225,8 @@ pub enum CoordinatorError {
         instance: String,
         source: ControlError,
     },
+    #[error("participant {index}: status: {source}")]
+    Discover { index: usize, source: ControlError },
     #[error("participant {kind}/{instance} is listed twice")]
     Duplicate { kind: Kind, instance: String },
     #[error("checkpoint {checkpoint}: {source}")]

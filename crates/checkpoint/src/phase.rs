@@ -266,12 +266,17 @@ impl Machine {
         }
     }
 
-    /// The restore `reply.checkpoint` is installed.
-    pub fn restored(&mut self, args: RestoreArgs, reply: RestoreReply) {
-        if self.phase == Phase::Idle && self.active.is_none() {
-            self.start(&reply.checkpoint, Phase::Restored);
-            self.restored = Some((args, reply));
+    /// The restore `reply.checkpoint` is installed. False when the id was
+    /// resumed meanwhile or another checkpoint opened: the caller undoes
+    /// the install.
+    pub fn restored(&mut self, args: RestoreArgs, reply: RestoreReply) -> bool {
+        if self.phase != Phase::Idle || self.active.is_some() || self.was_resumed(&reply.checkpoint)
+        {
+            return false;
         }
+        self.start(&reply.checkpoint, Phase::Restored);
+        self.restored = Some((args, reply));
+        true
     }
 
     pub fn resume(&mut self, id: &str) -> Result<ResumeStep, ControlError> {

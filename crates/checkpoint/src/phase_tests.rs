@@ -129,7 +129,7 @@ fn restore_walks_idle_restored_idle_and_replays() {
         m.restore("x1", &restore_args()).expect("restore"),
         RestoreStep::Install
     );
-    m.restored(restore_args(), restore_reply("x1"));
+    assert!(m.restored(restore_args(), restore_reply("x1")));
     assert_eq!(m.phase(), Phase::Restored);
     assert_eq!(
         m.restore("x1", &restore_args()).expect("replay"),
@@ -192,6 +192,18 @@ fn the_lease_of_an_ended_checkpoint_expires_nothing() {
     assert_eq!(m.expired(epoch), None);
     m.prepare("c2").expect("prepare");
     assert_eq!(m.expired(epoch), None, "a new checkpoint has a new lease");
+}
+
+#[test]
+fn a_restore_resumed_before_it_finished_is_not_recorded() {
+    let mut m = Machine::new();
+    assert_eq!(
+        m.restore("x1", &restore_args()).expect("restore"),
+        RestoreStep::Install
+    );
+    assert_eq!(m.resume("x1").expect("resume"), ResumeStep::Remembered);
+    assert!(!m.restored(restore_args(), restore_reply("x1")));
+    assert_eq!(m.phase(), Phase::Idle);
 }
 
 #[test]
@@ -272,7 +284,7 @@ proptest! {
                     let id = format!("c{i}");
                     if let Ok(RestoreStep::Install) = m.restore(&id, &restore_args()) {
                         prop_assert_eq!(m.phase(), Phase::Idle);
-                        m.restored(restore_args(), restore_reply(&id));
+                        prop_assert!(m.restored(restore_args(), restore_reply(&id)));
                         prop_assert_eq!(m.phase(), Phase::Restored);
                     }
                 }

@@ -156,7 +156,7 @@ async fn checkpoint_over_http() {
 #[tokio::test]
 async fn a_stage_not_ready_stops_prepare_and_everyone_resumes() {
     let dir = tempfile::tempdir().unwrap();
-    let rig = rig(dir.path(), fakes(1), false, Duration::from_millis(300)).await;
+    let rig = rig(dir.path(), fakes(1), false, Duration::from_secs(1)).await;
     fake(&rig, "d2").set(|s| s.blockers = vec!["run r2 mid tool call".to_owned()]);
     let err = rig
         .coordinator
@@ -178,17 +178,20 @@ async fn a_stage_not_ready_stops_prepare_and_everyone_resumes() {
 #[tokio::test]
 async fn a_participant_missing_its_deadline_leaves_nothing_published() {
     let dir = tempfile::tempdir().unwrap();
-    let rig = rig(dir.path(), fakes(1), true, Duration::from_millis(400)).await;
+    let rig = rig(dir.path(), fakes(1), true, Duration::from_secs(60)).await;
     rig.coordinator
         .checkpoint(&plan("c1"))
         .await
         .expect("first checkpoint");
-    fake(&rig, "owner").set(|s| s.export_delay = Some(Duration::from_secs(30)));
-    let err = rig
-        .coordinator
-        .checkpoint(&plan("c2"))
+    // The same participants under a short deadline, which the stalled
+    // export misses by far.
+    let mut config = CoordinatorConfig::new(dir.path());
+    config.timeout = Duration::from_secs(2);
+    let hasty = Coordinator::new(rig.controls.clone(), config)
         .await
-        .expect_err("deadline");
+        .expect("coordinator");
+    fake(&rig, "owner").set(|s| s.export_delay = Some(Duration::from_secs(3600)));
+    let err = hasty.checkpoint(&plan("c2")).await.expect_err("deadline");
     let text = err.to_string();
     assert!(
         text.contains("resources/owner") && text.contains("deadline_exceeded"),

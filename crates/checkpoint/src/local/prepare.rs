@@ -23,10 +23,11 @@ pub(super) async fn run(inner: Arc<Inner>, req: PrepareRequest) -> ControlResult
     let deadline = Instant::now() + timeout;
     let id = req.checkpoint.as_str();
     inner.renew(timeout);
-    let seen = inner.abort_generation();
+    let seen;
     {
         let _ops = inner.ops.lock().await;
         let step = inner.machine().prepare(id)?;
+        seen = inner.abort_generation();
         match step {
             PrepareStep::Replay(reply) => return Ok(reply),
             PrepareStep::Wait => {}
@@ -52,6 +53,9 @@ pub(super) async fn run(inner: Arc<Inner>, req: PrepareRequest) -> ControlResult
         }
     }
     loop {
+        if inner.machine().active() != Some(id) {
+            return Err(ControlError::stale(id));
+        }
         let readiness = inner.participant.readiness().await;
         if readiness.ready {
             let reply = PrepareReply {

@@ -37,13 +37,18 @@ pub(super) async fn run(inner: Arc<Inner>, req: RestoreRequest) -> ControlResult
             let reply = install(&inner, &id, &args).await;
             match reply {
                 Ok(reply) => {
-                    let epoch = {
+                    let recorded = {
                         let mut m = inner.machine();
-                        m.restored(args, reply.clone());
-                        m.epoch()
+                        m.restored(args, reply.clone()).then(|| m.epoch())
                     };
-                    inner.start_lease(epoch, timeout);
-                    Ok(reply)
+                    if let Some(epoch) = recorded {
+                        inner.start_lease(epoch, timeout);
+                        return Ok(reply);
+                    }
+                    // Resumed while installing: undo, as a failed restore.
+                    let _retired = inner.participant.retire(&reply.restored).await;
+                    let _reopened = inner.participant.open_admission().await;
+                    Err(ControlError::stale(&id))
                 }
                 Err(e) => Err(e),
             }

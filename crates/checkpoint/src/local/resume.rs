@@ -41,14 +41,18 @@ pub(super) async fn abort(
         return Ok(reply(true));
     }
     let active = inner.machine().active().map(str::to_owned);
-    if active.is_some_and(|a| a != id) {
-        return inner.machine().resume(id).map(|_| reply(false));
+    match active.as_deref() {
+        Some(a) if a != id => return inner.machine().resume(id).map(|_| reply(false)),
+        // Stop a wait or an export of this checkpoint before queueing for
+        // the lock it may hold.
+        Some(_) => inner.aborts.send_modify(|g| *g += 1),
+        // Nothing open: still queue, so a restore in progress ends first.
+        None => {}
     }
-    inner.aborts.send_modify(|g| *g += 1);
     let _ops = inner.ops.lock().await;
-    match inner.machine().resume(id)? {
-        ResumeStep::AlreadyResumed => return Ok(reply(true)),
-        ResumeStep::Remembered => return Ok(reply(true)),
+    let step = inner.machine().resume(id)?;
+    match step {
+        ResumeStep::AlreadyResumed | ResumeStep::Remembered => return Ok(reply(true)),
         ResumeStep::Open => {}
     }
     within("resume", &format!("checkpoint {}", id), timeout, async {
@@ -61,5 +65,7 @@ pub(super) async fn abort(
     .await?;
     inner.machine().resumed(id);
     *inner.lease() = None;
+    // Wake any wait that started after the first signal.
+    inner.aborts.send_modify(|g| *g += 1);
     Ok(reply(false))
 }
