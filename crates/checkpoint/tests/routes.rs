@@ -379,3 +379,97 @@ async fn retire_and_forget_reach_the_participant() {
             .get(|st| st.forgotten.contains("r0") && !st.retired.contains("r0"))
     );
 }
+
+fn commit(id: &str, scope: &[&str], stop: bool) -> rollpoint_checkpoint::wire::CommitRequest {
+    rollpoint_checkpoint::wire::CommitRequest {
+        checkpoint: id.to_owned(),
+        timeout_ms: 5_000,
+        scope: scope.iter().map(|k| (*k).to_owned()).collect(),
+        stop,
+    }
+}
+
+#[tokio::test]
+async fn a_repeated_commit_replays_and_another_scope_conflicts() {
+    let s = server().await;
+    s.client.prepare(prepare("c1")).await.expect("prepare");
+    let first = s
+        .client
+        .commit(commit("c1", &["r0", "r1"], false))
+        .await
+        .expect("commit");
+    assert_eq!(first.phase, Phase::Committed);
+    assert_eq!(first.manifest.record_count, 4);
+    let again = s
+        .client
+        .commit(commit("c1", &["r1", "r0"], false))
+        .await
+        .expect("retry");
+    assert_eq!(again, first, "a retry replays the recorded reply");
+    let exports = s
+        .fake
+        .calls()
+        .iter()
+        .filter(|c| c.starts_with("export"))
+        .count();
+    assert_eq!(exports, 1, "exported once");
+    let err = s
+        .client
+        .commit(commit("c1", &["r0"], false))
+        .await
+        .expect_err("other scope");
+    assert_eq!(err.code, Code::CheckpointConflict);
+    let replay = s
+        .client
+        .prepare(prepare("c1"))
+        .await
+        .expect("prepare replay");
+    assert_eq!(replay.phase, Phase::Prepared);
+    s.client.resume(resume("c1")).await.expect("resume");
+}
+
+#[tokio::test]
+async fn commit_refuses_regressed_readiness_and_restarts_in_scope() {
+    let s = server().await;
+    s.client.prepare(prepare("c1")).await.expect("prepare");
+    s.fake
+        .set(|st| st.blockers = vec!["reply delivered".to_owned()]);
+    let err = s
+        .client
+        .commit(commit("c1", &["r0"], false))
+        .await
+        .expect_err("regressed");
+    assert_eq!(err.code, Code::InvalidPhase, "{err}");
+    assert!(err.message.contains("reply delivered"), "{err}");
+    s.fake.set(|st| {
+        st.blockers.clear();
+        st.restarts = vec!["r1".to_owned()];
+    });
+    let err = s
+        .client
+        .commit(commit("c1", &["r0", "r1"], false))
+        .await
+        .expect_err("restart");
+    assert_eq!(err.code, Code::RestartInScope, "{err}");
+    assert!(err.message.contains("r1"), "{err}");
+    let ok = s
+        .client
+        .commit(commit("c1", &["r0"], true))
+        .await
+        .expect("commit");
+    assert_eq!(ok.manifest.record_count, 2);
+    assert!(s.fake.get(|st| st.parked), "stop parks the exported work");
+    s.client.resume(resume("c1")).await.expect("resume");
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_refused() {
+    let s = server().await;
+    let huge = format!(
+        "{{\"keys\": [\"{}\"], \"timeout_ms\": 10}}",
+        "k".repeat(rollpoint_checkpoint::BODY_LIMIT)
+    );
+    let reply = post(&s.base, "retire", TOKEN, &huge).await;
+    assert_eq!(reply.0, 413, "{}", reply.1);
+    assert_eq!(reply.1["error"]["code"], "too_large");
+}

@@ -61,7 +61,7 @@ async fn export_and_write(
     id: &str,
     args: &CommitArgs,
 ) -> ControlResult<CommitReply> {
-    let readiness = inner.participant.readiness().await;
+    let readiness = inner.participant.readiness().await.capped();
     if !readiness.ready {
         return Err(ControlError::new(
             Code::InvalidPhase,

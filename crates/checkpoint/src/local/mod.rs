@@ -169,7 +169,7 @@ impl Inner {
             phase,
             checkpoint,
             lease_remaining_ms: self.lease_remaining(),
-            readiness: self.participant.readiness().await,
+            readiness: self.participant.readiness().await.capped(),
         }
     }
 }

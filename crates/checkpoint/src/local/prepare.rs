@@ -56,7 +56,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: PrepareRequest) -> ControlResult
         if inner.machine().active() != Some(id) {
             return Err(ControlError::stale(id));
         }
-        let readiness = inner.participant.readiness().await;
+        let readiness = inner.participant.readiness().await.capped();
         if readiness.ready {
             let reply = PrepareReply {
                 checkpoint: id.to_owned(),
