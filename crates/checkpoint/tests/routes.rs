@@ -473,3 +473,75 @@ async fn a_body_over_the_limit_is_refused() {
     assert_eq!(reply.0, 413, "{}", reply.1);
     assert_eq!(reply.1["error"]["code"], "too_large");
 }
+
+#[tokio::test]
+async fn every_call_extends_the_lease() {
+    let s = server_with(Duration::from_secs(2)).await;
+    s.client
+        .prepare(PrepareRequest {
+            checkpoint: "c1".to_owned(),
+            timeout_ms: 100,
+        })
+        .await
+        .expect("prepare");
+    let short = s.client.status().await.unwrap().lease_remaining_ms.unwrap();
+    assert!(short <= 2_100, "lease {short} ms");
+    s.client
+        .prepare(PrepareRequest {
+            checkpoint: "c1".to_owned(),
+            timeout_ms: 30_000,
+        })
+        .await
+        .expect("prepare again");
+    let long = s.client.status().await.unwrap().lease_remaining_ms.unwrap();
+    assert!(
+        long > 20_000,
+        "lease {long} ms after a call with a 30 s deadline"
+    );
+    s.client.resume(resume("c1")).await.expect("resume");
+    assert_eq!(s.client.status().await.unwrap().lease_remaining_ms, None);
+}
+
+#[tokio::test]
+async fn a_restored_participant_whose_controller_went_silent_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let scope: Vec<String> = keys(2);
+    let records: Vec<Value> = scope
+        .iter()
+        .map(|k| json!({"key": k, "bookmark": 1}))
+        .collect();
+    rollpoint_checkpoint::store::write(dir.path(), "c0", Kind::Agent, "driver-1", &scope, &records)
+        .expect("write");
+    let fake = Fake::new(Kind::Agent, "driver-1");
+    let mut config = LocalConfig::new(dir.path());
+    config.lease_grace = Duration::from_millis(300);
+    let control = LocalControl::new(fake.clone(), config).expect("control");
+    let base = serve(Arc::new(control)).await;
+    let client = HttpControl::new(&base, TOKEN).unwrap();
+    let reply = client
+        .restore(rollpoint_checkpoint::wire::RestoreRequest {
+            checkpoint: "x1".to_owned(),
+            source: "c0".to_owned(),
+            timeout_ms: 100,
+            scope: vec!["r1".to_owned()],
+        })
+        .await
+        .expect("restore");
+    assert_eq!(reply.restored, vec!["r1-a1"]);
+    assert_eq!(reply.record_count, 1);
+    assert_eq!(fake.get(|s| s.installed.clone()), vec![records[1].clone()]);
+    assert!(!fake.is_open());
+    let mut reopened = false;
+    for _ in 0..1000 {
+        if fake.is_open() {
+            reopened = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        reopened,
+        "the lease did not reopen the restored participant"
+    );
+    assert_eq!(client.status().await.unwrap().phase, Phase::Idle);
+}
