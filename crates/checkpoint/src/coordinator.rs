@@ -20,7 +20,7 @@ use futures_util::future::join_all;
 
 use crate::client::CALL_MARGIN;
 use crate::control::{Control, ControlResult};
-use crate::errors::{Code, ControlError, CoordinatorError};
+use crate::errors::{Code, ControlError, CoordinatorError, StoreError};
 use crate::participant::Kind;
 use crate::phase::Phase;
 use crate::store::{self, CheckpointDoc, DEFAULT_KEEP};
@@ -376,7 +376,7 @@ impl Coordinator {
                 self.cleanup_resume(id).await;
                 return Err(CoordinatorError::Store {
                     checkpoint: id.to_owned(),
-                    source: crate::errors::StoreError::Invalid {
+                    source: StoreError::Invalid {
                         path: self.config.run_dir.clone(),
                         message: format!("publish task failed: {e}"),
                     },
@@ -417,6 +417,7 @@ impl Coordinator {
         source: &str,
         scope: &[String],
     ) -> Result<Restored, CoordinatorError> {
+        self.check_members(source).await?;
         let timeout = self.config.timeout;
         let replies = join_all(self.peers.iter().map(|peer| {
             let req = RestoreRequest {
@@ -456,6 +457,50 @@ impl Coordinator {
             failures.push(e);
         }
         Err(several("restore", id, failures))
+    }
+
+    /// Checks that checkpoint `source` is published and was written by
+    /// exactly these participants, before anyone is disturbed.
+    async fn check_members(&self, source: &str) -> Result<(), CoordinatorError> {
+        let run_dir = self.config.run_dir.clone();
+        let id = source.to_owned();
+        let doc = tokio::task::spawn_blocking(move || store::read_checkpoint(&run_dir, &id))
+            .await
+            .map_err(|e| CoordinatorError::Store {
+                checkpoint: source.to_owned(),
+                source: StoreError::Invalid {
+                    path: self.config.run_dir.clone(),
+                    message: format!("read task failed: {e}"),
+                },
+            })?
+            .map_err(|e| CoordinatorError::Store {
+                checkpoint: source.to_owned(),
+                source: e,
+            })?;
+        let written: BTreeSet<(Kind, &str)> = doc
+            .participants
+            .iter()
+            .map(|m| (m.kind, m.instance.as_str()))
+            .collect();
+        let here: BTreeSet<(Kind, &str)> = self
+            .peers
+            .iter()
+            .map(|p| (p.kind, p.instance.as_str()))
+            .collect();
+        if written == here {
+            return Ok(());
+        }
+        let name = |set: BTreeSet<&(Kind, &str)>| {
+            set.into_iter()
+                .map(|(k, i)| format!("{k}/{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        Err(CoordinatorError::Members {
+            checkpoint: source.to_owned(),
+            missing: name(written.difference(&here).collect()),
+            extra: name(here.difference(&written).collect()),
+        })
     }
 
     /// Retires attempt `keys` everywhere: callers (agents) before callees

@@ -234,6 +234,14 @@ pub enum CoordinatorError {
         checkpoint: String,
         source: StoreError,
     },
+    #[error(
+        "checkpoint {checkpoint} was written by other participants (not here: [{missing}]; not in it: [{extra}])"
+    )]
+    Members {
+        checkpoint: String,
+        missing: String,
+        extra: String,
+    },
     #[error("checkpoint {checkpoint}: not prepared: {detail}")]
     NotPrepared { checkpoint: String, detail: String },
     #[error("{action} of checkpoint {checkpoint} failed at {}", join(.failures))]

@@ -23,7 +23,9 @@ pub mod wire;
 
 pub use client::{CALL_MARGIN, HttpControl};
 pub use control::{Control, ControlResult};
-pub use coordinator::{Coordinator, CoordinatorConfig};
+pub use coordinator::{
+    Checkpointed, Coordinator, CoordinatorConfig, Peer, Plan, Prepared, Restored, Timings,
+};
 pub use errors::{Code, ControlError, CoordinatorError, HookError, StoreError};
 pub use http::{BODY_LIMIT, router, serve};
 pub use local::{DEFAULT_LEASE_GRACE, LocalConfig, LocalControl};

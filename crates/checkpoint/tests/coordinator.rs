@@ -349,8 +349,45 @@ async fn a_missing_checkpoint_fails_restore_by_name() {
         .await
         .expect_err("missing");
     let text = err.to_string();
-    assert!(text.contains("storage") && text.contains("nope"), "{text}");
+    assert!(
+        text.contains("checkpoint.json") && text.contains("nope"),
+        "{text}"
+    );
     all_idle(&rig).await;
+    assert!(
+        rig.fakes.iter().all(|f| f.calls().is_empty()),
+        "nobody disturbed"
+    );
+}
+
+#[tokio::test]
+async fn a_restore_by_other_participants_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = rig(dir.path(), fakes(1), false, Duration::from_secs(30)).await;
+    first
+        .coordinator
+        .checkpoint(&plan("c1"))
+        .await
+        .expect("checkpoint");
+    let mut others = fakes(0);
+    others.retain(|f| f.instance != "d2");
+    others.push(Fake::new(Kind::Agent, "d3"));
+    let second = rig(dir.path(), others, false, Duration::from_secs(30)).await;
+    let err = second
+        .coordinator
+        .restore("x1", "c1", &keys(KEYS))
+        .await
+        .expect_err("other participants");
+    assert!(matches!(err, CoordinatorError::Members { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("agent/d2") && text.contains("agent/d3"),
+        "{text}"
+    );
+    assert!(
+        second.fakes.iter().all(|f| f.calls().is_empty()),
+        "nobody disturbed"
+    );
 }
 
 async fn resume_carries_on_past_a_failure(http: bool) {
