@@ -295,3 +295,31 @@ fn prune_keeps_the_latest_k_and_deletes_unpublished() {
     store::verify(dir.path(), "c3").expect("kept checkpoint verifies");
     store::verify(dir.path(), "c4").expect("latest verifies");
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(48))]
+
+    /// Any records, any text in them, any scope subset: what is read back is
+    /// exactly what was written for the keys asked for, in order.
+    #[test]
+    fn any_records_round_trip(
+        rows in proptest::collection::vec((0..5usize, ".*", proptest::num::i64::ANY), 0..40),
+        keep in proptest::collection::btree_set(0..5usize, 0..5),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let all_keys: Vec<String> = (0..5).map(|k| format!("r{k}")).collect();
+        let written: Vec<Value> = rows
+            .iter()
+            .map(|(k, text, n)| json!({"key": all_keys[*k], "text": text, "n": n}))
+            .collect();
+        let m = store::write(dir.path(), "c1", Kind::Resources, "own", &all_keys, &written).unwrap();
+        proptest::prop_assert_eq!(m.record_count, written.len() as u64);
+        let keep: BTreeSet<String> = keep.iter().map(|k| all_keys[*k].clone()).collect();
+        let (_, read) = store::read(dir.path(), "c1", Kind::Resources, "own", Some(&keep)).unwrap();
+        let expected: Vec<Value> = written
+            .into_iter()
+            .filter(|r| keep.contains(r["key"].as_str().unwrap()))
+            .collect();
+        proptest::prop_assert_eq!(read, expected);
+    }
+}
