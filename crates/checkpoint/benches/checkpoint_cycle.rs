@@ -60,8 +60,11 @@ async fn coordinator(run: &Path, n: usize, scope: &[String], http: bool) -> Coor
     Coordinator::new(controls, config).await.unwrap()
 }
 
-async fn cycles(c: &Coordinator, scope: &[String], tag: &str) -> Vec<f64> {
+/// Whole-checkpoint samples, and per-step samples (prepare, commit,
+/// publish with prune, resume), in milliseconds.
+async fn cycles(c: &Coordinator, scope: &[String], tag: &str) -> (Vec<f64>, [Vec<f64>; 4]) {
     let mut samples = Vec::new();
+    let mut steps: [Vec<f64>; 4] = Default::default();
     for rep in 0..=REPS {
         let plan = Plan {
             id: format!("{tag}-{rep}"),
@@ -70,13 +73,20 @@ async fn cycles(c: &Coordinator, scope: &[String], tag: &str) -> Vec<f64> {
             stop: false,
         };
         let start = Instant::now();
-        c.checkpoint(&plan).await.unwrap();
+        let done = c.checkpoint(&plan).await.unwrap();
         // The first round warms connections and directories.
         if rep > 0 {
             samples.push(start.elapsed().as_secs_f64() * 1e3);
+            let t = done.timings;
+            for (i, d) in [t.prepare, t.commit, t.publish, t.resume]
+                .iter()
+                .enumerate()
+            {
+                steps[i].push(d.as_secs_f64() * 1e3);
+            }
         }
     }
-    samples
+    (samples, steps)
 }
 
 /// The same records as one JSON-lines file, written and fsynced once.
@@ -117,16 +127,19 @@ async fn main() {
         "{:>5} {:>5} {:>8} {:>22} {:>22} {:>22} {:>8} {:>8}",
         "parts", "keys", "records", "plain fsync ms", "in-process ms", "http ms", "in-proc", "http"
     );
+    let mut breakdown = Vec::new();
     for (n, k) in [(4, 8), (4, 64), (16, 64), (64, 64)] {
         let scope = keys(k);
         let dir = tempfile::tempdir().unwrap();
         let base = stats(baseline(dir.path(), n, &scope));
         let local_run = dir.path().join("local");
         let local = coordinator(&local_run, n, &scope, false).await;
-        let inproc = stats(cycles(&local, &scope, "l").await);
+        let (whole, steps) = cycles(&local, &scope, "l").await;
+        let inproc = stats(whole);
+        breakdown.push((n, k, steps.map(|s| stats(s).0)));
         let http_run = dir.path().join("http");
         let http = coordinator(&http_run, n, &scope, true).await;
-        let over_http = stats(cycles(&http, &scope, "h").await);
+        let over_http = stats(cycles(&http, &scope, "h").await.0);
         println!(
             "{n:>5} {k:>5} {:>8} {:>22} {:>22} {:>22} {:>7.1}x {:>7.1}x",
             n * k * PER_KEY,
@@ -140,4 +153,13 @@ async fn main() {
     println!(
         "ms med/min/max over {REPS} checkpoints; ratio = median / plain fsync median (the baseline)"
     );
+    println!();
+    println!(
+        "{:>5} {:>5} {:>10} {:>10} {:>10} {:>10}",
+        "parts", "keys", "prepare", "commit", "publish", "resume"
+    );
+    for (n, k, [p, c, pb, r]) in breakdown {
+        println!("{n:>5} {k:>5} {p:>10.2} {c:>10.2} {pb:>10.2} {r:>10.2}");
+    }
+    println!("in-process median ms per step (publish includes pruning to 2)");
 }
