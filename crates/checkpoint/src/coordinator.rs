@@ -306,7 +306,8 @@ impl Coordinator {
     /// Takes checkpoint `plan.id`: prepare, commit the scope minus the
     /// attempts some participant must restart, publish, prune, and resume
     /// (unless `plan.stop`). On any failure before publishing, everyone is
-    /// resumed and nothing is published.
+    /// resumed and nothing is published; a failure to resume after
+    /// publishing is [`CoordinatorError::PublishedNotResumed`].
     pub async fn checkpoint(&self, plan: &Plan) -> Result<Checkpointed, CoordinatorError> {
         let id = plan.id.as_str();
         let mut timings = Timings::default();
@@ -387,7 +388,12 @@ impl Coordinator {
 
         if !plan.stop {
             let started = Instant::now();
-            self.resume(id).await?;
+            self.resume(id)
+                .await
+                .map_err(|e| CoordinatorError::PublishedNotResumed {
+                    checkpoint: id.to_owned(),
+                    source: Box::new(e),
+                })?;
             timings.resume = started.elapsed();
         }
         Ok(Checkpointed {

@@ -242,6 +242,11 @@ pub enum CoordinatorError {
         missing: String,
         extra: String,
     },
+    #[error("checkpoint {checkpoint} is published, but resuming failed: {source}")]
+    PublishedNotResumed {
+        checkpoint: String,
+        source: Box<CoordinatorError>,
+    },
     #[error("checkpoint {checkpoint}: not prepared: {detail}")]
     NotPrepared { checkpoint: String, detail: String },
     #[error("{action} of checkpoint {checkpoint} failed at {}", join(.failures))]

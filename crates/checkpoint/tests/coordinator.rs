@@ -401,7 +401,10 @@ async fn resume_carries_on_past_a_failure(http: bool) {
         .checkpoint(&plan("c1"))
         .await
         .expect_err("resume fails");
-    match &err {
+    let CoordinatorError::PublishedNotResumed { source, .. } = &err else {
+        panic!("unexpected error: {err}");
+    };
+    match source.as_ref() {
         CoordinatorError::Call {
             action: "resume",
             kind: Kind::Resources,
