@@ -545,3 +545,11 @@ async fn a_restored_participant_whose_controller_went_silent_reopens() {
     );
     assert_eq!(client.status().await.unwrap().phase, Phase::Idle);
 }
+
+#[test]
+fn a_client_needs_an_http_base() {
+    for bad in ["not a url", "https://127.0.0.1:1", "mailto:a@b"] {
+        let err = HttpControl::new(bad, TOKEN).expect_err(bad);
+        assert_eq!(err.field.as_deref(), Some("base"), "{bad}: {err}");
+    }
+}
