@@ -1,17 +1,36 @@
 //! The checkpoint control plane. Every participant (the gateway as kind
 //! `model`, the drivers as kind `agent`, the owner as kind `resources`)
 //! implements [`Participant`]; this crate turns that small contract into the
-//! checkpoint protocol: the phase machine, the `/v1/checkpoint/*` routes and
-//! their client, the on-disk checkpoint format, and the coordinator that
-//! drives a set of participants through prepare, commit, restore and resume.
-//! See docs/design/checkpoints.md.
+//! checkpoint protocol: the pure phase machine ([`phase`]), the control
+//! verbs in process ([`LocalControl`]) and over HTTP ([`router`],
+//! [`HttpControl`]), the on-disk format ([`store`]), and the
+//! [`Coordinator`] that drives a set of participants through prepare,
+//! commit, restore and resume. See docs/design/checkpoints.md.
 #![forbid(unsafe_code)]
 
+mod client;
+mod control;
+pub mod coordinator;
+pub mod decode;
 mod errors;
+mod http;
+pub mod id;
+mod local;
 pub mod participant;
+pub mod phase;
+pub mod store;
+pub mod wire;
 
-pub use errors::HookError;
+pub use client::{CALL_MARGIN, HttpControl};
+pub use control::{Control, ControlResult};
+pub use coordinator::{
+    Checkpointed, Coordinator, CoordinatorConfig, Peer, Plan, Prepared, Restored, Timings,
+};
+pub use errors::{Code, ControlError, CoordinatorError, HookError, StoreError};
+pub use http::{BODY_LIMIT, router, serve};
+pub use local::{DEFAULT_LEASE_GRACE, LocalConfig, LocalControl};
 pub use participant::{
     BLOCKER_CAP, DEFAULT_POLL, HookResult, Kind, Participant, RECORD_KEY_FIELD, Readiness,
     record_key,
 };
+pub use phase::Phase;

@@ -99,6 +99,16 @@ impl Readiness {
         }
     }
 
+    /// The report as sent: the list cut to [`BLOCKER_CAP`], the count at
+    /// least the number listed, ready only with no blocker.
+    #[must_use]
+    pub fn capped(mut self) -> Self {
+        self.blocker_count = self.blocker_count.max(self.blockers.len() as u64);
+        self.blockers.truncate(BLOCKER_CAP);
+        self.ready &= self.blocker_count == 0;
+        self
+    }
+
     /// Adds an exact counter.
     #[must_use]
     pub fn with_count(mut self, name: &str, value: u64) -> Self {
@@ -205,6 +215,19 @@ mod tests {
         let ready = Readiness::from_blockers(Vec::new());
         assert!(ready.ready);
         assert_eq!(ready.blocker_count, 0);
+    }
+
+    #[test]
+    fn a_hand_made_report_is_capped_on_the_way_out() {
+        let r = Readiness {
+            ready: true,
+            blockers: (0..150).map(|i| i.to_string()).collect(),
+            ..Readiness::default()
+        }
+        .capped();
+        assert!(!r.ready, "blockers listed: not ready");
+        assert_eq!(r.blockers.len(), BLOCKER_CAP);
+        assert_eq!(r.blocker_count, 150);
     }
 
     #[test]

@@ -1,0 +1,586 @@
+//! The coordinator: the controller's side of the protocol over a set of
+//! participants, in process or over HTTP alike (`Arc<dyn Control>`).
+//!
+//! Prepare goes stage by stage, model -> agent -> resources (fan-out within
+//! a stage) and stops at the first stage not ready: the model holds replies
+//! so agents reach boundaries, and resources go last because agents call
+//! them until they park. Commit and restore go to everyone at once; resume
+//! goes in reverse order and carries on past failures (a participant that
+//! cannot be reached resumes by itself when its lease runs out). A
+//! checkpoint is published (`checkpoint.json`, then `LATEST`) only after
+//! every commit succeeded. Restore is all or nothing: on any failure the new
+//! attempts are retired everywhere and everyone is resumed.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures_util::future::join_all;
+
+use crate::client::CALL_MARGIN;
+use crate::control::{Control, ControlResult};
+use crate::errors::{Code, ControlError, CoordinatorError, StoreError};
+use crate::participant::Kind;
+use crate::phase::Phase;
+use crate::store::{self, CheckpointDoc, DEFAULT_KEEP};
+use crate::wire::{
+    CommitRequest, KeysRequest, PrepareReply, PrepareRequest, RestoreRequest, ResumeRequest,
+};
+
+/// Shortest deadline used to clean up after a failure (resume, retire).
+pub const CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How the coordinator works.
+#[derive(Debug, Clone)]
+pub struct CoordinatorConfig {
+    /// The run directory; checkpoints are published under
+    /// `run_dir/checkpoints/`.
+    pub run_dir: PathBuf,
+    /// How many published checkpoints to keep.
+    pub keep: usize,
+    /// Each control call's deadline.
+    pub timeout: Duration,
+}
+
+impl CoordinatorConfig {
+    pub fn new(run_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            run_dir: run_dir.into(),
+            keep: DEFAULT_KEEP,
+            timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+/// A participant the coordinator drives.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub kind: Kind,
+    pub instance: String,
+    pub control: Arc<dyn Control>,
+}
+
+/// What prepare found.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// Every participant prepared.
+    pub ready: bool,
+    /// The replies of the stages reached, in prepare order.
+    pub replies: Vec<(Kind, String, PrepareReply)>,
+    /// Attempt keys some participant cannot continue.
+    pub restarts: BTreeSet<String>,
+}
+
+impl Prepared {
+    /// What blocks the cut, participant by participant.
+    pub fn blockers(&self) -> String {
+        self.replies
+            .iter()
+            .filter(|(_, _, r)| r.phase != Phase::Prepared)
+            .map(|(kind, instance, r)| {
+                format!(
+                    "{kind}/{instance}: {} blockers ({})",
+                    r.readiness.blocker_count,
+                    r.readiness.blockers.join(", ")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// What to checkpoint.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    pub id: String,
+    /// The attempt keys in flight (and restored, not yet re-dispatched).
+    pub scope: Vec<String>,
+    /// The checkpoint this run was restored from.
+    pub continues: Option<String>,
+    /// End the run: park what was exported and do not resume.
+    pub stop: bool,
+}
+
+/// How long each step of a checkpoint took.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Timings {
+    pub prepare: Duration,
+    pub commit: Duration,
+    pub publish: Duration,
+    pub resume: Duration,
+}
+
+/// A published checkpoint.
+#[derive(Debug, Clone)]
+pub struct Checkpointed {
+    pub doc: CheckpointDoc,
+    pub timings: Timings,
+    /// Older checkpoints deleted by retention.
+    pub pruned: Vec<String>,
+}
+
+/// A restore done everywhere.
+#[derive(Debug, Clone)]
+pub struct Restored {
+    /// The next attempts' keys, as each participant reported them.
+    pub restored: Vec<(Kind, String, Vec<String>)>,
+}
+
+/// Drives a fixed set of participants.
+#[derive(Debug, Clone)]
+pub struct Coordinator {
+    peers: Vec<Peer>,
+    config: CoordinatorConfig,
+}
+
+impl Coordinator {
+    /// Asks every control for its kind and instance and orders them for
+    /// prepare. Two participants with the same kind and instance are
+    /// refused.
+    pub async fn new(
+        controls: Vec<Arc<dyn Control>>,
+        config: CoordinatorConfig,
+    ) -> Result<Self, CoordinatorError> {
+        let mut peers = Vec::with_capacity(controls.len());
+        for (index, control) in controls.into_iter().enumerate() {
+            let status = control
+                .status()
+                .await
+                .map_err(|source| CoordinatorError::Discover { index, source })?;
+            peers.push(Peer {
+                kind: status.kind,
+                instance: status.instance,
+                control,
+            });
+        }
+        peers.sort_by(|a, b| (a.kind, &a.instance).cmp(&(b.kind, &b.instance)));
+        for pair in peers.windows(2) {
+            if pair[0].kind == pair[1].kind && pair[0].instance == pair[1].instance {
+                return Err(CoordinatorError::Duplicate {
+                    kind: pair[0].kind,
+                    instance: pair[0].instance.clone(),
+                });
+            }
+        }
+        Ok(Self { peers, config })
+    }
+
+    /// The participants, in prepare order.
+    pub fn peers(&self) -> &[Peer] {
+        &self.peers
+    }
+
+    fn timeout_ms(&self, timeout: Duration) -> u64 {
+        u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .clamp(1, crate::wire::MAX_TIMEOUT_MS)
+    }
+
+    /// Runs one call on `peer`, bounded by `timeout` plus the margin even
+    /// when the participant is in process.
+    async fn call<T>(
+        peer: &Peer,
+        action: &'static str,
+        timeout: Duration,
+        fut: impl Future<Output = ControlResult<T>>,
+    ) -> Result<T, CoordinatorError> {
+        let result = match tokio::time::timeout(timeout + CALL_MARGIN, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(ControlError::new(
+                Code::DeadlineExceeded,
+                format!("no reply within {} ms", (timeout + CALL_MARGIN).as_millis()),
+            )),
+        };
+        result.map_err(|source| CoordinatorError::Call {
+            action,
+            kind: peer.kind,
+            instance: peer.instance.clone(),
+            source,
+        })
+    }
+
+    /// Prepares checkpoint `id` stage by stage. An error or a stage not
+    /// ready stops it; the caller resumes (see [`Self::checkpoint`]).
+    pub async fn prepare(&self, id: &str) -> Result<Prepared, CoordinatorError> {
+        let timeout = self.config.timeout;
+        let mut out = Prepared {
+            ready: true,
+            replies: Vec::new(),
+            restarts: BTreeSet::new(),
+        };
+        for kind in Kind::ALL {
+            let stage: Vec<&Peer> = self.peers.iter().filter(|p| p.kind == kind).collect();
+            let replies = join_all(stage.iter().map(|peer| {
+                let req = PrepareRequest {
+                    checkpoint: id.to_owned(),
+                    timeout_ms: self.timeout_ms(timeout),
+                };
+                Self::call(peer, "prepare", timeout, peer.control.prepare(req))
+            }))
+            .await;
+            let mut failures = Vec::new();
+            for (peer, reply) in stage.iter().zip(replies) {
+                match reply {
+                    Ok(reply) => {
+                        out.ready &= reply.phase == Phase::Prepared;
+                        out.restarts
+                            .extend(reply.readiness.restarts.iter().cloned());
+                        out.replies.push((peer.kind, peer.instance.clone(), reply));
+                    }
+                    Err(e) => failures.push(e),
+                }
+            }
+            if !failures.is_empty() {
+                return Err(several("prepare", id, failures));
+            }
+            if !out.ready {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Commits checkpoint `id` everywhere at once; returns each
+    /// participant's manifest.
+    pub async fn commit(
+        &self,
+        id: &str,
+        scope: &[String],
+        stop: bool,
+    ) -> Result<Vec<store::Member>, CoordinatorError> {
+        let timeout = self.config.timeout;
+        let replies = join_all(self.peers.iter().map(|peer| {
+            let req = CommitRequest {
+                checkpoint: id.to_owned(),
+                timeout_ms: self.timeout_ms(timeout),
+                scope: scope.to_vec(),
+                stop,
+            };
+            Self::call(peer, "commit", timeout, peer.control.commit(req))
+        }))
+        .await;
+        let mut members = Vec::new();
+        let mut failures = Vec::new();
+        for (peer, reply) in self.peers.iter().zip(replies) {
+            match reply {
+                Ok(reply) => members.push(store::Member {
+                    kind: peer.kind,
+                    instance: peer.instance.clone(),
+                    manifest: reply.manifest,
+                }),
+                Err(e) => failures.push(e),
+            }
+        }
+        if failures.is_empty() {
+            Ok(members)
+        } else {
+            Err(several("commit", id, failures))
+        }
+    }
+
+    /// Resumes `id` everywhere, in reverse prepare order, carrying on past
+    /// failures; reports every failure at the end.
+    pub async fn resume(&self, id: &str) -> Result<(), CoordinatorError> {
+        self.resume_within(id, self.config.timeout).await
+    }
+
+    async fn resume_within(&self, id: &str, timeout: Duration) -> Result<(), CoordinatorError> {
+        let mut failures = Vec::new();
+        for peer in self.peers.iter().rev() {
+            let req = ResumeRequest {
+                checkpoint: id.to_owned(),
+                timeout_ms: self.timeout_ms(timeout),
+            };
+            if let Err(e) = Self::call(peer, "resume", timeout, peer.control.resume(req)).await {
+                failures.push(e);
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(several("resume", id, failures))
+        }
+    }
+
+    /// Takes checkpoint `plan.id`: prepare, commit the scope minus the
+    /// attempts some participant must restart, publish, prune, and resume
+    /// (unless `plan.stop`). On any failure before publishing, everyone is
+    /// resumed and nothing is published; a failure to resume after
+    /// publishing is [`CoordinatorError::PublishedNotResumed`].
+    pub async fn checkpoint(&self, plan: &Plan) -> Result<Checkpointed, CoordinatorError> {
+        let id = plan.id.as_str();
+        let mut timings = Timings::default();
+        let started = Instant::now();
+        let prepared = match self.prepare(id).await {
+            Ok(p) if p.ready => p,
+            Ok(p) => {
+                self.cleanup_resume(id).await;
+                return Err(CoordinatorError::NotPrepared {
+                    checkpoint: id.to_owned(),
+                    detail: p.blockers(),
+                });
+            }
+            Err(e) => {
+                self.cleanup_resume(id).await;
+                return Err(e);
+            }
+        };
+        timings.prepare = started.elapsed();
+
+        let scope: Vec<String> = plan
+            .scope
+            .iter()
+            .filter(|k| !prepared.restarts.contains(*k))
+            .cloned()
+            .collect();
+        let started = Instant::now();
+        let members = match self.commit(id, &scope, plan.stop).await {
+            Ok(m) => m,
+            Err(e) => {
+                self.cleanup_resume(id).await;
+                return Err(e);
+            }
+        };
+        timings.commit = started.elapsed();
+
+        let started = Instant::now();
+        let doc = CheckpointDoc {
+            version: store::CHECKPOINT_VERSION,
+            id: id.to_owned(),
+            created_unix_ms: now_ms(),
+            continues: plan.continues.clone(),
+            scope,
+            restarts: prepared.restarts.into_iter().collect(),
+            participants: members,
+        };
+        let run_dir = self.config.run_dir.clone();
+        let keep = self.config.keep;
+        let published = {
+            let doc = doc.clone();
+            tokio::task::spawn_blocking(move || {
+                store::publish(&run_dir, &doc)?;
+                store::prune(&run_dir, keep)
+            })
+            .await
+        };
+        let pruned = match published {
+            Ok(Ok(pruned)) => pruned,
+            Ok(Err(source)) => {
+                self.cleanup_resume(id).await;
+                return Err(CoordinatorError::Store {
+                    checkpoint: id.to_owned(),
+                    source,
+                });
+            }
+            Err(e) => {
+                self.cleanup_resume(id).await;
+                return Err(CoordinatorError::Store {
+                    checkpoint: id.to_owned(),
+                    source: StoreError::Invalid {
+                        path: self.config.run_dir.clone(),
+                        message: format!("publish task failed: {e}"),
+                    },
+                });
+            }
+        };
+        timings.publish = started.elapsed();
+
+        if !plan.stop {
+            let started = Instant::now();
+            self.resume(id)
+                .await
+                .map_err(|e| CoordinatorError::PublishedNotResumed {
+                    checkpoint: id.to_owned(),
+                    source: Box::new(e),
+                })?;
+            timings.resume = started.elapsed();
+        }
+        Ok(Checkpointed {
+            doc,
+            timings,
+            pruned,
+        })
+    }
+
+    /// Resumes after a failure with a deadline of at least
+    /// [`CLEANUP_TIMEOUT`]; a participant it cannot reach resumes on its
+    /// lease.
+    async fn cleanup_resume(&self, id: &str) {
+        let timeout = self.config.timeout.max(CLEANUP_TIMEOUT);
+        let _reported_by_caller: Result<(), CoordinatorError> =
+            self.resume_within(id, timeout).await;
+    }
+
+    /// Restores published checkpoint `source` everywhere at once as restore
+    /// `id`, for the attempt keys in `scope`. All or nothing: on any failure
+    /// the next attempts already installed are retired everywhere, everyone
+    /// is resumed, and the error is returned. On success the caller
+    /// dispatches the next attempts, then resumes `id`.
+    pub async fn restore(
+        &self,
+        id: &str,
+        source: &str,
+        scope: &[String],
+    ) -> Result<Restored, CoordinatorError> {
+        self.check_members(source).await?;
+        let timeout = self.config.timeout;
+        let replies = join_all(self.peers.iter().map(|peer| {
+            let req = RestoreRequest {
+                checkpoint: id.to_owned(),
+                source: source.to_owned(),
+                timeout_ms: self.timeout_ms(timeout),
+                scope: scope.to_vec(),
+            };
+            Self::call(peer, "restore", timeout, peer.control.restore(req))
+        }))
+        .await;
+        let mut restored = Vec::new();
+        let mut failures = Vec::new();
+        for (peer, reply) in self.peers.iter().zip(replies) {
+            match reply {
+                Ok(r) => restored.push((peer.kind, peer.instance.clone(), r.restored)),
+                Err(e) => failures.push(e),
+            }
+        }
+        if failures.is_empty() {
+            return Ok(Restored { restored });
+        }
+        let next: BTreeSet<String> = restored
+            .iter()
+            .flat_map(|(_, _, keys)| keys.iter().cloned())
+            .collect();
+        if !next.is_empty() {
+            let keys: Vec<String> = next.into_iter().collect();
+            if let Err(e) = self
+                .retire_within(&keys, timeout.max(CLEANUP_TIMEOUT))
+                .await
+            {
+                failures.push(e);
+            }
+        }
+        if let Err(e) = self.resume_within(id, timeout.max(CLEANUP_TIMEOUT)).await {
+            failures.push(e);
+        }
+        Err(several("restore", id, failures))
+    }
+
+    /// Checks that checkpoint `source` is published and was written by
+    /// exactly these participants, before anyone is disturbed.
+    async fn check_members(&self, source: &str) -> Result<(), CoordinatorError> {
+        let run_dir = self.config.run_dir.clone();
+        let id = source.to_owned();
+        let doc = tokio::task::spawn_blocking(move || store::read_checkpoint(&run_dir, &id))
+            .await
+            .map_err(|e| CoordinatorError::Store {
+                checkpoint: source.to_owned(),
+                source: StoreError::Invalid {
+                    path: self.config.run_dir.clone(),
+                    message: format!("read task failed: {e}"),
+                },
+            })?
+            .map_err(|e| CoordinatorError::Store {
+                checkpoint: source.to_owned(),
+                source: e,
+            })?;
+        let written: BTreeSet<(Kind, &str)> = doc
+            .participants
+            .iter()
+            .map(|m| (m.kind, m.instance.as_str()))
+            .collect();
+        let here: BTreeSet<(Kind, &str)> = self
+            .peers
+            .iter()
+            .map(|p| (p.kind, p.instance.as_str()))
+            .collect();
+        if written == here {
+            return Ok(());
+        }
+        let name = |set: BTreeSet<&(Kind, &str)>| {
+            set.into_iter()
+                .map(|(k, i)| format!("{k}/{i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        Err(CoordinatorError::Members {
+            checkpoint: source.to_owned(),
+            missing: name(written.difference(&here).collect()),
+            extra: name(here.difference(&written).collect()),
+        })
+    }
+
+    /// Retires attempt `keys` everywhere: callers (agents) before callees
+    /// (model and resources).
+    pub async fn retire(&self, keys: &[String]) -> Result<(), CoordinatorError> {
+        self.retire_within(keys, self.config.timeout).await
+    }
+
+    async fn retire_within(
+        &self,
+        keys: &[String],
+        timeout: Duration,
+    ) -> Result<(), CoordinatorError> {
+        self.keys_call(keys, timeout, "retire").await
+    }
+
+    /// Forgets the rollouts of `keys` everywhere, callers first.
+    pub async fn forget(&self, keys: &[String]) -> Result<(), CoordinatorError> {
+        self.keys_call(keys, self.config.timeout, "forget").await
+    }
+
+    async fn keys_call(
+        &self,
+        keys: &[String],
+        timeout: Duration,
+        action: &'static str,
+    ) -> Result<(), CoordinatorError> {
+        let callers = self.peers.iter().filter(|p| p.kind == Kind::Agent);
+        let callees = self.peers.iter().filter(|p| p.kind != Kind::Agent);
+        let mut failures = Vec::new();
+        for group in [callers.collect::<Vec<_>>(), callees.collect()] {
+            let replies = join_all(group.iter().map(|peer| {
+                let req = KeysRequest {
+                    keys: keys.to_vec(),
+                    timeout_ms: self.timeout_ms(timeout),
+                };
+                let fut = if action == "retire" {
+                    peer.control.retire(req)
+                } else {
+                    peer.control.forget(req)
+                };
+                Self::call(peer, action, timeout, fut)
+            }))
+            .await;
+            failures.extend(replies.into_iter().filter_map(Result::err));
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(several(action, &format!("{} keys", keys.len()), failures))
+        }
+    }
+}
+
+fn several(
+    action: &'static str,
+    id: &str,
+    mut failures: Vec<CoordinatorError>,
+) -> CoordinatorError {
+    if failures.len() == 1
+        && let Some(only) = failures.pop()
+    {
+        return only;
+    }
+    CoordinatorError::Several {
+        action,
+        checkpoint: id.to_owned(),
+        failures,
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or_default()
+}

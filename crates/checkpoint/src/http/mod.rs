@@ -1,0 +1,155 @@
+//! The control plane over HTTP: `/v1/checkpoint/{status,prepare,commit,
+//! restore,resume,retire,forget}` over any [`Control`] (usually a
+//! [`crate::LocalControl`] around a participant), behind a bearer token
+//! compared in constant time. Bodies are read as bytes and decoded here so a
+//! bad body gets a 400 naming the field. One route per file.
+
+mod commit;
+mod forget;
+mod prepare;
+mod restore;
+mod resume;
+mod retire;
+mod status;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::serve::ListenerExt as _;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use sha2::{Digest as _, Sha256};
+use subtle::ConstantTimeEq as _;
+use tokio::net::TcpListener;
+
+use crate::control::Control;
+use crate::decode::decode_json;
+use crate::errors::{Code, ControlError};
+use crate::wire::ErrorReply;
+
+/// Largest request body accepted.
+pub const BODY_LIMIT: usize = 4 << 20;
+
+type Shared = State<Arc<dyn Control>>;
+
+/// The control routes of `control`, every one behind
+/// `Authorization: Bearer <token>`. An empty `token` matches no request.
+pub fn router(control: Arc<dyn Control>, token: &str) -> Router {
+    let expected = Arc::new(TokenDigest::of(token));
+    Router::new()
+        .route("/v1/checkpoint/status", get(status::handle))
+        .route("/v1/checkpoint/prepare", post(prepare::handle))
+        .route("/v1/checkpoint/commit", post(commit::handle))
+        .route("/v1/checkpoint/restore", post(restore::handle))
+        .route("/v1/checkpoint/resume", post(resume::handle))
+        .route("/v1/checkpoint/retire", post(retire::handle))
+        .route("/v1/checkpoint/forget", post(forget::handle))
+        .with_state(control)
+        .layer(axum::middleware::from_fn_with_state(expected, authorize))
+}
+
+/// Serves `control` on `listener` until the server fails.
+pub async fn serve(
+    listener: TcpListener,
+    control: Arc<dyn Control>,
+    token: &str,
+) -> std::io::Result<()> {
+    let listener = listener.tap_io(|tcp| {
+        // Small request/reply exchanges: do not wait to coalesce segments.
+        let _ignored = tcp.set_nodelay(true);
+    });
+    axum::serve(listener, router(control, token)).await
+}
+
+/// The SHA-256 of the expected token: comparing digests in constant time
+/// hides both the token's bytes and its length.
+#[derive(Debug)]
+struct TokenDigest {
+    digest: [u8; 32],
+    empty: bool,
+}
+
+impl TokenDigest {
+    fn of(token: &str) -> Self {
+        Self {
+            digest: Sha256::digest(token.as_bytes()).into(),
+            empty: token.is_empty(),
+        }
+    }
+
+    fn matches(&self, presented: &str) -> bool {
+        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
+        let equal: bool = self.digest.ct_eq(&digest).into();
+        equal && !self.empty
+    }
+}
+
+async fn authorize(State(expected): State<Arc<TokenDigest>>, req: Request, next: Next) -> Response {
+    let presented = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token);
+    if presented.is_some_and(|p| expected.matches(p)) {
+        next.run(req).await
+    } else {
+        ApiError(ControlError::new(
+            Code::Unauthorized,
+            "missing or wrong bearer token",
+        ))
+        .into_response()
+    }
+}
+
+/// A control error as an HTTP reply.
+#[derive(Debug)]
+struct ApiError(ControlError);
+
+impl From<ControlError> for ApiError {
+    fn from(e: ControlError) -> Self {
+        Self(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.0.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&ErrorReply { error: self.0 }).unwrap_or_default();
+        (status, [(CONTENT_TYPE, "application/json")], body).into_response()
+    }
+}
+
+/// Reads and checks a request body.
+async fn body<T: DeserializeOwned + crate::wire::Request>(
+    body: axum::body::Body,
+) -> Result<T, ApiError> {
+    let bytes = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|_| {
+        ApiError(ControlError::new(
+            Code::TooLarge,
+            format!("request body is over the limit of {BODY_LIMIT} bytes"),
+        ))
+    })?;
+    let req: T = decode_json(&bytes)?;
+    req.check()?;
+    Ok(req)
+}
+
+/// A JSON reply.
+fn json<T: Serialize>(value: &T) -> Result<Response, ApiError> {
+    let body = serde_json::to_vec(value).map_err(|e| {
+        ApiError(ControlError::new(
+            Code::Remote,
+            format!("reply could not be encoded: {e}"),
+        ))
+    })?;
+    Ok((StatusCode::OK, [(CONTENT_TYPE, "application/json")], body).into_response())
+}

@@ -1,0 +1,116 @@
+//! Commit: check readiness again (it can regress), refuse a scope naming an
+//! attempt this participant must restart, export the scope's records and
+//! write them durably, then (with `stop`) free what was exported. The work
+//! holds the transition lock until it ends; a resume aborts it, and a call
+//! that outlives its deadline fails while nothing is published.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use super::{Inner, join_error, millis, within};
+use crate::control::ControlResult;
+use crate::errors::{Code, ControlError};
+use crate::phase::{CommitArgs, CommitStep, Phase};
+use crate::store;
+use crate::wire::{CommitReply, CommitRequest, Request as _};
+
+pub(super) async fn run(inner: Arc<Inner>, req: CommitRequest) -> ControlResult<CommitReply> {
+    req.check()?;
+    let timeout = millis(req.timeout_ms);
+    inner.renew(timeout);
+    let seen = inner.abort_generation();
+    let ops = inner.ops.clone().lock_owned().await;
+    let mut scope = req.scope.clone();
+    scope.sort();
+    scope.dedup();
+    let args = CommitArgs {
+        scope,
+        stop: req.stop,
+    };
+    if let CommitStep::Replay(reply) = inner.machine().commit(&req.checkpoint, &args)? {
+        return Ok(reply);
+    }
+    let id = req.checkpoint.clone();
+    let work = {
+        let inner = inner.clone();
+        let args = args.clone();
+        async move {
+            let _ops = ops;
+            let reply = tokio::select! {
+                reply = export_and_write(&inner, &id, &args) => reply?,
+                () = inner.aborted(seen) => return Err(ControlError::stale(&id)),
+            };
+            inner.machine().committed(args, reply.clone());
+            Ok(reply)
+        }
+    };
+    // The work runs on as a task past a missed deadline, holding the lock,
+    // so a retry or resume finds it finished rather than half done.
+    let task = tokio::spawn(work);
+    within(
+        "commit",
+        &format!("checkpoint {}", &req.checkpoint),
+        timeout,
+        async { task.await.map_err(|e| join_error("commit", &e))? },
+    )
+    .await
+}
+
+async fn export_and_write(
+    inner: &Arc<Inner>,
+    id: &str,
+    args: &CommitArgs,
+) -> ControlResult<CommitReply> {
+    let readiness = inner.participant.readiness().await.capped();
+    if !readiness.ready {
+        return Err(ControlError::new(
+            Code::InvalidPhase,
+            format!(
+                "commit of checkpoint {id}: no longer ready ({} blockers: {})",
+                readiness.blocker_count,
+                readiness.blockers.join(", ")
+            ),
+        ));
+    }
+    let restarts: BTreeSet<&str> = readiness.restarts.iter().map(String::as_str).collect();
+    if let Some(key) = args.scope.iter().find(|k| restarts.contains(k.as_str())) {
+        return Err(ControlError::new(
+            Code::RestartInScope,
+            format!(
+                "commit of checkpoint {id}: scope names {key}, which this participant must restart"
+            ),
+        ));
+    }
+    let records = inner
+        .participant
+        .export(id, &args.scope)
+        .await
+        .map_err(|e| ControlError::hook("export", &e))?;
+    let (run_dir, kind, instance) = (
+        inner.config.run_dir.clone(),
+        inner.kind,
+        inner.instance.clone(),
+    );
+    let (cid, scope) = (id.to_owned(), args.scope.clone());
+    let manifest = tokio::task::spawn_blocking(move || {
+        store::write(&run_dir, &cid, kind, &instance, &scope, &records)
+    })
+    .await
+    .map_err(|e| join_error("write", &e))??;
+    let park_error = if args.stop {
+        inner
+            .participant
+            .park_exported()
+            .await
+            .err()
+            .map(|e| e.message)
+    } else {
+        None
+    };
+    Ok(CommitReply {
+        checkpoint: id.to_owned(),
+        phase: Phase::Committed,
+        manifest,
+        park_error,
+    })
+}

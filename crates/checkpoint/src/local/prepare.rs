@@ -1,0 +1,90 @@
+//! Prepare: close admission (once per checkpoint), then wait for readiness
+//! until the deadline. Not ready in time is an answer, not an error: the
+//! reply says `preparing` with the blockers, and admission stays closed
+//! until the controller resumes (or the lease runs out).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Inner, millis, within};
+use crate::control::ControlResult;
+use crate::errors::{ControlError, HookError};
+use crate::phase::{Phase, PrepareStep};
+use crate::wire::{PrepareReply, PrepareRequest, Request as _};
+
+/// Readiness is re-checked at least this often, whatever `changed` does.
+const RECHECK: Duration = Duration::from_secs(1);
+
+pub(super) async fn run(inner: Arc<Inner>, req: PrepareRequest) -> ControlResult<PrepareReply> {
+    req.check()?;
+    let timeout = millis(req.timeout_ms);
+    let deadline = Instant::now() + timeout;
+    let id = req.checkpoint.as_str();
+    inner.renew(timeout);
+    let seen;
+    {
+        let _ops = inner.ops.lock().await;
+        let step = inner.machine().prepare(id)?;
+        seen = inner.abort_generation();
+        match step {
+            PrepareStep::Replay(reply) => return Ok(reply),
+            PrepareStep::Wait => {}
+            PrepareStep::Close => {
+                let epoch = inner.machine().epoch();
+                inner.start_lease(epoch, timeout);
+                let closed = within("prepare", &format!("checkpoint {}", id), timeout, async {
+                    inner
+                        .participant
+                        .close_admission(id)
+                        .await
+                        .map_err(|e| ControlError::hook("close admission", &e))
+                })
+                .await;
+                if let Err(e) = closed {
+                    // Never half closed: reopen, and the checkpoint never
+                    // started here.
+                    let _reopened: Result<(), HookError> = inner.participant.open_admission().await;
+                    inner.machine().prepare_failed(id);
+                    return Err(e);
+                }
+            }
+        }
+    }
+    loop {
+        if inner.machine().active() != Some(id) {
+            return Err(ControlError::stale(id));
+        }
+        let readiness = inner.participant.readiness().await.capped();
+        if readiness.ready {
+            let reply = PrepareReply {
+                checkpoint: id.to_owned(),
+                phase: Phase::Prepared,
+                readiness,
+            };
+            let mut m = inner.machine();
+            if m.prepared(reply.clone()) {
+                return Ok(reply);
+            }
+            // Resumed meanwhile, or a concurrent prepare got there first.
+            return match m.prepare(id)? {
+                PrepareStep::Replay(reply) => Ok(reply),
+                PrepareStep::Close | PrepareStep::Wait => Err(ControlError::stale(id)),
+            };
+        }
+        if Instant::now() >= deadline {
+            return Ok(PrepareReply {
+                checkpoint: id.to_owned(),
+                phase: Phase::Preparing,
+                readiness,
+            });
+        }
+        tokio::select! {
+            () = inner.participant.changed() => {}
+            () = tokio::time::sleep(RECHECK) => {}
+            () = tokio::time::sleep_until(deadline) => {}
+            () = inner.aborted(seen) => return Err(ControlError::stale(id)),
+        }
+    }
+}

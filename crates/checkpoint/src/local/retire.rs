@@ -1,0 +1,41 @@
+//! Retire and forget: only while no checkpoint is open (idle) or after a
+//! restore, so a retired attempt cannot be half exported.
+
+use std::sync::Arc;
+
+use super::{Inner, millis, within};
+use crate::control::ControlResult;
+use crate::errors::ControlError;
+use crate::wire::{KeysReply, KeysRequest, Request as _};
+
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Verb {
+    Retire,
+    Forget,
+}
+
+pub(super) async fn run(
+    inner: Arc<Inner>,
+    req: KeysRequest,
+    verb: Verb,
+) -> ControlResult<KeysReply> {
+    req.check()?;
+    let timeout = millis(req.timeout_ms);
+    inner.renew(timeout);
+    let action = match verb {
+        Verb::Retire => "retire",
+        Verb::Forget => "forget",
+    };
+    let _ops = inner.ops.lock().await;
+    inner.machine().check_retire(action)?;
+    let what = format!("{} keys", req.keys.len());
+    within(action, &what, timeout, async {
+        let done = match verb {
+            Verb::Retire => inner.participant.retire(&req.keys).await,
+            Verb::Forget => inner.participant.forget(&req.keys).await,
+        };
+        done.map(|keys| KeysReply { keys })
+            .map_err(|e| ControlError::hook(action, &e))
+    })
+    .await
+}

@@ -1,0 +1,194 @@
+//! The control protocol's requests and replies, shared by the in-process
+//! control, the HTTP routes and the HTTP client. The routes carry the
+//! version (`/v1/checkpoint/...`); bodies refuse unknown fields, and every
+//! request is checked by [`Request::check`] before anything acts on it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::errors::ControlError;
+use crate::id::{check_keys, check_name};
+use crate::participant::{Kind, Readiness};
+use crate::phase::Phase;
+use crate::store::Manifest;
+
+/// Longest deadline a call may ask for: one hour.
+pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
+
+/// A request body that can be checked field by field.
+pub trait Request {
+    /// The first problem with the request, naming its field.
+    fn check(&self) -> Result<(), ControlError>;
+}
+
+fn check_timeout(timeout_ms: u64) -> Result<(), ControlError> {
+    if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
+        return Err(ControlError::bad(
+            "timeout_ms",
+            format!("{timeout_ms} is outside 1..={MAX_TIMEOUT_MS}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Reply of `GET /v1/checkpoint/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Status {
+    pub kind: Kind,
+    pub instance: String,
+    pub phase: Phase,
+    /// The active checkpoint, if any.
+    pub checkpoint: Option<String>,
+    /// Time left before the participant resumes by itself, while active.
+    pub lease_remaining_ms: Option<u64>,
+    pub readiness: Readiness,
+}
+
+/// `POST /v1/checkpoint/prepare`: close admission and wait for a cut.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrepareRequest {
+    pub checkpoint: String,
+    /// How long to wait for readiness.
+    pub timeout_ms: u64,
+}
+
+impl Request for PrepareRequest {
+    fn check(&self) -> Result<(), ControlError> {
+        check_name("checkpoint", &self.checkpoint)?;
+        check_timeout(self.timeout_ms)
+    }
+}
+
+/// Reply of prepare: `prepared`, or still `preparing` when the deadline
+/// passed first (admission stays closed until resume).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrepareReply {
+    pub checkpoint: String,
+    pub phase: Phase,
+    pub readiness: Readiness,
+}
+
+/// `POST /v1/checkpoint/commit`: export the scope's records and write them
+/// durably under `RUN_DIR/checkpoints/<checkpoint>/<kind>/<instance>/`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommitRequest {
+    pub checkpoint: String,
+    pub timeout_ms: u64,
+    /// The attempt keys the checkpoint covers.
+    pub scope: Vec<String>,
+    /// Free the exported work's compute once the records are durable.
+    #[serde(default)]
+    pub stop: bool,
+}
+
+impl Request for CommitRequest {
+    fn check(&self) -> Result<(), ControlError> {
+        check_name("checkpoint", &self.checkpoint)?;
+        check_timeout(self.timeout_ms)?;
+        check_keys("scope", &self.scope, false)
+    }
+}
+
+/// Reply of commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommitReply {
+    pub checkpoint: String,
+    pub phase: Phase,
+    pub manifest: Manifest,
+    /// Why parking the exported work failed, for a commit with `stop`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub park_error: Option<String>,
+}
+
+/// `POST /v1/checkpoint/restore`: install the records of checkpoint
+/// `source` for the keys in `scope` as their next attempts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {
+    /// The id of this restore; resume it like a checkpoint.
+    pub checkpoint: String,
+    /// The published checkpoint to read.
+    pub source: String,
+    pub timeout_ms: u64,
+    pub scope: Vec<String>,
+}
+
+impl Request for RestoreRequest {
+    fn check(&self) -> Result<(), ControlError> {
+        check_name("checkpoint", &self.checkpoint)?;
+        check_name("source", &self.source)?;
+        check_timeout(self.timeout_ms)?;
+        check_keys("scope", &self.scope, false)
+    }
+}
+
+/// Reply of restore.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreReply {
+    pub checkpoint: String,
+    pub source: String,
+    pub phase: Phase,
+    /// The next attempts' keys.
+    pub restored: Vec<String>,
+    /// How many records were installed.
+    pub record_count: u64,
+}
+
+/// `POST /v1/checkpoint/resume`: end (or abort) a checkpoint or restore.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {
+    pub checkpoint: String,
+    pub timeout_ms: u64,
+}
+
+impl Request for ResumeRequest {
+    fn check(&self) -> Result<(), ControlError> {
+        check_name("checkpoint", &self.checkpoint)?;
+        check_timeout(self.timeout_ms)
+    }
+}
+
+/// Reply of resume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeReply {
+    pub checkpoint: String,
+    pub phase: Phase,
+    /// The id was already resumed (or was never active here).
+    pub idempotent: bool,
+}
+
+/// `POST /v1/checkpoint/retire` and `/forget`: attempt keys to act on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeysRequest {
+    pub keys: Vec<String>,
+    pub timeout_ms: u64,
+}
+
+impl Request for KeysRequest {
+    fn check(&self) -> Result<(), ControlError> {
+        check_keys("keys", &self.keys, true)?;
+        check_timeout(self.timeout_ms)
+    }
+}
+
+/// Reply of retire and forget: the keys acted on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeysReply {
+    pub keys: Vec<String>,
+}
+
+/// Body of every error reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorReply {
+    pub error: ControlError,
+}

@@ -1,0 +1,257 @@
+//! A scriptable participant for the tests: records every hook call, holds
+//! records per attempt key, and can be told to block, stall or fail.
+#![allow(dead_code, reason = "each test file uses part of the fake")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "test helpers: a poisoned lock is a test failure"
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+use rollpoint_checkpoint::{HookError, HookResult, Kind, Participant, Readiness};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Debug, Default)]
+pub struct FakeState {
+    pub open: bool,
+    pub blockers: Vec<String>,
+    pub restarts: Vec<String>,
+    /// Records by attempt key.
+    pub records: BTreeMap<String, Vec<Value>>,
+    pub installed: Vec<Value>,
+    pub retired: BTreeSet<String>,
+    pub forgotten: BTreeSet<String>,
+    pub parked: bool,
+    pub calls: Vec<String>,
+    /// Every call with a process-wide sequence number, to check the order
+    /// across participants.
+    pub ticks: Vec<(u64, String)>,
+    pub export_delay: Option<Duration>,
+    pub fail_install: bool,
+    pub fail_open: bool,
+    pub fail_close: bool,
+}
+
+#[derive(Debug)]
+pub struct Fake {
+    pub kind: Kind,
+    pub instance: String,
+    pub state: Mutex<FakeState>,
+    pub changed: Notify,
+}
+
+impl Fake {
+    pub fn new(kind: Kind, instance: &str) -> Arc<Self> {
+        Arc::new(Self {
+            kind,
+            instance: instance.to_owned(),
+            state: Mutex::new(FakeState {
+                open: true,
+                ..FakeState::default()
+            }),
+            changed: Notify::new(),
+        })
+    }
+
+    /// A fake holding `n` records for each key in `keys`.
+    pub fn with_records(kind: Kind, instance: &str, keys: &[String], n: usize) -> Arc<Self> {
+        let fake = Self::new(kind, instance);
+        {
+            let mut s = fake.state.lock().unwrap();
+            for key in keys {
+                let recs = (0..n)
+                    .map(|i| json!({"key": key, "kind": kind.as_str(), "instance": instance, "seq": i}))
+                    .collect();
+                s.records.insert(key.clone(), recs);
+            }
+        }
+        fake
+    }
+
+    pub fn set<F: FnOnce(&mut FakeState)>(&self, f: F) {
+        f(&mut self.state.lock().unwrap());
+        self.changed.notify_waiters();
+    }
+
+    pub fn get<T, F: FnOnce(&FakeState) -> T>(&self, f: F) -> T {
+        f(&self.state.lock().unwrap())
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.get(|s| s.open)
+    }
+
+    pub fn calls(&self) -> Vec<String> {
+        self.get(|s| s.calls.clone())
+    }
+
+    fn log(&self, call: &str) {
+        let tick = SEQ.fetch_add(1, Ordering::SeqCst);
+        let mut s = self.state.lock().unwrap();
+        s.calls.push(call.to_owned());
+        s.ticks.push((tick, call.to_owned()));
+    }
+
+    /// The sequence number of this participant's first call starting with
+    /// `prefix`.
+    pub fn tick_of(&self, prefix: &str) -> Option<u64> {
+        self.get(|s| {
+            s.ticks
+                .iter()
+                .find(|(_, c)| c.starts_with(prefix))
+                .map(|(t, _)| *t)
+        })
+    }
+}
+
+impl Participant for Fake {
+    fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    fn instance(&self) -> String {
+        self.instance.clone()
+    }
+
+    fn close_admission<'a>(&'a self, checkpoint: &'a str) -> BoxFuture<'a, HookResult<()>> {
+        async move {
+            self.log(&format!("close {checkpoint}"));
+            let mut s = self.state.lock().unwrap();
+            if s.fail_close {
+                return Err(HookError::new("close refused"));
+            }
+            s.open = false;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn open_admission(&self) -> BoxFuture<'_, HookResult<()>> {
+        async move {
+            self.log("open");
+            let mut s = self.state.lock().unwrap();
+            if s.fail_open {
+                return Err(HookError::new(format!("{} cannot reopen", self.instance)));
+            }
+            s.open = true;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn readiness(&self) -> BoxFuture<'_, Readiness> {
+        async move {
+            let s = self.state.lock().unwrap();
+            Readiness::from_blockers(s.blockers.clone())
+                .with_count("records", s.records.values().map(|v| v.len() as u64).sum())
+                .with_restarts(s.restarts.clone())
+        }
+        .boxed()
+    }
+
+    fn changed(&self) -> BoxFuture<'_, ()> {
+        self.changed.notified().boxed()
+    }
+
+    fn export<'a>(
+        &'a self,
+        checkpoint: &'a str,
+        scope: &'a [String],
+    ) -> BoxFuture<'a, HookResult<Vec<Value>>> {
+        async move {
+            self.log(&format!("export {checkpoint}"));
+            let delay = self.get(|s| s.export_delay);
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            let s = self.state.lock().unwrap();
+            Ok(scope
+                .iter()
+                .flat_map(|k| s.records.get(k).cloned().unwrap_or_default())
+                .collect())
+        }
+        .boxed()
+    }
+
+    fn park_exported(&self) -> BoxFuture<'_, HookResult<()>> {
+        async move {
+            self.log("park");
+            self.state.lock().unwrap().parked = true;
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn install<'a>(
+        &'a self,
+        checkpoint: &'a str,
+        records: Vec<Value>,
+        scope: &'a [String],
+    ) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        async move {
+            self.log(&format!("install {checkpoint}"));
+            let mut s = self.state.lock().unwrap();
+            if s.fail_install {
+                return Err(HookError::new(format!(
+                    "{}: install refused",
+                    self.instance
+                )));
+            }
+            s.installed.extend(records);
+            Ok(scope.iter().map(|k| format!("{k}-a1")).collect())
+        }
+        .boxed()
+    }
+
+    fn retire<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        async move {
+            self.log("retire");
+            self.state
+                .lock()
+                .unwrap()
+                .retired
+                .extend(keys.iter().cloned());
+            Ok(keys.to_vec())
+        }
+        .boxed()
+    }
+
+    fn forget<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        async move {
+            self.log("forget");
+            let mut s = self.state.lock().unwrap();
+            for k in keys {
+                s.retired.remove(k);
+                s.forgotten.insert(k.clone());
+            }
+            Ok(keys.to_vec())
+        }
+        .boxed()
+    }
+}
+
+pub fn keys(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("r{i}")).collect()
+}
+
+pub const TOKEN: &str = "s3cret-token";
+
+/// Serves `control` on 127.0.0.1:0; returns its base URL.
+pub async fn serve(control: Arc<dyn rollpoint_checkpoint::Control>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local addr");
+    tokio::spawn(async move {
+        let _ended = rollpoint_checkpoint::serve(listener, control, TOKEN).await;
+    });
+    format!("http://{addr}")
+}
