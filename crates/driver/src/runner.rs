@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rollpoint_owner::Owner;
+use rollpoint_owner::{Owner, OwnerTask};
 use rollpoint_proto::anchor::LaunchRequest;
 use rollpoint_proto::control::{Reply, Verb};
 use rollpoint_proto::receipt::Outcome;
@@ -30,11 +30,11 @@ pub const CAPTURE_KEY_VAR: &str = "ROLLPOINT_CAPTURE_KEY";
 /// The capture key the gateway records an attempt's model calls under:
 /// the rollout id for attempt 0, `<rollout>-a<N>` after.
 pub fn capture_key(rollout: &str, attempt: u32) -> String {
-    if attempt == 0 {
-        rollout.to_owned()
-    } else {
-        format!("{rollout}-a{attempt}")
+    rollpoint_proto::key::AttemptKey {
+        rollout: rollout.to_owned(),
+        attempt,
     }
+    .to_string()
 }
 
 /// Budgets of the runner.
@@ -216,7 +216,16 @@ impl Runner {
     async fn perform(&mut self, machine: &Machine, effect: Effect) -> Event {
         let rollout = self.task.rollout().to_owned();
         match effect {
-            Effect::Seed => match self.owner.create_session(self.task.task.clone()).await {
+            // The session serves this attempt, and its task id says which
+            // (the owner's checkpoint participant finds sessions by it).
+            Effect::Seed => match self
+                .owner
+                .create_session(OwnerTask {
+                    id: capture_key(&rollout, machine.bookmark().attempt),
+                    ..self.task.task.clone()
+                })
+                .await
+            {
                 Ok(info) => Event::Seeded {
                     state: self.adapter.new_state(&info.workdir, &rollout),
                     session: info.session,

@@ -134,6 +134,7 @@ impl RunHandle {
 #[derive(Debug)]
 struct Entry {
     ctl: Arc<watch::Sender<Ctl>>,
+    task: Arc<RolloutTask>,
 }
 
 #[derive(Debug)]
@@ -263,6 +264,7 @@ impl Runs {
                 rollout.clone(),
                 Entry {
                     ctl: Arc::clone(&ctl),
+                    task: Arc::new(task.clone()),
                 },
             );
         }
@@ -351,6 +353,15 @@ impl Runs {
         self.runs()
             .iter()
             .map(|(r, e)| (r.clone(), e.ctl.borrow().bookmark.clone()))
+            .collect()
+    }
+
+    /// Every registered run's task with its last recorded bookmark: what a
+    /// checkpoint stores so [`Runs::install`] can continue it.
+    pub fn export_runs(&self) -> Vec<(RolloutTask, Bookmark)> {
+        self.runs()
+            .values()
+            .map(|e| (RolloutTask::clone(&e.task), e.ctl.borrow().bookmark.clone()))
             .collect()
     }
 

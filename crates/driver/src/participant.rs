@@ -1,0 +1,300 @@
+//! The drivers as the checkpoint's `agent` participant.
+//!
+//! Prepare asks every run to park ([`Runs::request_park`]): launches pause
+//! in place (or stop, the fallback), queued runs stay at their seed, and
+//! restarts are reported as such. The cut is ready once every run has
+//! answered and none is blocked. Commit exports, per attempt in scope, the
+//! run's task and its last bookmark. Resume lets the runs go on: paused
+//! launches continue, stopped ones relaunch. Restore continues each
+//! exported run as its next attempt; the handles of those runs are kept
+//! for the controller to collect results from ([`AgentParticipant::take_installed`]).
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures_util::FutureExt as _;
+use futures_util::future::BoxFuture;
+use rollpoint_checkpoint::HookError;
+use rollpoint_checkpoint::participant::{
+    HookResult, Kind, Participant, RECORD_KEY_FIELD, Readiness, record_key,
+};
+use rollpoint_proto::key::AttemptKey;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+use crate::runner::capture_key;
+use crate::runs::{ParkReport, ParkState, RunHandle, Runs};
+use crate::{Bookmark, RolloutTask};
+
+/// A [`Runs`] registry seen by the checkpoint control plane.
+#[derive(Debug)]
+pub struct AgentParticipant {
+    runs: Runs,
+    instance: String,
+    parking: Mutex<Option<JoinHandle<()>>>,
+    report: Arc<Mutex<Option<ParkReport>>>,
+    parked: Arc<Notify>,
+    installed: Mutex<Vec<RunHandle>>,
+}
+
+impl AgentParticipant {
+    pub fn new(runs: Runs, instance: &str) -> Self {
+        Self {
+            runs,
+            instance: instance.to_owned(),
+            parking: Mutex::new(None),
+            report: Arc::new(Mutex::new(None)),
+            parked: Arc::new(Notify::new()),
+            installed: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The runs a restore started, for the controller to await.
+    pub fn take_installed(&self) -> Vec<RunHandle> {
+        std::mem::take(
+            &mut *self
+                .installed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// The attempt key of each registered run, by rollout id.
+    fn keys(&self) -> Vec<(String, String)> {
+        self.runs
+            .export()
+            .into_iter()
+            .map(|(rollout, mark)| {
+                let key = capture_key(&rollout, mark.attempt);
+                (rollout, key)
+            })
+            .collect()
+    }
+}
+
+fn hook(e: impl std::fmt::Display) -> HookError {
+    HookError::new(e)
+}
+
+fn readiness_of(report: &ParkReport, keys: &[(String, String)]) -> Readiness {
+    let key_of = |rollout: &str| {
+        keys.iter()
+            .find(|(r, _)| r == rollout)
+            .map_or_else(|| rollout.to_owned(), |(_, k)| k.clone())
+    };
+    let blockers = report
+        .runs
+        .iter()
+        .filter_map(|(rollout, state)| match state {
+            ParkState::Blocked { reason } => Some(format!("{}: {reason}", key_of(rollout))),
+            _ => None,
+        });
+    let restarts = report
+        .with(|s| matches!(s, ParkState::Restart))
+        .into_iter()
+        .map(key_of)
+        .collect();
+    let count = |pick: fn(&ParkState) -> bool| report.with(pick).len() as u64;
+    Readiness::from_blockers(blockers)
+        .with_count("paused", count(|s| matches!(s, ParkState::Paused)))
+        .with_count("held", count(|s| matches!(s, ParkState::Held)))
+        .with_count("stopped", count(|s| matches!(s, ParkState::Stopped)))
+        .with_count(
+            "at_bookmark",
+            count(|s| matches!(s, ParkState::AtBookmark(_))),
+        )
+        .with_count("queued", count(|s| matches!(s, ParkState::Queued)))
+        .with_count("finished", count(|s| matches!(s, ParkState::Finished)))
+        .with_restarts(restarts)
+}
+
+impl Participant for AgentParticipant {
+    fn kind(&self) -> Kind {
+        Kind::Agent
+    }
+
+    fn instance(&self) -> String {
+        self.instance.clone()
+    }
+
+    fn close_admission<'a>(&'a self, _checkpoint: &'a str) -> BoxFuture<'a, HookResult<()>> {
+        async move {
+            *self.report.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            let (runs, report, parked) = (
+                self.runs.clone(),
+                Arc::clone(&self.report),
+                Arc::clone(&self.parked),
+            );
+            let task = tokio::spawn(async move {
+                let answer = runs.request_park().await;
+                *report.lock().unwrap_or_else(PoisonError::into_inner) = Some(answer);
+                parked.notify_waiters();
+            });
+            if let Some(old) = self
+                .parking
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .replace(task)
+            {
+                old.abort();
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn open_admission(&self) -> BoxFuture<'_, HookResult<()>> {
+        async move {
+            if let Some(task) = self
+                .parking
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+            {
+                task.abort();
+            }
+            *self.report.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            self.runs.open();
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn readiness(&self) -> BoxFuture<'_, Readiness> {
+        async move {
+            let report = self
+                .report
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            match report {
+                Some(report) => readiness_of(&report, &self.keys()),
+                None if self
+                    .parking
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .is_none() =>
+                {
+                    Readiness::from_blockers(["admission is open".to_owned()])
+                }
+                None => Readiness::from_blockers(["runs are parking".to_owned()]),
+            }
+        }
+        .boxed()
+    }
+
+    fn changed(&self) -> BoxFuture<'_, ()> {
+        async move {
+            let _elapsed = tokio::time::timeout(
+                rollpoint_checkpoint::participant::DEFAULT_POLL,
+                self.parked.notified(),
+            )
+            .await;
+        }
+        .boxed()
+    }
+
+    fn export<'a>(
+        &'a self,
+        _checkpoint: &'a str,
+        scope: &'a [String],
+    ) -> BoxFuture<'a, HookResult<Vec<Value>>> {
+        async move {
+            let scope: BTreeSet<&str> = scope.iter().map(String::as_str).collect();
+            let mut out = Vec::new();
+            for (task, mark) in self.runs.export_runs() {
+                let key = capture_key(task.rollout(), mark.attempt);
+                if !scope.contains(key.as_str()) {
+                    continue;
+                }
+                let bookmark: Value = serde_json::from_slice(&mark.encode()).map_err(hook)?;
+                out.push(json!({
+                    RECORD_KEY_FIELD: key,
+                    "task": serde_json::to_value(&task).map_err(hook)?,
+                    "bookmark": bookmark,
+                }));
+            }
+            Ok(out)
+        }
+        .boxed()
+    }
+
+    fn park_exported(&self) -> BoxFuture<'_, HookResult<()>> {
+        // The runs stay parked at their bookmarks; the process ends next,
+        // and the resources participant frees the sandboxes.
+        async move { Ok(()) }.boxed()
+    }
+
+    fn install<'a>(
+        &'a self,
+        _checkpoint: &'a str,
+        records: Vec<Value>,
+        scope: &'a [String],
+    ) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        async move {
+            let mut runs = Vec::with_capacity(records.len());
+            for record in records {
+                let key = record_key(&record)
+                    .ok_or_else(|| hook(format!("agent record without `{RECORD_KEY_FIELD}`")))?
+                    .to_owned();
+                if !scope.contains(&key) {
+                    continue;
+                }
+                let field = |name: &str| {
+                    record
+                        .get(name)
+                        .ok_or_else(|| hook(format!("{key}: agent record without `{name}`")))
+                        .and_then(|v| serde_json::to_vec(v).map_err(hook))
+                };
+                let task = RolloutTask::decode(&field("task")?)
+                    .map_err(|e| hook(format!("{key}: {e}")))?;
+                let mark = Bookmark::decode(&field("bookmark")?)
+                    .map_err(|e| hook(format!("{key}: {e}")))?;
+                runs.push((task, mark));
+            }
+            let next: Vec<String> = runs
+                .iter()
+                .map(|(task, mark)| capture_key(task.rollout(), mark.attempt.saturating_add(1)))
+                .collect();
+            let handles = self.runs.install(runs).map_err(hook)?;
+            self.installed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(handles);
+            Ok(next)
+        }
+        .boxed()
+    }
+
+    fn retire<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        async move {
+            let mut failures = Vec::new();
+            for key in keys {
+                let rollout = AttemptKey::parse(key).map_err(hook)?.rollout;
+                if self.runs.status(&rollout).is_some()
+                    && let Err(e) = self.runs.cancel(&rollout).await
+                {
+                    failures.push(format!("{key}: {e}"));
+                }
+            }
+            if failures.is_empty() {
+                Ok(keys.to_vec())
+            } else {
+                Err(hook(failures.join("; ")))
+            }
+        }
+        .boxed()
+    }
+
+    fn forget<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        async move {
+            for key in keys {
+                let rollout = AttemptKey::parse(key).map_err(hook)?.rollout;
+                self.runs.forget(&rollout);
+            }
+            Ok(keys.to_vec())
+        }
+        .boxed()
+    }
+}
