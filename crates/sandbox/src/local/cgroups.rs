@@ -163,17 +163,25 @@ impl SandboxCgroups {
         pids
     }
 
-    /// Removes every cgroup, launch cgroups first.
+    /// Removes every cgroup, launch cgroups first. Every hierarchy is
+    /// tried even when one fails, so a failure leaks as little as possible.
     pub fn remove(&self, sandbox: &str) -> Result<(), Error> {
+        let mut failures = Vec::new();
         for dir in self.all() {
             for sub in subtree(dir).into_iter().rev() {
-                cgroup::remove(&sub).map_err(|e| Error::Invalid {
-                    sandbox: sandbox.to_owned(),
-                    message: e.to_string(),
-                })?;
+                if let Err(e) = cgroup::remove(&sub) {
+                    failures.push(e.to_string());
+                }
             }
         }
-        Ok(())
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(Error::Invalid {
+                sandbox: sandbox.to_owned(),
+                message: failures.join("; "),
+            })
+        }
     }
 }
 
