@@ -8,6 +8,7 @@
 //! commit, restore and resume. See docs/design/checkpoints.md.
 #![forbid(unsafe_code)]
 
+pub mod auth;
 mod client;
 mod control;
 pub mod coordinator;

@@ -17,17 +17,16 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
-use axum::http::header::{AUTHORIZATION, CONTENT_TYPE};
+use axum::http::header::CONTENT_TYPE;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::serve::ListenerExt as _;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use sha2::{Digest as _, Sha256};
-use subtle::ConstantTimeEq as _;
 use tokio::net::TcpListener;
 
+use crate::auth::BearerToken;
 use crate::control::Control;
 use crate::decode::decode_json;
 use crate::errors::{Code, ControlError};
@@ -41,7 +40,7 @@ type Shared = State<Arc<dyn Control>>;
 /// The control routes of `control`, every one behind
 /// `Authorization: Bearer <token>`. An empty `token` matches no request.
 pub fn router(control: Arc<dyn Control>, token: &str) -> Router {
-    let expected = Arc::new(TokenDigest::of(token));
+    let expected = Arc::new(BearerToken::new(token));
     Router::new()
         .route("/v1/checkpoint/status", get(status::handle))
         .route("/v1/checkpoint/prepare", post(prepare::handle))
@@ -67,38 +66,8 @@ pub async fn serve(
     axum::serve(listener, router(control, token)).await
 }
 
-/// The SHA-256 of the expected token: comparing digests in constant time
-/// hides both the token's bytes and its length.
-#[derive(Debug)]
-struct TokenDigest {
-    digest: [u8; 32],
-    empty: bool,
-}
-
-impl TokenDigest {
-    fn of(token: &str) -> Self {
-        Self {
-            digest: Sha256::digest(token.as_bytes()).into(),
-            empty: token.is_empty(),
-        }
-    }
-
-    fn matches(&self, presented: &str) -> bool {
-        let digest: [u8; 32] = Sha256::digest(presented.as_bytes()).into();
-        let equal: bool = self.digest.ct_eq(&digest).into();
-        equal && !self.empty
-    }
-}
-
-async fn authorize(State(expected): State<Arc<TokenDigest>>, req: Request, next: Next) -> Response {
-    let presented = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.split_once(' '))
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token);
-    if presented.is_some_and(|p| expected.matches(p)) {
+async fn authorize(State(expected): State<Arc<BearerToken>>, req: Request, next: Next) -> Response {
+    if expected.admits(req.headers()) {
         next.run(req).await
     } else {
         ApiError(ControlError::new(
