@@ -1,15 +1,19 @@
 //! `rollpoint owner`: the owner on its own, lending local sandboxes over
 //! HTTP to drivers on other machines (the same contract the embedded
-//! default uses in process). On SIGINT or SIGTERM it destroys the sandboxes
-//! it lent; snapshots stay for the checkpoints that name them.
+//! default uses in process), and answering the checkpoint control routes
+//! (`/v1/checkpoint/...`) as the resources participant, with the same
+//! token. On SIGINT or SIGTERM it destroys the sandboxes it lent;
+//! snapshots stay for the checkpoints that name them.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
+use axum::serve::ListenerExt as _;
 use clap::Args;
-use rollpoint_owner::{LocalOwner, Owner};
+use rollpoint_checkpoint::{Control, LocalConfig, LocalControl, Participant};
+use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
 use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
 use rollpoint_snapshot::{ImageOptions, StoreChoice, StoreOptions};
 
@@ -71,7 +75,16 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
             swept.len()
         );
     }
-    let owner: Arc<dyn Owner> = Arc::new(LocalOwner::new(backend.clone()));
+    let local = Arc::new(LocalOwner::new(backend.clone()));
+    let participant: Arc<dyn Participant> =
+        Arc::new(ResourcesParticipant::new(Arc::clone(&local), "owner"));
+    let control: Arc<dyn Control> = Arc::new(
+        LocalControl::new(participant, LocalConfig::new(&args.run_dir))
+            .context("cannot start the checkpoint control routes")?,
+    );
+    let owner: Arc<dyn Owner> = local;
+    let app =
+        rollpoint_owner::router(owner, &token).merge(rollpoint_checkpoint::router(control, &token));
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
@@ -83,9 +96,12 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
         if let Some(file) = &args.port_file {
             super::model_script::write_port_file(file, addr.port())?;
         }
-        eprintln!("owner: listening on http://{addr}/v1/owner/");
+        eprintln!("owner: listening on http://{addr}/v1/owner/ and /v1/checkpoint/");
+        let listener = listener.tap_io(|tcp| {
+            let _ignored = tcp.set_nodelay(true);
+        });
         tokio::select! {
-            r = rollpoint_owner::serve(listener, owner, &token) => r.context("owner server failed"),
+            r = axum::serve(listener, app) => r.context("owner server failed"),
             r = super::model_script::stop_signal() => r,
         }
     });
