@@ -1,12 +1,17 @@
 //! `rollpoint gateway`: runs the model gateway on its own in front of one upstream, with its
-//! ledger in a SQLite file.
+//! ledger in a SQLite file; with `--run-dir` and `--control-token-file` it also answers the
+//! checkpoint control routes (`/v1/checkpoint/...`) as the model participant.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
-use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, UpstreamApi};
+use std::sync::Arc;
+
+use axum::serve::ListenerExt as _;
+use rollpoint_checkpoint::{Control, LocalConfig, LocalControl, Participant};
+use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, ModelParticipant, UpstreamApi};
 
 /// The API family of the upstream.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -49,6 +54,12 @@ pub struct GatewayArgs {
     /// Accept every well-formed capture key without registration.
     #[arg(long)]
     open_keys: bool,
+    /// The run directory checkpoints are written under (with --control-token-file).
+    #[arg(long, requires = "control_token_file")]
+    run_dir: Option<PathBuf>,
+    /// File holding the bearer token of the checkpoint control routes.
+    #[arg(long, requires = "run_dir")]
+    control_token_file: Option<PathBuf>,
 }
 
 pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
@@ -67,6 +78,20 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         for key in &args.keys {
             gateway.register(&CaptureKey::parse(key)?)?;
         }
+        let mut app = gateway.router();
+        if let (Some(run_dir), Some(token_file)) = (&args.run_dir, &args.control_token_file) {
+            let token = std::fs::read_to_string(token_file)
+                .with_context(|| format!("cannot read the token file {}", token_file.display()))?;
+            let token = token.trim();
+            anyhow::ensure!(!token.is_empty(), "the token file {} is empty", token_file.display());
+            let participant: Arc<dyn Participant> =
+                Arc::new(ModelParticipant::new(Arc::new(gateway.clone()), "gateway"));
+            let control: Arc<dyn Control> = Arc::new(
+                LocalControl::new(participant, LocalConfig::new(run_dir))
+                    .context("cannot start the checkpoint control routes")?,
+            );
+            app = app.merge(rollpoint_checkpoint::router(control, token));
+        }
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("failed to bind the gateway on {}", args.listen))?;
@@ -78,7 +103,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         }
         eprintln!("gateway: listening on http://{addr}/r/<capture key>/v1/...");
         tokio::select! {
-            r = gateway.serve(listener) => r.context("gateway server failed")?,
+            r = axum::serve(listener.tap_io(|tcp| { let _ignored = tcp.set_nodelay(true); }), app) => r.context("gateway server failed")?,
             r = super::model_script::stop_signal() => r?,
         }
         gateway.flush().await?;

@@ -1,0 +1,73 @@
+//! `rollpoint gateway` with a run directory answers the checkpoint control
+//! routes as the model participant, behind its own token.
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::cargo_bin;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gateway_answers_checkpoint_routes_as_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "gw-token\n").unwrap();
+    let port_file = dir.path().join("port");
+    let mut child = Command::new(cargo_bin("rollpoint"))
+        .args(["gateway", "--upstream", "http://127.0.0.1:9", "--open-keys"])
+        .arg("--db")
+        .arg(dir.path().join("ledger.db"))
+        .arg("--port-file")
+        .arg(&port_file)
+        .arg("--run-dir")
+        .arg(dir.path().join("run"))
+        .arg("--control-token-file")
+        .arg(&token_file)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let port = loop {
+        if let Ok(text) = std::fs::read_to_string(&port_file)
+            && let Ok(port) = text.trim().parse::<u16>()
+        {
+            break port;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the gateway did not start"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let base = format!("http://127.0.0.1:{port}/v1/checkpoint");
+    let http = reqwest::Client::new();
+    let status = http
+        .get(format!("{base}/status"))
+        .bearer_auth("gw-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(status.status(), 200);
+    let body: serde_json::Value = serde_json::from_slice(&status.bytes().await.unwrap()).unwrap();
+    assert_eq!(body["kind"], "model", "{body}");
+    assert_eq!(body["phase"], "idle", "{body}");
+    let wrong = http
+        .get(format!("{base}/status"))
+        .bearer_auth("nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status(), 401);
+    let bad = http
+        .post(format!("{base}/prepare"))
+        .bearer_auth("gw-token")
+        .body(r#"{"checkpoint":"ck1","timeout_ms":"soon"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let text = String::from_utf8_lossy(&bad.bytes().await.unwrap()).into_owned();
+    assert!(text.contains("timeout_ms"), "{text}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
