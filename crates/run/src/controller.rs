@@ -450,6 +450,9 @@ impl Loop {
                 message: e.to_string(),
             })?;
         let took = started.elapsed();
+        if !done.pruned.is_empty() {
+            self.sweep_snapshots();
+        }
         let t = done.timings;
         self.progress.checkpoints += 1;
         self.progress.last_checkpoint = Some((id.clone(), took));
@@ -492,6 +495,21 @@ impl Loop {
             }
         }
         Ok(())
+    }
+
+    /// Deletes snapshots no retained checkpoint names (retention pruned
+    /// the checkpoints that named them).
+    fn sweep_snapshots(&self) {
+        let result = retained_checkpoints(&self.run_dir).and_then(|ids| {
+            let keep: Vec<&str> = ids.iter().map(String::as_str).collect();
+            self.stack
+                .backend
+                .sweep_snapshots(&keep)
+                .map_err(|e| RunError::setup("sweep", e))
+        });
+        if let Err(e) = result {
+            eprintln!("rollpoint: {e}");
+        }
     }
 
     fn show(&mut self) {

@@ -79,7 +79,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    const GOOD: &str = r#"{"v":1,"task":{"id":"a"},"adapter":{"kind":"command","argv":["true"]}}"#;
+    const GOOD: &str = r#"{"v":1,"task":{"id":"a","verify":{"command":["true"]}},"adapter":{"kind":"command","argv":["true"]}}"#;
 
     #[test]
     fn errors_name_the_line_and_the_field() {
