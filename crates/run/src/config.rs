@@ -149,9 +149,7 @@ impl RunConfig {
         };
         let config: Self =
             rollpoint_proto::decode("run config", CONFIG_VERSION, &json).map_err(|e| match e {
-                rollpoint_proto::FormatError::Field { ref path, .. } => {
-                    bad(path, e.to_string())
-                }
+                rollpoint_proto::FormatError::Field { ref path, .. } => bad(path, e.to_string()),
                 rollpoint_proto::FormatError::MissingVersion { .. }
                 | rollpoint_proto::FormatError::UnknownVersion { .. } => bad("v", e.to_string()),
                 rollpoint_proto::FormatError::Json { .. } => bad("", e.to_string()),
@@ -228,7 +226,10 @@ mod tests {
         let e = RunConfig::parse(br#"{"v":2}"#, Path::new("c.json"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("field `v`") && e.contains("unknown version 2"), "{e}");
+        assert!(
+            e.contains("field `v`") && e.contains("unknown version 2"),
+            "{e}"
+        );
         let e = RunConfig::parse(br#"{"v":1,"concurrency":0}"#, Path::new("c.json"))
             .unwrap_err()
             .to_string();

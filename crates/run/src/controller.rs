@@ -176,7 +176,10 @@ pub async fn resume(
         .sweep_orphans()
         .map_err(|e| RunError::setup("sweep", e))?;
     if !swept.is_empty() {
-        eprintln!("rollpoint: swept {} sandboxes of the crashed run", swept.len());
+        eprintln!(
+            "rollpoint: swept {} sandboxes of the crashed run",
+            swept.len()
+        );
     }
     let retained: Vec<String> = retained_checkpoints(&run_dir)?;
     let keep: Vec<&str> = retained.iter().map(String::as_str).collect();
@@ -184,19 +187,23 @@ pub async fn resume(
         .sweep_snapshots(&keep)
         .map_err(|e| RunError::setup("sweep", e))?;
 
-    let finished: std::collections::BTreeSet<String> =
-        read_results(&run_dir)?.into_iter().map(|r| r.rollout).collect();
+    let finished: std::collections::BTreeSet<String> = read_results(&run_dir)?
+        .into_iter()
+        .map(|r| r.rollout)
+        .collect();
     let latest = store::latest(&run_dir).map_err(|e| RunError::Checkpoint {
         checkpoint: "LATEST".to_owned(),
         message: e.to_string(),
     })?;
     let doc = match &latest {
-        Some(id) => Some(
-            store::read_checkpoint(&run_dir, id).map_err(|e| RunError::Checkpoint {
-                checkpoint: id.clone(),
-                message: e.to_string(),
-            })?,
-        ),
+        Some(id) => {
+            Some(
+                store::read_checkpoint(&run_dir, id).map_err(|e| RunError::Checkpoint {
+                    checkpoint: id.clone(),
+                    message: e.to_string(),
+                })?,
+            )
+        }
         None => None,
     };
     let order: Vec<String> = tasks.tasks.iter().map(|t| t.rollout().to_owned()).collect();
@@ -268,7 +275,9 @@ pub async fn resume(
             .await
             .map_err(|e| RunError::setup("retire", e))?;
         for k in &plan.retire {
-            let Ok(k) = AttemptKey::parse(k) else { continue };
+            let Ok(k) = AttemptKey::parse(k) else {
+                continue;
+            };
             let Some(task) = by_id.get(&k.rollout) else {
                 continue;
             };
@@ -469,7 +478,12 @@ impl Loop {
         Ok(id)
     }
 
-    async fn finished(&mut self, rollout: String, attempt: u32, result: Result<RolloutResult, DriverError>) -> Result<(), RunError> {
+    async fn finished(
+        &mut self,
+        rollout: String,
+        attempt: u32,
+        result: Result<RolloutResult, DriverError>,
+    ) -> Result<(), RunError> {
         if self.in_flight.get(&rollout) != Some(&attempt) {
             return Ok(());
         }
@@ -482,10 +496,17 @@ impl Loop {
                     "rollpoint: {rollout} attempt {} {:?} reward {}",
                     result.attempt,
                     result.status,
-                    result.reward.map_or_else(|| "-".to_owned(), |r| r.to_string())
+                    result
+                        .reward
+                        .map_or_else(|| "-".to_owned(), |r| r.to_string())
                 );
                 let k = key(&rollout, attempt);
-                if let Err(e) = self.stack.coordinator.forget(std::slice::from_ref(&k)).await {
+                if let Err(e) = self
+                    .stack
+                    .coordinator
+                    .forget(std::slice::from_ref(&k))
+                    .await
+                {
                     eprintln!("rollpoint: forget {k}: {e}");
                 }
             }

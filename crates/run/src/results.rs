@@ -126,6 +126,9 @@ mod tests {
         assert_eq!(rows, ["a", "c"]);
         std::fs::write(&path, "{\"v\":3}\n").unwrap();
         let e = read_results(dir.path()).unwrap_err().to_string();
-        assert!(e.contains("line 1") && e.contains("unknown version 3"), "{e}");
+        assert!(
+            e.contains("line 1") && e.contains("unknown version 3"),
+            "{e}"
+        );
     }
 }

@@ -90,7 +90,8 @@ impl Stack {
         let (gateway, port, serving) = match upstream {
             None => (None, 0, None),
             Some(url) => {
-                let (gateway, port, task) = start_gateway(run_dir, config, &url, gateway_port).await?;
+                let (gateway, port, task) =
+                    start_gateway(run_dir, config, &url, gateway_port).await?;
                 (Some(gateway), port, Some(task))
             }
         };
@@ -110,7 +111,10 @@ impl Stack {
             Arc::new(ResourcesParticipant::new(Arc::clone(&owner), "owner0")),
         ];
         if let Some(g) = &gateway {
-            participants.push(Arc::new(ModelParticipant::new(Arc::new(g.clone()), "model0")));
+            participants.push(Arc::new(ModelParticipant::new(
+                Arc::new(g.clone()),
+                "model0",
+            )));
         }
         let mut controls: Vec<Arc<dyn Control>> = Vec::new();
         for p in participants {

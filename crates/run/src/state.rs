@@ -100,6 +100,9 @@ mod tests {
         v["v"] = 7.into();
         std::fs::write(RunState::path(dir.path()), v.to_string()).unwrap();
         let e = RunState::load(dir.path()).unwrap_err().to_string();
-        assert!(e.contains("run.json") && e.contains("unknown version 7"), "{e}");
+        assert!(
+            e.contains("run.json") && e.contains("unknown version 7"),
+            "{e}"
+        );
     }
 }

@@ -92,7 +92,9 @@ impl std::fmt::Display for RunStatus {
             writeln!(f, "reward: mean {mean:.3} over {} rows", self.rewarded)?;
         }
         match &self.latest {
-            Some((id, at, n)) => writeln!(f, "latest checkpoint: {id} ({n} rollouts, created {at} ms)")?,
+            Some((id, at, n)) => {
+                writeln!(f, "latest checkpoint: {id} ({n} rollouts, created {at} ms)")?
+            }
             None => writeln!(f, "latest checkpoint: none")?,
         }
         writeln!(f, "not finished: {}", self.unfinished.len())?;

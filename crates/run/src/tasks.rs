@@ -93,7 +93,10 @@ mod tests {
 
         let unknown = format!("{GOOD}\n{}\n", GOOD.replace("\"argv\"", "\"argz\""));
         let e = parse_tasks(unknown.as_bytes(), p).unwrap_err().to_string();
-        assert!(e.contains("tasks.jsonl: line 2") && e.contains("adapter"), "{e}");
+        assert!(
+            e.contains("tasks.jsonl: line 2") && e.contains("adapter"),
+            "{e}"
+        );
 
         let e = parse_tasks(b"{\"v\":9}\n", p).unwrap_err().to_string();
         assert!(e.contains("line 1") && e.contains("task.v"), "{e}");

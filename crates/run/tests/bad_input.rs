@@ -20,7 +20,10 @@ fn run(args: &[&str], dir: &std::path::Path) -> (bool, String) {
         .arg(dir.join("run"))
         .output()
         .expect("run rollpoint");
-    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -34,7 +37,10 @@ fn bad_tasks_and_configs_are_refused_naming_the_line_and_field() {
     write_jsonl(&tasks, &[good.clone(), bad]);
     let (ok, err) = run(&[tasks.to_str().expect("utf-8")], d);
     assert!(!ok);
-    assert!(err.contains("tasks.jsonl: line 2") && err.contains("argz"), "{err}");
+    assert!(
+        err.contains("tasks.jsonl: line 2") && err.contains("argz"),
+        "{err}"
+    );
 
     write_jsonl(&tasks, &[good.clone(), good.clone()]);
     let (ok, err) = run(&[tasks.to_str().expect("utf-8")], d);
@@ -44,14 +50,37 @@ fn bad_tasks_and_configs_are_refused_naming_the_line_and_field() {
     write_jsonl(&tasks, &[good]);
     let config = d.join("run.toml");
     std::fs::write(&config, "v = 1\ncheckpoint_every = 3\n").expect("config");
-    let (ok, err) = run(&[tasks.to_str().expect("utf-8"), "--config", config.to_str().expect("utf-8")], d);
+    let (ok, err) = run(
+        &[
+            tasks.to_str().expect("utf-8"),
+            "--config",
+            config.to_str().expect("utf-8"),
+        ],
+        d,
+    );
     assert!(!ok);
-    assert!(err.contains("run.toml") && err.contains("checkpoint_every"), "{err}");
+    assert!(
+        err.contains("run.toml") && err.contains("checkpoint_every"),
+        "{err}"
+    );
 
     let config = d.join("run.json");
     std::fs::write(&config, r#"{"v": 1, "keep": 0}"#).expect("config");
-    let (ok, err) = run(&[tasks.to_str().expect("utf-8"), "--config", config.to_str().expect("utf-8")], d);
+    let (ok, err) = run(
+        &[
+            tasks.to_str().expect("utf-8"),
+            "--config",
+            config.to_str().expect("utf-8"),
+        ],
+        d,
+    );
     assert!(!ok);
-    assert!(err.contains("run.json") && err.contains("field `keep`"), "{err}");
-    assert!(!d.join("run").join("run.json").exists(), "nothing was started");
+    assert!(
+        err.contains("run.json") && err.contains("field `keep`"),
+        "{err}"
+    );
+    assert!(
+        !d.join("run").join("run.json").exists(),
+        "nothing was started"
+    );
 }

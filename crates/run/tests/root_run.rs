@@ -22,7 +22,12 @@ const LIMIT: Duration = Duration::from_secs(300);
 
 /// Writes the tasks (`commands` command tasks and one native task, ids
 /// prefixed with `tag`), the model script and the config.
-fn setup(dir: &Path, tag: &str, commands: usize, tick_ms: u32) -> (std::path::PathBuf, std::path::PathBuf) {
+fn setup(
+    dir: &Path,
+    tag: &str,
+    commands: usize,
+    tick_ms: u32,
+) -> (std::path::PathBuf, std::path::PathBuf) {
     let mut rows: Vec<serde_json::Value> = (0..commands)
         .map(|i| command_task(&format!("{tag}c{i}"), tick_ms))
         .collect();
@@ -39,7 +44,12 @@ fn setup(dir: &Path, tag: &str, commands: usize, tick_ms: u32) -> (std::path::Pa
     (tasks, config)
 }
 
-fn run_args<'a>(tasks: &'a Path, config: &'a Path, run_dir: &'a Path, sup: &'a Path) -> Vec<&'a OsStr> {
+fn run_args<'a>(
+    tasks: &'a Path,
+    config: &'a Path,
+    run_dir: &'a Path,
+    sup: &'a Path,
+) -> Vec<&'a OsStr> {
     vec![
         OsStr::new("run"),
         tasks.as_os_str(),
@@ -144,7 +154,10 @@ fn root_run_killed_at_random_then_resumed_finishes_every_task_exactly_once() {
     let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     kill(pid, Signal::SIGKILL).expect("kill the run");
     let killed = wait(&mut child, LIMIT, &log);
-    assert!(!killed.success(), "the run was killed {after} ms after its first checkpoint");
+    assert!(
+        !killed.success(),
+        "the run was killed {after} ms after its first checkpoint"
+    );
 
     resume(&run_dir, &log);
     let rows = check_results(&run_dir, &tag, commands, &log);
@@ -186,7 +199,11 @@ fn root_sigterm_stops_with_exit_75_after_a_checkpoint_and_resume_finishes() {
         std::fs::read_to_string(&log).unwrap_or_default()
     );
     let after = std::fs::read_to_string(run_dir.join("checkpoints/LATEST")).expect("LATEST");
-    assert_ne!(before.trim(), after.trim(), "the stop published its own checkpoint");
+    assert_ne!(
+        before.trim(),
+        after.trim(),
+        "the stop published its own checkpoint"
+    );
     check_nothing_left(&run_dir, &tag);
 
     resume(&run_dir, &log);

@@ -22,7 +22,15 @@ pub fn run(args: &ResumeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     let ending = runtime.block_on(async {
         let signals = signals()?;
-        anyhow::Ok(rollpoint_run::resume(&args.run_dir, args.supervisor.clone(), harness_env()?, signals).await?)
+        anyhow::Ok(
+            rollpoint_run::resume(
+                &args.run_dir,
+                args.supervisor.clone(),
+                harness_env()?,
+                signals,
+            )
+            .await?,
+        )
     })?;
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     finish(ending)

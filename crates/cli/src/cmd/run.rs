@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use rollpoint_run::{Ending, EXIT_STOPPED, RunConfig, Signal, StoreKind, load_tasks};
+use rollpoint_run::{EXIT_STOPPED, Ending, RunConfig, Signal, StoreKind, load_tasks};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
@@ -145,12 +145,26 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     let supervisor = locate::supervisor(config.supervisor.as_ref())?;
     config.supervisor = Some(supervisor.clone());
-    config.validate(args.config.as_deref().unwrap_or(std::path::Path::new("flags")))?;
+    config.validate(
+        args.config
+            .as_deref()
+            .unwrap_or(std::path::Path::new("flags")),
+    )?;
     let tasks = load_tasks(&args.tasks)?;
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     let ending = runtime.block_on(async {
         let signals = signals()?;
-        anyhow::Ok(rollpoint_run::run(&args.run_dir, tasks, config, supervisor, harness_env()?, signals).await?)
+        anyhow::Ok(
+            rollpoint_run::run(
+                &args.run_dir,
+                tasks,
+                config,
+                supervisor,
+                harness_env()?,
+                signals,
+            )
+            .await?,
+        )
     })?;
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     finish(ending)

@@ -71,7 +71,9 @@ pub fn native_task(id: &str) -> serde_json::Value {
 pub fn model_script(tool_ms: u32) -> serde_json::Value {
     let sleep = format!("{}.{:03}", tool_ms / 1000, tool_ms % 1000);
     let steps: Vec<serde_json::Value> = (1..=STEPS)
-        .map(|n| serde_json::json!({"shell": [format!("echo step {n} >> work.txt; sleep {sleep}")]}))
+        .map(
+            |n| serde_json::json!({"shell": [format!("echo step {n} >> work.txt; sleep {sleep}")]}),
+        )
         .collect();
     serde_json::json!({"version": 1, "steps": steps, "after_last": {"text": "done"}})
 }
