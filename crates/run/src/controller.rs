@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rollpoint_checkpoint::Plan;
+use rollpoint_checkpoint::participant::{Kind, record_key};
 use rollpoint_checkpoint::store;
 use rollpoint_driver::{
     AdapterSpec, Bookmark, DriverError, RolloutResult, RolloutTask, RunHandle, RunStatus,
@@ -20,7 +21,7 @@ use tokio::sync::mpsc;
 
 use crate::config::RunConfig;
 use crate::errors::RunError;
-use crate::plan::plan_resume;
+use crate::plan::{drop_unsaved_sessions, plan_resume};
 use crate::results::{ResultsLog, read_results};
 use crate::stack::{Stack, open_backend};
 use crate::state::{RUN_STATE_VERSION, RunState};
@@ -207,12 +208,22 @@ pub async fn resume(
         None => None,
     };
     let order: Vec<String> = tasks.tasks.iter().map(|t| t.rollout().to_owned()).collect();
-    let plan = plan_resume(
+    let mut plan = plan_resume(
         &order,
         &finished,
         &state.attempts,
         doc.as_ref().map(|d| d.scope.as_slice()),
     );
+    if let Some(source) = &latest
+        && !plan.restore.is_empty()
+    {
+        let (sessions, saved) = saved_sessions(&run_dir, source)?;
+        for k in drop_unsaved_sessions(&mut plan, &sessions, &saved) {
+            eprintln!(
+                "rollpoint: {k}: checkpoint {source} holds no sandbox for its session; it starts over"
+            );
+        }
+    }
     let by_id: BTreeMap<String, RolloutTask> = tasks
         .tasks
         .into_iter()
@@ -299,6 +310,51 @@ pub async fn resume(
         lp.checkpoint(false).await?;
     }
     lp.drive(signals).await
+}
+
+/// The session each agent record of checkpoint `id` continues in, and the
+/// (key, session) pairs its resources records saved.
+#[expect(clippy::type_complexity, reason = "two lookups read together")]
+fn saved_sessions(
+    run_dir: &Path,
+    id: &str,
+) -> Result<
+    (
+        BTreeMap<String, Option<String>>,
+        std::collections::BTreeSet<(String, String)>,
+    ),
+    RunError,
+> {
+    let err = |e: &dyn std::fmt::Display| RunError::Checkpoint {
+        checkpoint: id.to_owned(),
+        message: e.to_string(),
+    };
+    let doc = store::read_checkpoint(run_dir, id).map_err(|e| err(&e))?;
+    let mut sessions = BTreeMap::new();
+    let mut saved = std::collections::BTreeSet::new();
+    for m in &doc.participants {
+        let (_, records) =
+            store::read(run_dir, id, m.kind, &m.instance, None).map_err(|e| err(&e))?;
+        for r in records {
+            let Some(k) = record_key(&r).map(str::to_owned) else {
+                continue;
+            };
+            match m.kind {
+                Kind::Agent => {
+                    let bytes = serde_json::to_vec(&r["bookmark"]).map_err(|e| err(&e))?;
+                    let mark = Bookmark::decode(&bytes).map_err(|e| err(&format!("{k}: {e}")))?;
+                    sessions.insert(k, mark.progress().map(|p| p.session.session.clone()));
+                }
+                Kind::Resources => {
+                    if let Some(s) = r["session"].as_str() {
+                        saved.insert((k, s.to_owned()));
+                    }
+                }
+                Kind::Model => {}
+            }
+        }
+    }
+    Ok((sessions, saved))
 }
 
 fn retained_checkpoints(run_dir: &Path) -> Result<Vec<String>, RunError> {

@@ -61,6 +61,28 @@ pub fn plan_resume(
     plan
 }
 
+/// Moves restore keys whose saved bookmark names a session the saved
+/// sandboxes do not hold over to retire: restoring them would continue in a
+/// session that does not exist. `sessions` maps each restore key to the
+/// session its bookmark continues in (`None`: it starts from its seed), and
+/// `saved` holds the (key, session) pairs the resources saved.
+pub fn drop_unsaved_sessions(
+    plan: &mut ResumePlan,
+    sessions: &BTreeMap<String, Option<String>>,
+    saved: &BTreeSet<(String, String)>,
+) -> Vec<String> {
+    let (keep, moved): (Vec<String>, Vec<String>) = std::mem::take(&mut plan.restore)
+        .into_iter()
+        .partition(|k| match sessions.get(k) {
+            Some(None) => true,
+            Some(Some(session)) => saved.contains(&(k.clone(), session.clone())),
+            None => false,
+        });
+    plan.restore = keep;
+    plan.retire.extend(moved.iter().cloned());
+    moved
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +106,21 @@ mod tests {
         assert_eq!(plan.restore, s(&["b", "d-a1"]));
         assert_eq!(plan.retire, s(&["c-a2"]), "saved at an older attempt");
         assert_eq!(plan.fresh, s(&["e"]));
+
+        let mut moved = plan.clone();
+        let sessions = BTreeMap::from([
+            ("b".to_owned(), Some("s-b".to_owned())),
+            ("d-a1".to_owned(), None),
+        ]);
+        let saved = BTreeSet::new();
+        let out = drop_unsaved_sessions(&mut moved, &sessions, &saved);
+        assert_eq!(out, s(&["b"]), "b's session was not saved");
+        assert_eq!(moved.restore, s(&["d-a1"]), "a seed needs no session");
+        assert_eq!(moved.retire, s(&["c-a2", "b"]));
+        let saved = BTreeSet::from([("b".to_owned(), "s-b".to_owned())]);
+        let mut kept = plan.clone();
+        assert!(drop_unsaved_sessions(&mut kept, &sessions, &saved).is_empty());
+        assert_eq!(kept.restore, s(&["b", "d-a1"]));
 
         let none = plan_resume(&tasks, &finished, &attempts, None);
         assert!(none.restore.is_empty());
