@@ -16,6 +16,7 @@
 pub mod config;
 pub mod controller;
 mod errors;
+mod order;
 pub mod plan;
 pub mod results;
 pub mod stack;

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 use crate::config::{ModelApi, ModelSource, RunConfig};
 use crate::errors::RunError;
+use crate::order::ordered;
 
 /// Where the owner keeps its sandboxes inside a run directory.
 pub const OWNER_DIR: &str = "owner";
@@ -106,21 +107,25 @@ impl Stack {
         )
         .map_err(|e| RunError::setup("drivers", e))?;
         let agent = Arc::new(AgentParticipant::new(runs.clone(), "agent0"));
-        let mut participants: Vec<Arc<dyn Participant>> = vec![
-            Arc::clone(&agent) as Arc<dyn Participant>,
-            Arc::new(ResourcesParticipant::new(Arc::clone(&owner), "owner0")),
-        ];
+        let local = |p: Arc<dyn Participant>| -> Result<Arc<dyn Control>, RunError> {
+            LocalControl::new(p, LocalConfig::new(run_dir))
+                .map(|c| Arc::new(c) as Arc<dyn Control>)
+                .map_err(|e| RunError::setup("checkpoint control", e))
+        };
+        let (resources, agent_control) = ordered(
+            local(Arc::new(ResourcesParticipant::new(
+                Arc::clone(&owner),
+                "owner0",
+            )))?,
+            local(Arc::clone(&agent) as Arc<dyn Participant>)?,
+        );
+        let mut controls: Vec<Arc<dyn Control>> =
+            vec![Arc::new(resources), Arc::new(agent_control)];
         if let Some(g) = &gateway {
-            participants.push(Arc::new(ModelParticipant::new(
+            controls.push(local(Arc::new(ModelParticipant::new(
                 Arc::new(g.clone()),
                 "model0",
-            )));
-        }
-        let mut controls: Vec<Arc<dyn Control>> = Vec::new();
-        for p in participants {
-            let control = LocalControl::new(p, LocalConfig::new(run_dir))
-                .map_err(|e| RunError::setup("checkpoint control", e))?;
-            controls.push(Arc::new(control));
+            )))?);
         }
         let mut cc = CoordinatorConfig::new(run_dir);
         cc.keep = config.keep;
