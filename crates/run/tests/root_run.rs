@@ -2,8 +2,10 @@
 //! (root). A run killed with SIGKILL at a random moment after its first
 //! checkpoint, then resumed, finishes every task exactly once: one result row
 //! each, every appended line exactly once, no model call sent upstream twice,
-//! and nothing left running, mounted or in a cgroup. SIGTERM stops a run with
-//! exit code 75 after publishing a checkpoint, and a resume finishes it.
+//! and nothing left running, mounted or in a cgroup. SIGUSR1 checkpoints and
+//! lets the run go on; SIGTERM stops it with exit code 75 after publishing a
+//! checkpoint, `rollpoint status` shows where it stands, and a resume
+//! finishes it.
 
 mod common;
 
@@ -171,10 +173,8 @@ fn root_run_killed_at_random_then_resumed_finishes_every_task_exactly_once() {
 }
 
 #[test]
-fn root_sigterm_stops_with_exit_75_after_a_checkpoint_and_resume_finishes() {
+fn root_sigusr1_checkpoints_sigterm_stops_with_exit_75_and_resume_finishes() {
     require_root();
-    // Short names: the anchor's socket path (under the run directory,
-    // named by the sandbox id, which holds the rollout id) must fit in 108 bytes.
     let dir = tempfile::Builder::new()
         .prefix("rp")
         .tempdir_in("/tmp")
@@ -186,10 +186,22 @@ fn root_sigterm_stops_with_exit_75_after_a_checkpoint_and_resume_finishes() {
     let log = dir.path().join("stderr.log");
     let sup = supervisor_bin();
 
-    let mut child = spawn(&run_args(&tasks, &config, &run_dir, &sup), &log);
+    // No timer: only the signals checkpoint.
+    let mut args = run_args(&tasks, &config, &run_dir, &sup);
+    args.extend([OsStr::new("--checkpoint-every-s"), OsStr::new("0")]);
+    let mut child = spawn(&args, &log);
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    wait_file(&run_dir.join("run.json"), LIMIT, &log);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!run_dir.join("checkpoints/LATEST").exists(), "no timer");
+    kill(pid, Signal::SIGUSR1).expect("SIGUSR1");
     wait_file(&run_dir.join("checkpoints/LATEST"), LIMIT, &log);
     let before = std::fs::read_to_string(run_dir.join("checkpoints/LATEST")).expect("LATEST");
-    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    assert!(
+        child.try_wait().expect("wait").is_none(),
+        "SIGUSR1 lets the run go on"
+    );
+
     kill(pid, Signal::SIGTERM).expect("SIGTERM");
     let status = wait(&mut child, LIMIT, &log);
     assert_eq!(
@@ -205,6 +217,23 @@ fn root_sigterm_stops_with_exit_75_after_a_checkpoint_and_resume_finishes() {
         "the stop published its own checkpoint"
     );
     check_nothing_left(&run_dir, &tag);
+
+    let out = std::process::Command::new(rollpoint_bin())
+        .arg("status")
+        .arg(&run_dir)
+        .output()
+        .expect("status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains(&format!("tasks: {}", commands + 1)), "{text}");
+    assert!(
+        text.contains(&format!("latest checkpoint: {}", after.trim())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("{tag}c0 (attempt 0)")) || text.contains("done: 4"),
+        "{text}"
+    );
 
     resume(&run_dir, &log);
     let rows = check_results(&run_dir, &tag, commands, &log);
