@@ -89,9 +89,15 @@ async fn measure(store: StoreKind, n: usize, rounds: usize) -> Samples {
         s.resume.push(done.timings.resume);
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
+    for id in &ids {
+        let _cancelled = stack.runs.cancel(id).await;
+    }
     backend.destroy_all().expect("destroy");
     backend.sweep_snapshots(&[]).expect("sweep");
     stack.shutdown().await;
+    // The store unmounts its image when the last handle goes.
+    drop(backend);
+    tokio::time::sleep(Duration::from_millis(500)).await;
     s
 }
 
