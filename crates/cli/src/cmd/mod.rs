@@ -6,6 +6,9 @@ mod gateway;
 mod locate;
 mod model_script;
 mod owner;
+mod resume;
+mod run;
+mod status;
 mod sweep;
 mod worker;
 
@@ -30,6 +33,13 @@ pub enum Command {
     /// Tear down a crashed run's sandboxes and delete snapshots no retained
     /// checkpoint names.
     Sweep(sweep::SweepArgs),
+    /// Run a file of tasks with every participant in this process,
+    /// checkpointing every in-flight rollout.
+    Run(run::RunArgs),
+    /// Continue a run after a crash or a stop.
+    Resume(resume::ResumeArgs),
+    /// Show a run's tasks, results, latest checkpoint and what is in flight.
+    Status(status::StatusArgs),
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -41,5 +51,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Worker(args) => worker::run(args),
         Command::Owner(args) => owner::run(&args),
         Command::Sweep(args) => sweep::run(&args),
+        Command::Run(args) => run::run(args),
+        Command::Resume(args) => resume::run(&args),
+        Command::Status(args) => status::run(&args),
     }
 }

@@ -1,0 +1,37 @@
+//! `rollpoint resume RUN_DIR`: continues a run after a crash or a stop.
+//! Orphaned sandboxes are swept first; finished rollouts are never run
+//! again; those in the latest checkpoint continue from it as their next
+//! attempt; the rest start over as their next attempt.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+use super::run::{finish, harness_env, signals};
+
+#[derive(Debug, clap::Args)]
+pub struct ResumeArgs {
+    /// The run directory `rollpoint run` wrote.
+    pub run_dir: PathBuf,
+    /// The static supervisor binary (default: the one the run used).
+    #[arg(long)]
+    pub supervisor: Option<PathBuf>,
+}
+
+pub fn run(args: &ResumeArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
+    let ending = runtime.block_on(async {
+        let signals = signals()?;
+        anyhow::Ok(
+            rollpoint_run::resume(
+                &args.run_dir,
+                args.supervisor.clone(),
+                harness_env()?,
+                signals,
+            )
+            .await?,
+        )
+    })?;
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    finish(ending)
+}

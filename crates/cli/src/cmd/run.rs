@@ -1,0 +1,171 @@
+//! `rollpoint run TASKS.jsonl --run-dir DIR`: the embedded default. Every
+//! participant runs in this process; tasks are dispatched, each finished
+//! rollout is a row of `RUN_DIR/results.jsonl`, every in-flight rollout is
+//! checkpointed on a timer and on SIGUSR1, and SIGTERM/SIGINT stop the run
+//! after a checkpoint (exit code 75; `rollpoint resume` continues it).
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use rollpoint_run::{EXIT_STOPPED, Ending, RunConfig, Signal, StoreKind, load_tasks};
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+
+use super::locate;
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The tasks: one rollout task (JSON) per line.
+    pub tasks: PathBuf,
+    /// Where the run keeps its state, results and checkpoints.
+    #[arg(long)]
+    pub run_dir: PathBuf,
+    /// A run configuration (TOML or JSON); the flags below override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Rollouts running at once.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Seconds between checkpoints (0: only on signals).
+    #[arg(long)]
+    pub checkpoint_every_s: Option<u64>,
+    /// Published checkpoints kept.
+    #[arg(long)]
+    pub keep: Option<usize>,
+    /// Base URL of the model upstream (plain http).
+    #[arg(long, conflicts_with = "model_script")]
+    pub model_upstream: Option<String>,
+    /// A model script to serve in process instead of an upstream.
+    #[arg(long)]
+    pub model_script: Option<PathBuf>,
+    /// Snapshot store: auto, btrfs or copy.
+    #[arg(long, value_parser = parse_store)]
+    pub store: Option<StoreKind>,
+    /// The static supervisor binary.
+    #[arg(long)]
+    pub supervisor: Option<PathBuf>,
+    /// The gateway's port on 127.0.0.1 (0: any).
+    #[arg(long)]
+    pub gateway_port: Option<u16>,
+}
+
+fn parse_store(s: &str) -> Result<StoreKind, String> {
+    match s {
+        "auto" => Ok(StoreKind::Auto),
+        "btrfs" => Ok(StoreKind::Btrfs),
+        "copy" => Ok(StoreKind::Copy),
+        other => Err(format!("unknown store {other:?} (auto, btrfs or copy)")),
+    }
+}
+
+/// SIGUSR1 asks for a checkpoint; SIGTERM and SIGINT for a stop.
+pub fn signals() -> anyhow::Result<mpsc::UnboundedReceiver<Signal>> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let mut usr1 = signal(SignalKind::user_defined1()).context("cannot handle SIGUSR1")?;
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    tokio::spawn(async move {
+        loop {
+            let sig = tokio::select! {
+                Some(()) = usr1.recv() => Signal::Checkpoint,
+                Some(()) = term.recv() => Signal::Stop,
+                Some(()) = int.recv() => Signal::Stop,
+                else => return,
+            };
+            if tx.send(sig).is_err() {
+                return;
+            }
+        }
+    });
+    Ok(rx)
+}
+
+/// What every harness gets in its environment: `ROLLPOINT_BIN`, this
+/// binary (its `worker` subcommand is the native worker).
+pub fn harness_env() -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    let exe = std::env::current_exe().context("cannot locate the rollpoint binary")?;
+    Ok(std::collections::BTreeMap::from([(
+        "ROLLPOINT_BIN".to_owned(),
+        exe.display().to_string(),
+    )]))
+}
+
+/// Reports how the loop ended; a stop exits with 75.
+pub fn finish(ending: Ending) -> anyhow::Result<()> {
+    match ending {
+        Ending::Finished { rows } => {
+            eprintln!("rollpoint: finished, {rows} result rows");
+            Ok(())
+        }
+        Ending::Stopped { checkpoint } => {
+            eprintln!(
+                "rollpoint: stopped after checkpoint {checkpoint}; continue with `rollpoint resume`"
+            );
+            std::process::exit(EXIT_STOPPED)
+        }
+    }
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    let mut config = match &args.config {
+        Some(path) => RunConfig::load(path)?,
+        None => RunConfig::default(),
+    };
+    if let Some(v) = args.concurrency {
+        config.concurrency = v;
+    }
+    if let Some(v) = args.checkpoint_every_s {
+        config.checkpoint_every_s = v;
+    }
+    if let Some(v) = args.keep {
+        config.keep = v;
+    }
+    if let Some(v) = args.model_upstream {
+        config.model_upstream = Some(v);
+        config.model_script = None;
+    }
+    if let Some(v) = args.model_script {
+        config.model_script = Some(v);
+        config.model_upstream = None;
+    }
+    if let Some(v) = args.store {
+        config.store = v;
+    }
+    if let Some(v) = args.supervisor {
+        config.supervisor = Some(v);
+    }
+    if let Some(v) = args.gateway_port {
+        config.gateway_port = v;
+    }
+    if let Some(script) = &config.model_script {
+        config.model_script = Some(
+            std::path::absolute(script)
+                .with_context(|| format!("cannot resolve {}", script.display()))?,
+        );
+    }
+    let supervisor = locate::supervisor(config.supervisor.as_ref())?;
+    config.supervisor = Some(supervisor.clone());
+    config.validate(
+        args.config
+            .as_deref()
+            .unwrap_or(std::path::Path::new("flags")),
+    )?;
+    let tasks = load_tasks(&args.tasks)?;
+    let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
+    let ending = runtime.block_on(async {
+        let signals = signals()?;
+        anyhow::Ok(
+            rollpoint_run::run(
+                &args.run_dir,
+                tasks,
+                config,
+                supervisor,
+                harness_env()?,
+                signals,
+            )
+            .await?,
+        )
+    })?;
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    finish(ending)
+}

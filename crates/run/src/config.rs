@@ -1,0 +1,242 @@
+//! The run configuration: a versioned file (TOML or JSON, unknown fields
+//! refused by name) whose every field also has a flag. It is stored whole in
+//! `run.json`, so a resume runs with the settings the run started with.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::errors::RunError;
+
+/// Version of [`RunConfig`].
+pub const CONFIG_VERSION: u32 = 1;
+
+/// Which snapshot store the sandboxes use.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoreKind {
+    #[default]
+    Auto,
+    Btrfs,
+    Copy,
+}
+
+impl StoreKind {
+    pub fn choice(self) -> rollpoint_snapshot::StoreChoice {
+        match self {
+            Self::Auto => rollpoint_snapshot::StoreChoice::Auto,
+            Self::Btrfs => rollpoint_snapshot::StoreChoice::Btrfs,
+            Self::Copy => rollpoint_snapshot::StoreChoice::Copy,
+        }
+    }
+}
+
+/// Which API family the upstream speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelApi {
+    /// Chat completions, Responses and Messages (the scripted model).
+    #[default]
+    All,
+    Openai,
+    Anthropic,
+}
+
+/// Where model calls go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelSource {
+    /// No model: the tasks call none (no gateway is started).
+    None,
+    /// An upstream the gateway records calls to.
+    Upstream(String),
+    /// A scripted model served in process.
+    Script(PathBuf),
+}
+
+fn default_concurrency() -> usize {
+    8
+}
+fn default_every() -> u64 {
+    30
+}
+fn default_keep() -> usize {
+    2
+}
+
+/// How a run runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    pub v: u32,
+    /// Rollouts running (seeding, running or parked) at once.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// Seconds between checkpoints; 0 turns the timer off (signals still
+    /// checkpoint).
+    #[serde(default = "default_every")]
+    pub checkpoint_every_s: u64,
+    /// Published checkpoints kept.
+    #[serde(default = "default_keep")]
+    pub keep: usize,
+    /// Base URL of the model upstream (`http://`, `/v1/...` is appended).
+    #[serde(default)]
+    pub model_upstream: Option<String>,
+    #[serde(default)]
+    pub model_api: ModelApi,
+    /// A model script to serve in process instead of an upstream.
+    #[serde(default)]
+    pub model_script: Option<PathBuf>,
+    #[serde(default)]
+    pub store: StoreKind,
+    /// The static `rollpoint-supervisor` binary.
+    #[serde(default)]
+    pub supervisor: Option<PathBuf>,
+    /// Port of the gateway on 127.0.0.1; 0 picks one. Harnesses hold the
+    /// gateway's address, so a resume binds the port the run used.
+    #[serde(default)]
+    pub gateway_port: u16,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        Self {
+            v: CONFIG_VERSION,
+            concurrency: default_concurrency(),
+            checkpoint_every_s: default_every(),
+            keep: default_keep(),
+            model_upstream: None,
+            model_api: ModelApi::All,
+            model_script: None,
+            store: StoreKind::Auto,
+            supervisor: None,
+            gateway_port: 0,
+        }
+    }
+}
+
+impl RunConfig {
+    /// Reads a config file: TOML when it ends in `.toml`, JSON otherwise.
+    pub fn load(path: &Path) -> Result<Self, RunError> {
+        let bytes = std::fs::read(path).map_err(|e| RunError::io(path, e))?;
+        let mut config = Self::parse(&bytes, path)?;
+        // Paths in a config file are relative to the file.
+        let base = path.parent().unwrap_or(Path::new("."));
+        for p in [&mut config.model_script, &mut config.supervisor]
+            .into_iter()
+            .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        Ok(config)
+    }
+
+    /// Parses a config file's bytes; `path` names it in errors.
+    pub fn parse(bytes: &[u8], path: &Path) -> Result<Self, RunError> {
+        let bad = |field: &str, message: String| RunError::Config {
+            path: path.to_owned(),
+            field: field.to_owned(),
+            message,
+        };
+        let json = if path.extension().is_some_and(|e| e == "toml") {
+            let text = std::str::from_utf8(bytes).map_err(|e| bad("", e.to_string()))?;
+            let value: serde_json::Value =
+                toml::from_str(text).map_err(|e| bad("", e.message().to_owned()))?;
+            serde_json::to_vec(&value).map_err(|e| bad("", e.to_string()))?
+        } else {
+            bytes.to_vec()
+        };
+        let config: Self =
+            rollpoint_proto::decode("run config", CONFIG_VERSION, &json).map_err(|e| match e {
+                rollpoint_proto::FormatError::Field { ref path, .. } => bad(path, e.to_string()),
+                rollpoint_proto::FormatError::MissingVersion { .. }
+                | rollpoint_proto::FormatError::UnknownVersion { .. } => bad("v", e.to_string()),
+                rollpoint_proto::FormatError::Json { .. } => bad("", e.to_string()),
+            })?;
+        config.validate(path)?;
+        Ok(config)
+    }
+
+    /// Checks values serde cannot, naming the field.
+    pub fn validate(&self, path: &Path) -> Result<(), RunError> {
+        let bad = |field: &str, message: &str| {
+            Err(RunError::Config {
+                path: path.to_owned(),
+                field: field.to_owned(),
+                message: message.to_owned(),
+            })
+        };
+        if self.v != CONFIG_VERSION {
+            return bad("v", "unknown version");
+        }
+        if self.concurrency == 0 {
+            return bad("concurrency", "must be at least 1");
+        }
+        if self.keep == 0 {
+            return bad("keep", "must be at least 1");
+        }
+        if self.model_upstream.is_some() && self.model_script.is_some() {
+            return bad(
+                "model_script",
+                "give a model upstream or a model script, not both",
+            );
+        }
+        if let Some(url) = &self.model_upstream
+            && !url.starts_with("http://")
+        {
+            return bad("model_upstream", "must be a plain http:// URL");
+        }
+        Ok(())
+    }
+
+    /// Where model calls go.
+    pub fn model(&self) -> ModelSource {
+        match (&self.model_upstream, &self.model_script) {
+            (Some(url), _) => ModelSource::Upstream(url.clone()),
+            (None, Some(script)) => ModelSource::Script(script.clone()),
+            (None, None) => ModelSource::None,
+        }
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_and_json_read_the_same_and_unknown_fields_are_named() {
+        let t = RunConfig::parse(
+            b"v = 1\nconcurrency = 4\ncheckpoint_every_s = 2\nstore = \"copy\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let j = RunConfig::parse(
+            br#"{"v":1,"concurrency":4,"checkpoint_every_s":2,"store":"copy"}"#,
+            Path::new("c.json"),
+        )
+        .unwrap();
+        assert_eq!(t, j);
+        assert_eq!(t.keep, 2);
+        let e = RunConfig::parse(b"v = 1\nconcurency = 4\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("c.toml") && e.contains("concurency"), "{e}");
+        let e = RunConfig::parse(br#"{"v":2}"#, Path::new("c.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("field `v`") && e.contains("unknown version 2"),
+            "{e}"
+        );
+        let e = RunConfig::parse(br#"{"v":1,"concurrency":0}"#, Path::new("c.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `concurrency`"), "{e}");
+        let e = RunConfig::parse(br#"{"v":1,"store":"zfs"}"#, Path::new("c.json"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("field `store`"), "{e}");
+    }
+}

@@ -1,0 +1,661 @@
+//! The controller loop of `rollpoint run` and `rollpoint resume`: dispatch,
+//! a result row per finished rollout, checkpoints on a timer and on signals,
+//! and a stop (a checkpoint with `stop`, then exit 75) on SIGTERM/SIGINT.
+//!
+//! One task owns the loop, so checkpoints, result rows and `forget` never
+//! overlap: a rollout finishing during a checkpoint is written after it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rollpoint_checkpoint::Plan;
+use rollpoint_checkpoint::participant::{Kind, record_key};
+use rollpoint_checkpoint::store;
+use rollpoint_driver::{
+    AdapterSpec, Bookmark, DriverError, RolloutResult, RolloutTask, RunHandle, RunStatus,
+};
+use rollpoint_gateway::CaptureKey;
+use rollpoint_proto::key::AttemptKey;
+use tokio::sync::mpsc;
+
+use crate::config::RunConfig;
+use crate::errors::RunError;
+use crate::plan::{drop_unsaved_sessions, plan_resume};
+use crate::results::{ResultsLog, read_results};
+use crate::stack::{Stack, open_backend};
+use crate::state::{RUN_STATE_VERSION, RunState};
+use crate::tasks::{TasksFile, load_tasks};
+
+/// The environment variable naming the gateway base harnesses call:
+/// `$ROLLPOINT_GATEWAY/$ROLLPOINT_CAPTURE_KEY/v1`.
+pub const GATEWAY_VAR: &str = "ROLLPOINT_GATEWAY";
+
+/// What the signal handlers ask of the loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// Checkpoint, then continue (SIGUSR1).
+    Checkpoint,
+    /// Checkpoint with stop, then end (SIGTERM, SIGINT).
+    Stop,
+}
+
+/// How the loop ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ending {
+    /// Every task has a result row.
+    Finished { rows: usize },
+    /// Stopped by a signal after publishing `checkpoint`.
+    Stopped { checkpoint: String },
+}
+
+/// Counts shown on stderr.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Progress {
+    pub total: usize,
+    pub done: usize,
+    pub in_flight: usize,
+    pub queued: usize,
+    pub parked: usize,
+    pub checkpoints: u32,
+    pub last_checkpoint: Option<(String, Duration)>,
+}
+
+impl std::fmt::Display for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}/{} done, {} in flight ({} queued, {} parked), {} checkpoints",
+            self.done, self.total, self.in_flight, self.queued, self.parked, self.checkpoints
+        )?;
+        if let Some((id, took)) = &self.last_checkpoint {
+            write!(f, ", last {id} in {} ms", took.as_millis())?;
+        }
+        Ok(())
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Adds `extra` to the harness's environment; the task's own values win.
+fn with_env(mut task: RolloutTask, extra: &BTreeMap<String, String>) -> RolloutTask {
+    let env = match &mut task.adapter {
+        AdapterSpec::Command(s) => &mut s.env,
+        AdapterSpec::Native(s) => &mut s.env,
+        AdapterSpec::Fake(_) => return task,
+    };
+    for (k, v) in extra {
+        env.entry(k.clone()).or_insert_with(|| v.clone());
+    }
+    task
+}
+
+fn key(rollout: &str, attempt: u32) -> String {
+    AttemptKey {
+        rollout: rollout.to_owned(),
+        attempt,
+    }
+    .to_string()
+}
+
+fn create_dir(dir: &Path) -> Result<(), RunError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| RunError::io(dir, e))
+}
+
+/// `rollpoint run`: a new run of `tasks` in `run_dir`.
+pub async fn run(
+    run_dir: &Path,
+    tasks: TasksFile,
+    config: RunConfig,
+    supervisor: PathBuf,
+    env: BTreeMap<String, String>,
+    signals: mpsc::UnboundedReceiver<Signal>,
+) -> Result<Ending, RunError> {
+    create_dir(run_dir)?;
+    let run_dir = std::fs::canonicalize(run_dir).map_err(|e| RunError::io(run_dir, e))?;
+    if RunState::path(&run_dir).exists() {
+        return Err(RunError::State {
+            path: RunState::path(&run_dir),
+            message: "a run already lives here: continue it with `rollpoint resume`".to_owned(),
+        });
+    }
+    let backend = open_backend(&run_dir, &config, supervisor)?;
+    let stack = Stack::build(&run_dir, &config, backend, config.gateway_port).await?;
+    let state = RunState {
+        v: RUN_STATE_VERSION,
+        tasks_path: tasks.path.clone(),
+        tasks_sha256: tasks.sha256.clone(),
+        config: config.clone(),
+        gateway_port: stack.gateway_port,
+        attempts: tasks
+            .tasks
+            .iter()
+            .map(|t| (t.rollout().to_owned(), 0))
+            .collect(),
+    };
+    state.save(&run_dir)?;
+    let mut lp = Loop::new(run_dir, stack, state, tasks.tasks.len(), 0, None, env)?;
+    for task in tasks.tasks {
+        lp.register(task)?;
+    }
+    lp.drive(signals).await
+}
+
+/// `rollpoint resume`: continues the run in `run_dir`.
+pub async fn resume(
+    run_dir: &Path,
+    supervisor: Option<PathBuf>,
+    env: BTreeMap<String, String>,
+    signals: mpsc::UnboundedReceiver<Signal>,
+) -> Result<Ending, RunError> {
+    let run_dir = std::fs::canonicalize(run_dir).map_err(|e| RunError::io(run_dir, e))?;
+    let mut state = RunState::load(&run_dir)?;
+    let tasks = load_tasks(&state.tasks_path)?;
+    if tasks.sha256 != state.tasks_sha256 {
+        return Err(RunError::State {
+            path: tasks.path,
+            message: format!(
+                "the tasks file changed since the run started (sha256 {}, was {})",
+                tasks.sha256, state.tasks_sha256
+            ),
+        });
+    }
+    let supervisor = supervisor
+        .or_else(|| state.config.supervisor.clone())
+        .ok_or_else(|| RunError::setup("supervisor", "no supervisor binary given"))?;
+    let backend = open_backend(&run_dir, &state.config, supervisor)?;
+    let swept = backend
+        .sweep_orphans()
+        .map_err(|e| RunError::setup("sweep", e))?;
+    if !swept.is_empty() {
+        eprintln!(
+            "rollpoint: swept {} sandboxes of the crashed run",
+            swept.len()
+        );
+    }
+    let retained: Vec<String> = retained_checkpoints(&run_dir)?;
+    let keep: Vec<&str> = retained.iter().map(String::as_str).collect();
+    backend
+        .sweep_snapshots(&keep)
+        .map_err(|e| RunError::setup("sweep", e))?;
+
+    let finished: std::collections::BTreeSet<String> = read_results(&run_dir)?
+        .into_iter()
+        .map(|r| r.rollout)
+        .collect();
+    let latest = store::latest(&run_dir).map_err(|e| RunError::Checkpoint {
+        checkpoint: "LATEST".to_owned(),
+        message: e.to_string(),
+    })?;
+    let doc = match &latest {
+        Some(id) => {
+            Some(
+                store::read_checkpoint(&run_dir, id).map_err(|e| RunError::Checkpoint {
+                    checkpoint: id.clone(),
+                    message: e.to_string(),
+                })?,
+            )
+        }
+        None => None,
+    };
+    let order: Vec<String> = tasks.tasks.iter().map(|t| t.rollout().to_owned()).collect();
+    let mut plan = plan_resume(
+        &order,
+        &finished,
+        &state.attempts,
+        doc.as_ref().map(|d| d.scope.as_slice()),
+    );
+    if let Some(source) = &latest
+        && !plan.restore.is_empty()
+    {
+        let (sessions, saved) = saved_sessions(&run_dir, source)?;
+        for k in drop_unsaved_sessions(&mut plan, &sessions, &saved) {
+            eprintln!(
+                "rollpoint: {k}: checkpoint {source} holds no sandbox for its session; it starts over"
+            );
+        }
+    }
+    let by_id: BTreeMap<String, RolloutTask> = tasks
+        .tasks
+        .into_iter()
+        .map(|t| (t.rollout().to_owned(), t))
+        .collect();
+
+    let stack = Stack::build(&run_dir, &state.config, backend, state.gateway_port).await?;
+    let mut lp = Loop::new(
+        run_dir.clone(),
+        stack,
+        state.clone(),
+        order.len(),
+        finished.len(),
+        latest.clone(),
+        env,
+    )?;
+
+    if let (Some(source), false) = (&latest, plan.restore.is_empty()) {
+        let id = format!("restore-{}", now_ms());
+        let restored = lp
+            .stack
+            .coordinator
+            .restore(&id, source, &plan.restore)
+            .await
+            .map_err(|e| RunError::Checkpoint {
+                checkpoint: source.clone(),
+                message: e.to_string(),
+            })?;
+        drop(restored);
+        for handle in lp.stack.agent.take_installed() {
+            let rollout = handle.rollout.clone();
+            let attempt = plan
+                .restore
+                .iter()
+                .filter_map(|k| AttemptKey::parse(k).ok())
+                .find(|k| k.rollout == rollout)
+                .map_or(0, |k| k.attempt.saturating_add(1));
+            state.attempts.insert(rollout.clone(), attempt);
+            lp.watch(handle, attempt);
+        }
+        lp.state = state.clone();
+        lp.state.save(&run_dir)?;
+        lp.stack
+            .coordinator
+            .resume(&id)
+            .await
+            .map_err(|e| RunError::Checkpoint {
+                checkpoint: id.clone(),
+                message: e.to_string(),
+            })?;
+        eprintln!(
+            "rollpoint: restored {} rollouts from checkpoint {source}",
+            lp.in_flight.len()
+        );
+    }
+    if !plan.retire.is_empty() {
+        lp.stack
+            .coordinator
+            .retire(&plan.retire)
+            .await
+            .map_err(|e| RunError::setup("retire", e))?;
+        for k in &plan.retire {
+            let Ok(k) = AttemptKey::parse(k) else {
+                continue;
+            };
+            let Some(task) = by_id.get(&k.rollout) else {
+                continue;
+            };
+            lp.start_over(task.clone(), k.attempt)?;
+        }
+        eprintln!(
+            "rollpoint: {} rollouts start over as their next attempt",
+            plan.retire.len()
+        );
+    }
+    for rollout in &plan.fresh {
+        if let Some(task) = by_id.get(rollout) {
+            lp.register(task.clone())?;
+        }
+    }
+    // Pin the new attempts at once, so a crash now resumes them, not the
+    // attempts this resume replaced.
+    if !lp.in_flight.is_empty() {
+        lp.checkpoint(false).await?;
+    }
+    lp.drive(signals).await
+}
+
+/// The session each agent record of checkpoint `id` continues in, and the
+/// (key, session) pairs its resources records saved.
+#[expect(clippy::type_complexity, reason = "two lookups read together")]
+fn saved_sessions(
+    run_dir: &Path,
+    id: &str,
+) -> Result<
+    (
+        BTreeMap<String, Option<String>>,
+        std::collections::BTreeSet<(String, String)>,
+    ),
+    RunError,
+> {
+    let err = |e: &dyn std::fmt::Display| RunError::Checkpoint {
+        checkpoint: id.to_owned(),
+        message: e.to_string(),
+    };
+    let doc = store::read_checkpoint(run_dir, id).map_err(|e| err(&e))?;
+    let mut sessions = BTreeMap::new();
+    let mut saved = std::collections::BTreeSet::new();
+    for m in &doc.participants {
+        let (_, records) =
+            store::read(run_dir, id, m.kind, &m.instance, None).map_err(|e| err(&e))?;
+        for r in records {
+            let Some(k) = record_key(&r).map(str::to_owned) else {
+                continue;
+            };
+            match m.kind {
+                Kind::Agent => {
+                    let bytes = serde_json::to_vec(&r["bookmark"]).map_err(|e| err(&e))?;
+                    let mark = Bookmark::decode(&bytes).map_err(|e| err(&format!("{k}: {e}")))?;
+                    sessions.insert(k, mark.progress().map(|p| p.session.session.clone()));
+                }
+                Kind::Resources => {
+                    if let Some(s) = r["session"].as_str() {
+                        saved.insert((k, s.to_owned()));
+                    }
+                }
+                Kind::Model => {}
+            }
+        }
+    }
+    Ok((sessions, saved))
+}
+
+fn retained_checkpoints(run_dir: &Path) -> Result<Vec<String>, RunError> {
+    let dir = store::checkpoints_dir(run_dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(RunError::io(&dir, e)),
+    };
+    Ok(entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect())
+}
+
+type Finished = (String, u32, Result<RolloutResult, DriverError>);
+
+struct Loop {
+    run_dir: PathBuf,
+    stack: Stack,
+    state: RunState,
+    results: ResultsLog,
+    /// Rollout -> attempt, registered and not finished.
+    in_flight: BTreeMap<String, u32>,
+    progress: Progress,
+    continues: Option<String>,
+    tx: mpsc::UnboundedSender<Finished>,
+    rx: mpsc::UnboundedReceiver<Finished>,
+    lost: Vec<String>,
+    /// Added to every harness's environment.
+    env: BTreeMap<String, String>,
+}
+
+impl Loop {
+    fn new(
+        run_dir: PathBuf,
+        stack: Stack,
+        state: RunState,
+        total: usize,
+        done: usize,
+        continues: Option<String>,
+        mut env: BTreeMap<String, String>,
+    ) -> Result<Self, RunError> {
+        if let Some(base) = stack.gateway_base() {
+            env.insert(GATEWAY_VAR.to_owned(), base);
+        }
+        let results = ResultsLog::open(&run_dir)?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        Ok(Self {
+            run_dir,
+            stack,
+            state,
+            results,
+            in_flight: BTreeMap::new(),
+            progress: Progress {
+                total,
+                done,
+                ..Progress::default()
+            },
+            continues,
+            tx,
+            rx,
+            lost: Vec::new(),
+            env,
+        })
+    }
+
+    fn watch(&mut self, handle: RunHandle, attempt: u32) {
+        self.in_flight.insert(handle.rollout.clone(), attempt);
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let rollout = handle.rollout.clone();
+            let result = handle.result().await;
+            let _closed_on_exit = tx.send((rollout, attempt, result));
+        });
+    }
+
+    fn register_key(&self, rollout: &str, attempt: u32) -> Result<(), RunError> {
+        if let Some(g) = &self.stack.gateway {
+            let key = CaptureKey {
+                rollout: rollout.to_owned(),
+                attempt,
+            };
+            g.register(&key).map_err(|e| RunError::Rollout {
+                rollout: rollout.to_owned(),
+                message: format!("gateway registration of {key}: {e}"),
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Dispatches a task as attempt 0.
+    fn register(&mut self, task: RolloutTask) -> Result<(), RunError> {
+        let task = with_env(task, &self.env);
+        let rollout = task.rollout().to_owned();
+        self.register_key(&rollout, 0)?;
+        let handle = self
+            .stack
+            .runs
+            .register(task)
+            .map_err(|e| RunError::Rollout {
+                rollout: rollout.clone(),
+                message: e.to_string(),
+            })?;
+        self.watch(handle, 0);
+        Ok(())
+    }
+
+    /// Starts a retired rollout over from its seed as attempt `last + 1`.
+    fn start_over(&mut self, task: RolloutTask, last: u32) -> Result<(), RunError> {
+        let task = with_env(task, &self.env);
+        let rollout = task.rollout().to_owned();
+        let next = last.saturating_add(1);
+        self.register_key(&rollout, next)?;
+        self.state.attempts.insert(rollout.clone(), next);
+        self.state.save(&self.run_dir)?;
+        let mark = Bookmark::seed(&rollout, last, now_ms());
+        let handle = self
+            .stack
+            .runs
+            .install(vec![(task, mark)])
+            .map_err(|e| RunError::Rollout {
+                rollout: rollout.clone(),
+                message: e.to_string(),
+            })?
+            .pop()
+            .ok_or_else(|| RunError::Rollout {
+                rollout: rollout.clone(),
+                message: "the drivers started nothing".to_owned(),
+            })?;
+        self.watch(handle, next);
+        Ok(())
+    }
+
+    fn scope(&self) -> Vec<String> {
+        self.in_flight.iter().map(|(r, a)| key(r, *a)).collect()
+    }
+
+    /// Takes a checkpoint of every in-flight rollout; with `stop` it ends
+    /// them (their sandboxes are freed once the checkpoint is durable).
+    async fn checkpoint(&mut self, stop: bool) -> Result<String, RunError> {
+        let id = format!("ck-{}", now_ms());
+        let started = Instant::now();
+        let plan = Plan {
+            id: id.clone(),
+            scope: self.scope(),
+            continues: self.continues.clone(),
+            stop,
+        };
+        let done = self
+            .stack
+            .coordinator
+            .checkpoint(&plan)
+            .await
+            .map_err(|e| RunError::Checkpoint {
+                checkpoint: id.clone(),
+                message: e.to_string(),
+            })?;
+        let took = started.elapsed();
+        if !done.pruned.is_empty() {
+            self.sweep_snapshots();
+        }
+        let t = done.timings;
+        self.progress.checkpoints += 1;
+        self.progress.last_checkpoint = Some((id.clone(), took));
+        eprintln!(
+            "rollpoint: checkpoint {id}: {} rollouts, {} restart, {} ms (prepare {} ms, commit {} ms, publish {} ms, resume {} ms)",
+            done.doc.scope.len(),
+            done.doc.restarts.len(),
+            took.as_millis(),
+            t.prepare.as_millis(),
+            t.commit.as_millis(),
+            t.publish.as_millis(),
+            t.resume.as_millis()
+        );
+        Ok(id)
+    }
+
+    async fn finished(
+        &mut self,
+        rollout: String,
+        attempt: u32,
+        result: Result<RolloutResult, DriverError>,
+    ) -> Result<(), RunError> {
+        if self.in_flight.get(&rollout) != Some(&attempt) {
+            return Ok(());
+        }
+        self.in_flight.remove(&rollout);
+        match result {
+            Ok(result) => {
+                self.results.append(&result)?;
+                self.progress.done += 1;
+                eprintln!(
+                    "rollpoint: {rollout} attempt {} {:?} reward {}",
+                    result.attempt,
+                    result.status,
+                    result
+                        .reward
+                        .map_or_else(|| "-".to_owned(), |r| r.to_string())
+                );
+                let k = key(&rollout, attempt);
+                if let Err(e) = self
+                    .stack
+                    .coordinator
+                    .forget(std::slice::from_ref(&k))
+                    .await
+                {
+                    eprintln!("rollpoint: forget {k}: {e}");
+                }
+            }
+            Err(e) => {
+                eprintln!("rollpoint: {rollout}: {e} (a resume runs it again)");
+                self.lost.push(rollout);
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes snapshots no retained checkpoint names (retention pruned
+    /// the checkpoints that named them).
+    fn sweep_snapshots(&self) {
+        let result = retained_checkpoints(&self.run_dir).and_then(|ids| {
+            let keep: Vec<&str> = ids.iter().map(String::as_str).collect();
+            self.stack
+                .backend
+                .sweep_snapshots(&keep)
+                .map_err(|e| RunError::setup("sweep", e))
+        });
+        if let Err(e) = result {
+            eprintln!("rollpoint: {e}");
+        }
+    }
+
+    fn show(&mut self) {
+        let mut queued = 0;
+        let mut parked = 0;
+        for r in self.in_flight.keys() {
+            match self.stack.runs.status(r) {
+                Some(RunStatus::Queued) => queued += 1,
+                Some(RunStatus::Parked(_)) => parked += 1,
+                _ => {}
+            }
+        }
+        self.progress.in_flight = self.in_flight.len();
+        self.progress.queued = queued;
+        self.progress.parked = parked;
+        eprintln!("rollpoint: {}", self.progress);
+    }
+
+    async fn drive(
+        mut self,
+        mut signals: mpsc::UnboundedReceiver<Signal>,
+    ) -> Result<Ending, RunError> {
+        let every = self.state.config.checkpoint_every_s;
+        let period = Duration::from_secs(every.max(1));
+        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut shown = tokio::time::interval(Duration::from_secs(5));
+        let mut signals_open = true;
+        while !self.in_flight.is_empty() {
+            tokio::select! {
+                Some((rollout, attempt, result)) = self.rx.recv() => {
+                    self.finished(rollout, attempt, result).await?;
+                }
+                _ = ticker.tick(), if every > 0 => {
+                    if let Err(e) = self.checkpoint(false).await {
+                        eprintln!("rollpoint: {e} (the run goes on)");
+                    }
+                }
+                signal = signals.recv(), if signals_open => match signal {
+                    Some(Signal::Checkpoint) => {
+                        if let Err(e) = self.checkpoint(false).await {
+                            eprintln!("rollpoint: {e} (the run goes on)");
+                        }
+                    }
+                    Some(Signal::Stop) => {
+                        let id = self.checkpoint(true).await?;
+                        // Sandboxes the checkpoint could not save end too.
+                        if let Err(e) = self.stack.backend.destroy_all() {
+                            eprintln!("rollpoint: tearing down sandboxes: {e}");
+                        }
+                        self.stack.shutdown().await;
+                        return Ok(Ending::Stopped { checkpoint: id });
+                    }
+                    None => signals_open = false,
+                },
+                _ = shown.tick() => self.show(),
+            }
+        }
+        self.show();
+        let rows = self.progress.done;
+        let lost = std::mem::take(&mut self.lost);
+        self.stack.shutdown().await;
+        if lost.is_empty() {
+            Ok(Ending::Finished { rows })
+        } else {
+            Err(RunError::Rollout {
+                rollout: lost.join(", "),
+                message: "ended without a result; `rollpoint resume` runs them again".to_owned(),
+            })
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! `RUN_DIR/run.json`: what a resume needs to continue a run. The tasks file
+//! (path and digest), the configuration, the gateway's port (harnesses in
+//! sandboxes hold it) and the attempt each unfinished rollout was last
+//! dispatched as. Written atomically and versioned.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::RunConfig;
+use crate::errors::RunError;
+
+/// Version of [`RunState`].
+pub const RUN_STATE_VERSION: u32 = 1;
+
+/// The file name under the run directory.
+pub const RUN_STATE_FILE: &str = "run.json";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunState {
+    pub v: u32,
+    pub tasks_path: PathBuf,
+    pub tasks_sha256: String,
+    pub config: RunConfig,
+    /// The gateway's port on 127.0.0.1 (0: no gateway).
+    pub gateway_port: u16,
+    /// The attempt each rollout was last dispatched as.
+    pub attempts: BTreeMap<String, u32>,
+}
+
+impl RunState {
+    pub fn path(run_dir: &Path) -> PathBuf {
+        run_dir.join(RUN_STATE_FILE)
+    }
+
+    /// Reads `run.json`, rejecting an unknown version by name.
+    pub fn load(run_dir: &Path) -> Result<Self, RunError> {
+        let path = Self::path(run_dir);
+        let bytes = std::fs::read(&path).map_err(|e| RunError::io(&path, e))?;
+        rollpoint_proto::decode("run state", RUN_STATE_VERSION, &bytes).map_err(|e| {
+            RunError::State {
+                path: path.clone(),
+                message: e.to_string(),
+            }
+        })
+    }
+
+    /// Writes `run.json` atomically (temp file, fsync, rename, fsync of the
+    /// directory), mode 0600.
+    pub fn save(&self, run_dir: &Path) -> Result<(), RunError> {
+        let path = Self::path(run_dir);
+        let bytes = serde_json::to_vec_pretty(self).map_err(|e| RunError::State {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        write_atomic(&path, &bytes)
+    }
+}
+
+/// Writes `bytes` to `path` atomically, mode 0600.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    let io = |e| RunError::io(path, e);
+    let mut file = atomic_write_file::AtomicWriteFile::open(path).map_err(io)?;
+    file.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(io)?;
+    file.write_all(bytes).map_err(io)?;
+    file.commit().map_err(io)
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_an_unknown_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = RunState {
+            v: RUN_STATE_VERSION,
+            tasks_path: "/t.jsonl".into(),
+            tasks_sha256: "00".into(),
+            config: RunConfig::default(),
+            gateway_port: 4000,
+            attempts: BTreeMap::from([("a".to_owned(), 1)]),
+        };
+        state.save(dir.path()).unwrap();
+        assert_eq!(RunState::load(dir.path()).unwrap(), state);
+        let mode = std::fs::metadata(RunState::path(dir.path()))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(RunState::path(dir.path())).unwrap()).unwrap();
+        v["v"] = 7.into();
+        std::fs::write(RunState::path(dir.path()), v.to_string()).unwrap();
+        let e = RunState::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("run.json") && e.contains("unknown version 7"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,106 @@
+//! `rollpoint status RUN_DIR`: what a run holds, read from disk only (no
+//! process of the run needs to be alive): tasks, result rows and rewards,
+//! the latest checkpoint, and the rollouts not finished.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rollpoint_checkpoint::store;
+
+use crate::errors::RunError;
+use crate::results::read_results;
+use crate::state::RunState;
+
+/// A run as it stands on disk.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunStatus {
+    pub tasks: usize,
+    pub done: usize,
+    /// Result rows by status (`verified`, `failed`, ...).
+    pub by_status: BTreeMap<String, usize>,
+    pub reward_sum: f64,
+    pub rewarded: usize,
+    /// Latest published checkpoint: id, creation time and scope size.
+    pub latest: Option<(String, u64, usize)>,
+    /// Unfinished rollouts with the attempt they were last dispatched as.
+    pub unfinished: Vec<(String, u32)>,
+}
+
+/// Reads the status of `run_dir`.
+pub fn read_status(run_dir: &Path) -> Result<RunStatus, RunError> {
+    let state = RunState::load(run_dir)?;
+    let rows = read_results(run_dir)?;
+    let mut by_status = BTreeMap::new();
+    let mut reward_sum = 0.0;
+    let mut rewarded = 0;
+    for r in &rows {
+        let name = serde_json::to_value(r.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        *by_status.entry(name).or_insert(0) += 1;
+        if let Some(x) = r.reward {
+            reward_sum += x;
+            rewarded += 1;
+        }
+    }
+    let latest = match store::latest(run_dir) {
+        Ok(Some(id)) => {
+            let doc = store::read_checkpoint(run_dir, &id).map_err(|e| RunError::Checkpoint {
+                checkpoint: id.clone(),
+                message: e.to_string(),
+            })?;
+            Some((id, doc.created_unix_ms, doc.scope.len()))
+        }
+        Ok(None) => None,
+        Err(e) => {
+            return Err(RunError::Checkpoint {
+                checkpoint: "LATEST".to_owned(),
+                message: e.to_string(),
+            });
+        }
+    };
+    let done: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.rollout.as_str()).collect();
+    let unfinished = state
+        .attempts
+        .iter()
+        .filter(|(r, _)| !done.contains(r.as_str()))
+        .map(|(r, a)| (r.clone(), *a))
+        .collect();
+    Ok(RunStatus {
+        tasks: state.attempts.len(),
+        done: done.len(),
+        by_status,
+        reward_sum,
+        rewarded,
+        latest,
+        unfinished,
+    })
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "tasks: {}", self.tasks)?;
+        write!(f, "done: {}", self.done)?;
+        for (status, n) in &self.by_status {
+            write!(f, ", {status} {n}")?;
+        }
+        writeln!(f)?;
+        if self.rewarded > 0 {
+            #[expect(clippy::cast_precision_loss, reason = "a count of rows")]
+            let mean = self.reward_sum / self.rewarded as f64;
+            writeln!(f, "reward: mean {mean:.3} over {} rows", self.rewarded)?;
+        }
+        match &self.latest {
+            Some((id, at, n)) => {
+                writeln!(f, "latest checkpoint: {id} ({n} rollouts, created {at} ms)")?
+            }
+            None => writeln!(f, "latest checkpoint: none")?,
+        }
+        writeln!(f, "not finished: {}", self.unfinished.len())?;
+        for (r, a) in &self.unfinished {
+            writeln!(f, "  {r} (attempt {a})")?;
+        }
+        Ok(())
+    }
+}

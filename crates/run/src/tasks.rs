@@ -1,0 +1,108 @@
+//! The tasks file: one driver `RolloutTask` JSON object per line. Every line
+//! is checked before anything runs; an error names the file, the line and the
+//! field. Its SHA-256 is kept in `run.json`, so a resume refuses a file that
+//! changed under it.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use rollpoint_driver::{DriverError, RolloutTask};
+use sha2::{Digest as _, Sha256};
+
+use crate::errors::RunError;
+
+/// A tasks file, read and checked.
+#[derive(Debug, Clone)]
+pub struct TasksFile {
+    /// The path as given, made absolute.
+    pub path: PathBuf,
+    pub sha256: String,
+    pub tasks: Vec<RolloutTask>,
+}
+
+/// Reads and checks every task of `path`; blank lines are skipped.
+pub fn load_tasks(path: &Path) -> Result<TasksFile, RunError> {
+    let path = std::path::absolute(path).map_err(|e| RunError::io(path, e))?;
+    let bytes = std::fs::read(&path).map_err(|e| RunError::io(&path, e))?;
+    let tasks = parse_tasks(&bytes, &path)?;
+    Ok(TasksFile {
+        sha256: hex(&Sha256::digest(&bytes)),
+        path,
+        tasks,
+    })
+}
+
+/// Parses tasks; `path` names the file in errors.
+pub fn parse_tasks(bytes: &[u8], path: &Path) -> Result<Vec<RolloutTask>, RunError> {
+    let bad = |line: usize, field: &str, message: String| RunError::Task {
+        path: path.to_owned(),
+        line,
+        field: field.to_owned(),
+        message,
+    };
+    let mut tasks = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (index, raw) in bytes.split(|b| *b == b'\n').enumerate() {
+        let line = index + 1;
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let task = RolloutTask::decode(raw).map_err(|e| match e {
+            DriverError::Task { field, message } => bad(line, &field, message),
+            other => bad(line, "task", other.to_string()),
+        })?;
+        if !seen.insert(task.rollout().to_owned()) {
+            return Err(bad(
+                line,
+                "task.id",
+                format!("rollout {:?} appears on an earlier line", task.rollout()),
+            ));
+        }
+        tasks.push(task);
+    }
+    if tasks.is_empty() {
+        return Err(bad(1, "task", "the file holds no task".to_owned()));
+    }
+    Ok(tasks)
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _infallible = write!(s, "{b:02x}");
+        s
+    })
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"{"v":1,"task":{"id":"a","verify":{"command":["true"]}},"adapter":{"kind":"command","argv":["true"]}}"#;
+
+    #[test]
+    fn errors_name_the_line_and_the_field() {
+        let p = Path::new("tasks.jsonl");
+        let two = format!("{GOOD}\n\n{}\n", GOOD.replace("\"a\"", "\"b\""));
+        assert_eq!(parse_tasks(two.as_bytes(), p).unwrap().len(), 2);
+
+        let dup = format!("{GOOD}\n{GOOD}\n");
+        let e = parse_tasks(dup.as_bytes(), p).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("task.id"), "{e}");
+
+        let unknown = format!("{GOOD}\n{}\n", GOOD.replace("\"argv\"", "\"argz\""));
+        let e = parse_tasks(unknown.as_bytes(), p).unwrap_err().to_string();
+        assert!(
+            e.contains("tasks.jsonl: line 2") && e.contains("adapter"),
+            "{e}"
+        );
+
+        let e = parse_tasks(b"{\"v\":9}\n", p).unwrap_err().to_string();
+        assert!(e.contains("line 1") && e.contains("task.v"), "{e}");
+        let e = parse_tasks(b"not json\n", p).unwrap_err().to_string();
+        assert!(e.contains("line 1"), "{e}");
+        let e = parse_tasks(b"\n", p).unwrap_err().to_string();
+        assert!(e.contains("no task"), "{e}");
+    }
+}

@@ -1,0 +1,86 @@
+//! `rollpoint run` refuses a bad tasks file or config before starting
+//! anything, with an error naming the file, the line and the field.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn run(args: &[&str], dir: &std::path::Path) -> (bool, String) {
+    // Any existing file passes the supervisor check; nothing is started.
+    let sup = dir.join("supervisor");
+    std::fs::write(&sup, "").expect("supervisor");
+    let out = Command::new(rollpoint_bin())
+        .arg("run")
+        .args(args)
+        .arg("--supervisor")
+        .arg(&sup)
+        .arg("--run-dir")
+        .arg(dir.join("run"))
+        .output()
+        .expect("run rollpoint");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn bad_tasks_and_configs_are_refused_naming_the_line_and_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let good = command_task("a", 100);
+    let mut bad = command_task("b", 100);
+    bad["adapter"]["argz"] = serde_json::json!(["true"]);
+    let tasks = d.join("tasks.jsonl");
+    write_jsonl(&tasks, &[good.clone(), bad]);
+    let (ok, err) = run(&[tasks.to_str().expect("utf-8")], d);
+    assert!(!ok);
+    assert!(
+        err.contains("tasks.jsonl: line 2") && err.contains("argz"),
+        "{err}"
+    );
+
+    write_jsonl(&tasks, &[good.clone(), good.clone()]);
+    let (ok, err) = run(&[tasks.to_str().expect("utf-8")], d);
+    assert!(!ok);
+    assert!(err.contains("line 2") && err.contains("task.id"), "{err}");
+
+    write_jsonl(&tasks, &[good]);
+    let config = d.join("run.toml");
+    std::fs::write(&config, "v = 1\ncheckpoint_every = 3\n").expect("config");
+    let (ok, err) = run(
+        &[
+            tasks.to_str().expect("utf-8"),
+            "--config",
+            config.to_str().expect("utf-8"),
+        ],
+        d,
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("run.toml") && err.contains("checkpoint_every"),
+        "{err}"
+    );
+
+    let config = d.join("run.json");
+    std::fs::write(&config, r#"{"v": 1, "keep": 0}"#).expect("config");
+    let (ok, err) = run(
+        &[
+            tasks.to_str().expect("utf-8"),
+            "--config",
+            config.to_str().expect("utf-8"),
+        ],
+        d,
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("run.json") && err.contains("field `keep`"),
+        "{err}"
+    );
+    assert!(
+        !d.join("run").join("run.json").exists(),
+        "nothing was started"
+    );
+}

@@ -1,0 +1,186 @@
+//! Shared by the tests of `rollpoint run`: the binary, task files written
+//! for one test, and waiting on the process with a generous limit.
+#![allow(dead_code, reason = "each test uses its part")]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The workspace's `rollpoint` build beside this test.
+pub fn rollpoint_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let mut dir = exe.parent().expect("test directory").to_owned();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let p = dir.join("rollpoint");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        p.display()
+    );
+    p
+}
+
+/// Lines each command task appends (one every `tick_ms`).
+pub const LINES: u32 = 20;
+/// Steps of the native worker's script.
+pub const STEPS: u32 = 6;
+
+/// A command task that appends 1..=LINES to `lines`, continuing from the
+/// file's length, and is verified by comparing the file with `seq`.
+pub fn command_task(id: &str, tick_ms: u32) -> serde_json::Value {
+    let sleep = format!("{}.{:03}", tick_ms / 1000, tick_ms % 1000);
+    let script = format!(
+        "n=$(wc -l < lines 2>/dev/null || echo 0); while [ \"$n\" -lt {LINES} ]; do n=$((n+1)); echo \"$n\" >> lines; sleep {sleep}; done"
+    );
+    serde_json::json!({
+        "v": 1,
+        "task": {"id": id, "verify": {"command": ["/bin/sh", "-c", format!("seq 1 {LINES} | cmp -s - lines")]}},
+        "adapter": {"kind": "command", "argv": ["/bin/sh", "-c", script], "pauses": true}
+    })
+}
+
+/// A native-worker task against the run's scripted model.
+pub fn native_task(id: &str) -> serde_json::Value {
+    let wrapper = "#!/bin/sh\nin=\"$1\"; shift\nsed \"s|@MODEL@|$ROLLPOINT_GATEWAY/$ROLLPOINT_CAPTURE_KEY/v1|\" \"$in\" > \"$in.live\"\nexec \"$ROLLPOINT_BIN\" worker \"$in.live\" \"$@\"\n";
+    let input = serde_json::json!({
+        "v": 1,
+        "rollout_id": id,
+        "task": {"prompt": "Append the steps to work.txt."},
+        "model": {"base_url": "@MODEL@", "api": "chat_completions", "name": "scripted"},
+        "workdir": "/workspace"
+    });
+    let check = format!(
+        "test \"$(wc -l < work.txt)\" -eq {STEPS} && test \"$(sort -u work.txt | wc -l)\" -eq {STEPS}"
+    );
+    serde_json::json!({
+        "v": 1,
+        "task": {
+            "id": id,
+            "files": {"input.json": input.to_string(), "run-worker": wrapper},
+            "setup": [["chmod", "0755", "run-worker"]],
+            "verify": {"command": ["/bin/sh", "-c", check]}
+        },
+        "adapter": {"kind": "native", "input": "input.json", "worker": "./run-worker"}
+    })
+}
+
+/// The scripted model: STEPS shell steps; the tool runs take the time, so a
+/// kill lands in a tool far more often than in a model call.
+pub fn model_script(tool_ms: u32) -> serde_json::Value {
+    let sleep = format!("{}.{:03}", tool_ms / 1000, tool_ms % 1000);
+    let steps: Vec<serde_json::Value> = (1..=STEPS)
+        .map(
+            |n| serde_json::json!({"shell": [format!("echo step {n} >> work.txt; sleep {sleep}")]}),
+        )
+        .collect();
+    serde_json::json!({"version": 1, "steps": steps, "after_last": {"text": "done"}})
+}
+
+pub fn write_jsonl(path: &Path, rows: &[serde_json::Value]) {
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(path, text).expect("write tasks");
+}
+
+/// `rollpoint` with `args`, stderr to `log`.
+pub fn spawn(args: &[&std::ffi::OsStr], log: &Path) -> Child {
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("open log");
+    Command::new(rollpoint_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("spawn rollpoint")
+}
+
+/// Waits for `child` up to `limit`; kills it and fails past that.
+pub fn wait(child: &mut Child, limit: Duration, log: &Path) -> ExitStatus {
+    let end = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!(
+                "rollpoint did not end within {limit:?}:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until `path` exists.
+pub fn wait_file(path: &Path, limit: Duration, log: &Path) {
+    let end = Instant::now() + limit;
+    while !path.exists() {
+        assert!(
+            Instant::now() < end,
+            "{} did not appear:\n{}",
+            path.display(),
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Processes whose environment names a rollout starting with `tag`.
+pub fn processes_of(tag: &str) -> Vec<u32> {
+    let needle = format!("ROLLPOINT_ROLLOUT={tag}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(e.path().join("environ"))
+            && env
+                .split(|b| *b == 0)
+                .any(|v| v.starts_with(needle.as_bytes()))
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// Mount points at or under `dir`.
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let dir = dir.display().to_string();
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|m| m.starts_with(&dir))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Cgroup directories (a few levels deep) whose name holds `tag`.
+pub fn cgroups_of(tag: &str) -> Vec<PathBuf> {
+    fn walk(dir: &Path, depth: u32, tag: &str, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            if !e.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let p = e.path();
+            if e.file_name().to_string_lossy().contains(tag) {
+                out.push(p.clone());
+            }
+            if depth > 0 {
+                walk(&p, depth - 1, tag, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(Path::new("/sys/fs/cgroup"), 4, tag, &mut out);
+    out
+}
