@@ -121,6 +121,10 @@ impl Participant for AgentParticipant {
     fn close_admission<'a>(&'a self, _checkpoint: &'a str) -> BoxFuture<'a, HookResult<()>> {
         async move {
             *self.report.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            // Before returning: a restore installs right after this, and an
+            // installed run must stay at its bookmark until the checkpoint
+            // opens (its forked sandbox may not be registered yet).
+            self.runs.begin_park();
             let (runs, report, parked) = (
                 self.runs.clone(),
                 Arc::clone(&self.report),

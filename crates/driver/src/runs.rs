@@ -299,19 +299,12 @@ impl Runs {
     /// Asks every run to park and waits until each has parked (or is queued,
     /// a restart, finished), up to the park timeout per run.
     pub async fn request_park(&self) -> ParkReport {
-        *self
-            .inner
-            .parking
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = true;
+        self.begin_park();
         let entries: Vec<(String, Arc<watch::Sender<Ctl>>)> = self
             .runs()
             .iter()
             .map(|(r, e)| (r.clone(), Arc::clone(&e.ctl)))
             .collect();
-        for (_, ctl) in &entries {
-            ctl.send_modify(|c| c.park = true);
-        }
         let limit = self.inner.config.park_timeout;
         let waits = entries.into_iter().map(|(rollout, ctl)| async move {
             let mut rx = ctl.subscribe();
@@ -344,6 +337,21 @@ impl Runs {
                 .await
                 .into_iter()
                 .collect(),
+        }
+    }
+
+    /// Asks every run, and every run registered or installed from now on,
+    /// to park, without waiting: [`Runs::request_park`] waits for them. A
+    /// run installed while parking is asked for stays at its bookmark and
+    /// touches nothing (not even the owner) until [`Runs::open`].
+    pub fn begin_park(&self) {
+        *self
+            .inner
+            .parking
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
+        for e in self.runs().values() {
+            e.ctl.send_modify(|c| c.park = true);
         }
     }
 

@@ -16,7 +16,6 @@
 pub mod config;
 pub mod controller;
 mod errors;
-mod order;
 pub mod plan;
 pub mod results;
 pub mod stack;

@@ -22,7 +22,6 @@ use tokio::task::JoinHandle;
 
 use crate::config::{ModelApi, ModelSource, RunConfig};
 use crate::errors::RunError;
-use crate::order::ordered;
 
 /// Where the owner keeps its sandboxes inside a run directory.
 pub const OWNER_DIR: &str = "owner";
@@ -112,15 +111,13 @@ impl Stack {
                 .map(|c| Arc::new(c) as Arc<dyn Control>)
                 .map_err(|e| RunError::setup("checkpoint control", e))
         };
-        let (resources, agent_control) = ordered(
+        let mut controls: Vec<Arc<dyn Control>> = vec![
             local(Arc::new(ResourcesParticipant::new(
                 Arc::clone(&owner),
                 "owner0",
             )))?,
             local(Arc::clone(&agent) as Arc<dyn Participant>)?,
-        );
-        let mut controls: Vec<Arc<dyn Control>> =
-            vec![Arc::new(resources), Arc::new(agent_control)];
+        ];
         if let Some(g) = &gateway {
             controls.push(local(Arc::new(ModelParticipant::new(
                 Arc::new(g.clone()),
