@@ -560,3 +560,20 @@ fn open_resolves_the_supervisor_and_names_a_missing_one() {
         "{err}"
     );
 }
+
+#[test]
+fn root_long_run_dirs_and_ids_still_reach_the_anchor() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let deep = dir.path().join("d".repeat(60)).join("e".repeat(40));
+    std::fs::create_dir_all(&deep).unwrap();
+    let b = open(&deep, Kind::Copy);
+    let id = format!("task-{}", "x".repeat(100));
+    let info = b.create(&id, &spec()).unwrap();
+    assert!(
+        info.control.join("anchor.sock").as_os_str().len() > 108,
+        "the socket path is past the address limit"
+    );
+    assert_eq!(stdout(&b, &id, "hostname"), "task-7");
+    b.destroy(&id).unwrap();
+}

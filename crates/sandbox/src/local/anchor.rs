@@ -1,6 +1,7 @@
 //! The owner's side of the anchor socket: one request line, one reply line.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::Duration;
@@ -8,6 +9,20 @@ use std::time::Duration;
 use rollpoint_proto::anchor::{AnchorReply, AnchorRequest};
 
 use crate::Error;
+
+/// A socket address holds at most 107 bytes of path, and run directories
+/// and sandbox ids can make the socket's path longer: connect through the
+/// directory's descriptor (`/proc/self/fd/<fd>/<name>`), which is short.
+fn connect(socket: &Path) -> std::io::Result<UnixStream> {
+    let (Some(dir), Some(name)) = (socket.parent(), socket.file_name()) else {
+        return UnixStream::connect(socket);
+    };
+    let dir = std::fs::File::open(dir)?;
+    let short = Path::new("/proc/self/fd")
+        .join(dir.as_raw_fd().to_string())
+        .join(name);
+    UnixStream::connect(short)
+}
 
 pub(crate) fn ask(
     sandbox: &str,
@@ -20,7 +35,7 @@ pub(crate) fn ask(
         socket: socket.to_owned(),
         message,
     };
-    let mut stream = UnixStream::connect(socket).map_err(|e| fail(format!("connect: {e}")))?;
+    let mut stream = connect(socket).map_err(|e| fail(format!("connect: {e}")))?;
     stream
         .set_read_timeout(Some(timeout))
         .map_err(|e| fail(e.to_string()))?;
