@@ -269,9 +269,11 @@ async fn root_run_queued_for_a_slot_is_exported_at_its_seed() {
     let w = world();
     let runs = runs(&w.owner, 1);
     let first = runs.register(task("holder", 15, true)).unwrap();
-    let queued = runs.register(task("queued", 3, true)).unwrap();
     tokio::time::timeout(LIMIT, async {
+        // The holder has the only slot before the other run is registered
+        // (two runs queued together take the slot in either order).
         running(&w.owner, &runs, "holder", 1).await;
+        let queued = runs.register(task("queued", 3, true)).unwrap();
         let report = runs.request_park().await;
         assert_eq!(report.runs["holder"], ParkState::Paused, "{report:?}");
         assert_eq!(report.runs["queued"], ParkState::Queued, "{report:?}");
