@@ -32,6 +32,6 @@ pub use http::{BODY_LIMIT, router, serve};
 pub use local::{DEFAULT_LEASE_GRACE, LocalConfig, LocalControl};
 pub use participant::{
     BLOCKER_CAP, DEFAULT_POLL, HookResult, Kind, Participant, RECORD_KEY_FIELD, Readiness,
-    record_key,
+    record_key, tag_record, untag_record,
 };
 pub use phase::Phase;

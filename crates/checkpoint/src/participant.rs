@@ -130,6 +130,30 @@ pub fn record_key(record: &Value) -> Option<&str> {
     record.get(RECORD_KEY_FIELD).and_then(Value::as_str)
 }
 
+/// Tags `record`, a participant's own JSON object, with the attempt key it
+/// belongs to, as every exported record must be.
+pub fn tag_record(mut record: Value, key: &str) -> HookResult<Value> {
+    let Value::Object(map) = &mut record else {
+        return Err(HookError::new(format!(
+            "{key}: a record must be a JSON object"
+        )));
+    };
+    map.insert(RECORD_KEY_FIELD.to_owned(), Value::String(key.to_owned()));
+    Ok(record)
+}
+
+/// Splits a record of `kind` into its attempt key and the participant's own
+/// object, the tag removed: the inverse of [`tag_record`].
+pub fn untag_record(mut record: Value, kind: Kind) -> HookResult<(String, Value)> {
+    let key = record_key(&record)
+        .ok_or_else(|| HookError::new(format!("{kind} record without `{RECORD_KEY_FIELD}`")))?
+        .to_owned();
+    if let Value::Object(map) = &mut record {
+        map.remove(RECORD_KEY_FIELD);
+    }
+    Ok((key, record))
+}
+
 /// Result of a participant hook.
 pub type HookResult<T> = Result<T, HookError>;
 
@@ -239,6 +263,19 @@ mod tests {
             serde_json::to_string(&Kind::Resources).expect("encode"),
             "\"resources\""
         );
+    }
+
+    #[test]
+    fn tag_and_untag_are_inverse_and_name_what_is_wrong() {
+        let own = serde_json::json!({"x": 1});
+        let tagged = tag_record(own.clone(), "r1-a1").expect("tag");
+        assert_eq!(record_key(&tagged), Some("r1-a1"));
+        let (key, back) = untag_record(tagged, Kind::Agent).expect("untag");
+        assert_eq!((key.as_str(), back), ("r1-a1", own));
+        let err = untag_record(serde_json::json!({"x": 1}), Kind::Model).expect_err("untagged");
+        assert_eq!(err.to_string(), "model record without `key`");
+        let err = tag_record(serde_json::json!([1]), "r1").expect_err("not an object");
+        assert!(err.to_string().contains("r1"), "{err}");
     }
 
     #[test]

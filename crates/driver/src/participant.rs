@@ -16,7 +16,7 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use rollpoint_checkpoint::HookError;
 use rollpoint_checkpoint::participant::{
-    HookResult, Kind, Participant, RECORD_KEY_FIELD, Readiness, record_key,
+    HookResult, Kind, Participant, Readiness, tag_record, untag_record,
 };
 use rollpoint_proto::key::AttemptKey;
 use serde_json::{Value, json};
@@ -71,10 +71,6 @@ impl AgentParticipant {
             })
             .collect()
     }
-}
-
-fn hook(e: impl std::fmt::Display) -> HookError {
-    HookError::new(e)
 }
 
 fn readiness_of(report: &ParkReport, keys: &[(String, String)]) -> Readiness {
@@ -212,12 +208,13 @@ impl Participant for AgentParticipant {
                 if !scope.contains(key.as_str()) {
                     continue;
                 }
-                let bookmark: Value = serde_json::from_slice(&mark.encode()).map_err(hook)?;
-                out.push(json!({
-                    RECORD_KEY_FIELD: key,
-                    "task": serde_json::to_value(&task).map_err(hook)?,
-                    "bookmark": bookmark,
-                }));
+                let bookmark: Value =
+                    serde_json::from_slice(&mark.encode()).map_err(HookError::new)?;
+                let task = serde_json::to_value(&task).map_err(HookError::new)?;
+                out.push(tag_record(
+                    json!({"task": task, "bookmark": bookmark}),
+                    &key,
+                )?);
             }
             Ok(out)
         }
@@ -239,29 +236,29 @@ impl Participant for AgentParticipant {
         async move {
             let mut runs = Vec::with_capacity(records.len());
             for record in records {
-                let key = record_key(&record)
-                    .ok_or_else(|| hook(format!("agent record without `{RECORD_KEY_FIELD}`")))?
-                    .to_owned();
+                let (key, record) = untag_record(record, Kind::Agent)?;
                 if !scope.contains(&key) {
                     continue;
                 }
                 let field = |name: &str| {
                     record
                         .get(name)
-                        .ok_or_else(|| hook(format!("{key}: agent record without `{name}`")))
-                        .and_then(|v| serde_json::to_vec(v).map_err(hook))
+                        .ok_or_else(|| {
+                            HookError::new(format!("{key}: agent record without `{name}`"))
+                        })
+                        .and_then(|v| serde_json::to_vec(v).map_err(HookError::new))
                 };
                 let task = RolloutTask::decode(&field("task")?)
-                    .map_err(|e| hook(format!("{key}: {e}")))?;
+                    .map_err(|e| HookError::new(format!("{key}: {e}")))?;
                 let mark = Bookmark::decode(&field("bookmark")?)
-                    .map_err(|e| hook(format!("{key}: {e}")))?;
+                    .map_err(|e| HookError::new(format!("{key}: {e}")))?;
                 runs.push((task, mark));
             }
             let next: Vec<String> = runs
                 .iter()
                 .map(|(task, mark)| capture_key(task.rollout(), mark.attempt.saturating_add(1)))
                 .collect();
-            let handles = self.runs.install(runs).map_err(hook)?;
+            let handles = self.runs.install(runs).map_err(HookError::new)?;
             self.installed
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -275,7 +272,7 @@ impl Participant for AgentParticipant {
         async move {
             let mut failures = Vec::new();
             for key in keys {
-                let rollout = AttemptKey::parse(key).map_err(hook)?.rollout;
+                let rollout = AttemptKey::parse(key).map_err(HookError::new)?.rollout;
                 if self.runs.status(&rollout).is_some()
                     && let Err(e) = self.runs.cancel(&rollout).await
                 {
@@ -285,7 +282,7 @@ impl Participant for AgentParticipant {
             if failures.is_empty() {
                 Ok(keys.to_vec())
             } else {
-                Err(hook(failures.join("; ")))
+                Err(HookError::new(failures.join("; ")))
             }
         }
         .boxed()
@@ -294,7 +291,7 @@ impl Participant for AgentParticipant {
     fn forget<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
         async move {
             for key in keys {
-                let rollout = AttemptKey::parse(key).map_err(hook)?.rollout;
+                let rollout = AttemptKey::parse(key).map_err(HookError::new)?.rollout;
                 self.runs.forget(&rollout);
             }
             Ok(keys.to_vec())

@@ -17,7 +17,7 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use rollpoint_checkpoint::HookError;
 use rollpoint_checkpoint::participant::{
-    DEFAULT_POLL, HookResult, Kind, Participant, RECORD_KEY_FIELD, Readiness, record_key,
+    DEFAULT_POLL, HookResult, Kind, Participant, Readiness, tag_record, untag_record,
 };
 use serde_json::Value;
 
@@ -72,34 +72,21 @@ impl ModelParticipant {
     }
 }
 
-fn hook(e: impl std::fmt::Display) -> HookError {
-    HookError::new(e)
-}
-
-/// A record as JSON, tagged with the attempt key it was exported for.
+/// A ledger record as JSON, tagged with the attempt key it was exported for.
 fn tagged(record: &LedgerRecord, key: &str) -> HookResult<Value> {
-    let mut value: Value = serde_json::from_str(&record.to_json()).map_err(hook)?;
-    let Value::Object(map) = &mut value else {
-        return Err(hook("a ledger record did not encode as a JSON object"));
-    };
-    map.insert(RECORD_KEY_FIELD.to_owned(), Value::String(key.to_owned()));
-    Ok(value)
+    let value: Value = serde_json::from_str(&record.to_json()).map_err(HookError::new)?;
+    tag_record(value, key)
 }
 
 /// Strips the attempt tag and decodes the ledger record (version and body
 /// digest checked).
-fn untagged(mut value: Value) -> HookResult<(String, LedgerRecord)> {
-    let key = record_key(&value)
-        .ok_or_else(|| hook(format!("model record without `{RECORD_KEY_FIELD}`")))?
-        .to_owned();
-    if let Value::Object(map) = &mut value {
-        map.remove(RECORD_KEY_FIELD);
-    }
-    let line = serde_json::to_vec(&value).map_err(hook)?;
-    let mut records = decode_jsonl(&line).map_err(|e| hook(format!("{key}: {e}")))?;
+fn untagged(value: Value) -> HookResult<(String, LedgerRecord)> {
+    let (key, value) = untag_record(value, Kind::Model)?;
+    let line = serde_json::to_vec(&value).map_err(HookError::new)?;
+    let mut records = decode_jsonl(&line).map_err(|e| HookError::new(format!("{key}: {e}")))?;
     let record = records
         .pop()
-        .ok_or_else(|| hook(format!("{key}: empty model record")))?;
+        .ok_or_else(|| HookError::new(format!("{key}: empty model record")))?;
     Ok((key, record))
 }
 
@@ -147,11 +134,16 @@ impl Participant for ModelParticipant {
         scope: &'a [String],
     ) -> BoxFuture<'a, HookResult<Vec<Value>>> {
         async move {
-            self.gateway.flush().await.map_err(hook)?;
+            self.gateway.flush().await.map_err(HookError::new)?;
             let mut out = Vec::new();
             for key in scope {
-                let parsed = CaptureKey::parse(key).map_err(hook)?;
-                for record in self.gateway.export(&parsed.rollout).await.map_err(hook)? {
+                let parsed = CaptureKey::parse(key).map_err(HookError::new)?;
+                for record in self
+                    .gateway
+                    .export(&parsed.rollout)
+                    .await
+                    .map_err(HookError::new)?
+                {
                     out.push(tagged(&record, key)?);
                 }
             }
@@ -178,27 +170,30 @@ impl Participant for ModelParticipant {
             let mut by_next: BTreeMap<u32, Vec<LedgerRecord>> = BTreeMap::new();
             let mut next_keys = Vec::new();
             for key in scope {
-                let next = CaptureKey::parse(key).map_err(hook)?.next();
+                let next = CaptureKey::parse(key).map_err(HookError::new)?.next();
                 by_next.entry(next.attempt).or_default();
                 next_keys.push(next.to_string());
             }
             for value in records {
                 let (key, record) = untagged(value)?;
-                let next = CaptureKey::parse(&key).map_err(hook)?.next();
+                let next = CaptureKey::parse(&key).map_err(HookError::new)?.next();
                 by_next.entry(next.attempt).or_default().push(record);
             }
             for (attempt, records) in by_next {
                 if records.is_empty() {
                     continue;
                 }
-                self.gateway.install(records, attempt).await.map_err(hook)?;
+                self.gateway
+                    .install(records, attempt)
+                    .await
+                    .map_err(HookError::new)?;
             }
             // Rollouts with no recorded call yet still continue as their
             // next attempt.
             for key in &next_keys {
                 self.gateway
-                    .register(&CaptureKey::parse(key).map_err(hook)?)
-                    .map_err(hook)?;
+                    .register(&CaptureKey::parse(key).map_err(HookError::new)?)
+                    .map_err(HookError::new)?;
             }
             Ok(next_keys)
         }
@@ -210,8 +205,8 @@ impl Participant for ModelParticipant {
             // Registering the next attempt fences this one and every earlier
             // attempt of the rollout: their calls are refused from now on.
             for key in keys {
-                let key = CaptureKey::parse(key).map_err(hook)?;
-                self.gateway.register(&key.next()).map_err(hook)?;
+                let key = CaptureKey::parse(key).map_err(HookError::new)?;
+                self.gateway.register(&key.next()).map_err(HookError::new)?;
             }
             Ok(keys.to_vec())
         }

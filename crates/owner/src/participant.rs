@@ -17,7 +17,7 @@ use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, join_all};
 use rollpoint_checkpoint::HookError;
 use rollpoint_checkpoint::participant::{
-    HookResult, Kind, Participant, RECORD_KEY_FIELD, Readiness, record_key,
+    HookResult, Kind, Participant, Readiness, tag_record, untag_record,
 };
 use rollpoint_proto::key::AttemptKey;
 use serde_json::Value;
@@ -44,30 +44,17 @@ impl ResourcesParticipant {
     }
 }
 
-fn hook(e: impl std::fmt::Display) -> HookError {
-    HookError::new(e)
-}
-
 /// The record as JSON, tagged with the attempt it serves.
 fn tagged(record: &SessionRecord, key: &str) -> HookResult<Value> {
-    let mut value = serde_json::to_value(record).map_err(hook)?;
-    let Value::Object(map) = &mut value else {
-        return Err(hook("a session record did not encode as a JSON object"));
-    };
-    map.insert(RECORD_KEY_FIELD.to_owned(), Value::String(key.to_owned()));
-    Ok(value)
+    tag_record(serde_json::to_value(record).map_err(HookError::new)?, key)
 }
 
-fn untagged(mut value: Value) -> HookResult<(AttemptKey, SessionRecord)> {
-    let key = record_key(&value)
-        .ok_or_else(|| hook(format!("resources record without `{RECORD_KEY_FIELD}`")))?
-        .to_owned();
-    let key = AttemptKey::parse(&key).map_err(hook)?;
-    if let Value::Object(map) = &mut value {
-        map.remove(RECORD_KEY_FIELD);
-    }
-    let bytes = serde_json::to_vec(&value).map_err(hook)?;
-    let record = SessionRecord::decode(&bytes).map_err(|e| hook(format!("{key}: {e}")))?;
+fn untagged(value: Value) -> HookResult<(AttemptKey, SessionRecord)> {
+    let (key, value) = untag_record(value, Kind::Resources)?;
+    let key = AttemptKey::parse(&key).map_err(HookError::new)?;
+    let bytes = serde_json::to_vec(&value).map_err(HookError::new)?;
+    let record =
+        SessionRecord::decode(&bytes).map_err(|e| HookError::new(format!("{key}: {e}")))?;
     Ok((key, record))
 }
 
@@ -135,7 +122,7 @@ impl Participant for ResourcesParticipant {
             let mut out = Vec::with_capacity(taken.len());
             let mut sessions = Vec::with_capacity(taken.len());
             for (s, record) in taken {
-                let record = record.map_err(|e| hook(format!("{}: {e}", s.task)))?;
+                let record = record.map_err(|e| HookError::new(format!("{}: {e}", s.task)))?;
                 out.push(tagged(&record, &s.task)?);
                 sessions.push(s.session.clone());
             }
@@ -158,7 +145,7 @@ impl Participant for ResourcesParticipant {
             if failures.is_empty() {
                 Ok(())
             } else {
-                Err(hook(failures.join("; ")))
+                Err(HookError::new(failures.join("; ")))
             }
         }
         .boxed()
@@ -197,7 +184,7 @@ impl Participant for ResourcesParticipant {
                         let _cleanup = self.owner.close(session).await;
                     }
                 }
-                return Err(hook(failed.join("; ")));
+                return Err(HookError::new(failed.join("; ")));
             }
             Ok(forks.into_iter().map(|(next, _, _)| next).collect())
         }
@@ -208,7 +195,7 @@ impl Participant for ResourcesParticipant {
         async move {
             let retired: Vec<AttemptKey> = keys
                 .iter()
-                .map(|k| AttemptKey::parse(k).map_err(hook))
+                .map(|k| AttemptKey::parse(k).map_err(HookError::new))
                 .collect::<HookResult<_>>()?;
             let mut failures = Vec::new();
             for live in self.owner.live_sessions() {
@@ -225,7 +212,7 @@ impl Participant for ResourcesParticipant {
             if failures.is_empty() {
                 Ok(keys.to_vec())
             } else {
-                Err(hook(failures.join("; ")))
+                Err(HookError::new(failures.join("; ")))
             }
         }
         .boxed()
