@@ -2,12 +2,14 @@
 //! model, the recording gateway in front of it, and the native worker
 //! running a task through the gateway's per-rollout route.
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::cargo_bin;
 use serde_json::{Value, json};
+use support::wait_for_port;
 
 /// A child process killed when the test ends, pass or fail.
 struct Server(Child);
@@ -16,20 +18,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-fn wait_for_port(file: &Path) -> u16 {
-    let end = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Some(port) = std::fs::read_to_string(file)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-        {
-            return port;
-        }
-        assert!(Instant::now() < end, "no port in {}", file.display());
-        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

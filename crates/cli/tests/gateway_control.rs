@@ -2,10 +2,12 @@
 //! routes as the model participant, behind its own token.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
+mod support;
+
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::cargo_bin;
+use support::wait_for_port;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn gateway_answers_checkpoint_routes_as_the_model() {
@@ -26,19 +28,7 @@ async fn gateway_answers_checkpoint_routes_as_the_model() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    let port = loop {
-        if let Ok(text) = std::fs::read_to_string(&port_file)
-            && let Ok(port) = text.trim().parse::<u16>()
-        {
-            break port;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the gateway did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let port = wait_for_port(&port_file);
     let base = format!("http://127.0.0.1:{port}/v1/checkpoint");
     let http = reqwest::Client::new();
     let status = http

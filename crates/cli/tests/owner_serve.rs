@@ -4,13 +4,15 @@
 //! record, and SIGTERM leaving no sandbox behind.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
+mod support;
+
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::cargo_bin;
 use rollpoint_checkpoint::{Control, Coordinator, CoordinatorConfig, HttpControl, Plan};
 use rollpoint_testkit::{require_root, supervisor_bin};
+use support::wait_for_port;
 
 const TOKEN: &str = "serve-test-token";
 
@@ -36,19 +38,7 @@ async fn root_owner_serves_sessions_and_checkpoint_routes() {
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    let port = loop {
-        if let Ok(text) = std::fs::read_to_string(&port_file)
-            && let Ok(port) = text.trim().parse::<u16>()
-        {
-            break port;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the owner did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let port = wait_for_port(&port_file);
     let base = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
 
