@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use assert_cmd::cargo::cargo_bin;
 use rollpoint_checkpoint::{Control, Coordinator, CoordinatorConfig, HttpControl, Plan};
-use rollpoint_testkit::{require_root, supervisor_bin};
+use rollpoint_testkit::{mounts_under, require_root, supervisor_bin};
 use support::wait_for_port;
 
 const TOKEN: &str = "serve-test-token";
@@ -108,6 +108,6 @@ async fn root_owner_serves_sessions_and_checkpoint_routes() {
         .unwrap()
         .count();
     assert_eq!(sandboxes, 0, "no sandbox left after SIGTERM");
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    assert!(!mounts.contains(&*run_dir.to_string_lossy()), "{mounts}");
+    let mounts = mounts_under(&run_dir);
+    assert!(mounts.is_empty(), "{mounts:?}");
 }

@@ -22,7 +22,7 @@ use rollpoint_driver::{AgentParticipant, DriverConfig, RolloutTask, RunHandle, R
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
 use rollpoint_sandbox::Backend;
 use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
-use rollpoint_testkit::{require_root, supervisor_bin};
+use rollpoint_testkit::{mounts_under, require_root, sandbox_cgroups, supervisor_bin};
 
 const STEPS: u32 = 8;
 const OPS: usize = 30;
@@ -303,28 +303,11 @@ async fn sequence(seed: u64) -> Done {
         listing.sandboxes.is_empty() && listing.snapshots.is_empty(),
         "{listing:?}"
     );
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    assert!(
-        !mounts.contains(&*run_dir.join("owner/sandboxes").to_string_lossy()),
-        "{mounts}"
-    );
-    for hierarchy in ["unified", "freezer", "memory", "pids"] {
-        let root = Path::new("/sys/fs/cgroup")
-            .join(hierarchy)
-            .join("rollpoint");
-        let left: Vec<String> = std::fs::read_dir(&root)
-            .map(|e| {
-                e.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.contains(&format!("s{seed}x")))
-                    .collect()
-            })
-            .unwrap_or_default();
-        assert!(
-            left.is_empty(),
-            "seed {seed}: {hierarchy} cgroups left: {left:?}"
-        );
-    }
+    let mounts = mounts_under(&run_dir.join("owner/sandboxes"));
+    assert!(mounts.is_empty(), "seed {seed}: mounts left: {mounts:?}");
+    let tag = format!("-s{seed}x");
+    let left = sandbox_cgroups(|name| name.contains(&tag));
+    assert!(left.is_empty(), "seed {seed}: cgroups left: {left:?}");
     done
 }
 

@@ -18,7 +18,7 @@ use common::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rollpoint_driver::{RolloutResult, Status};
-use rollpoint_testkit::{require_root, supervisor_bin};
+use rollpoint_testkit::{mounts_under, require_root, supervisor_bin};
 
 const LIMIT: Duration = Duration::from_secs(300);
 

@@ -14,7 +14,7 @@ use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
 use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
 use rollpoint_sandbox::{Backend, Error, Limits, SandboxSpec};
 use rollpoint_snapshot::{StoreChoice, StoreOptions};
-use rollpoint_testkit::{require_root, supervisor_bin, wait_for};
+use rollpoint_testkit::{mounts_under, require_root, sandbox_cgroups, supervisor_bin, wait_for};
 
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -373,42 +373,13 @@ fn root_limits_apply_to_the_whole_sandbox() {
             || out.stderr.contains("Resource"),
         "the pids limit refuses forks: {out:?}"
     );
-    let memory: Vec<PathBuf> = cgroup_dirs("memory")
+    let memory: Vec<PathBuf> = sandbox_cgroups(|name| name.ends_with("-limited"))
         .into_iter()
-        .filter(|p| p.to_string_lossy().ends_with("-limited"))
+        .filter(|p| p.starts_with("/sys/fs/cgroup/memory"))
         .collect();
     assert_eq!(memory.len(), 1, "{memory:?}");
     let limit = std::fs::read_to_string(memory[0].join("memory.limit_in_bytes")).unwrap();
     assert_eq!(limit.trim(), (256u64 << 20).to_string());
-}
-
-/// The sandbox cgroups in one hierarchy (tests run one at a time).
-fn cgroup_dirs(hierarchy: &str) -> Vec<PathBuf> {
-    let root = Path::new("/sys/fs/cgroup")
-        .join(hierarchy)
-        .join("rollpoint");
-    std::fs::read_dir(root)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with("sandbox-"))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn mounts_under(dir: &Path) -> Vec<String> {
-    let dir = std::fs::canonicalize(dir).unwrap();
-    std::fs::read_to_string("/proc/self/mounts")
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(1).map(str::to_owned))
-        .filter(|m| Path::new(m).starts_with(&dir))
-        .collect()
 }
 
 fn leaves_nothing(kind: Kind) {
@@ -450,13 +421,8 @@ fn leaves_nothing(kind: Kind) {
         !after.iter().any(|m| m.contains("sandboxes")),
         "no sandbox mount left: {after:?}"
     );
-    for hierarchy in ["unified", "freezer", "memory", "pids"] {
-        let left: Vec<PathBuf> = cgroup_dirs(hierarchy)
-            .into_iter()
-            .filter(|p| p.to_string_lossy().ends_with("-a"))
-            .collect();
-        assert!(left.is_empty(), "{hierarchy}: {left:?}");
-    }
+    let left = sandbox_cgroups(|name| name.ends_with("-a"));
+    assert!(left.is_empty(), "cgroups left: {left:?}");
     assert!(!b.dir().join("sandboxes/a").exists());
     let listing = b.list().unwrap();
     assert!(listing.sandboxes.is_empty(), "{listing:?}");

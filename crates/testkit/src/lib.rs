@@ -286,3 +286,37 @@ pub fn tagged(launch_id: &str) -> Vec<u32> {
         .map(|s| s.pid)
         .collect()
 }
+
+/// Mount points at or under `dir` (resolved first, as /proc lists them).
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+    std::fs::read_to_string("/proc/self/mounts")
+        .expect("read /proc/self/mounts")
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .filter(|m| Path::new(m).starts_with(&dir))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Sandbox cgroups (`rollpoint/sandbox-*` in the v2, freezer, memory and
+/// pids hierarchies) whose directory name `pick` accepts.
+pub fn sandbox_cgroups(pick: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for hierarchy in ["unified", "freezer", "memory", "pids"] {
+        let root = Path::new("/sys/fs/cgroup")
+            .join(hierarchy)
+            .join("rollpoint");
+        let Ok(entries) = std::fs::read_dir(root) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("sandbox-") && pick(&name) {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}

@@ -150,17 +150,6 @@ pub fn processes_of(tag: &str) -> Vec<u32> {
     out
 }
 
-/// Mount points at or under `dir`.
-pub fn mounts_under(dir: &Path) -> Vec<String> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    let dir = dir.display().to_string();
-    info.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .filter(|m| m.starts_with(&dir))
-        .map(str::to_owned)
-        .collect()
-}
-
 /// Cgroup directories (a few levels deep) whose name holds `tag`.
 pub fn cgroups_of(tag: &str) -> Vec<PathBuf> {
     fn walk(dir: &Path, depth: u32, tag: &str, out: &mut Vec<PathBuf>) {
