@@ -18,6 +18,17 @@ pub enum LaunchEnd {
     Failed,
 }
 
+/// How faithfully a harness continues a saved session after a crash.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryTier {
+    /// The saved conversation goes on with no message added.
+    Exact,
+    /// The harness needs one user turn to go on; its adapter documents the
+    /// exact text it adds.
+    ContinueTurn,
+}
+
 /// One launch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -31,6 +42,9 @@ pub struct LaunchEntry {
     pub resumed: bool,
     /// Why it resumed or started over.
     pub reason: String,
+    /// The harness's recovery tier (real harnesses only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<RecoveryTier>,
     pub started_at_ms: u64,
     /// Unset while it runs (or is paused).
     #[serde(default)]

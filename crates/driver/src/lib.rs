@@ -24,8 +24,10 @@ pub mod task;
 
 pub use bookmark::{BOOKMARK_VERSION, Bookmark, Next, Progress, SessionHint, Stage, VerifyMode};
 pub use errors::{AdapterError, BookmarkError, ControlError, DriverError};
-pub use launchlog::{LaunchEnd, LaunchEntry};
+pub use launchlog::{LaunchEnd, LaunchEntry, RecoveryTier};
 pub use participant::AgentParticipant;
-pub use result::{RESULT_VERSION, RolloutResult, Status, Timings, Usage};
+pub use result::{
+    Collected, RESULT_VERSION, RolloutResult, Status, Timings, TranscriptEntry, Usage,
+};
 pub use runs::{Ctl, DriverConfig, ParkReport, ParkState, RunHandle, RunStatus, Runs};
 pub use task::{AdapterSpec, RolloutTask, TASK_VERSION};

@@ -68,5 +68,36 @@ pub struct RolloutResult {
     pub launches: Vec<LaunchEntry>,
     #[serde(default)]
     pub usage: Option<Usage>,
+    /// The harness's final answer, when its adapter can read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<String>,
+    /// The conversation as the harness's session recorded it (real
+    /// harnesses only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transcript: Vec<TranscriptEntry>,
     pub timings: Timings,
+}
+
+/// One message of a harness's conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TranscriptEntry {
+    /// `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The message's text parts, joined.
+    #[serde(default)]
+    pub text: String,
+    /// The shell commands (or other tool inputs) the message asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tool_calls: Vec<String>,
+}
+
+/// What an adapter read from the harness once it was done: evidence for
+/// the result, not the grade.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Collected {
+    pub usage: Option<Usage>,
+    /// The harness's final answer.
+    pub response: Option<String>,
+    pub transcript: Vec<TranscriptEntry>,
 }

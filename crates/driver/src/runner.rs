@@ -271,23 +271,18 @@ impl Runner {
             Effect::Verify { session, mode } => {
                 let cx = self.cx(machine);
                 let state = Self::state(machine);
-                // Usage is evidence, not the grade: a harness that left none
-                // still gets graded.
-                let usage = self
-                    .adapter
-                    .collect(&cx, &state)
-                    .await
-                    .ok()
-                    .and_then(|c| c.usage);
+                // Usage and the answer are evidence, not the grade: a
+                // harness that left none still gets graded.
+                let collected = self.adapter.collect(&cx, &state).await.unwrap_or_default();
                 match mode {
                     VerifyMode::Skip => Event::Verified {
                         verdict: None,
-                        usage,
+                        collected,
                     },
                     VerifyMode::Owner => match self.owner.verify(&session).await {
                         Ok(v) => Event::Verified {
                             verdict: Some(v),
-                            usage,
+                            collected,
                         },
                         Err(e) => Event::Failed {
                             error: format!("verify: {e}"),
@@ -355,6 +350,7 @@ impl Runner {
                     .insert(l.launch_id.clone(), LaunchDir::new(l.session_dir));
                 Event::Launched {
                     launch_id: l.launch_id,
+                    tier: self.adapter.recovery_tier(),
                 }
             }
             Err(e) => Event::Failed {
@@ -555,6 +551,8 @@ fn machine_failed(machine: &Machine, task: &RolloutTask) -> RolloutResult {
             .map(|p| p.launches.clone())
             .unwrap_or_default(),
         usage: None,
+        response: None,
+        transcript: Vec::new(),
         timings: crate::result::Timings {
             started_at_ms: mark.started_at_ms,
             ended_at_ms: now_ms(),

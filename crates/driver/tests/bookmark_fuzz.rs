@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use rollpoint_driver::{
-    Bookmark, LaunchEnd, LaunchEntry, Progress, RolloutResult, SessionHint, Stage, Status, Timings,
-    VerifyMode,
+    Bookmark, LaunchEnd, LaunchEntry, Progress, RecoveryTier, RolloutResult, SessionHint, Stage,
+    Status, Timings, VerifyMode,
 };
 use serde_json::Value;
 
@@ -18,6 +18,7 @@ fn launch(i: u32, ended: bool) -> LaunchEntry {
         sandbox: format!("sb{i}"),
         resumed: i > 0,
         reason: "saved".into(),
+        tier: i.is_multiple_of(2).then_some(RecoveryTier::Exact),
         started_at_ms: 1000 + u64::from(i) * 100,
         ended_at_ms: ended.then_some(1050 + u64::from(i) * 100),
         end: ended.then_some(LaunchEnd::Interrupted),
@@ -74,6 +75,12 @@ fn returned() -> Bookmark {
             restart: false,
             launches: vec![launch(0, true), launch(1, true)],
             usage: None,
+            response: Some("done".into()),
+            transcript: vec![rollpoint_driver::result::TranscriptEntry {
+                role: "user".into(),
+                text: "count".into(),
+                tool_calls: vec!["echo 1".into()],
+            }],
             timings: Timings {
                 started_at_ms: 1000,
                 ended_at_ms: 2000,

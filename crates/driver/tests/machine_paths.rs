@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use rollpoint_driver::machine::{Effect, Event, Machine, ParkKind, PauseOutcome, Setup, StopWhy};
-use rollpoint_driver::{Bookmark, LaunchEnd, Next, Status, VerifyMode};
+use rollpoint_driver::{Bookmark, Collected, LaunchEnd, Next, Status, VerifyMode};
 
 fn machine(pauses: bool) -> Machine {
     let setup = Setup {
@@ -70,7 +70,8 @@ fn to_wait(m: &mut Machine, capturable: bool) -> String {
         action(m.step(
             140,
             Event::Launched {
-                launch_id: launch_id.clone()
+                launch_id: launch_id.clone(),
+                tier: None,
             }
         )),
         Effect::Wait {
@@ -102,7 +103,8 @@ fn a_park_during_the_launch_holds_it_with_the_pause_file() {
         action(m.step(
             140,
             Event::Launched {
-                launch_id: launch_id.clone()
+                launch_id: launch_id.clone(),
+                tier: None,
             }
         )),
         Effect::Pause {
@@ -344,7 +346,7 @@ fn a_continuation_at_return_returns_the_stored_result() {
         310,
         Event::Verified {
             verdict: None,
-            usage: None,
+            collected: Collected::default(),
         },
     );
     assert!(

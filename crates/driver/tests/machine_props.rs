@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use proptest::prelude::*;
 use rollpoint_driver::machine::{Effect, Event, Machine, PauseOutcome, Setup};
-use rollpoint_driver::{Bookmark, Next, RolloutResult, Status, VerifyMode};
+use rollpoint_driver::{Bookmark, Collected, Next, RolloutResult, Status, VerifyMode};
 use rollpoint_owner::Verdict;
 
 const STEPS: u32 = 5;
@@ -158,6 +158,7 @@ impl World {
                 self.work = (self.work + 1).min(STEPS);
                 Event::Launched {
                     launch_id: launch_id.clone(),
+                    tier: Some(rollpoint_driver::launchlog::RecoveryTier::Exact),
                 }
             }
             // A restart gets no park requests: the runner never asks.
@@ -211,7 +212,11 @@ impl World {
             }
             Effect::Verify { .. } => Event::Verified {
                 verdict: Some(verdict(if self.work >= STEPS { 1.0 } else { 0.0 })),
-                usage: None,
+                collected: Collected {
+                    usage: None,
+                    response: Some(format!("work {}", self.work)),
+                    transcript: Vec::new(),
+                },
             },
             Effect::CloseSession { .. } | Effect::StopSandbox { .. } => {
                 Event::Closed { error: None }

@@ -102,6 +102,8 @@ mod tests {
             restart: false,
             launches: Vec::new(),
             usage: None,
+            response: None,
+            transcript: Vec::new(),
             timings: Timings::default(),
         }
     }

@@ -5,6 +5,7 @@
 
 pub mod command;
 pub mod fake;
+pub mod harness;
 pub mod native;
 
 use std::collections::BTreeMap;
@@ -14,7 +15,8 @@ use futures_util::future::BoxFuture;
 use rollpoint_owner::Owner;
 
 use crate::errors::AdapterError;
-use crate::result::Usage;
+pub use crate::launchlog::RecoveryTier;
+pub use crate::result::Collected;
 use crate::task::AdapterSpec;
 
 /// The session an adapter works in.
@@ -39,12 +41,6 @@ pub struct Decision {
 pub struct LaunchCommand {
     pub argv: Vec<String>,
     pub env: BTreeMap<String, String>,
-}
-
-/// What the adapter gathered once the harness is done.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Collected {
-    pub usage: Option<Usage>,
 }
 
 /// One harness, as the driver sees it.
@@ -86,6 +82,12 @@ pub trait Adapter: Send + Sync + std::fmt::Debug {
     /// Paused in place at checkpoints (else stopped and relaunched).
     fn pauses_at_checkpoints(&self) -> bool {
         true
+    }
+
+    /// How faithfully a relaunch continues the saved session; recorded in
+    /// every launch record. `None` for adapters that are not a real harness.
+    fn recovery_tier(&self) -> Option<RecoveryTier> {
+        None
     }
 }
 

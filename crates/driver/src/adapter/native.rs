@@ -203,6 +203,8 @@ impl Adapter for NativeAdapter {
                     completion_tokens: u.completion_tokens,
                     total_tokens: u.total_tokens,
                 }),
+                response: result.response,
+                transcript: Vec::new(),
             })
         }
         .boxed()

@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use rollpoint_owner::Verdict;
 
 use crate::bookmark::{Bookmark, VerifyMode};
-use crate::result::{RolloutResult, Usage};
+use crate::launchlog::RecoveryTier;
+use crate::result::{Collected, RolloutResult};
 
 /// Something that happened.
 #[derive(Debug, Clone, PartialEq)]
@@ -32,6 +33,8 @@ pub enum Event {
     },
     Launched {
         launch_id: String,
+        /// The adapter's recovery tier, for the launch log.
+        tier: Option<RecoveryTier>,
     },
     /// The harness returned on its own.
     Ended {
@@ -55,7 +58,7 @@ pub enum Event {
     /// Graded (`verdict` unset when the task asks for no grading).
     Verified {
         verdict: Option<Verdict>,
-        usage: Option<Usage>,
+        collected: Collected,
     },
     /// The action in flight failed; the rollout ends without a verdict.
     Failed {

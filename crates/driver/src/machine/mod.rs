@@ -17,8 +17,8 @@ pub use event::{Effect, Event, ParkKind, PauseOutcome, StopWhy};
 use rollpoint_owner::Verdict;
 
 use crate::bookmark::{Bookmark, Progress, SessionHint, Stage, VerifyMode};
-use crate::launchlog::{LaunchEnd, LaunchEntry, end_of};
-use crate::result::{RESULT_VERSION, RolloutResult, Status, Timings, Usage};
+use crate::launchlog::{LaunchEnd, LaunchEntry, RecoveryTier, end_of};
+use crate::result::{Collected, RESULT_VERSION, RolloutResult, Status, Timings};
 
 /// What the machine is told about its rollout up front.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,7 +199,7 @@ impl Machine {
                 }
             }
             Event::Decided { resume, reason } => self.decided(now_ms, resume, reason),
-            Event::Launched { launch_id } => self.on_launched(now_ms, launch_id),
+            Event::Launched { launch_id, tier } => self.on_launched(now_ms, launch_id, tier),
             Event::Ended { exit_code } => {
                 if let Some(l) = self.open_launch_mut() {
                     l.close(end_of(exit_code), exit_code, now_ms, None);
@@ -225,15 +225,21 @@ impl Machine {
                 confirmed,
                 reason,
             } => self.on_stopped(now_ms, ended_on_its_own, exit_code, confirmed, reason),
-            Event::Verified { verdict, usage } => {
+            Event::Verified { verdict, collected } => {
                 let status = if verdict.is_some() {
                     Status::Verified
                 } else {
                     Status::Unverified
                 };
-                self.finish(now_ms, status, verdict, usage, None)
+                self.finish(now_ms, status, verdict, collected, None)
             }
-            Event::Failed { error } => self.finish(now_ms, Status::Failed, None, None, Some(error)),
+            Event::Failed { error } => self.finish(
+                now_ms,
+                Status::Failed,
+                None,
+                Collected::default(),
+                Some(error),
+            ),
             Event::Closed { error } => {
                 let Some(mut result) = self.result.take() else {
                     return Vec::new();
@@ -370,7 +376,12 @@ impl Machine {
         }]
     }
 
-    fn on_launched(&mut self, now_ms: u64, launch_id: String) -> Vec<Effect> {
+    fn on_launched(
+        &mut self,
+        now_ms: u64,
+        launch_id: String,
+        tier: Option<RecoveryTier>,
+    ) -> Vec<Effect> {
         let Phase::Launching { resume, reason } = self.phase.clone() else {
             return Vec::new();
         };
@@ -382,6 +393,7 @@ impl Machine {
                 sandbox: p.session.sandbox.clone(),
                 resumed: resume,
                 reason,
+                tier,
                 started_at_ms: now_ms,
                 ended_at_ms: None,
                 end: None,
@@ -631,7 +643,7 @@ impl Machine {
         now_ms: u64,
         status: Status,
         verdict: Option<Verdict>,
-        usage: Option<Usage>,
+        collected: Collected,
         error: Option<String>,
     ) -> RolloutResult {
         let launches = self
@@ -652,7 +664,9 @@ impl Machine {
             error,
             restart: self.restart,
             launches,
-            usage,
+            usage: collected.usage,
+            response: collected.response,
+            transcript: collected.transcript,
             timings: Timings {
                 started_at_ms: self.mark.started_at_ms,
                 ended_at_ms: now_ms.max(self.mark.started_at_ms),
@@ -670,11 +684,11 @@ impl Machine {
         now_ms: u64,
         status: Status,
         verdict: Option<Verdict>,
-        usage: Option<Usage>,
+        collected: Collected,
         error: Option<String>,
     ) -> Vec<Effect> {
         let has_verdict = verdict.is_some();
-        let result = self.build_result(now_ms, status, verdict, usage, error);
+        let result = self.build_result(now_ms, status, verdict, collected, error);
         match self.session() {
             Some(session) if !has_verdict => {
                 self.result = Some(result);
@@ -713,7 +727,7 @@ impl Machine {
             now_ms,
             Status::Cancelled,
             None,
-            None,
+            Collected::default(),
             Some("cancelled".to_owned()),
         )
     }
