@@ -7,6 +7,8 @@ pub mod command;
 pub mod fake;
 pub mod harness;
 pub mod native;
+pub mod opencode;
+pub mod pi;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -97,6 +99,10 @@ pub fn from_spec(spec: &AdapterSpec) -> Arc<dyn Adapter> {
         AdapterSpec::Command(s) => Arc::new(command::CommandAdapter::new(s.clone())),
         AdapterSpec::Native(s) => Arc::new(native::NativeAdapter::new(s.clone())),
         AdapterSpec::Fake(s) => Arc::new(fake::FakeAdapter::new(s.clone())),
+        AdapterSpec::Opencode(s) => {
+            Arc::new(harness::HarnessAdapter::new(opencode::OpenCode, s.clone()))
+        }
+        AdapterSpec::Pi(s) => Arc::new(harness::HarnessAdapter::new(pi::Pi, s.clone())),
     }
 }
 
