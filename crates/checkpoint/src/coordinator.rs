@@ -108,6 +108,8 @@ pub struct Timings {
     pub prepare: Duration,
     pub commit: Duration,
     pub publish: Duration,
+    /// Paused on purpose after publishing ([`Coordinator::checkpoint_holding`]).
+    pub held: Duration,
     pub resume: Duration,
 }
 
@@ -309,6 +311,18 @@ impl Coordinator {
     /// resumed and nothing is published; a failure to resume after
     /// publishing is [`CoordinatorError::PublishedNotResumed`].
     pub async fn checkpoint(&self, plan: &Plan) -> Result<Checkpointed, CoordinatorError> {
+        self.checkpoint_holding(plan, Duration::ZERO).await
+    }
+
+    /// [`Coordinator::checkpoint`], keeping everyone paused for `hold` after
+    /// the checkpoint is published and before resuming, so a frozen rollout
+    /// can be inspected. `hold` must stay well under the participants'
+    /// lease, or they resume on their own.
+    pub async fn checkpoint_holding(
+        &self,
+        plan: &Plan,
+        hold: Duration,
+    ) -> Result<Checkpointed, CoordinatorError> {
         let id = plan.id.as_str();
         let mut timings = Timings::default();
         let started = Instant::now();
@@ -387,6 +401,10 @@ impl Coordinator {
         timings.publish = started.elapsed();
 
         if !plan.stop {
+            if !hold.is_zero() {
+                tokio::time::sleep(hold).await;
+                timings.held = hold;
+            }
             let started = Instant::now();
             self.resume(id)
                 .await

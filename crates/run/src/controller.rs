@@ -18,6 +18,9 @@ use rollpoint_proto::key::AttemptKey;
 use tokio::sync::mpsc;
 
 use crate::config::RunConfig;
+use crate::control::{
+    self, CONTROL_VERSION, CheckpointReport, ControlRequest, Listen, StatusReport,
+};
 use crate::errors::RunError;
 use crate::plan::{drop_unsaved_sessions, plan_resume};
 use crate::results::{ResultsLog, read_results};
@@ -29,13 +32,24 @@ use crate::tasks::{TasksFile, load_tasks};
 /// `$ROLLPOINT_GATEWAY/$ROLLPOINT_CAPTURE_KEY/v1`.
 pub const GATEWAY_VAR: &str = "ROLLPOINT_GATEWAY";
 
-/// What the signal handlers ask of the loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the signal handlers and the control endpoint ask of the loop.
+#[derive(Debug)]
 pub enum Signal {
     /// Checkpoint, then continue (SIGUSR1).
     Checkpoint,
     /// Checkpoint with stop, then end (SIGTERM, SIGINT).
     Stop,
+    /// A request over the control endpoint.
+    Control(ControlRequest),
+}
+
+/// What feeds the loop besides its own rollouts.
+#[derive(Debug)]
+pub struct Inputs {
+    /// Signals and control requests.
+    pub signals: mpsc::UnboundedReceiver<Signal>,
+    /// Serve the control endpoint (its requests arrive on `signals`).
+    pub listen: Option<Listen>,
 }
 
 /// How the loop ended.
@@ -114,7 +128,7 @@ pub async fn run(
     config: RunConfig,
     supervisor: PathBuf,
     env: BTreeMap<String, String>,
-    signals: mpsc::UnboundedReceiver<Signal>,
+    inputs: Inputs,
 ) -> Result<Ending, RunError> {
     create_dir(run_dir)?;
     let run_dir = std::fs::canonicalize(run_dir).map_err(|e| RunError::io(run_dir, e))?;
@@ -139,11 +153,17 @@ pub async fn run(
             .collect(),
     };
     state.save(&run_dir)?;
+    let serving = match inputs.listen {
+        Some(listen) => Some(control::start(&run_dir, listen).await?),
+        None => None,
+    };
     let mut lp = Loop::new(run_dir, stack, state, tasks.tasks.len(), 0, None, env)?;
     for task in tasks.tasks {
         lp.register(task)?;
     }
-    lp.drive(signals).await
+    let ending = lp.drive(inputs.signals).await;
+    drop(serving);
+    ending
 }
 
 /// `rollpoint resume`: continues the run in `run_dir`.
@@ -151,7 +171,7 @@ pub async fn resume(
     run_dir: &Path,
     supervisor: Option<PathBuf>,
     env: BTreeMap<String, String>,
-    signals: mpsc::UnboundedReceiver<Signal>,
+    inputs: Inputs,
 ) -> Result<Ending, RunError> {
     let run_dir = std::fs::canonicalize(run_dir).map_err(|e| RunError::io(run_dir, e))?;
     let mut state = RunState::load(&run_dir)?;
@@ -303,9 +323,15 @@ pub async fn resume(
     // Pin the new attempts at once, so a crash now resumes them, not the
     // attempts this resume replaced.
     if !lp.in_flight.is_empty() {
-        lp.checkpoint(false).await?;
+        lp.checkpoint(false, Duration::ZERO).await?;
     }
-    lp.drive(signals).await
+    let serving = match inputs.listen {
+        Some(listen) => Some(control::start(&lp.run_dir, listen).await?),
+        None => None,
+    };
+    let ending = lp.drive(inputs.signals).await;
+    drop(serving);
+    ending
 }
 
 /// The session each agent record of checkpoint `id` continues in, and the
@@ -490,9 +516,14 @@ impl Loop {
         self.in_flight.iter().map(|(r, a)| key(r, *a)).collect()
     }
 
-    /// Takes a checkpoint of every in-flight rollout; with `stop` it ends
-    /// them (their sandboxes are freed once the checkpoint is durable).
-    async fn checkpoint(&mut self, stop: bool) -> Result<String, RunError> {
+    /// Takes a checkpoint of every in-flight rollout, holding them paused
+    /// for `hold` after publishing; with `stop` it ends them (their
+    /// sandboxes are freed once the checkpoint is durable).
+    async fn checkpoint(
+        &mut self,
+        stop: bool,
+        hold: Duration,
+    ) -> Result<CheckpointReport, RunError> {
         let id = format!("ck-{}", now_ms());
         let started = Instant::now();
         let plan = Plan {
@@ -504,7 +535,7 @@ impl Loop {
         let done = self
             .stack
             .coordinator
-            .checkpoint(&plan)
+            .checkpoint_holding(&plan, hold)
             .await
             .map_err(|e| RunError::Checkpoint {
                 checkpoint: id.clone(),
@@ -527,7 +558,18 @@ impl Loop {
             t.publish.as_millis(),
             t.resume.as_millis()
         );
-        Ok(id)
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        Ok(CheckpointReport {
+            v: CONTROL_VERSION,
+            id,
+            scope: done.doc.scope,
+            restarts: done.doc.restarts,
+            prepare_ms: ms(t.prepare),
+            commit_ms: ms(t.commit),
+            publish_ms: ms(t.publish),
+            held_ms: ms(t.held),
+            resume_ms: ms(t.resume),
+        })
     }
 
     async fn finished(
@@ -586,6 +628,11 @@ impl Loop {
     }
 
     fn show(&mut self) {
+        self.count();
+        eprintln!("rollpoint: {}", self.progress);
+    }
+
+    fn count(&mut self) {
         let mut queued = 0;
         let mut parked = 0;
         for r in self.in_flight.keys() {
@@ -598,7 +645,6 @@ impl Loop {
         self.progress.in_flight = self.in_flight.len();
         self.progress.queued = queued;
         self.progress.parked = parked;
-        eprintln!("rollpoint: {}", self.progress);
     }
 
     async fn drive(
@@ -617,18 +663,29 @@ impl Loop {
                     self.finished(rollout, attempt, result).await?;
                 }
                 _ = ticker.tick(), if every > 0 => {
-                    if let Err(e) = self.checkpoint(false).await {
+                    if let Err(e) = self.checkpoint(false, Duration::ZERO).await {
                         eprintln!("rollpoint: {e} (the run goes on)");
                     }
                 }
                 signal = signals.recv(), if signals_open => match signal {
                     Some(Signal::Checkpoint) => {
-                        if let Err(e) = self.checkpoint(false).await {
+                        if let Err(e) = self.checkpoint(false, Duration::ZERO).await {
                             eprintln!("rollpoint: {e} (the run goes on)");
                         }
                     }
+                    Some(Signal::Control(ControlRequest::Checkpoint { hold, reply })) => {
+                        let answer = self.checkpoint(false, hold).await.map_err(|e| e.to_string());
+                        if let Err(e) = &answer {
+                            eprintln!("rollpoint: {e} (the run goes on)");
+                        }
+                        let _asker_gone: Result<(), _> = reply.send(answer);
+                    }
+                    Some(Signal::Control(ControlRequest::Status { reply })) => {
+                        self.count();
+                        let _asker_gone: Result<(), _> = reply.send(StatusReport::of(&self.progress));
+                    }
                     Some(Signal::Stop) => {
-                        let id = self.checkpoint(true).await?;
+                        let id = self.checkpoint(true, Duration::ZERO).await?.id;
                         // Sandboxes the checkpoint could not save end too.
                         if let Err(e) = self.stack.backend.destroy_all() {
                             eprintln!("rollpoint: tearing down sandboxes: {e}");

@@ -10,10 +10,12 @@
 //!
 //! Pure logic: [`config`], [`tasks`], [`state`], [`results`] (formats and
 //! their readers), [`plan`] (what a resume does). Effects: [`stack`] (builds
-//! the participants) and [`controller`] (the loop). See docs/design/run.md.
+//! the participants), [`controller`] (the loop) and [`control`] (its HTTP
+//! endpoint). See docs/design/run.md.
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod control;
 pub mod controller;
 mod errors;
 pub mod plan;
@@ -24,7 +26,8 @@ pub mod status;
 pub mod tasks;
 
 pub use config::{CONFIG_VERSION, ModelSource, RunConfig, StoreKind};
-pub use controller::{Ending, Progress, Signal, resume, run};
+pub use control::{ControlFile, Listen};
+pub use controller::{Ending, Inputs, Progress, Signal, resume, run};
 pub use errors::RunError;
 pub use results::{ResultsLog, read_results};
 pub use state::{RUN_STATE_VERSION, RunState};

@@ -1,6 +1,7 @@
-//! Finding the static supervisor binary that goes into sandboxes.
+//! Finding the static supervisor binary that goes into sandboxes, and reading
+//! token files.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 
@@ -36,4 +37,18 @@ pub fn supervisor(explicit: Option<&PathBuf>) -> anyhow::Result<PathBuf> {
         .into_iter()
         .find(|p| p.is_file())
         .context("rollpoint-supervisor not found: build it with scripts/build-static, or pass --supervisor / set ROLLPOINT_SUPERVISOR")
+}
+
+/// A bearer token from a file (surrounding whitespace dropped; empty is an
+/// error).
+pub fn token(path: &Path) -> anyhow::Result<String> {
+    let token = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the token file {}", path.display()))?;
+    let token = token.trim();
+    anyhow::ensure!(
+        !token.is_empty(),
+        "the token file {} is empty",
+        path.display()
+    );
+    Ok(token.to_owned())
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use super::run::{finish, harness_env, signals};
+use super::run::{ControlArgs, finish, harness_env, inputs};
 
 #[derive(Debug, clap::Args)]
 pub struct ResumeArgs {
@@ -16,18 +16,20 @@ pub struct ResumeArgs {
     /// The static supervisor binary (default: the one the run used).
     #[arg(long)]
     pub supervisor: Option<PathBuf>,
+    #[command(flatten)]
+    pub control: ControlArgs,
 }
 
 pub fn run(args: &ResumeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     let ending = runtime.block_on(async {
-        let signals = signals()?;
+        let inputs = inputs(&args.control)?;
         anyhow::Ok(
             rollpoint_run::resume(
                 &args.run_dir,
                 args.supervisor.clone(),
                 harness_env()?,
-                signals,
+                inputs,
             )
             .await?,
         )

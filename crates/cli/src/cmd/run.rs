@@ -3,11 +3,15 @@
 //! rollout is a row of `RUN_DIR/results.jsonl`, every in-flight rollout is
 //! checkpointed on a timer and on SIGUSR1, and SIGTERM/SIGINT stop the run
 //! after a checkpoint (exit code 75; `rollpoint resume` continues it).
+//! With `--listen`, checkpoints and status are also served over HTTP.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context as _;
-use rollpoint_run::{EXIT_STOPPED, Ending, RunConfig, Signal, StoreKind, load_tasks};
+use rollpoint_run::{
+    EXIT_STOPPED, Ending, Inputs, Listen, RunConfig, Signal, StoreKind, load_tasks,
+};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
@@ -47,6 +51,20 @@ pub struct RunArgs {
     /// The gateway's port on 127.0.0.1 (0: any).
     #[arg(long)]
     pub gateway_port: Option<u16>,
+    #[command(flatten)]
+    pub control: ControlArgs,
+}
+
+/// The run's control endpoint (checkpoint and status over HTTP).
+#[derive(Debug, clap::Args)]
+pub struct ControlArgs {
+    /// Serve the control endpoint here (`127.0.0.1:0` picks a port; the
+    /// address is written to RUN_DIR/control.json).
+    #[arg(long, requires = "control_token_file")]
+    pub listen: Option<SocketAddr>,
+    /// The bearer token the control endpoint admits.
+    #[arg(long, requires = "listen")]
+    pub control_token_file: Option<PathBuf>,
 }
 
 fn parse_store(s: &str) -> Result<StoreKind, String> {
@@ -58,9 +76,18 @@ fn parse_store(s: &str) -> Result<StoreKind, String> {
     }
 }
 
-/// SIGUSR1 asks for a checkpoint; SIGTERM and SIGINT for a stop.
-pub fn signals() -> anyhow::Result<mpsc::UnboundedReceiver<Signal>> {
+/// The loop's inputs: SIGUSR1 asks for a checkpoint, SIGTERM and SIGINT
+/// for a stop, and the control endpoint, when asked for, serves requests.
+pub fn inputs(control: &ControlArgs) -> anyhow::Result<Inputs> {
     let (tx, rx) = mpsc::unbounded_channel();
+    let listen = match (&control.listen, &control.control_token_file) {
+        (Some(addr), Some(file)) => Some(Listen {
+            addr: *addr,
+            token: locate::token(file)?,
+            loop_tx: tx.clone(),
+        }),
+        _ => None,
+    };
     let mut usr1 = signal(SignalKind::user_defined1()).context("cannot handle SIGUSR1")?;
     let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
@@ -77,7 +104,10 @@ pub fn signals() -> anyhow::Result<mpsc::UnboundedReceiver<Signal>> {
             }
         }
     });
-    Ok(rx)
+    Ok(Inputs {
+        signals: rx,
+        listen,
+    })
 }
 
 /// What every harness gets in its environment: `ROLLPOINT_BIN`, this
@@ -153,7 +183,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let tasks = load_tasks(&args.tasks)?;
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     let ending = runtime.block_on(async {
-        let signals = signals()?;
+        let inputs = inputs(&args.control)?;
         anyhow::Ok(
             rollpoint_run::run(
                 &args.run_dir,
@@ -161,7 +191,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
                 config,
                 supervisor,
                 harness_env()?,
-                signals,
+                inputs,
             )
             .await?,
         )

@@ -173,3 +173,61 @@ pub fn cgroups_of(tag: &str) -> Vec<PathBuf> {
     walk(Path::new("/sys/fs/cgroup"), 4, tag, &mut out);
     out
 }
+
+/// A request to the run's control endpoint (address from
+/// `RUN_DIR/control.json`): the status code and the JSON body.
+pub fn control(
+    run_dir: &Path,
+    token: &str,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, serde_json::Value) {
+    let file = rollpoint_run::ControlFile::load(run_dir).expect("control.json");
+    let url = format!("http://{}{path}", file.addr);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(600)))
+        .build()
+        .into();
+    let auth = format!("Bearer {token}");
+    let reply = match (method, body) {
+        ("GET", _) => agent.get(&url).header("authorization", &auth).call(),
+        (_, body) => agent
+            .post(&url)
+            .header("authorization", &auth)
+            .header("content-type", "application/json")
+            .send(body.unwrap_or_default()),
+    };
+    let mut reply = reply.unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let status = reply.status().as_u16();
+    let text = reply.body_mut().read_to_string().expect("reply body");
+    let value = serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text));
+    (status, value)
+}
+
+/// Takes a checkpoint over the control endpoint, holding every rollout
+/// paused `hold_ms` after it is published; returns the report.
+pub fn checkpoint_holding(run_dir: &Path, token: &str, hold_ms: u64) -> serde_json::Value {
+    let body = serde_json::json!({"v": 1, "hold_ms": hold_ms}).to_string();
+    let (status, reply) = control(
+        run_dir,
+        token,
+        "POST",
+        "/v1/coordinator/checkpoint",
+        Some(&body),
+    );
+    assert_eq!(status, 200, "checkpoint: {reply}");
+    reply
+}
+
+/// utime + stime of `pid` in clock ticks (`None` once it is gone).
+pub fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which is in parentheses.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}

@@ -1,0 +1,193 @@
+//! The run's control endpoint, against a real `rollpoint run` (root): a
+//! checkpoint asked for over HTTP and held keeps every rollout frozen
+//! (no CPU time, no file change, same processes) until it resumes them,
+//! and bad requests are refused naming what is wrong.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{
+    checkpoint_holding, command_task, control, cpu_ticks, processes_of, spawn, wait, wait_file,
+    write_jsonl,
+};
+use rollpoint_driver::Status;
+use rollpoint_testkit::{mounts_under, require_root, supervisor_bin};
+
+const LIMIT: Duration = Duration::from_secs(300);
+const TOKEN: &str = "control-test-token";
+
+/// The `lines` file each running sandbox shows (its overlay root).
+fn lines_files(run_dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(run_dir.join("owner/sandboxes")) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let root = e.path().join("root");
+        for dir in ["workspace", "root", "tmp"] {
+            let p = root.join(dir).join("lines");
+            if p.is_file() {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+fn snapshot(pids: &[u32], files: &[PathBuf]) -> (BTreeMap<u32, Option<u64>>, Vec<String>) {
+    let cpu = pids.iter().map(|p| (*p, cpu_ticks(*p))).collect();
+    let text = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+        .collect();
+    (cpu, text)
+}
+
+#[test]
+fn root_a_held_checkpoint_freezes_every_rollout_until_it_resumes_them() {
+    require_root();
+    let sup = supervisor_bin();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let tag = "ctl";
+    let rows: Vec<_> = (0..3)
+        .map(|i| command_task(&format!("{tag}{i}"), 600))
+        .collect();
+    let tasks = dir.join("tasks.jsonl");
+    write_jsonl(&tasks, &rows);
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token");
+    let run_dir = dir.join("run");
+    let log = dir.join("run.log");
+    let mut child = spawn(
+        &[
+            OsStr::new("run"),
+            tasks.as_os_str(),
+            OsStr::new("--run-dir"),
+            run_dir.as_os_str(),
+            OsStr::new("--supervisor"),
+            sup.as_os_str(),
+            OsStr::new("--checkpoint-every-s"),
+            OsStr::new("0"),
+            OsStr::new("--listen"),
+            OsStr::new("127.0.0.1:0"),
+            OsStr::new("--control-token-file"),
+            token_file.as_os_str(),
+        ],
+        &log,
+    );
+    wait_file(&run_dir.join("control.json"), LIMIT, &log);
+
+    // Refusals name what is wrong, and take no checkpoint.
+    let (code, _) = control(&run_dir, "wrong", "GET", "/v1/coordinator/status", None);
+    assert_eq!(code, 401);
+    let path = "/v1/coordinator/checkpoint";
+    for (body, needle) in [
+        (r#"{"v":1,"hold":5}"#, "hold"),
+        (r#"{"v":2}"#, "version"),
+        (r#"{"v":1,"hold_ms":"x"}"#, "hold_ms"),
+        (r#"{"v":1,"hold_ms":900000}"#, "hold_ms"),
+        ("not json", "checkpoint request"),
+    ] {
+        let (code, reply) = control(&run_dir, TOKEN, "POST", path, Some(body));
+        assert_eq!(code, 400, "{body}: {reply}");
+        assert!(reply.to_string().contains(needle), "{body}: {reply}");
+    }
+    assert!(!run_dir.join("checkpoints/LATEST").exists());
+
+    // Every rollout is running and has written some lines.
+    let end = Instant::now() + LIMIT;
+    while lines_files(&run_dir).len() < 3
+        || lines_files(&run_dir).iter().any(|f| {
+            std::fs::read_to_string(f)
+                .unwrap_or_default()
+                .lines()
+                .count()
+                < 2
+        })
+    {
+        assert!(Instant::now() < end, "the rollouts did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let pids = processes_of(tag);
+    assert!(!pids.is_empty());
+
+    let asker = {
+        let run_dir = run_dir.clone();
+        std::thread::spawn(move || checkpoint_holding(&run_dir, TOKEN, 3000))
+    };
+    // Inside the hold: nothing moves for a second.
+    std::thread::sleep(Duration::from_millis(1000));
+    let files = lines_files(&run_dir);
+    let before = snapshot(&pids, &files);
+    std::thread::sleep(Duration::from_millis(1000));
+    let after = snapshot(&pids, &files);
+    assert_eq!(before, after, "a rollout moved while held");
+    let (code, status) = control(&run_dir, TOKEN, "GET", "/v1/coordinator/status", None);
+    // The loop is busy with the held checkpoint: status answers after it.
+    assert_eq!(code, 200, "{status}");
+
+    let report = asker.join().expect("checkpoint thread");
+    assert_eq!(report["v"], 1);
+    assert_eq!(report["held_ms"], 3000, "{report}");
+    assert_eq!(
+        report["scope"].as_array().map(Vec::len),
+        Some(3),
+        "{report}"
+    );
+    let id = report["id"].as_str().expect("id");
+    assert_eq!(
+        std::fs::read_to_string(run_dir.join("checkpoints/LATEST"))
+            .expect("LATEST")
+            .trim(),
+        id
+    );
+    assert!(status["checkpoints"].as_u64() >= Some(1), "{status}");
+
+    // The same processes go on after the hold: every file grows while the
+    // rollouts' shells (alive before the hold) are still there.
+    let shells: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|p| cpu_ticks(*p).is_some())
+        .collect();
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let grown = files
+            .iter()
+            .zip(&before.1)
+            .filter(|(f, old)| std::fs::read_to_string(f).is_ok_and(|now| now.len() > old.len()))
+            .count();
+        if grown == files.len() {
+            break;
+        }
+        assert!(Instant::now() < end, "the rollouts did not go on");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        shells.iter().any(|p| cpu_ticks(*p).is_some()),
+        "the held processes went on: {shells:?}"
+    );
+
+    let status = wait(&mut child, LIMIT, &log);
+    assert!(
+        status.success(),
+        "run failed ({status}):\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let rows = rollpoint_run::read_results(&run_dir).expect("results");
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert_eq!(r.status, Status::Verified, "{r:?}");
+        assert_eq!(r.attempt, 0, "{r:?}");
+        assert_eq!(r.launches.len(), 1, "launched once: {r:?}");
+        assert!(r.launches[0].paused_ms >= 3000, "{r:?}");
+    }
+    assert!(!run_dir.join("control.json").exists());
+    assert!(mounts_under(&run_dir).is_empty());
+}
