@@ -64,12 +64,15 @@ impl Case {
             "no_tools_text": "Numbered lines"
         });
         std::fs::write(dir.join("model.json"), script.to_string()).expect("script");
-        let task = serde_json::json!({
+        let mut task = serde_json::json!({
             "v": 1,
             "task": {"id": rollout, "verify": {"command": ["/bin/sh", "-c", format!("seq 1 {n} | cmp -s - lines")]}},
             "adapter": {"kind": kind, "prompt": PROMPT},
             "harness_timeout_s": 240
         });
+        if kind == "native" {
+            native(&mut task, &rollout);
+        }
         let tasks = dir.join("tasks.jsonl");
         write_jsonl(&tasks, &[task]);
         let config = dir.join("run.toml");
@@ -242,8 +245,10 @@ impl Case {
         let r = rows.into_iter().next().expect("row");
         assert_eq!(r.status, Status::Verified, "{r:?}\n{}", self.log_text());
         assert_eq!(r.reward, Some(1.0), "every line exactly once: {r:?}");
-        for l in &r.launches {
-            assert_eq!(l.tier, Some(RecoveryTier::Exact), "{l:?}");
+        if self.kind != "native" {
+            for l in &r.launches {
+                assert_eq!(l.tier, Some(RecoveryTier::Exact), "{l:?}");
+            }
         }
         r
     }
@@ -325,6 +330,24 @@ impl Case {
             })
             .collect()
     }
+}
+
+/// Makes `task` a run of rollpoint's own worker on the same script (the
+/// benchmark's baseline).
+fn native(task: &mut serde_json::Value, rollout: &str) {
+    let wrapper = "#!/bin/sh\nin=\"$1\"; shift\nsed \"s|@MODEL@|$ROLLPOINT_GATEWAY/$ROLLPOINT_CAPTURE_KEY/v1|\" \"$in\" > \"$in.live\"\nexec \"$ROLLPOINT_BIN\" worker \"$in.live\" \"$@\"\n";
+    let input = serde_json::json!({
+        "v": 1,
+        "rollout_id": rollout,
+        "task": {"prompt": PROMPT},
+        "model": {"base_url": "@MODEL@", "api": "chat_completions", "name": "rollpoint-scripted"},
+        "workdir": "/workspace"
+    });
+    task["task"]["files"] =
+        serde_json::json!({"input.json": input.to_string(), "run-worker": wrapper});
+    task["task"]["setup"] = serde_json::json!([["chmod", "0755", "run-worker"]]);
+    task["adapter"] =
+        serde_json::json!({"kind": "native", "input": "input.json", "worker": "./run-worker"});
 }
 
 pub fn metric(kind: &str, name: &str, value: impl std::fmt::Display) {
@@ -524,4 +547,48 @@ pub fn paused_twice_in_place(kind: &'static str, letter: char) {
     case.check_one_user_message(&r);
     case.check_no_repeated_call();
     case.check_nothing_left();
+}
+
+/// One benchmark round: launch to the first model call, a checkpoint while
+/// the harness waits on the model and one mid-tool (pause, snapshot and
+/// continue times from the control endpoint's report), then a crash right
+/// after the second and `rollpoint resume` (relaunch to the first model
+/// call). Milliseconds by name.
+pub fn bench_round(kind: &'static str, letter: char) -> BTreeMap<&'static str, u64> {
+    let steps = [(2500, 2500); 4];
+    let case = Case::new(kind, letter, &steps);
+    let mut child = case.start();
+    wait_file(&case.run_dir.join("control.json"), LIMIT, &case.log);
+    let mut out = BTreeMap::new();
+    let ms = |v: &serde_json::Value| v.as_u64().expect("phase time");
+
+    case.wait_until("no step 2 request", || case.tool_requests() >= 2);
+    let r1 = checkpoint_holding(&case.run_dir, TOKEN, 0);
+    case.wait_until("step 2 did not run", || case.lines() >= 2);
+    let r2 = checkpoint_holding(&case.run_dir, TOKEN, 0);
+    case.signal(&child, Signal::SIGKILL);
+    let killed = wait(&mut child, LIMIT, &case.log);
+    assert!(!killed.success());
+    out.insert("pause_waiting_on_model", ms(&r1["prepare_ms"]));
+    out.insert("pause_mid_tool", ms(&r2["prepare_ms"]));
+    out.insert("snapshot_waiting_on_model", ms(&r1["commit_ms"]));
+    out.insert("snapshot_mid_tool", ms(&r2["commit_ms"]));
+    out.insert("continue", ms(&r1["resume_ms"]).max(ms(&r2["resume_ms"])));
+
+    case.resume();
+    let r = case.result();
+    let first = case.first_calls();
+    let last = r.launches.last().expect("launches");
+    out.insert(
+        "launch_to_first_model_call",
+        first[&0].0.saturating_sub(r.launches[0].started_at_ms),
+    );
+    if let Some(a) = first.get(&last.attempt) {
+        out.insert(
+            "resume_to_first_model_call",
+            a.0.saturating_sub(last.started_at_ms),
+        );
+    }
+    case.check_nothing_left();
+    out
 }
