@@ -62,7 +62,12 @@ if (sessionManager.buildSessionContext().messages.length === 0) {
 const services = await pi.createAgentSessionServices({ cwd, authStorage: pi.AuthStorage.create() });
 const { session } = await pi.createAgentSessionFromServices({ services, sessionManager });
 const messages = session.agent.state.messages;
-const last = messages[messages.length - 1];
+let last = messages[messages.length - 1];
+if (last?.role === "assistant" && (last.stopReason === "error" || last.stopReason === "aborted")) {
+  // A failed model turn is left out of the context, as Pi's own retry does.
+  messages.pop();
+  last = messages[messages.length - 1];
+}
 if (last?.role === "assistant") {
   const calls = last.content.filter((b) => b.type === "toolCall");
   if (calls.length === 0) {
