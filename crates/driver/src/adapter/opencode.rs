@@ -39,7 +39,8 @@ pub const DB: &str = "data/opencode/opencode.db";
 const FRESH_SCRIPT: &str = r#"exec "$1" run < <(printf '%s' "$2")"#;
 
 /// The relaunch (module docs). Exit 98: nothing to continue; 99: the saved
-/// user turns changed.
+/// user turns changed. The request goes through bash's `/dev/tcp`, so the
+/// sandbox needs no HTTP client.
 const RESUME_SCRIPT: &str = r#"set -euo pipefail
 bin=$1 dir=$2 db=$2/data/opencode/opencode.db
 sql() { sqlite3 -batch "$db" "$1"; }
@@ -63,8 +64,19 @@ for _ in $(seq 1200); do
   sleep 0.1
 done
 [ -n "$url" ] || { echo "rollpoint: opencode serve did not listen" >&2; exit 1; }
-curl --fail-with-body -sS -u "opencode:$OPENCODE_SERVER_PASSWORD" -H 'content-type: application/json' \
-  -X POST "$url/session/$sid/message" --data "{\"messageID\":\"$mid\",\"parts\":[]}" -o "$dir/continue.json"
+port=${url##*:}; port=${port%%/*}
+body="{\"messageID\":\"$mid\",\"parts\":[]}"
+auth=$(printf 'opencode:%s' "$OPENCODE_SERVER_PASSWORD" | base64 -w0)
+exec 3<> "/dev/tcp/127.0.0.1/$port"
+printf 'POST /session/%s/message HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nAuthorization: Basic %s\r\nContent-Type: application/json\r\nContent-Length: %s\r\nConnection: close\r\n\r\n%s' \
+  "$sid" "$port" "$auth" "${#body}" "$body" >&3
+cat <&3 > "$dir/continue.http"
+exec 3<&-
+status=$(head -n 1 "$dir/continue.http" | tr -d '\r')
+case $status in
+  "HTTP/1.1 200"*) ;;
+  *) echo "rollpoint: opencode answered the continuation with: $status" >&2; exit 1 ;;
+esac
 after=$(sql "$turns")
 [ "$before" = "$after" ] || { echo "rollpoint: the saved user turns of $sid changed" >&2; exit 99; }
 "#;
