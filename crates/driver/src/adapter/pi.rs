@@ -410,4 +410,28 @@ mod tests {
         assert!(r.files[1].contents.contains(INTERRUPTED_RESULT));
         assert_eq!(r.argv[4..], ["/bin/pi", "/s"]);
     }
+
+    #[test]
+    fn a_pi_task_decodes_and_a_bad_setting_is_named() {
+        let task = |adapter: &str| {
+            format!(
+                r#"{{"v": 1, "task": {{"id": "t1", "verify": {{"command": ["true"]}}}}, "adapter": {adapter}}}"#
+            )
+        };
+        let ok = crate::RolloutTask::decode(task(r#"{"kind": "pi", "prompt": "go"}"#).as_bytes())
+            .unwrap();
+        assert!(matches!(ok.adapter, crate::AdapterSpec::Pi(ref s) if s.prompt == "go"));
+        for (adapter, field) in [
+            (r#"{"kind": "pi", "prompt": " "}"#, "task.adapter.prompt"),
+            (
+                r#"{"kind": "opencode", "prompt": "go", "bin": "pi"}"#,
+                "task.adapter.bin",
+            ),
+        ] {
+            match crate::RolloutTask::decode(task(adapter).as_bytes()) {
+                Err(crate::DriverError::Task { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("{adapter}: {other:?}"),
+            }
+        }
+    }
 }
