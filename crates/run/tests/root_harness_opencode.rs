@@ -1,5 +1,6 @@
 //! OpenCode end to end through `rollpoint run` (root, btrfs sandboxes, the
-//! scripted model): a crash after a checkpoint continues the saved session
+//! scripted model): a crash after a checkpoint (mid-tool, or while waiting
+//! on the model) continues the saved session
 //! with no message added and no model call repeated; a session with no
 //! model response starts over and says why; two held checkpoints, waiting
 //! on the model and mid-tool, freeze its files, its database and its CPU
@@ -12,6 +13,11 @@ mod harness;
 #[test]
 fn root_opencode_crash_after_a_checkpoint_continues_the_saved_session() {
     harness::crash_after_checkpoint("opencode", 'o');
+}
+
+#[test]
+fn root_opencode_crash_while_waiting_on_the_model_continues_the_saved_session() {
+    harness::crash_while_waiting_on_the_model("opencode", 'o');
 }
 
 #[test]

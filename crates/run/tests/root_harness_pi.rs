@@ -1,5 +1,6 @@
 //! Pi end to end through `rollpoint run` (root, btrfs sandboxes, the
-//! scripted model): a crash after a checkpoint continues the saved session
+//! scripted model): a crash after a checkpoint (mid-tool, or while waiting
+//! on the model) continues the saved session
 //! with no message added and no model call repeated; a session with no
 //! model response starts over and says why; two held checkpoints, waiting
 //! on the model and mid-tool, freeze its files, its session file and its CPU
@@ -12,6 +13,11 @@ mod harness;
 #[test]
 fn root_pi_crash_after_a_checkpoint_continues_the_saved_session() {
     harness::crash_after_checkpoint("pi", 'p');
+}
+
+#[test]
+fn root_pi_crash_while_waiting_on_the_model_continues_the_saved_session() {
+    harness::crash_while_waiting_on_the_model("pi", 'p');
 }
 
 #[test]

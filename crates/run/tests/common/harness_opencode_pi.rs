@@ -411,6 +411,59 @@ pub fn crash_after_checkpoint(kind: &'static str, letter: char) {
     );
 }
 
+/// Crash after a checkpoint taken while the harness waits on the model for
+/// step 2: the relaunch continues the saved session (for Pi, from its last
+/// tool result), and the only request that may reach the model again is
+/// the one in flight at the checkpoint, whose reply was never recorded.
+pub fn crash_while_waiting_on_the_model(kind: &'static str, letter: char) {
+    let steps = [(800, 2500); 4];
+    let case = Case::new(kind, letter, &steps);
+    let mut child = case.start();
+    case.wait_until("the harness did not ask for step 2", || {
+        case.tool_requests() >= 2
+    });
+    assert_eq!(case.lines(), 1, "step 2 has not run yet");
+    case.checkpoint_by_signal(&child);
+    case.signal(&child, Signal::SIGKILL);
+    let killed = wait(&mut child, LIMIT, &case.log);
+    assert!(!killed.success());
+    let in_flight = case
+        .model_log()
+        .last()
+        .and_then(|e| e["request_sha256"].as_str().map(str::to_owned))
+        .expect("a request in flight");
+
+    case.resume();
+    let r = case.result();
+    let last = r.launches.last().expect("launches");
+    assert!(last.resumed, "{last:?}");
+    assert!(
+        last.reason.starts_with("continue saved session"),
+        "{last:?}"
+    );
+    case.check_one_user_message(&r);
+    let log = case.model_log();
+    let mut seen = std::collections::BTreeSet::new();
+    for e in &log {
+        let d = e["request_sha256"].as_str().expect("digest");
+        assert!(
+            seen.insert(d) || d == in_flight,
+            "an answered model call went upstream again: {log:#?}"
+        );
+    }
+    // Byte-identical after the relaunch when the harness rebuilds the same
+    // request (OpenCode and Pi both do).
+    metric(
+        kind,
+        "in_flight_request_sent_again",
+        log.iter()
+            .filter(|e| e["request_sha256"] == in_flight.as_str())
+            .count()
+            - 1,
+    );
+    case.check_nothing_left();
+}
+
 /// A checkpoint while the first model call is held, then a crash: the saved
 /// session has no model response, so the relaunch starts over and says why.
 pub fn start_over_without_a_response(kind: &'static str, letter: char) {
