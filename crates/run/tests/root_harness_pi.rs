@@ -1,10 +1,10 @@
 //! Pi end to end through `rollpoint run` (root, btrfs sandboxes, the
-//! scripted model): a crash after a checkpoint (mid-tool, or while waiting
-//! on the model) continues the saved session
-//! with no message added and no model call repeated; a session with no
-//! model response starts over and says why; two held checkpoints, waiting
-//! on the model and mid-tool, freeze its files, its session file and its CPU
-//! time, and the same process finishes.
+//! scripted model): a crash after a checkpoint, taken mid-tool or while it
+//! waits on the model, continues the saved session with no message added
+//! and no answered model call sent again; a session with no model response
+//! starts over and says why; two held checkpoints, waiting on the model and
+//! mid-tool, freeze its files, its session file and its CPU time, and the same
+//! process finishes.
 
 mod common;
 #[path = "common/harness_opencode_pi.rs"]
