@@ -81,8 +81,15 @@ fn now_ms() -> u64 {
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// The `ROLLPOINT_GATEWAY` value for a gateway served at `server`
+/// (`http://host:port`): the base harnesses put a capture key and `/v1`
+/// after.
+pub fn gateway_base(server: &str) -> String {
+    format!("{}/r", server.trim_end_matches('/'))
+}
+
 /// Adds `extra` to the harness's environment; the task's own values win.
-fn with_env(mut task: RolloutTask, extra: &BTreeMap<String, String>) -> RolloutTask {
+pub fn with_env(mut task: RolloutTask, extra: &BTreeMap<String, String>) -> RolloutTask {
     let env = match &mut task.adapter {
         AdapterSpec::Command(s) => &mut s.env,
         AdapterSpec::Native(s) => &mut s.env,

@@ -24,7 +24,7 @@ pub mod status;
 pub mod tasks;
 
 pub use config::{CONFIG_VERSION, ModelSource, RunConfig, StoreKind};
-pub use controller::{Ending, Progress, Signal, resume, run};
+pub use controller::{Ending, GATEWAY_VAR, Progress, Signal, gateway_base, resume, run, with_env};
 pub use errors::RunError;
 pub use results::{ResultsLog, read_results};
 pub use state::{RUN_STATE_VERSION, RunState};
