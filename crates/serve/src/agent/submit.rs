@@ -19,9 +19,41 @@ pub(super) async fn handle(
 ) -> Result<Response, ApiError> {
     let bytes = bytes(body).await?;
     let task = RolloutTask::decode(&bytes).map_err(|e| match e {
-        DriverError::Task { field, message } => ApiError::bad(field, message),
+        DriverError::Task { field, message } => {
+            ApiError::bad(name_missing(&field, &message), message)
+        }
         other => ApiError::bad("task", other),
     })?;
     let status = shared.submit(task)?;
     Ok(json(StatusCode::ACCEPTED, &status))
+}
+
+/// A missing field is reported at its parent (`task..` for the top
+/// level), its name only in the message: the path then names the field.
+fn name_missing(field: &str, message: &str) -> String {
+    let base = field.trim_end_matches('.');
+    let missing = message
+        .split("missing field `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next());
+    match missing {
+        Some(name) if !base.ends_with(name) => format!("{base}.{name}"),
+        _ => base.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::name_missing;
+
+    #[test]
+    fn missing_fields_are_named_by_their_path() {
+        let top = "rollout task: field `.`: missing field `adapter`";
+        assert_eq!(name_missing("task..", top), "task.adapter");
+        assert_eq!(
+            name_missing("task.task", "missing field `id`"),
+            "task.task.id"
+        );
+        assert_eq!(name_missing("task.v", "unknown version 2"), "task.v");
+    }
 }

@@ -263,8 +263,9 @@ fn check_request(id: Option<&str>, scope: Option<&[String]>) -> Result<(), ApiEr
     if let Some(id) = id {
         rollpoint_checkpoint::id::check_name("id", id)?;
     }
-    if let Some(scope) = scope {
-        rollpoint_checkpoint::id::check_keys("scope", scope, false)?;
+    for (i, key) in scope.unwrap_or_default().iter().enumerate() {
+        rollpoint_proto::key::AttemptKey::parse(key)
+            .map_err(|e| ApiError::bad(format!("scope[{i}]"), e))?;
     }
     Ok(())
 }
