@@ -166,7 +166,11 @@ async fn rollout_routes_name_bad_fields_and_unknown_ids() {
     );
     let mut unknown = fake_task("r1");
     unknown["colour"] = json!("red");
-    assert_bad(&post(unknown.to_string()).await, "task.colour", "unknown field");
+    assert_bad(
+        &post(unknown.to_string()).await,
+        "task.colour",
+        "unknown field",
+    );
 
     for (method, url) in [
         (Method::GET, format!("{agent}/v1/rollouts/nope")),
@@ -262,7 +266,11 @@ async fn coordinator_routes_check_bodies_and_publish_a_verified_checkpoint() {
         assert_bad(&post(url, "{").await, ".", "not valid JSON");
         assert_bad(&post(url, "{}").await, "v", "field `v`");
         assert_bad(&post(url, r#"{"v":2}"#).await, "v", "unknown version 2");
-        assert_bad(&post(url, r#"{"v":1,"colour":1}"#).await, "colour", "unknown field");
+        assert_bad(
+            &post(url, r#"{"v":1,"colour":1}"#).await,
+            "colour",
+            "unknown field",
+        );
         assert_bad(
             &post(url, r#"{"v":1,"id":"../up"}"#).await,
             "id",

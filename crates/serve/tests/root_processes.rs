@@ -1,0 +1,368 @@
+//! A run spread over separate processes on one machine (root): the scripted
+//! model, `serve gateway`, `serve owner`, `serve agent` and `serve
+//! coordinator`, each a child of this test. Four counting tasks are posted
+//! over HTTP, a checkpoint is taken over `/v1/coordinator/checkpoint` while
+//! they run, every result is fetched by long poll and passed its check, the
+//! checkpoint's manifests verify, and after SIGTERM nothing is left
+//! running, mounted or in a cgroup.
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use reqwest::{Client, StatusCode};
+use rollpoint_checkpoint::{Kind, store};
+use rollpoint_serve::wire::{CheckpointReply, CoordinatorStatus, RolloutList};
+use rollpoint_testkit::{mounts_under, require_root, sandbox_cgroups, supervisor_bin};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "processes-token";
+/// Lines each task appends, one every [`TICK`].
+const LINES: u32 = 16;
+const TICK: &str = "0.25";
+const LIMIT: Duration = Duration::from_secs(180);
+
+fn rollpoint_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let mut dir = exe.parent().unwrap().to_owned();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let p = dir.join("rollpoint");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        p.display()
+    );
+    p
+}
+
+/// The services, killed if the test fails before it stops them.
+struct Services {
+    children: Vec<(&'static str, Child)>,
+    logs: PathBuf,
+}
+
+impl Services {
+    /// Starts `rollpoint <args> --port-file <file>` and returns its port.
+    fn start(&mut self, name: &'static str, args: &[&OsStr]) -> u16 {
+        let port_file = self.logs.join(format!("{name}.port"));
+        let log = std::fs::File::create(self.logs.join(format!("{name}.log"))).unwrap();
+        let child = Command::new(rollpoint_bin())
+            .args(args)
+            .arg("--port-file")
+            .arg(&port_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.children.push((name, child));
+        let end = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(port) = std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                return port;
+            }
+            assert!(
+                Instant::now() < end,
+                "{name} wrote no port:\n{}",
+                self.log(name)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.logs.join(format!("{name}.log"))).unwrap_or_default()
+    }
+
+    /// SIGTERM to each, last started first; each must exit cleanly.
+    fn stop(&mut self) {
+        while let Some((name, mut child)) = self.children.pop() {
+            let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
+            kill(pid, Signal::SIGTERM).unwrap();
+            let end = Instant::now() + LIMIT;
+            let status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break s;
+                }
+                assert!(
+                    Instant::now() < end,
+                    "{name} did not stop:\n{}",
+                    self.log(name)
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            };
+            assert!(
+                status.success(),
+                "{name} exited {status}:\n{}",
+                self.log(name)
+            );
+        }
+    }
+}
+
+impl Drop for Services {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.children {
+            let _already_gone = child.kill();
+            let _reaped = child.wait();
+        }
+    }
+}
+
+fn counting_task(id: &str) -> Value {
+    let script = format!(
+        "n=$(wc -l < lines 2>/dev/null || echo 0); while [ \"$n\" -lt {LINES} ]; do n=$((n+1)); echo \"$n\" >> lines; sleep {TICK}; done"
+    );
+    json!({
+        "v": 1,
+        "task": {"id": id, "verify": {"command": ["/bin/sh", "-c", format!("seq 1 {LINES} | cmp -s - lines")]}},
+        "adapter": {"kind": "command", "argv": ["/bin/sh", "-c", script], "pauses": true}
+    })
+}
+
+/// Processes whose environment names a rollout starting with `tag`.
+fn processes_of(tag: &str) -> Vec<u32> {
+    let needle = format!("ROLLPOINT_ROLLOUT={tag}");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(env) = std::fs::read(e.path().join("environ"))
+            && env
+                .split(|b| *b == 0)
+                .any(|v| v.starts_with(needle.as_bytes()))
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn os(s: &str) -> &OsStr {
+    OsStr::new(s)
+}
+
+async fn get_json(http: &Client, url: &str) -> (StatusCode, Value) {
+    let reply = http.get(url).bearer_auth(TOKEN).send().await.unwrap();
+    let status = reply.status();
+    (
+        status,
+        serde_json::from_slice(&reply.bytes().await.unwrap()).unwrap(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn root_rollouts_over_http_checkpointed_by_the_http_coordinator() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("run");
+    let logs = dir.path().join("logs");
+    std::fs::create_dir_all(run.join("gateway")).unwrap();
+    std::fs::create_dir_all(&logs).unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let script = dir.path().join("model.json");
+    std::fs::write(
+        &script,
+        json!({"version": 1, "steps": [{"text": "hello"}], "after_last": {"text": "done"}})
+            .to_string(),
+    )
+    .unwrap();
+    let url = |port: u16| format!("http://127.0.0.1:{port}");
+    let sup = supervisor_bin();
+    let mut services = Services {
+        children: Vec::new(),
+        logs: logs.clone(),
+    };
+
+    let model = services.start(
+        "model",
+        &[os("model-script"), os("--script"), script.as_os_str()],
+    );
+    let ledger = run.join("gateway/ledger.sqlite");
+    let gateway = services.start(
+        "gateway",
+        &[
+            os("serve"),
+            os("gateway"),
+            os("--upstream"),
+            os(&url(model)),
+            os("--api"),
+            os("all"),
+            os("--db"),
+            ledger.as_os_str(),
+            os("--open-keys"),
+            os("--run-dir"),
+            run.as_os_str(),
+            os("--control-token-file"),
+            token.as_os_str(),
+        ],
+    );
+    let owner = services.start(
+        "owner",
+        &[
+            os("serve"),
+            os("owner"),
+            os("--run-dir"),
+            run.as_os_str(),
+            os("--token-file"),
+            token.as_os_str(),
+            os("--store"),
+            os("copy"),
+            os("--supervisor"),
+            sup.as_os_str(),
+        ],
+    );
+    let agent = services.start(
+        "agent",
+        &[
+            os("serve"),
+            os("agent"),
+            os("--run-dir"),
+            run.as_os_str(),
+            os("--token-file"),
+            token.as_os_str(),
+            os("--owner"),
+            os(&url(owner)),
+            os("--gateway"),
+            os(&url(gateway)),
+            os("--concurrency"),
+            os("4"),
+        ],
+    );
+    let coordinator = services.start(
+        "coordinator",
+        &[
+            os("serve"),
+            os("coordinator"),
+            os("--run-dir"),
+            run.as_os_str(),
+            os("--token-file"),
+            token.as_os_str(),
+            os("--participant"),
+            os(&format!("model={}", url(gateway))),
+            os("--participant"),
+            os(&format!("agent={}", url(agent))),
+            os("--participant"),
+            os(&format!("resources={}", url(owner))),
+        ],
+    );
+
+    let http = Client::new();
+    let tag = format!("srv{}", std::process::id());
+    let ids: Vec<String> = (0..4).map(|i| format!("{tag}-{i}")).collect();
+    for id in &ids {
+        let reply = http
+            .post(format!("{}/v1/rollouts", url(agent)))
+            .bearer_auth(TOKEN)
+            .body(counting_task(id).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status(), StatusCode::ACCEPTED, "{id}");
+    }
+
+    // Checkpoint once every rollout is running.
+    let end = Instant::now() + LIMIT;
+    loop {
+        let (_, list) = get_json(&http, &format!("{}/v1/rollouts", url(agent))).await;
+        let list: RolloutList = serde_json::from_value(list).unwrap();
+        if list
+            .rollouts
+            .iter()
+            .all(|r| r.state == rollpoint_serve::wire::RolloutState::Running)
+        {
+            break;
+        }
+        assert!(Instant::now() < end, "rollouts never all ran: {list:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reply = http
+        .post(format!("{}/v1/coordinator/checkpoint", url(coordinator)))
+        .bearer_auth(TOKEN)
+        .body(r#"{"v":1}"#)
+        .send()
+        .await
+        .unwrap();
+    let status = reply.status();
+    let body: Value = serde_json::from_slice(&reply.bytes().await.unwrap()).unwrap();
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{body}\n{}",
+        services.log("coordinator")
+    );
+    let ck: CheckpointReply = serde_json::from_value(body).unwrap();
+    let mut keys = ids.clone();
+    keys.sort();
+    assert_eq!(ck.scope, keys, "every rollout was in flight");
+    assert!(ck.restarts.is_empty(), "{:?}", ck.restarts);
+    let count = |kind: Kind| {
+        ck.participants
+            .iter()
+            .find(|m| m.kind == kind)
+            .map(|m| m.record_count)
+    };
+    let scoped = u64::try_from(ck.scope.len()).unwrap();
+    assert_eq!(count(Kind::Agent), Some(scoped), "{ck:?}");
+    assert_eq!(count(Kind::Resources), Some(scoped), "{ck:?}");
+    assert!(count(Kind::Model).is_some(), "{ck:?}");
+    let doc = store::verify(&run, &ck.id).unwrap();
+    assert_eq!(doc.scope, ck.scope);
+    assert_eq!(doc.participants.len(), 3);
+
+    let (_, st) = get_json(
+        &http,
+        &format!("{}/v1/coordinator/status", url(coordinator)),
+    )
+    .await;
+    let st: CoordinatorStatus = serde_json::from_value(st).unwrap();
+    assert_eq!(st.latest.as_deref(), Some(ck.id.as_str()));
+    assert_eq!(st.peers.len(), 3);
+    assert!(st.peers.iter().all(|p| p.error.is_none()), "{st:?}");
+
+    for id in &ids {
+        let (status, result) = get_json(
+            &http,
+            &format!("{}/v1/rollouts/{id}/result?wait_ms=120000", url(agent)),
+        )
+        .await;
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "{id}: {result}\n{}",
+            services.log("agent")
+        );
+        assert_eq!(result["status"], "verified", "{id}: {result}");
+        assert_eq!(result["verdict"]["passed"], true, "{id}: {result}");
+        assert_eq!(result["attempt"], 0, "{id}: {result}");
+    }
+
+    services.stop();
+    let run_path: &Path = &run;
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let procs = processes_of(&tag);
+        let mounts = mounts_under(run_path);
+        let groups = sandbox_cgroups(|n| n.contains(&tag));
+        if procs.is_empty() && mounts.is_empty() && groups.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "left behind: processes {procs:?}, mounts {mounts:?}, cgroups {groups:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
