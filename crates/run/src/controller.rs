@@ -22,6 +22,7 @@ use tokio::sync::mpsc;
 use crate::config::RunConfig;
 use crate::errors::RunError;
 use crate::plan::{drop_unsaved_sessions, plan_resume};
+use crate::progress::{Progress, Reporter};
 use crate::results::{ResultsLog, read_results};
 use crate::stack::{Stack, open_backend};
 use crate::state::{RUN_STATE_VERSION, RunState};
@@ -47,32 +48,6 @@ pub enum Ending {
     Finished { rows: usize },
     /// Stopped by a signal after publishing `checkpoint`.
     Stopped { checkpoint: String },
-}
-
-/// Counts shown on stderr.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Progress {
-    pub total: usize,
-    pub done: usize,
-    pub in_flight: usize,
-    pub queued: usize,
-    pub parked: usize,
-    pub checkpoints: u32,
-    pub last_checkpoint: Option<(String, Duration)>,
-}
-
-impl std::fmt::Display for Progress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}/{} done, {} in flight ({} queued, {} parked), {} checkpoints",
-            self.done, self.total, self.in_flight, self.queued, self.parked, self.checkpoints
-        )?;
-        if let Some((id, took)) = &self.last_checkpoint {
-            write!(f, ", last {id} in {} ms", took.as_millis())?;
-        }
-        Ok(())
-    }
 }
 
 fn now_ms() -> u64 {
@@ -281,10 +256,10 @@ pub async fn resume(
                 checkpoint: id.clone(),
                 message: e.to_string(),
             })?;
-        eprintln!(
-            "rollpoint: restored {} rollouts from checkpoint {source}",
+        lp.reporter.line(&format!(
+            "restored {} rollouts from checkpoint {source}",
             lp.in_flight.len()
-        );
+        ));
     }
     if !plan.retire.is_empty() {
         lp.stack
@@ -301,10 +276,10 @@ pub async fn resume(
             };
             lp.start_over(task.clone(), k.attempt)?;
         }
-        eprintln!(
-            "rollpoint: {} rollouts start over as their next attempt",
+        lp.reporter.line(&format!(
+            "{} rollouts start over as their next attempt",
             plan.retire.len()
-        );
+        ));
     }
     for rollout in &plan.fresh {
         if let Some(task) = by_id.get(rollout) {
@@ -388,6 +363,7 @@ struct Loop {
     /// Rollout -> attempt, registered and not finished.
     in_flight: BTreeMap<String, u32>,
     progress: Progress,
+    reporter: Reporter,
     continues: Option<String>,
     tx: mpsc::UnboundedSender<Finished>,
     rx: mpsc::UnboundedReceiver<Finished>,
@@ -422,6 +398,7 @@ impl Loop {
                 done,
                 ..Progress::default()
             },
+            reporter: Reporter::for_stderr(),
             continues,
             tx,
             rx,
@@ -528,8 +505,8 @@ impl Loop {
         let t = done.timings;
         self.progress.checkpoints += 1;
         self.progress.last_checkpoint = Some((id.clone(), took));
-        eprintln!(
-            "rollpoint: checkpoint {id}: {} rollouts, {} restart, {} ms (prepare {} ms, commit {} ms, publish {} ms, resume {} ms)",
+        self.reporter.line(&format!(
+            "checkpoint {id}: {} rollouts, {} restart, {} ms (prepare {} ms, commit {} ms, publish {} ms, resume {} ms)",
             done.doc.scope.len(),
             done.doc.restarts.len(),
             took.as_millis(),
@@ -537,7 +514,8 @@ impl Loop {
             t.commit.as_millis(),
             t.publish.as_millis(),
             t.resume.as_millis()
-        );
+        ));
+        self.reporter.update(&self.progress);
         Ok(id)
     }
 
@@ -555,14 +533,16 @@ impl Loop {
             Ok(result) => {
                 self.results.append(&result)?;
                 self.progress.done += 1;
-                eprintln!(
-                    "rollpoint: {rollout} attempt {} {:?} reward {}",
+                self.progress.in_flight = self.in_flight.len();
+                self.reporter.line(&format!(
+                    "{rollout} attempt {} {:?} reward {}",
                     result.attempt,
                     result.status,
                     result
                         .reward
                         .map_or_else(|| "-".to_owned(), |r| r.to_string())
-                );
+                ));
+                self.reporter.update(&self.progress);
                 let k = key(&rollout, attempt);
                 if let Err(e) = self
                     .stack
@@ -570,11 +550,12 @@ impl Loop {
                     .forget(std::slice::from_ref(&k))
                     .await
                 {
-                    eprintln!("rollpoint: forget {k}: {e}");
+                    self.reporter.line(&format!("forget {k}: {e}"));
                 }
             }
             Err(e) => {
-                eprintln!("rollpoint: {rollout}: {e} (a resume runs it again)");
+                self.reporter
+                    .line(&format!("{rollout}: {e} (a resume runs it again)"));
                 self.lost.push(rollout);
             }
         }
@@ -592,7 +573,7 @@ impl Loop {
                 .map_err(|e| RunError::setup("sweep", e))
         });
         if let Err(e) = result {
-            eprintln!("rollpoint: {e}");
+            self.reporter.line(&e.to_string());
         }
     }
 
@@ -609,7 +590,7 @@ impl Loop {
         self.progress.in_flight = self.in_flight.len();
         self.progress.queued = queued;
         self.progress.parked = parked;
-        eprintln!("rollpoint: {}", self.progress);
+        self.reporter.tick(&self.progress);
     }
 
     async fn drive(
@@ -620,7 +601,7 @@ impl Loop {
         let period = Duration::from_secs(every.max(1));
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut shown = tokio::time::interval(Duration::from_secs(5));
+        let mut shown = tokio::time::interval(self.reporter.period());
         let mut signals_open = true;
         while !self.in_flight.is_empty() {
             tokio::select! {
@@ -629,21 +610,22 @@ impl Loop {
                 }
                 _ = ticker.tick(), if every > 0 => {
                     if let Err(e) = self.checkpoint(false).await {
-                        eprintln!("rollpoint: {e} (the run goes on)");
+                        self.reporter.line(&format!("{e} (the run goes on)"));
                     }
                 }
                 signal = signals.recv(), if signals_open => match signal {
                     Some(Signal::Checkpoint) => {
                         if let Err(e) = self.checkpoint(false).await {
-                            eprintln!("rollpoint: {e} (the run goes on)");
+                            self.reporter.line(&format!("{e} (the run goes on)"));
                         }
                     }
                     Some(Signal::Stop) => {
                         let id = self.checkpoint(true).await?;
                         // Sandboxes the checkpoint could not save end too.
                         if let Err(e) = self.stack.backend.destroy_all() {
-                            eprintln!("rollpoint: tearing down sandboxes: {e}");
+                            self.reporter.line(&format!("tearing down sandboxes: {e}"));
                         }
+                        self.reporter.finish(&self.progress);
                         self.stack.shutdown().await;
                         return Ok(Ending::Stopped { checkpoint: id });
                     }
@@ -653,6 +635,7 @@ impl Loop {
             }
         }
         self.show();
+        self.reporter.finish(&self.progress);
         let rows = self.progress.done;
         let lost = std::mem::take(&mut self.lost);
         self.stack.shutdown().await;

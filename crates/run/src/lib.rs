@@ -10,13 +10,15 @@
 //!
 //! Pure logic: [`config`], [`tasks`], [`state`], [`results`] (formats and
 //! their readers), [`plan`] (what a resume does). Effects: [`stack`] (builds
-//! the participants) and [`controller`] (the loop). See docs/design/run.md.
+//! the participants), [`controller`] (the loop) and [`progress`] (bars on
+//! a terminal, plain lines otherwise). See docs/design/run.md.
 #![forbid(unsafe_code)]
 
 pub mod config;
 pub mod controller;
 mod errors;
 pub mod plan;
+pub mod progress;
 pub mod results;
 pub mod stack;
 pub mod state;
@@ -24,8 +26,9 @@ pub mod status;
 pub mod tasks;
 
 pub use config::{CONFIG_VERSION, ModelSource, RunConfig, StoreKind};
-pub use controller::{Ending, GATEWAY_VAR, Progress, Signal, gateway_base, resume, run, with_env};
+pub use controller::{Ending, GATEWAY_VAR, Signal, gateway_base, resume, run, with_env};
 pub use errors::RunError;
+pub use progress::{Progress, Reporter};
 pub use results::{ResultsLog, read_results};
 pub use state::{RUN_STATE_VERSION, RunState};
 pub use tasks::{TasksFile, load_tasks};
