@@ -4,11 +4,14 @@
 //! over HTTP, a checkpoint is taken over `/v1/coordinator/checkpoint` while
 //! they run, every result is fetched by long poll and passed its check, the
 //! checkpoint's manifests verify, and after SIGTERM nothing is left
-//! running, mounted or in a cgroup.
+//! running, mounted or in a cgroup. Then the trainer's recovery: the agent
+//! killed with SIGKILL mid-run and started again, a restore over
+//! `/v1/coordinator/restore`, and every rollout finishing as its next
+//! attempt with every line written exactly once.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -51,7 +54,12 @@ impl Services {
     /// Starts `rollpoint <args> --port-file <file>` and returns its port.
     fn start(&mut self, name: &'static str, args: &[&OsStr]) -> u16 {
         let port_file = self.logs.join(format!("{name}.port"));
-        let log = std::fs::File::create(self.logs.join(format!("{name}.log"))).unwrap();
+        let _first_start = std::fs::remove_file(&port_file);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.logs.join(format!("{name}.log")))
+            .unwrap();
         let child = Command::new(rollpoint_bin())
             .args(args)
             .arg("--port-file")
@@ -77,6 +85,14 @@ impl Services {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// SIGKILL to `name`, reaped.
+    fn kill(&mut self, name: &str) {
+        let i = self.children.iter().position(|(n, _)| *n == name).unwrap();
+        let (_, mut child) = self.children.remove(i);
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     fn log(&self, name: &str) -> String {
@@ -118,13 +134,13 @@ impl Drop for Services {
     }
 }
 
-fn counting_task(id: &str) -> Value {
+fn counting_task(id: &str, lines: u32) -> Value {
     let script = format!(
-        "n=$(wc -l < lines 2>/dev/null || echo 0); while [ \"$n\" -lt {LINES} ]; do n=$((n+1)); echo \"$n\" >> lines; sleep {TICK}; done"
+        "n=$(wc -l < lines 2>/dev/null || echo 0); while [ \"$n\" -lt {lines} ]; do n=$((n+1)); echo \"$n\" >> lines; sleep {TICK}; done"
     );
     json!({
         "v": 1,
-        "task": {"id": id, "verify": {"command": ["/bin/sh", "-c", format!("seq 1 {LINES} | cmp -s - lines")]}},
+        "task": {"id": id, "verify": {"command": ["/bin/sh", "-c", format!("seq 1 {lines} | cmp -s - lines")]}},
         "adapter": {"kind": "command", "argv": ["/bin/sh", "-c", script], "pauses": true}
     })
 }
@@ -161,149 +177,240 @@ async fn get_json(http: &Client, url: &str) -> (StatusCode, Value) {
     )
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn root_rollouts_over_http_checkpointed_by_the_http_coordinator() {
-    require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let run = dir.path().join("run");
-    let logs = dir.path().join("logs");
-    std::fs::create_dir_all(run.join("gateway")).unwrap();
-    std::fs::create_dir_all(&logs).unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).unwrap();
-    let script = dir.path().join("model.json");
-    std::fs::write(
-        &script,
-        json!({"version": 1, "steps": [{"text": "hello"}], "after_last": {"text": "done"}})
-            .to_string(),
-    )
-    .unwrap();
-    let url = |port: u16| format!("http://127.0.0.1:{port}");
-    let sup = supervisor_bin();
-    let mut services = Services {
-        children: Vec::new(),
-        logs: logs.clone(),
-    };
+/// The five services of one run, their URLs and its directory.
+struct Run {
+    _dir: tempfile::TempDir,
+    run: PathBuf,
+    token: PathBuf,
+    services: Services,
+    owner: String,
+    gateway: String,
+    agent: String,
+    coordinator: String,
+}
 
-    let model = services.start(
-        "model",
-        &[os("model-script"), os("--script"), script.as_os_str()],
-    );
-    let ledger = run.join("gateway/ledger.sqlite");
-    let gateway = services.start(
-        "gateway",
-        &[
-            os("serve"),
-            os("gateway"),
-            os("--upstream"),
-            os(&url(model)),
-            os("--api"),
-            os("all"),
-            os("--db"),
-            ledger.as_os_str(),
-            os("--open-keys"),
-            os("--run-dir"),
-            run.as_os_str(),
-            os("--control-token-file"),
-            token.as_os_str(),
-        ],
-    );
-    let owner = services.start(
-        "owner",
-        &[
-            os("serve"),
-            os("owner"),
-            os("--run-dir"),
-            run.as_os_str(),
-            os("--token-file"),
-            token.as_os_str(),
-            os("--store"),
-            os("copy"),
-            os("--supervisor"),
-            sup.as_os_str(),
-        ],
-    );
-    let agent = services.start(
-        "agent",
-        &[
-            os("serve"),
-            os("agent"),
-            os("--run-dir"),
-            run.as_os_str(),
-            os("--token-file"),
-            token.as_os_str(),
-            os("--owner"),
-            os(&url(owner)),
-            os("--gateway"),
-            os(&url(gateway)),
-            os("--concurrency"),
-            os("4"),
-        ],
-    );
-    let coordinator = services.start(
-        "coordinator",
-        &[
-            os("serve"),
-            os("coordinator"),
-            os("--run-dir"),
-            run.as_os_str(),
-            os("--token-file"),
-            token.as_os_str(),
-            os("--participant"),
-            os(&format!("model={}", url(gateway))),
-            os("--participant"),
-            os(&format!("agent={}", url(agent))),
-            os("--participant"),
-            os(&format!("resources={}", url(owner))),
-        ],
-    );
+fn url(port: u16) -> String {
+    format!("http://127.0.0.1:{port}")
+}
 
-    let http = Client::new();
-    let tag = format!("srv{}", std::process::id());
-    let ids: Vec<String> = (0..4).map(|i| format!("{tag}-{i}")).collect();
-    for id in &ids {
+impl Run {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("run");
+        let logs = dir.path().join("logs");
+        std::fs::create_dir_all(run.join("gateway")).unwrap();
+        std::fs::create_dir_all(&logs).unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, TOKEN).unwrap();
+        let script = dir.path().join("model.json");
+        std::fs::write(
+            &script,
+            json!({"version": 1, "steps": [{"text": "hello"}], "after_last": {"text": "done"}})
+                .to_string(),
+        )
+        .unwrap();
+        let sup = supervisor_bin();
+        let mut services = Services {
+            children: Vec::new(),
+            logs,
+        };
+        let model = services.start(
+            "model",
+            &[os("model-script"), os("--script"), script.as_os_str()],
+        );
+        let ledger = run.join("gateway/ledger.sqlite");
+        let gateway = url(services.start(
+            "gateway",
+            &[
+                os("serve"),
+                os("gateway"),
+                os("--upstream"),
+                os(&url(model)),
+                os("--api"),
+                os("all"),
+                os("--db"),
+                ledger.as_os_str(),
+                os("--open-keys"),
+                os("--run-dir"),
+                run.as_os_str(),
+                os("--control-token-file"),
+                token.as_os_str(),
+            ],
+        ));
+        let owner = url(services.start(
+            "owner",
+            &[
+                os("serve"),
+                os("owner"),
+                os("--run-dir"),
+                run.as_os_str(),
+                os("--token-file"),
+                token.as_os_str(),
+                os("--store"),
+                os("copy"),
+                os("--supervisor"),
+                sup.as_os_str(),
+            ],
+        ));
+        let mut this = Self {
+            _dir: dir,
+            run,
+            token,
+            services,
+            owner,
+            gateway,
+            agent: String::new(),
+            coordinator: String::new(),
+        };
+        this.agent = url(this.start_agent("127.0.0.1:0"));
+        let coordinator = this.services.start(
+            "coordinator",
+            &[
+                os("serve"),
+                os("coordinator"),
+                os("--run-dir"),
+                this.run.as_os_str(),
+                os("--token-file"),
+                this.token.as_os_str(),
+                os("--participant"),
+                os(&format!("model={}", this.gateway)),
+                os("--participant"),
+                os(&format!("agent={}", this.agent)),
+                os("--participant"),
+                os(&format!("resources={}", this.owner)),
+            ],
+        );
+        this.coordinator = url(coordinator);
+        this
+    }
+
+    fn start_agent(&mut self, listen: &str) -> u16 {
+        self.services.start(
+            "agent",
+            &[
+                os("serve"),
+                os("agent"),
+                os("--run-dir"),
+                self.run.as_os_str(),
+                os("--token-file"),
+                self.token.as_os_str(),
+                os("--owner"),
+                os(&self.owner),
+                os("--gateway"),
+                os(&self.gateway),
+                os("--concurrency"),
+                os("4"),
+                os("--listen"),
+                os(listen),
+            ],
+        )
+    }
+
+    async fn post(&self, http: &Client, ids: &[String], lines: u32) {
+        for id in ids {
+            let reply = http
+                .post(format!("{}/v1/rollouts", self.agent))
+                .bearer_auth(TOKEN)
+                .body(counting_task(id, lines).to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(reply.status(), StatusCode::ACCEPTED, "{id}");
+        }
+    }
+
+    /// Waits until every rollout on the agent runs, then a little more.
+    async fn all_running(&self, http: &Client) {
+        let end = Instant::now() + LIMIT;
+        loop {
+            let (_, list) = get_json(http, &format!("{}/v1/rollouts", self.agent)).await;
+            let list: RolloutList = serde_json::from_value(list).unwrap();
+            if list
+                .rollouts
+                .iter()
+                .all(|r| r.state == rollpoint_serve::wire::RolloutState::Running)
+            {
+                break;
+            }
+            assert!(Instant::now() < end, "rollouts never all ran: {list:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+
+    async fn coordinator_post(&self, http: &Client, verb: &str, body: &str) -> Value {
         let reply = http
-            .post(format!("{}/v1/rollouts", url(agent)))
+            .post(format!("{}/v1/coordinator/{verb}", self.coordinator))
             .bearer_auth(TOKEN)
-            .body(counting_task(id).to_string())
+            .body(body.to_owned())
             .send()
             .await
             .unwrap();
-        assert_eq!(reply.status(), StatusCode::ACCEPTED, "{id}");
+        let status = reply.status();
+        let value: Value = serde_json::from_slice(&reply.bytes().await.unwrap()).unwrap();
+        assert_eq!(
+            status,
+            StatusCode::OK,
+            "{verb}: {value}\n{}",
+            self.services.log("coordinator")
+        );
+        value
     }
 
-    // Checkpoint once every rollout is running.
-    let end = Instant::now() + LIMIT;
-    loop {
-        let (_, list) = get_json(&http, &format!("{}/v1/rollouts", url(agent))).await;
-        let list: RolloutList = serde_json::from_value(list).unwrap();
-        if list
-            .rollouts
-            .iter()
-            .all(|r| r.state == rollpoint_serve::wire::RolloutState::Running)
-        {
-            break;
+    /// Every rollout's result, which must have passed its check at `attempt`.
+    async fn results_pass(&self, http: &Client, ids: &[String], attempt: u32) {
+        for id in ids {
+            let (status, result) = get_json(
+                http,
+                &format!("{}/v1/rollouts/{id}/result?wait_ms=120000", self.agent),
+            )
+            .await;
+            assert_eq!(
+                status,
+                StatusCode::OK,
+                "{id}: {result}\n{}",
+                self.services.log("agent")
+            );
+            assert_eq!(result["status"], "verified", "{id}: {result}");
+            assert_eq!(result["verdict"]["passed"], true, "{id}: {result}");
+            assert_eq!(result["attempt"], attempt, "{id}: {result}");
         }
-        assert!(Instant::now() < end, "rollouts never all ran: {list:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let reply = http
-        .post(format!("{}/v1/coordinator/checkpoint", url(coordinator)))
-        .bearer_auth(TOKEN)
-        .body(r#"{"v":1}"#)
-        .send()
-        .await
-        .unwrap();
-    let status = reply.status();
-    let body: Value = serde_json::from_slice(&reply.bytes().await.unwrap()).unwrap();
-    assert_eq!(
-        status,
-        StatusCode::OK,
-        "{body}\n{}",
-        services.log("coordinator")
-    );
-    let ck: CheckpointReply = serde_json::from_value(body).unwrap();
+
+    /// Stops every service and checks nothing of rollouts `tag` is left.
+    async fn stop_and_check(mut self, tag: &str) {
+        self.services.stop();
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            let procs = processes_of(tag);
+            let mounts = mounts_under(&self.run);
+            let groups = sandbox_cgroups(|n| n.contains(tag));
+            if procs.is_empty() && mounts.is_empty() && groups.is_empty() {
+                break;
+            }
+            assert!(
+                Instant::now() < end,
+                "left behind: processes {procs:?}, mounts {mounts:?}, cgroups {groups:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn root_rollouts_over_http_checkpointed_by_the_http_coordinator() {
+    require_root();
+    let run = Run::start();
+    let http = Client::new();
+    let tag = format!("srv{}", std::process::id());
+    let ids: Vec<String> = (0..4).map(|i| format!("{tag}-{i}")).collect();
+    run.post(&http, &ids, LINES).await;
+    run.all_running(&http).await;
+
+    let ck = run
+        .coordinator_post(&http, "checkpoint", r#"{"v":1}"#)
+        .await;
+    let ck: CheckpointReply = serde_json::from_value(ck).unwrap();
     let mut keys = ids.clone();
     keys.sort();
     assert_eq!(ck.scope, keys, "every rollout was in flight");
@@ -314,55 +421,61 @@ async fn root_rollouts_over_http_checkpointed_by_the_http_coordinator() {
             .find(|m| m.kind == kind)
             .map(|m| m.record_count)
     };
-    let scoped = u64::try_from(ck.scope.len()).unwrap();
-    assert_eq!(count(Kind::Agent), Some(scoped), "{ck:?}");
-    assert_eq!(count(Kind::Resources), Some(scoped), "{ck:?}");
+    assert_eq!(count(Kind::Agent), Some(4), "{ck:?}");
+    assert_eq!(count(Kind::Resources), Some(4), "{ck:?}");
     assert!(count(Kind::Model).is_some(), "{ck:?}");
-    let doc = store::verify(&run, &ck.id).unwrap();
+    let doc = store::verify(&run.run, &ck.id).unwrap();
     assert_eq!(doc.scope, ck.scope);
     assert_eq!(doc.participants.len(), 3);
 
-    let (_, st) = get_json(
-        &http,
-        &format!("{}/v1/coordinator/status", url(coordinator)),
-    )
-    .await;
+    let (_, st) = get_json(&http, &format!("{}/v1/coordinator/status", run.coordinator)).await;
     let st: CoordinatorStatus = serde_json::from_value(st).unwrap();
     assert_eq!(st.latest.as_deref(), Some(ck.id.as_str()));
     assert_eq!(st.peers.len(), 3);
     assert!(st.peers.iter().all(|p| p.error.is_none()), "{st:?}");
 
-    for id in &ids {
-        let (status, result) = get_json(
-            &http,
-            &format!("{}/v1/rollouts/{id}/result?wait_ms=120000", url(agent)),
-        )
-        .await;
-        assert_eq!(
-            status,
-            StatusCode::OK,
-            "{id}: {result}\n{}",
-            services.log("agent")
-        );
-        assert_eq!(result["status"], "verified", "{id}: {result}");
-        assert_eq!(result["verdict"]["passed"], true, "{id}: {result}");
-        assert_eq!(result["attempt"], 0, "{id}: {result}");
-    }
+    run.results_pass(&http, &ids, 0).await;
+    run.stop_and_check(&tag).await;
+}
 
-    services.stop();
-    let run_path: &Path = &run;
-    let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        let procs = processes_of(&tag);
-        let mounts = mounts_under(run_path);
-        let groups = sandbox_cgroups(|n| n.contains(&tag));
-        if procs.is_empty() && mounts.is_empty() && groups.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < end,
-            "left behind: processes {procs:?}, mounts {mounts:?}, cgroups {groups:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+#[tokio::test(flavor = "multi_thread")]
+async fn root_a_killed_agent_restarted_and_restored_finishes_every_rollout() {
+    require_root();
+    let mut run = Run::start();
+    let http = Client::new();
+    let tag = format!("rst{}", std::process::id());
+    let ids: Vec<String> = (0..2).map(|i| format!("{tag}-{i}")).collect();
+    run.post(&http, &ids, 2 * LINES).await;
+    run.all_running(&http).await;
+    let ck = run
+        .coordinator_post(&http, "checkpoint", r#"{"v":1}"#)
+        .await;
+    let ck: CheckpointReply = serde_json::from_value(ck).unwrap();
+    assert_eq!(ck.scope.len(), 2, "{ck:?}");
+
+    // The agent dies mid-run; its harnesses run on in the owner's sandboxes
+    // until the restore retires them.
+    let port: u16 = run.agent.rsplit(':').next().unwrap().parse().unwrap();
+    run.services.kill("agent");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    run.start_agent(&format!("127.0.0.1:{port}"));
+
+    let restored = run.coordinator_post(&http, "restore", r#"{"v":1}"#).await;
+    let restored: rollpoint_serve::wire::RestoreReply = serde_json::from_value(restored).unwrap();
+    assert_eq!(restored.source, ck.id);
+    let agent_keys = restored
+        .restored
+        .iter()
+        .find(|m| m.kind == Kind::Agent)
+        .map(|m| m.keys.clone())
+        .unwrap();
+    let mut expected: Vec<String> = ids.iter().map(|id| format!("{id}-a1")).collect();
+    expected.sort();
+    let mut agent_keys = agent_keys;
+    agent_keys.sort();
+    assert_eq!(agent_keys, expected);
+
+    // The verify command compares the file with `seq`: every line once.
+    run.results_pass(&http, &ids, 1).await;
+    run.stop_and_check(&tag).await;
 }

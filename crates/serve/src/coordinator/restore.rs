@@ -1,6 +1,7 @@
-//! `POST /v1/coordinator/restore` (`{v:1, id?, scope?}`): restores a
-//! published checkpoint (the latest when `id` is absent) on every
-//! participant as the next attempts, then resumes them; all or nothing.
+//! `POST /v1/coordinator/restore` (`{v:1, id?, scope?}`): retires the
+//! saved attempts everywhere, restores a published checkpoint (the latest
+//! when `id` is absent) on every participant as the next attempts, then
+//! resumes them; the restore itself is all or nothing.
 //! Later checkpoints record that they continue it. 404 when there is no
 //! such checkpoint; 409 `busy` while another checkpoint or restore runs.
 
@@ -49,6 +50,16 @@ pub(super) async fn handle(
     .await
     .map_err(|e| ApiError::new(ErrorCode::Failed, format!("read task failed: {e}")))??;
     let scope = req.scope.unwrap_or_else(|| doc.scope.clone());
+    // The attempts saved (and any earlier) end everywhere first: a
+    // participant that outlived them still runs them, and the gateway
+    // fences their keys.
+    if !scope.is_empty() {
+        shared
+            .coordinator
+            .retire(&scope)
+            .await
+            .map_err(|e| coordinator_error(&e))?;
+    }
     let id = fresh_id("restore");
     let restored = shared
         .coordinator
