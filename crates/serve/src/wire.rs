@@ -23,6 +23,9 @@ pub enum RolloutState {
     Done,
     /// Its run ended without a result (`error` says why).
     Lost,
+    /// Its attempt was retired (a restore is replacing it); a restore
+    /// continues it as the next attempt.
+    Retired,
 }
 
 impl RolloutState {

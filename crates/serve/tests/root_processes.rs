@@ -440,10 +440,22 @@ async fn root_rollouts_over_http_checkpointed_by_the_http_coordinator() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn root_a_killed_agent_restarted_and_restored_finishes_every_rollout() {
+    restore_case("rst", true).await;
+}
+
+/// With the agent alive, a restore retires the running attempts (their
+/// cancelled runs are not taken for results) and continues each from the
+/// checkpoint as its next attempt.
+#[tokio::test(flavor = "multi_thread")]
+async fn root_a_restore_on_a_live_agent_replaces_the_running_attempts() {
+    restore_case("live", false).await;
+}
+
+async fn restore_case(prefix: &str, kill_agent: bool) {
     require_root();
     let mut run = Run::start();
     let http = Client::new();
-    let tag = format!("rst{}", std::process::id());
+    let tag = format!("{prefix}{}", std::process::id());
     let ids: Vec<String> = (0..2).map(|i| format!("{tag}-{i}")).collect();
     run.post(&http, &ids, 2 * LINES).await;
     run.all_running(&http).await;
@@ -455,10 +467,14 @@ async fn root_a_killed_agent_restarted_and_restored_finishes_every_rollout() {
 
     // The agent dies mid-run; its harnesses run on in the owner's sandboxes
     // until the restore retires them.
-    let port: u16 = run.agent.rsplit(':').next().unwrap().parse().unwrap();
-    run.services.kill("agent");
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    run.start_agent(&format!("127.0.0.1:{port}"));
+    if kill_agent {
+        let port: u16 = run.agent.rsplit(':').next().unwrap().parse().unwrap();
+        run.services.kill("agent");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        run.start_agent(&format!("127.0.0.1:{port}"));
+    } else {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
 
     let restored = run.coordinator_post(&http, "restore", r#"{"v":1}"#).await;
     let restored: rollpoint_serve::wire::RestoreReply = serde_json::from_value(restored).unwrap();

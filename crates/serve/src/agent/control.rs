@@ -1,6 +1,8 @@
 //! The agent's control plane as served: the participant's own
-//! `LocalControl`, plus one step after a restore, taking over the runs it
-//! installed so their results reach the rollout routes.
+//! `LocalControl`, plus two steps: a retire first marks the attempts so
+//! their cancelled runs are not taken for results, and a restore then
+//! takes over the runs it installed so their results reach the rollout
+//! routes.
 
 use std::sync::Arc;
 
@@ -53,6 +55,7 @@ impl Control for AgentControl {
     }
 
     fn retire(&self, req: KeysRequest) -> BoxFuture<'_, ControlResult<KeysReply>> {
+        self.shared.retiring(&req.keys);
         self.local.retire(req)
     }
 

@@ -16,7 +16,7 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>) -> Response {
         .table
         .list()
         .into_iter()
-        .map(|(rollout, attempt, outcome)| shared.status(&rollout, attempt, outcome.as_ref()))
+        .map(|(rollout, seen)| shared.status(&rollout, &seen))
         .collect();
     json(
         StatusCode::OK,

@@ -44,7 +44,7 @@ use crate::errors::ServeError;
 use crate::http::{ApiError, ErrorCode, authorized};
 use crate::wire::{RolloutState, RolloutStatus, WIRE_VERSION};
 pub use control::AgentControl;
-use table::{Outcome, Table};
+use table::{Outcome, Seen, Table};
 
 /// How an agent service is set up.
 #[derive(Debug, Clone)]
@@ -149,8 +149,8 @@ impl AgentService {
             .table
             .list()
             .into_iter()
-            .filter(|(_, _, outcome)| outcome.is_none())
-            .map(|(rollout, _, _)| rollout)
+            .filter(|(_, seen)| seen.outcome.is_none())
+            .map(|(rollout, _)| rollout)
             .collect();
         join_all(active.iter().map(|r| self.shared.runs.cancel(r))).await;
     }
@@ -169,7 +169,8 @@ impl Shared {
         match self.runs.register(task) {
             Ok(handle) => {
                 self.watch(handle, 0);
-                Ok(self.status(&rollout, 0, None))
+                let seen = self.table.get(&rollout).ok_or_else(|| unknown(&rollout))?;
+                Ok(self.status(&rollout, &seen))
             }
             Err(e) => {
                 self.table.release(&rollout);
@@ -219,10 +220,19 @@ impl Shared {
         }
     }
 
-    fn status(&self, rollout: &str, attempt: u32, outcome: Option<&Outcome>) -> RolloutStatus {
-        let (state, error) = match outcome {
+    /// Marks attempts about to be retired, so how their runs end (a
+    /// cancel) is not taken for their results.
+    fn retiring(&self, keys: &[String]) {
+        for k in keys.iter().filter_map(|k| AttemptKey::parse(k).ok()) {
+            self.table.retire(&k.rollout, k.attempt);
+        }
+    }
+
+    fn status(&self, rollout: &str, seen: &Seen) -> RolloutStatus {
+        let (state, error) = match &seen.outcome {
             Some(Outcome::Done(_)) => (RolloutState::Done, None),
             Some(Outcome::Lost(e)) => (RolloutState::Lost, Some(e.clone())),
+            None if seen.retired => (RolloutState::Retired, None),
             None => (
                 match self.runs.status(rollout) {
                     Some(RunStatus::Queued) => RolloutState::Queued,
@@ -235,7 +245,7 @@ impl Shared {
         RolloutStatus {
             v: WIRE_VERSION,
             rollout: rollout.to_owned(),
-            attempt,
+            attempt: seen.attempt,
             state,
             error,
         }

@@ -60,10 +60,7 @@ pub(super) async fn handle(
             ErrorCode::Lost,
             format!("rollout {id} attempt {}: {e}", seen.attempt),
         )),
-        None => Ok(json(
-            StatusCode::ACCEPTED,
-            &shared.status(&id, seen.attempt, None),
-        )),
+        None => Ok(json(StatusCode::ACCEPTED, &shared.status(&id, &seen))),
     }
 }
 

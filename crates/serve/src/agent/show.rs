@@ -19,9 +19,6 @@ pub(super) async fn handle(
     let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
     Ok(match &seen.outcome {
         Some(Outcome::Done(result)) => json(StatusCode::OK, result.as_ref()),
-        outcome => json(
-            StatusCode::OK,
-            &shared.status(&id, seen.attempt, outcome.as_ref()),
-        ),
+        _ => json(StatusCode::OK, &shared.status(&id, &seen)),
     })
 }
