@@ -387,18 +387,21 @@ impl Loop {
         }
         let results = ResultsLog::open(&run_dir)?;
         let (tx, rx) = mpsc::unbounded_channel();
+        let progress = Progress {
+            total,
+            done,
+            ..Progress::default()
+        };
+        let reporter = Reporter::for_stderr();
+        reporter.update(&progress);
         Ok(Self {
             run_dir,
             stack,
             state,
             results,
             in_flight: BTreeMap::new(),
-            progress: Progress {
-                total,
-                done,
-                ..Progress::default()
-            },
-            reporter: Reporter::for_stderr(),
+            progress,
+            reporter,
             continues,
             tx,
             rx,

@@ -38,7 +38,7 @@ impl std::fmt::Display for Progress {
 
 impl Progress {
     fn flight_message(&self) -> String {
-        format!("in flight ({} queued, {} parked)", self.queued, self.parked)
+        format!("({} queued, {} parked)", self.queued, self.parked)
     }
 
     fn checkpoint_message(&self) -> String {
@@ -155,13 +155,13 @@ impl Reporter {
         }
     }
 
-    /// Leaves the bars as they last stood.
+    /// Leaves the bars as they last stood (not filled up).
     pub fn finish(&self, p: &Progress) {
         self.update(p);
         if let Some(b) = &self.bars {
-            b.done.finish();
-            b.flight.finish();
-            b.checkpoints.finish();
+            b.done.abandon();
+            b.flight.abandon();
+            b.checkpoints.abandon();
         }
     }
 
@@ -210,15 +210,16 @@ mod tests {
         r.update(&sample());
         let (done, flight, total, in_flight, checkpoints) = r.shown().expect("bars");
         assert_eq!((done, flight, total), (5, 8, Some(16)));
-        assert_eq!(in_flight, "in flight (2 queued, 3 parked)");
+        assert_eq!(in_flight, "(2 queued, 3 parked)");
         assert_eq!(checkpoints, "4 checkpoints, last ck-9 in 1250 ms");
 
         r.finish(&Progress {
-            done: 16,
+            done: 15,
             in_flight: 0,
             ..sample()
         });
-        assert_eq!(r.shown().expect("bars").0, 16);
+        let (done, flight, ..) = r.shown().expect("bars");
+        assert_eq!((done, flight), (15, 0), "finishing fills no bar up");
     }
 
     #[test]
