@@ -1,8 +1,9 @@
 //! The agent's control plane as served: the participant's own
-//! `LocalControl`, plus two steps: a retire first marks the attempts so
-//! their cancelled runs are not taken for results, and a restore then
-//! takes over the runs it installed so their results reach the rollout
-//! routes.
+//! `LocalControl`, plus a few steps of its own: a retire first marks the
+//! attempts so their cancelled runs are not taken for results; a restore
+//! then takes over the runs it installed so their results reach the
+//! rollout routes; prepare and restore hold back forgetting finished
+//! rollouts, and resume lets it go on.
 
 use std::sync::Arc;
 
@@ -18,32 +19,37 @@ use super::Shared;
 
 #[derive(Debug)]
 pub struct AgentControl {
-    local: LocalControl,
     shared: Arc<Shared>,
 }
 
 impl AgentControl {
-    pub(super) fn new(local: LocalControl, shared: Arc<Shared>) -> Self {
-        Self { local, shared }
+    pub(super) fn new(shared: Arc<Shared>) -> Self {
+        Self { shared }
+    }
+
+    fn local(&self) -> &LocalControl {
+        &self.shared.local
     }
 }
 
 impl Control for AgentControl {
     fn status(&self) -> BoxFuture<'_, ControlResult<Status>> {
-        self.local.status()
+        self.local().status()
     }
 
     fn prepare(&self, req: PrepareRequest) -> BoxFuture<'_, ControlResult<PrepareReply>> {
-        self.local.prepare(req)
+        self.shared.forgetting.opened();
+        self.local().prepare(req)
     }
 
     fn commit(&self, req: CommitRequest) -> BoxFuture<'_, ControlResult<CommitReply>> {
-        self.local.commit(req)
+        self.local().commit(req)
     }
 
     fn restore(&self, req: RestoreRequest) -> BoxFuture<'_, ControlResult<RestoreReply>> {
         async move {
-            let reply = self.local.restore(req).await?;
+            self.shared.forgetting.opened();
+            let reply = self.local().restore(req).await?;
             self.shared.adopt_installed(&reply.restored);
             Ok(reply)
         }
@@ -51,15 +57,21 @@ impl Control for AgentControl {
     }
 
     fn resume(&self, req: ResumeRequest) -> BoxFuture<'_, ControlResult<ResumeReply>> {
-        self.local.resume(req)
+        async move {
+            let reply = self.local().resume(req).await?;
+            let keys = self.shared.forgetting.closed();
+            self.shared.forgetting.flush(self.local(), keys).await;
+            Ok(reply)
+        }
+        .boxed()
     }
 
     fn retire(&self, req: KeysRequest) -> BoxFuture<'_, ControlResult<KeysReply>> {
         self.shared.retiring(&req.keys);
-        self.local.retire(req)
+        self.local().retire(req)
     }
 
     fn forget(&self, req: KeysRequest) -> BoxFuture<'_, ControlResult<KeysReply>> {
-        self.local.forget(req)
+        self.local().forget(req)
     }
 }

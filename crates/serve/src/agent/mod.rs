@@ -14,11 +14,13 @@
 //! - `DELETE /v1/rollouts/{id}` ([`cancel`]): cancels and returns the result.
 //!
 //! Sandboxes are worked through an owner (usually `HttpOwner`). A finished
-//! rollout is forgotten by the control plane as soon as no checkpoint is
-//! open, so later checkpoints no longer carry it; its result stays here.
+//! rollout is forgotten by the control plane once no checkpoint is open
+//! ([`forget`]), so later checkpoints no longer carry it; its result stays
+//! here.
 
 mod cancel;
 mod control;
+mod forget;
 mod list;
 mod result;
 mod show;
@@ -28,22 +30,20 @@ mod table;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
 use futures_util::future::join_all;
-use rollpoint_checkpoint::wire::KeysRequest;
-use rollpoint_checkpoint::{Control as _, LocalConfig, LocalControl, Participant};
+use rollpoint_checkpoint::{LocalConfig, LocalControl, Participant};
 use rollpoint_driver::{AgentParticipant, DriverConfig, RolloutTask, RunHandle, RunStatus, Runs};
 use rollpoint_owner::Owner;
 use rollpoint_proto::key::AttemptKey;
-use tokio::sync::mpsc;
 
 use crate::errors::ServeError;
 use crate::http::{ApiError, ErrorCode, authorized};
 use crate::wire::{RolloutState, RolloutStatus, WIRE_VERSION};
 pub use control::AgentControl;
+use forget::Forgetting;
 use table::{Outcome, Seen, Table};
 
 /// How an agent service is set up.
@@ -60,12 +60,6 @@ pub struct AgentSettings {
     pub env: BTreeMap<String, String>,
 }
 
-/// How long a forget refused by an open checkpoint waits before it is
-/// tried again.
-const FORGET_RETRY: Duration = Duration::from_millis(500);
-/// Deadline of one forget call.
-const FORGET_TIMEOUT_MS: u64 = 30_000;
-
 /// What the routes and the control wrapper share.
 #[derive(Debug)]
 pub(crate) struct Shared {
@@ -73,8 +67,10 @@ pub(crate) struct Shared {
     participant: Arc<AgentParticipant>,
     table: Table,
     env: BTreeMap<String, String>,
+    /// The participant's own control plane.
+    local: LocalControl,
     /// Attempt keys of finished rollouts, for the control plane to forget.
-    finished: mpsc::UnboundedSender<String>,
+    forgetting: Forgetting,
 }
 
 /// The drivers of this machine, with their control plane and rollout
@@ -87,7 +83,7 @@ pub struct AgentService {
 
 impl AgentService {
     /// Starts the drivers over `owner`. Must run inside a tokio runtime
-    /// (it spawns the task that forgets finished rollouts).
+    /// (each run is a task).
     pub fn new(owner: Arc<dyn Owner>, settings: AgentSettings) -> Result<Self, ServeError> {
         let runs = Runs::new(
             owner,
@@ -101,16 +97,15 @@ impl AgentService {
             Arc::clone(&participant) as Arc<dyn Participant>,
             LocalConfig::new(&settings.run_dir),
         )?;
-        let (finished, keys) = mpsc::unbounded_channel();
-        tokio::spawn(forget_finished(local.clone(), keys));
         let shared = Arc::new(Shared {
             runs,
             participant,
             table: Table::default(),
             env: settings.env,
-            finished,
+            local,
+            forgetting: Forgetting::default(),
         });
-        let control = Arc::new(AgentControl::new(local, Arc::clone(&shared)));
+        let control = Arc::new(AgentControl::new(Arc::clone(&shared)));
         Ok(Self { shared, control })
     }
 
@@ -200,7 +195,9 @@ impl Shared {
             let done = matches!(outcome, Outcome::Done(_));
             if shared.table.finish(&rollout, attempt, outcome) && done {
                 let key = AttemptKey { rollout, attempt }.to_string();
-                let _closed_on_shutdown = shared.finished.send(key);
+                if let Some(keys) = shared.forgetting.finished(key) {
+                    shared.forgetting.flush(&shared.local, keys).await;
+                }
             }
         });
     }
@@ -254,30 +251,4 @@ impl Shared {
 
 fn unknown(rollout: &str) -> ApiError {
     ApiError::new(ErrorCode::NotFound, format!("no rollout {rollout} here"))
-}
-
-/// Forgets finished rollouts through the control plane, which refuses
-/// while a checkpoint is open: refused keys are kept and tried again.
-async fn forget_finished(control: LocalControl, mut keys: mpsc::UnboundedReceiver<String>) {
-    let mut pending: Vec<String> = Vec::new();
-    loop {
-        if pending.is_empty() {
-            match keys.recv().await {
-                Some(k) => pending.push(k),
-                None => return,
-            }
-        }
-        while let Ok(k) = keys.try_recv() {
-            pending.push(k);
-        }
-        let req = KeysRequest {
-            keys: pending.clone(),
-            timeout_ms: FORGET_TIMEOUT_MS,
-        };
-        if control.forget(req).await.is_ok() {
-            pending.clear();
-        } else {
-            tokio::time::sleep(FORGET_RETRY).await;
-        }
-    }
 }
