@@ -20,6 +20,6 @@ pub enum ServeError {
     },
     #[error("coordinator: {0}")]
     Coordinator(#[from] CoordinatorError),
-    #[error("rollouts client of {url}: {message}")]
-    Client { url: String, message: String },
+    #[error("http client: {0}")]
+    Client(String),
 }

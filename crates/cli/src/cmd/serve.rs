@@ -158,7 +158,7 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
     }
     let owner: Arc<dyn Owner> = Arc::new(
         HttpOwner::new(&args.owner, &owner_token)
-            .with_context(|| format!("cannot reach the owner at {}", args.owner))?,
+            .with_context(|| format!("bad owner URL {}", args.owner))?,
     );
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     runtime.block_on(async {

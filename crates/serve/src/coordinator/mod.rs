@@ -141,10 +141,7 @@ impl CoordinatorService {
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(60))
             .build()
-            .map_err(|e| ServeError::Client {
-                url: "-".to_owned(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| ServeError::Client(e.to_string()))?;
         Ok(Self {
             shared: Arc::new(Shared {
                 coordinator,
