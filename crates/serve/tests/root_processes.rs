@@ -134,13 +134,17 @@ impl Drop for Services {
     }
 }
 
-fn counting_task(id: &str, lines: u32) -> Value {
+/// A task appending 1..=`lines` to `lines`, continuing from the file's
+/// length; it passes when the file holds each line exactly once and the
+/// harness was given `gateway` as ROLLPOINT_GATEWAY.
+fn counting_task(id: &str, lines: u32, gateway: &str) -> Value {
     let script = format!(
-        "n=$(wc -l < lines 2>/dev/null || echo 0); while [ \"$n\" -lt {lines} ]; do n=$((n+1)); echo \"$n\" >> lines; sleep {TICK}; done"
+        "echo \"$ROLLPOINT_GATEWAY\" > gateway; n=$(wc -l < lines 2>/dev/null || echo 0); while [ \"$n\" -lt {lines} ]; do n=$((n+1)); echo \"$n\" >> lines; sleep {TICK}; done"
     );
+    let check = format!("seq 1 {lines} | cmp -s - lines && test \"$(cat gateway)\" = {gateway}/r");
     json!({
         "v": 1,
-        "task": {"id": id, "verify": {"command": ["/bin/sh", "-c", format!("seq 1 {lines} | cmp -s - lines")]}},
+        "task": {"id": id, "verify": {"command": ["/bin/sh", "-c", check]}},
         "adapter": {"kind": "command", "argv": ["/bin/sh", "-c", script], "pauses": true}
     })
 }
@@ -311,7 +315,7 @@ impl Run {
             let reply = http
                 .post(format!("{}/v1/rollouts", self.agent))
                 .bearer_auth(TOKEN)
-                .body(counting_task(id, lines).to_string())
+                .body(counting_task(id, lines, &self.gateway).to_string())
                 .send()
                 .await
                 .unwrap();
