@@ -1,13 +1,15 @@
 //! A run spread over separate processes on one machine (root): the scripted
 //! model, `serve gateway`, `serve owner`, `serve agent` and `serve
-//! coordinator`, each a child of this test. Four counting tasks are posted
+//! coordinator`, each a child of this test. Four counting tasks and a
+//! native-worker task (its model calls through the gateway) are posted
 //! over HTTP, a checkpoint is taken over `/v1/coordinator/checkpoint` while
 //! they run, every result is fetched by long poll and passed its check, the
 //! checkpoint's manifests verify, and after SIGTERM nothing is left
 //! running, mounted or in a cgroup. Then the trainer's recovery: the agent
 //! killed with SIGKILL mid-run and started again, a restore over
 //! `/v1/coordinator/restore`, and every rollout finishing as its next
-//! attempt with every line written exactly once.
+//! attempt with every line written exactly once. No model call reaches the
+//! scripted model twice.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
 use std::ffi::OsStr;
@@ -28,6 +30,8 @@ const TOKEN: &str = "processes-token";
 const LINES: u32 = 16;
 const TICK: &str = "0.25";
 const LIMIT: Duration = Duration::from_secs(180);
+/// Shell steps of the native worker's script.
+const STEPS: u32 = 6;
 
 fn rollpoint_bin() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
@@ -149,6 +153,32 @@ fn counting_task(id: &str, lines: u32, gateway: &str) -> Value {
     })
 }
 
+/// A native-worker task: the worker (`$ROLLPOINT_BIN worker`) calls the
+/// scripted model through the gateway and runs its STEPS shell steps.
+fn native_task(id: &str) -> Value {
+    let wrapper = "#!/bin/sh\nin=\"$1\"; shift\nsed \"s|@MODEL@|$ROLLPOINT_GATEWAY/$ROLLPOINT_CAPTURE_KEY/v1|\" \"$in\" > \"$in.live\"\nexec \"$ROLLPOINT_BIN\" worker \"$in.live\" \"$@\"\n";
+    let input = json!({
+        "v": 1,
+        "rollout_id": id,
+        "task": {"prompt": "Append the steps to work.txt."},
+        "model": {"base_url": "@MODEL@", "api": "chat_completions", "name": "scripted"},
+        "workdir": "/workspace"
+    });
+    let check = format!(
+        "test \"$(wc -l < work.txt)\" -eq {STEPS} && test \"$(sort -u work.txt | wc -l)\" -eq {STEPS}"
+    );
+    json!({
+        "v": 1,
+        "task": {
+            "id": id,
+            "files": {"input.json": input.to_string(), "run-worker": wrapper},
+            "setup": [["chmod", "0755", "run-worker"]],
+            "verify": {"command": ["/bin/sh", "-c", check]}
+        },
+        "adapter": {"kind": "native", "input": "input.json", "worker": "./run-worker"}
+    })
+}
+
 /// Processes whose environment names a rollout starting with `tag`.
 fn processes_of(tag: &str) -> Vec<u32> {
     let needle = format!("ROLLPOINT_ROLLOUT={tag}");
@@ -185,6 +215,7 @@ async fn get_json(http: &Client, url: &str) -> (StatusCode, Value) {
 struct Run {
     _dir: tempfile::TempDir,
     run: PathBuf,
+    model_log: PathBuf,
     token: PathBuf,
     services: Services,
     owner: String,
@@ -207,12 +238,15 @@ impl Run {
         let token = dir.path().join("token");
         std::fs::write(&token, TOKEN).unwrap();
         let script = dir.path().join("model.json");
+        let steps: Vec<Value> = (1..=STEPS)
+            .map(|n| json!({"shell": [format!("echo step {n} >> work.txt; sleep 0.4")]}))
+            .collect();
         std::fs::write(
             &script,
-            json!({"version": 1, "steps": [{"text": "hello"}], "after_last": {"text": "done"}})
-                .to_string(),
+            json!({"version": 1, "steps": steps, "after_last": {"text": "done"}}).to_string(),
         )
         .unwrap();
+        let model_log = dir.path().join("model.log");
         let sup = supervisor_bin();
         let mut services = Services {
             children: Vec::new(),
@@ -220,7 +254,13 @@ impl Run {
         };
         let model = services.start(
             "model",
-            &[os("model-script"), os("--script"), script.as_os_str()],
+            &[
+                os("model-script"),
+                os("--script"),
+                script.as_os_str(),
+                os("--log"),
+                model_log.as_os_str(),
+            ],
         );
         let ledger = run.join("gateway/ledger.sqlite");
         let gateway = url(services.start(
@@ -259,6 +299,7 @@ impl Run {
         let mut this = Self {
             _dir: dir,
             run,
+            model_log,
             token,
             services,
             owner,
@@ -303,24 +344,53 @@ impl Run {
                 os("--gateway"),
                 os(&self.gateway),
                 os("--concurrency"),
-                os("4"),
+                os("8"),
                 os("--listen"),
                 os(listen),
             ],
         )
     }
 
-    async fn post(&self, http: &Client, ids: &[String], lines: u32) {
-        for id in ids {
+    /// Posts `counting` counting tasks of `lines` lines and one native
+    /// task, ids prefixed with `tag`; returns the ids.
+    async fn post(&self, http: &Client, tag: &str, counting: usize, lines: u32) -> Vec<String> {
+        let mut tasks: Vec<(String, Value)> = (0..counting)
+            .map(|i| {
+                let id = format!("{tag}-c{i}");
+                let task = counting_task(&id, lines, &self.gateway);
+                (id, task)
+            })
+            .collect();
+        let native = format!("{tag}-n");
+        tasks.push((native.clone(), native_task(&native)));
+        for (id, task) in &tasks {
             let reply = http
                 .post(format!("{}/v1/rollouts", self.agent))
                 .bearer_auth(TOKEN)
-                .body(counting_task(id, lines, &self.gateway).to_string())
+                .body(task.to_string())
                 .send()
                 .await
                 .unwrap();
             assert_eq!(reply.status(), StatusCode::ACCEPTED, "{id}");
         }
+        tasks.into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// No model request reached the scripted model twice.
+    fn check_model_log(&self) {
+        let log = std::fs::read_to_string(&self.model_log).unwrap();
+        let mut digests: Vec<String> = log
+            .lines()
+            .map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                v["request_sha256"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        let n = digests.len();
+        assert!(n > STEPS as usize, "the worker called the model: {n}");
+        digests.sort();
+        digests.dedup();
+        assert_eq!(digests.len(), n, "a model call went upstream twice:\n{log}");
     }
 
     /// Waits until every rollout on the agent runs, then a little more.
@@ -407,8 +477,7 @@ async fn root_rollouts_over_http_checkpointed_by_the_http_coordinator() {
     let run = Run::start();
     let http = Client::new();
     let tag = format!("srv{}", std::process::id());
-    let ids: Vec<String> = (0..4).map(|i| format!("{tag}-{i}")).collect();
-    run.post(&http, &ids, LINES).await;
+    let ids = run.post(&http, &tag, 4, LINES).await;
     run.all_running(&http).await;
 
     let ck = run
@@ -425,8 +494,8 @@ async fn root_rollouts_over_http_checkpointed_by_the_http_coordinator() {
             .find(|m| m.kind == kind)
             .map(|m| m.record_count)
     };
-    assert_eq!(count(Kind::Agent), Some(4), "{ck:?}");
-    assert_eq!(count(Kind::Resources), Some(4), "{ck:?}");
+    assert_eq!(count(Kind::Agent), Some(5), "{ck:?}");
+    assert_eq!(count(Kind::Resources), Some(5), "{ck:?}");
     assert!(count(Kind::Model).is_some(), "{ck:?}");
     let doc = store::verify(&run.run, &ck.id).unwrap();
     assert_eq!(doc.scope, ck.scope);
@@ -439,6 +508,7 @@ async fn root_rollouts_over_http_checkpointed_by_the_http_coordinator() {
     assert!(st.peers.iter().all(|p| p.error.is_none()), "{st:?}");
 
     run.results_pass(&http, &ids, 0).await;
+    run.check_model_log();
     run.stop_and_check(&tag).await;
 }
 
@@ -460,14 +530,13 @@ async fn restore_case(prefix: &str, kill_agent: bool) {
     let mut run = Run::start();
     let http = Client::new();
     let tag = format!("{prefix}{}", std::process::id());
-    let ids: Vec<String> = (0..2).map(|i| format!("{tag}-{i}")).collect();
-    run.post(&http, &ids, 2 * LINES).await;
+    let ids = run.post(&http, &tag, 2, 2 * LINES).await;
     run.all_running(&http).await;
     let ck = run
         .coordinator_post(&http, "checkpoint", r#"{"v":1}"#)
         .await;
     let ck: CheckpointReply = serde_json::from_value(ck).unwrap();
-    assert_eq!(ck.scope.len(), 2, "{ck:?}");
+    assert_eq!(ck.scope.len(), 3, "{ck:?}");
 
     // The agent dies mid-run; its harnesses run on in the owner's sandboxes
     // until the restore retires them.
@@ -497,5 +566,6 @@ async fn restore_case(prefix: &str, kill_agent: bool) {
 
     // The verify command compares the file with `seq`: every line once.
     run.results_pass(&http, &ids, 1).await;
+    run.check_model_log();
     run.stop_and_check(&tag).await;
 }
