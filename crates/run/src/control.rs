@@ -25,7 +25,8 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::controller::{Progress, Signal};
+use crate::controller::Signal;
+use crate::progress::Progress;
 use crate::errors::RunError;
 
 /// Version of the control bodies and of `control.json`.
