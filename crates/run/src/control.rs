@@ -26,8 +26,8 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::controller::Signal;
-use crate::progress::Progress;
 use crate::errors::RunError;
+use crate::progress::Progress;
 
 /// Version of the control bodies and of `control.json`.
 pub const CONTROL_VERSION: u32 = 1;
