@@ -100,6 +100,7 @@ fn with_env(mut task: RolloutTask, extra: &BTreeMap<String, String>) -> RolloutT
     let env = match &mut task.adapter {
         AdapterSpec::Command(s) => &mut s.env,
         AdapterSpec::Native(s) => &mut s.env,
+        AdapterSpec::Codex(s) | AdapterSpec::ClaudeCode(s) => &mut s.env,
         AdapterSpec::Fake(_) => return task,
     };
     for (k, v) in extra {
