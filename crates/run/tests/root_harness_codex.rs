@@ -1,0 +1,32 @@
+//! Codex CLI end to end through `rollpoint run` (root, the pinned harness
+//! from `scripts/install-harnesses`, the scripted model, the btrfs store):
+//! a crash after a checkpoint resumes the saved session with one empty user
+//! turn and repeats nothing; a session with no model response starts over
+//! and says why; two held checkpoints freeze it in place.
+
+mod common;
+#[path = "common/harness_cc.rs"]
+mod harness;
+
+use harness::Harness;
+use rollpoint_driver::adapter::codex::CONTINUE_TEXT;
+
+const CODEX: Harness = Harness {
+    kind: "codex",
+    continue_text: CONTINUE_TEXT,
+};
+
+#[test]
+fn root_codex_crash_after_a_checkpoint_continues_the_saved_session() {
+    harness::crash_after_checkpoint(CODEX);
+}
+
+#[test]
+fn root_codex_a_session_without_a_model_response_starts_over() {
+    harness::crash_before_first_response(CODEX);
+}
+
+#[test]
+fn root_codex_held_waiting_on_the_model_and_mid_tool_nothing_moves() {
+    harness::paused_twice(CODEX);
+}
