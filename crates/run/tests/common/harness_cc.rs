@@ -464,10 +464,14 @@ fn held_checkpoint(s: &Setup, h: Harness, what: &str) -> serde_json::Value {
         "every process lived through the hold ({what}): {:?}",
         before.1
     );
-    for key in ["prepare_ms", "commit_ms", "resume_ms"] {
+    for (key, name) in [
+        ("prepare_ms", "pause"),
+        ("commit_ms", "snapshot"),
+        ("resume_ms", "continue"),
+    ] {
         figure(
             h,
-            &format!("{what}_{key}"),
+            &format!("{what}_{name}"),
             report[key].as_u64().unwrap_or(0),
         );
     }
