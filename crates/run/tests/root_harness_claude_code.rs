@@ -1,7 +1,8 @@
 //! Claude Code end to end through `rollpoint run` (root, the pinned harness
 //! from `scripts/install-harnesses`, the scripted model, the btrfs store):
 //! a crash after a checkpoint resumes the saved session with the one
-//! documented continue turn and repeats nothing; a session with no model
+//! documented continue turn (with Claude Code's own repair of the
+//! interrupted turn) and repeats nothing; a session with no model
 //! response starts over and says why; two held checkpoints freeze it in
 //! place.
 
@@ -10,11 +11,11 @@ mod common;
 mod harness;
 
 use harness::Harness;
-use rollpoint_driver::adapter::claude_code::CONTINUE_TEXT;
+use rollpoint_driver::adapter::claude_code::RESUME_USER_TURNS;
 
 const CLAUDE_CODE: Harness = Harness {
     kind: "claude-code",
-    continue_text: CONTINUE_TEXT,
+    continue_turns: &RESUME_USER_TURNS,
 };
 
 #[test]

@@ -13,7 +13,7 @@ use rollpoint_driver::adapter::codex::CONTINUE_TEXT;
 
 const CODEX: Harness = Harness {
     kind: "codex",
-    continue_text: CONTINUE_TEXT,
+    continue_turns: &[CONTINUE_TEXT],
 };
 
 #[test]

@@ -10,9 +10,11 @@
 //! In print mode Claude Code continues a saved session only with a prompt
 //! (without one it asks for a deferred-tool marker and exits), so a relaunch
 //! adds one user turn, [`CONTINUE_TEXT`]: the text Claude Code itself uses
-//! when it resumes an interrupted turn. The tier is `continue_turn`. Parsing
-//! the session JSONL is pure ([`parse_session`]); reading it goes through the
-//! sandbox.
+//! when it resumes an interrupted turn. The tier is `continue_turn`. Claude
+//! Code also repairs the interrupted turn on its own before that prompt (see
+//! docs/design/harness-claude-code.md); the transcript keeps what it adds.
+//! Parsing the session JSONL is pure ([`parse_session`]); reading it goes
+//! through the sandbox.
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
@@ -34,6 +36,12 @@ pub const CONTINUE_TEXT: &str = "Continue from where you left off.";
 /// The model name Claude Code writes on the assistant messages it makes up
 /// itself (never sent by a model).
 const SYNTHETIC_MODEL: &str = "<synthetic>";
+
+/// The user turns a relaunch after an interrupted turn leaves in the
+/// conversation, in order: Claude Code's own marker (`isMeta`, joined to the
+/// last tool result when sent), then the adapter's prompt. Between them
+/// Claude Code writes a made-up assistant turn, "No response requested.".
+pub const RESUME_USER_TURNS: [&str; 2] = [CONTINUE_TEXT, CONTINUE_TEXT];
 
 /// Claude Code as a [`Harness`].
 #[derive(Debug, Clone, Copy, Default)]
@@ -198,11 +206,11 @@ pub struct Parsed {
 
 /// Reads a Claude Code session file. Claude Code writes each content block
 /// of a model response as its own `assistant` line (same `message.id`); a
-/// response is complete once a line of it carries a `stop_reason`. Its own
-/// bookkeeping is left out of the transcript: `isMeta` user lines and the
-/// assistant lines it makes up (`model: "<synthetic>"`, e.g. "No response
-/// requested." after an interrupted turn). Lines that do not parse are
-/// skipped.
+/// response is complete once a line of it carries a `stop_reason`. The
+/// lines Claude Code makes up itself (`isMeta` user text, assistant lines of
+/// `model: "<synthetic>"`) are part of what the model is sent, so they stay
+/// in the transcript, but they are no model response and carry no usage.
+/// Lines that do not parse are skipped.
 pub fn parse_session(text: &str, prompt: &str) -> Parsed {
     let mut out = Parsed::default();
     // (message id, usage, complete)
@@ -222,7 +230,7 @@ pub fn parse_session(text: &str, prompt: &str) -> Parsed {
         }
         let msg = &v["message"];
         match v["type"].as_str() {
-            Some("user") if v["isMeta"] != true => {
+            Some("user") => {
                 let content = &msg["content"];
                 if let Some(s) = content.as_str() {
                     first_user.get_or_insert_with(|| s.to_owned());
@@ -243,15 +251,17 @@ pub fn parse_session(text: &str, prompt: &str) -> Parsed {
                     }
                 }
             }
-            Some("assistant") if msg["model"] != SYNTHETIC_MODEL => {
+            Some("assistant") => {
                 let id = msg["id"].as_str().unwrap_or_default().to_owned();
                 let complete = !msg["stop_reason"].is_null();
-                match responses.iter_mut().find(|r| r.0 == id) {
-                    Some(r) => {
-                        r.1 = msg["usage"].clone();
-                        r.2 |= complete;
+                if msg["model"] != SYNTHETIC_MODEL {
+                    match responses.iter_mut().find(|r| r.0 == id) {
+                        Some(r) => {
+                            r.1 = msg["usage"].clone();
+                            r.2 |= complete;
+                        }
+                        None => responses.push((id.clone(), msg["usage"].clone(), complete)),
                     }
-                    None => responses.push((id.clone(), msg["usage"].clone(), complete)),
                 }
                 if id != last_id || transcript.last().is_none_or(|e| e.role != "assistant") {
                     transcript.push(entry("assistant", String::new(), Vec::new()));
@@ -377,13 +387,20 @@ mod tests {
                 "tool",
                 "assistant",
                 "user",
+                "assistant",
+                "user",
                 "assistant"
             ]
         );
         assert_eq!(t[3].tool_calls, ["echo 2 >> lines; sleep 8"]);
-        assert_eq!(t[4].text, CONTINUE_TEXT);
-        let users = t.iter().filter(|e| e.role == "user").count();
-        assert_eq!(users, 2, "the meta line is Claude Code's own: {t:?}");
+        assert_eq!(t[5].text, "No response requested.");
+        let users: Vec<&str> = t
+            .iter()
+            .filter(|e| e.role == "user")
+            .map(|e| e.text.as_str())
+            .skip(1)
+            .collect();
+        assert_eq!(users, RESUME_USER_TURNS);
     }
 
     #[test]

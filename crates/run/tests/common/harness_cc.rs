@@ -29,8 +29,8 @@ const PROMPT: &str = "Append the numbered lines to the file `lines`, one shell c
 pub struct Harness {
     /// The task's `adapter.kind`.
     pub kind: &'static str,
-    /// The user message a relaunch adds (its tier is `continue_turn`).
-    pub continue_text: &'static str,
+    /// The user turns a relaunch adds (its tier is `continue_turn`).
+    pub continue_turns: &'static [&'static str],
 }
 
 /// The scripted model. Step 1's tool sleeps (a crash or a pause lands
@@ -263,8 +263,9 @@ fn check_no_repeat(s: &Setup, skip_first: bool) {
     );
 }
 
-/// The user turns of the transcript: the task, then what the tier allows.
-fn check_user_turns(h: Harness, row: &RolloutResult, continue_turns: usize) {
+/// The user turns of the transcript: the task, then what the tier allows
+/// for each relaunch.
+fn check_user_turns(h: Harness, row: &RolloutResult, relaunches: usize) {
     let users: Vec<&str> = row
         .transcript
         .iter()
@@ -272,7 +273,9 @@ fn check_user_turns(h: Harness, row: &RolloutResult, continue_turns: usize) {
         .map(|e| e.text.as_str())
         .collect();
     let mut want = vec![PROMPT];
-    want.extend(std::iter::repeat_n(h.continue_text, continue_turns));
+    for _ in 0..relaunches {
+        want.extend(h.continue_turns);
+    }
     assert_eq!(users, want, "user turns: {:?}", row.transcript);
     assert!(
         row.transcript
