@@ -261,9 +261,15 @@ fn main() {
         let base = stats(results[0].1.iter().map(pick).collect()).0;
         for (kind, rs) in &results {
             let (med, min, max) = stats(rs.iter().map(pick).collect());
-            let ratio = if base > 0.0 { med / base } else { f64::NAN };
+            // The control report counts whole milliseconds: a 0 ms
+            // baseline has no ratio.
+            let ratio = if base > 0.0 {
+                format!("{:.2}x", med / base)
+            } else {
+                "-".to_owned()
+            };
             println!(
-                "{name:<28} {kind:<12} {:>24} {ratio:>7.2}x",
+                "{name:<28} {kind:<12} {:>24} {ratio:>8}",
                 format!("{med:.1} ({min:.1}..{max:.1})")
             );
         }
