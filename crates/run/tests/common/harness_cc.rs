@@ -13,7 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use rollpoint_driver::{RecoveryTier, RolloutResult, Status};
+use rollpoint_driver::{LaunchEnd, RecoveryTier, RolloutResult, Status};
 use rollpoint_testkit::{mounts_under, require_root, sandbox_cgroups, supervisor_bin};
 
 use crate::common::{checkpoint_holding, cpu_ticks, processes_of, spawn, wait, write_jsonl};
@@ -494,7 +494,15 @@ pub fn paused_twice(h: Harness) {
     s.until("the delayed model call", || {
         s.model_log().iter().any(|v| v["step"] == 2)
     });
-    let harness_pids = processes_of(&s.tag);
+    // The harness itself (not its tools, which come and go).
+    let harness_pids: Vec<u32> = processes_of(&s.tag)
+        .into_iter()
+        .filter(|p| {
+            let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+            !matches!(comm.trim(), "bash" | "sh" | "sleep" | "")
+        })
+        .collect();
+    assert!(!harness_pids.is_empty(), "the harness runs");
     let first = held_checkpoint(&s, h, "waiting_on_model");
     // Line 4's tool sleeps: the second checkpoint lands mid-tool.
     s.until("line 4", || s.lines() >= 4);
@@ -506,21 +514,19 @@ pub fn paused_twice(h: Harness) {
         calls_before,
         "no model call while held"
     );
-    let survivors: Vec<u32> = processes_of(&s.tag)
-        .into_iter()
-        .filter(|p| harness_pids.contains(p))
-        .collect();
+    let running = processes_of(&s.tag);
     assert!(
-        !survivors.is_empty(),
-        "the harness processes of the first checkpoint still run: {harness_pids:?}"
+        harness_pids.iter().all(|p| running.contains(p)),
+        "the harness processes of the first checkpoint go on: {harness_pids:?}, now {running:?}"
     );
-
     s.wait_ok(&mut child, "run");
     let row = verified(&s);
     assert_eq!(row.attempt, 0, "no crash, no new attempt: {row:?}");
     assert_eq!(row.launches.len(), 1, "one launch: {:?}", row.launches);
     let launch = &row.launches[0];
     assert!(launch.pauses >= 2, "{launch:?}");
+    assert_eq!(launch.end, Some(LaunchEnd::Finished), "{launch:?}");
+    assert_eq!(launch.exit_code, Some(0), "{launch:?}");
     assert_eq!(launch.tier, Some(RecoveryTier::ContinueTurn));
     figure(h, "launch_paused", launch.paused_ms);
     check_user_turns(h, &row, 0);
