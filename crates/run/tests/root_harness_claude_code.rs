@@ -11,10 +11,12 @@ mod common;
 mod harness;
 
 use harness::Harness;
+use rollpoint_driver::RecoveryTier;
 use rollpoint_driver::adapter::claude_code::RESUME_USER_TURNS;
 
 const CLAUDE_CODE: Harness = Harness {
     kind: "claude-code",
+    tier: RecoveryTier::ContinueTurn,
     continue_turns: &RESUME_USER_TURNS,
 };
 

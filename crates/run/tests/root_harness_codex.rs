@@ -1,7 +1,7 @@
 //! Codex CLI end to end through `rollpoint run` (root, the pinned harness
 //! from `scripts/install-harnesses`, the scripted model, the btrfs store):
-//! a crash after a checkpoint resumes the saved session with one empty user
-//! turn and repeats nothing; a session with no model response starts over
+//! a crash after a checkpoint continues the saved session with no user
+//! message added (tier `exact`) and repeats nothing; a session with no model response starts over
 //! and says why; two held checkpoints freeze it in place.
 
 mod common;
@@ -9,11 +9,12 @@ mod common;
 mod harness;
 
 use harness::Harness;
-use rollpoint_driver::adapter::codex::CONTINUE_TEXT;
+use rollpoint_driver::RecoveryTier;
 
 const CODEX: Harness = Harness {
     kind: "codex",
-    continue_turns: &[CONTINUE_TEXT],
+    tier: RecoveryTier::Exact,
+    continue_turns: &[],
 };
 
 #[test]

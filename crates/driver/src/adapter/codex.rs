@@ -1,13 +1,17 @@
-//! The Codex CLI adapter (`@openai/codex` 0.171.0, `codex exec`).
+//! The Codex CLI adapter (`@openai/codex` 0.171.0).
 //!
 //! Codex speaks the Responses API only, so its provider points at the
 //! gateway route's `/v1/responses`. Its whole home (`CODEX_HOME`, `HOME`,
 //! the XDG directories) lives in the rollout's state directory, so a
-//! snapshot carries the session. Codex has no way to continue a saved
-//! session without a user turn (`codex exec resume` without a prompt reads
-//! one from stdin and fails on an empty one), so a relaunch adds the least it
-//! accepts: one empty user message ([`CONTINUE_TEXT`]); the tier is
-//! `continue_turn`. The session is the rollout JSONL under
+//! snapshot carries the session. A fresh start is `codex exec PROMPT`.
+//!
+//! `codex exec resume` will not go on without a new user message, but
+//! Codex's app server will: `thread/resume`, then `turn/start` with no input
+//! runs the saved thread's next model turn and adds nothing to it. A
+//! continuation is therefore [`CONTINUE_SCRIPT`], a small JSON-RPC client in
+//! bash (the sandbox has bash, and nothing else of rollpoint's is on its
+//! path) that drives `codex app-server` over stdio for that one turn; the
+//! tier is `exact`. The session is the rollout JSONL under
 //! `$CODEX_HOME/sessions/`; parsing it is pure ([`parse_session`]), reading
 //! it goes through the sandbox.
 
@@ -22,9 +26,68 @@ use crate::result::{TranscriptEntry, Usage};
 
 const NAME: &str = "codex";
 
-/// The user message a relaunch adds: empty, the least `codex exec resume`
-/// accepts.
-pub const CONTINUE_TEXT: &str = "";
+/// The continuation: `codex app-server` driven over stdio for one turn of
+/// the newest saved thread with no input. Arguments: the Codex binary and
+/// the sessions directory. Replies are matched by their compact prefix
+/// (`{"id":N,"result"`), which is how this version writes them; a
+/// notification is skipped, a request from the server (an approval, which
+/// `approval_policy = "never"` rules out) ends the turn as failed. Exits 0
+/// when the turn completes without error.
+pub const CONTINUE_SCRIPT: &str = r#"set -euo pipefail
+codex=$1 sessions=$2
+name=$(find "$sessions" -type f -name 'rollout-*.jsonl' -printf '%f\n' 2>/dev/null | sort | tail -n 1 || true)
+if [ -z "$name" ]; then
+  echo "rollpoint: no codex session under $sessions to continue" >&2
+  exit 98
+fi
+thread=${name%.jsonl}
+thread=${thread: -36}
+coproc CODEX { exec "$codex" app-server; }
+# Own copies: bash drops CODEX and CODEX_PID when the server exits.
+pid=$CODEX_PID
+exec {from}<&"${CODEX[0]}" {to}>&"${CODEX[1]}"
+eval "exec ${CODEX[0]}<&- ${CODEX[1]}>&-"
+send() { printf '%s\n' "$1" >&"$to"; }
+reply() {
+  local line
+  while IFS= read -r line <&"$from"; do
+    case $line in
+      "{\"id\":$1,\"result\""*) return 0 ;;
+      "{\"id\":$1,\"error\""*)
+        echo "rollpoint: codex app-server refused request $1 for thread $thread: $line" >&2
+        return 1 ;;
+    esac
+  done
+  echo "rollpoint: codex app-server ended before answering request $1" >&2
+  return 1
+}
+send '{"id":1,"method":"initialize","params":{"clientInfo":{"name":"rollpoint","version":"1"}}}'
+reply 1
+send '{"method":"initialized"}'
+send "{\"id\":2,\"method\":\"thread/resume\",\"params\":{\"threadId\":\"$thread\",\"excludeTurns\":true}}"
+reply 2
+send "{\"id\":3,\"method\":\"turn/start\",\"params\":{\"threadId\":\"$thread\",\"input\":[]}}"
+reply 3
+status=1
+while IFS= read -r line <&"$from"; do
+  case $line in
+    '{"method":"turn/completed"'*)
+      if [[ $line == *'"status":"completed","error":null'* ]]; then
+        status=0
+      else
+        echo "rollpoint: codex turn did not complete: $line" >&2
+      fi
+      break ;;
+    '{"id":'*)
+      echo "rollpoint: codex app-server asked for an answer rollpoint cannot give: $line" >&2
+      break ;;
+  esac
+done
+# End of input ends the server.
+exec {to}>&-
+wait "$pid" || true
+exit "$status"
+"#;
 
 /// The variable the provider's API key is read from (the gateway ignores it).
 const KEY_VAR: &str = "ROLLPOINT_CODEX_KEY";
@@ -92,7 +155,7 @@ impl Harness for Codex {
     }
 
     fn tier(&self) -> RecoveryTier {
-        RecoveryTier::ContinueTurn
+        RecoveryTier::Exact
     }
 
     fn inspect<'a>(
@@ -128,16 +191,18 @@ impl Harness for Codex {
         ] {
             launch.env.entry(k.to_owned()).or_insert(v);
         }
-        launch.argv.push("exec".into());
         if resume {
-            // The state directory holds this rollout's sessions only, so
-            // the newest one in this workdir is the one to continue.
-            launch
-                .argv
-                .extend(["resume", "--skip-git-repo-check", "--last"].map(String::from));
-            launch.argv.push("--".into());
-            launch.argv.push(CONTINUE_TEXT.into());
+            let codex = std::mem::take(&mut launch.argv);
+            launch.argv = vec![
+                "/bin/bash".into(),
+                "-c".into(),
+                CONTINUE_SCRIPT.into(),
+                "rollpoint-codex-continue".into(),
+            ];
+            launch.argv.extend(codex);
+            launch.argv.push(format!("{}/sessions", codex_home(&dir)));
         } else {
+            launch.argv.push("exec".into());
             launch.argv.push("--skip-git-repo-check".into());
             launch.argv.push("--".into());
             launch.argv.push(settings.prompt.clone());
@@ -323,7 +388,8 @@ mod tests {
     use super::*;
 
     /// The shape of a rollout file of codex 0.171.0, cut to the fields read,
-    /// from a run killed while its second tool call ran and resumed once.
+    /// from a run killed while its second tool call ran and continued once
+    /// through the app server (no user message added).
     const FILE: &str = r#"{"type":"session_meta","payload":{"id":"01a2-s","cwd":"/workspace"}}
 {"type":"response_item","payload":{"type":"message","role":"developer","content":[{"type":"input_text","text":"<skills_instructions>"}]}}
 {"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":"<environment_context>"}]}}
@@ -334,8 +400,6 @@ mod tests {
 {"type":"response_item","payload":{"type":"function_call_output","call_id":"c1","output":"Process exited with code 0"}}
 {"type":"response_item","payload":{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"echo 2 >> lines; sleep 8\"}","call_id":"c2"}}
 {"type":"token_usage_record","payload":{"response_id":"resp_2","usage":{"input_tokens":120,"output_tokens":10,"total_tokens":130}}}
-{"type":"response_item","payload":{"type":"message","role":"user","content":[{"type":"input_text","text":""}]}}
-{"type":"event_msg","payload":{"type":"item_completed","item":{"type":"UserMessage","content":[{"type":"text","text":""}]}}}
 {"type":"response_item","payload":{"type":"message","role":"assistant","content":[{"type":"output_text","text":"all done"}]}}
 {"type":"token_usage_record","payload":{"response_id":"resp_3","usage":{"input_tokens":140,"output_tokens":3,"total_tokens":143}}}
 {"type":"token_usage_record","payload":{"response_id":"resp_3","usage":{"input_tokens":140,"output_tokens":3,"total_tokens":143}}}
@@ -367,20 +431,13 @@ mod tests {
             .collect();
         assert_eq!(
             roles,
-            [
-                "user",
-                "assistant",
-                "tool",
-                "assistant",
-                "user",
-                "assistant"
-            ]
+            ["user", "assistant", "tool", "assistant", "assistant"]
         );
         assert_eq!(
             p.collected.transcript[3].tool_calls,
             ["echo 2 >> lines; sleep 8"]
         );
-        assert_eq!(p.collected.transcript[4].text, CONTINUE_TEXT);
+        assert_eq!(p.collected.transcript[4].text, "all done");
     }
 
     #[test]
@@ -395,7 +452,7 @@ mod tests {
     }
 
     #[test]
-    fn the_launch_configures_the_gateway_and_a_resume_adds_only_the_empty_turn() {
+    fn the_launch_configures_the_gateway_and_a_resume_drives_the_app_server() {
         let s: HarnessSettings =
             serde_json::from_value(serde_json::json!({"prompt": "do \"it\""})).unwrap();
         let base = || Launch {
@@ -427,17 +484,91 @@ mod tests {
             "/var/lib/rollpoint/harness/codex/r1/home/.codex"
         );
         let resumed = Codex.launch(&s, base(), true);
+        assert_eq!(resumed.argv[..3], ["/bin/bash", "-c", CONTINUE_SCRIPT]);
         assert_eq!(
-            resumed.argv,
+            resumed.argv[4..],
             [
                 "/opt/codex",
-                "exec",
-                "resume",
-                "--skip-git-repo-check",
-                "--last",
-                "--",
-                ""
+                "/var/lib/rollpoint/harness/codex/r1/home/.codex/sessions"
             ]
         );
+        assert_eq!(resumed.files, fresh.files, "the route is rewritten");
+    }
+
+    /// A stand-in for `codex app-server`: logs what it reads, answers the
+    /// three requests, then ends the turn with `$TURN` (`completed` or
+    /// `failed`).
+    const FAKE_SERVER: &str = r#"#!/bin/bash
+[ "$1" = app-server ] || exit 64
+while IFS= read -r line; do
+  printf '%s\n' "$line" >> "$LOG"
+  case $line in
+    *'"id":1,'*) echo '{"id":1,"result":{"userAgent":"fake"}}' ;;
+    *'"id":2,'*) echo '{"method":"thread/status/changed","params":{}}'
+                 echo '{"id":2,"result":{"thread":{}}}' ;;
+    *'"id":3,'*) echo '{"id":3,"result":{"turn":{"status":"inProgress","error":null}}}'
+                 echo '{"method":"item/completed","params":{"item":{"status":"completed","error":null}}}'
+                 if [ "$TURN" = completed ]; then
+                   echo '{"method":"turn/completed","params":{"turn":{"items":[],"status":"completed","error":null}}}'
+                 else
+                   echo '{"method":"turn/completed","params":{"turn":{"items":[],"status":"failed","error":{"message":"boom"}}}}'
+                 fi ;;
+  esac
+done
+echo eof >> "$LOG"
+"#;
+
+    fn continue_with(turn: &str, sessions: &std::path::Path) -> (std::process::Output, String) {
+        let tmp = tempfile::tempdir().unwrap();
+        let server = tmp.path().join("codex");
+        std::fs::write(&server, FAKE_SERVER).unwrap();
+        std::fs::set_permissions(&server, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let log = tmp.path().join("log");
+        let out = std::process::Command::new("/bin/bash")
+            .args(["-c", CONTINUE_SCRIPT, "continue"])
+            .arg(&server)
+            .arg(sessions)
+            .env("LOG", &log)
+            .env("TURN", turn)
+            .output()
+            .unwrap();
+        (out, std::fs::read_to_string(&log).unwrap_or_default())
+    }
+
+    #[test]
+    fn the_continuation_resumes_the_newest_thread_and_starts_a_turn_with_no_input() {
+        let tmp = tempfile::tempdir().unwrap();
+        let day = tmp.path().join("2026/11/29");
+        std::fs::create_dir_all(&day).unwrap();
+        for name in [
+            "rollout-2026-11-29T10-00-00-01a20000-0000-7000-8000-000000000001.jsonl",
+            "rollout-2026-11-29T11-00-00-01a20000-0000-7000-8000-000000000002.jsonl",
+        ] {
+            std::fs::write(day.join(name), "").unwrap();
+        }
+        let (out, log) = continue_with("completed", tmp.path());
+        assert!(out.status.success(), "{out:?}\n{log}");
+        let sent: Vec<&str> = log.lines().collect();
+        assert_eq!(sent.len(), 5, "{log}");
+        assert!(sent[0].contains(r#""method":"initialize""#));
+        assert_eq!(sent[1], r#"{"method":"initialized"}"#);
+        assert!(sent[2].contains(r#""threadId":"01a20000-0000-7000-8000-000000000002""#));
+        assert!(sent[2].contains("thread/resume"));
+        assert_eq!(
+            sent[3],
+            r#"{"id":3,"method":"turn/start","params":{"threadId":"01a20000-0000-7000-8000-000000000002","input":[]}}"#
+        );
+        assert_eq!(sent[4], "eof", "the server's input is closed at the end");
+
+        let (out, _) = continue_with("failed", tmp.path());
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("did not complete"));
+
+        let empty = tempfile::tempdir().unwrap();
+        let (out, log) = continue_with("completed", empty.path());
+        assert_eq!(out.status.code(), Some(98), "{out:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains("no codex session under"));
+        assert!(log.is_empty(), "no server started: {log}");
     }
 }

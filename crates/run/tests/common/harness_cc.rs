@@ -29,7 +29,9 @@ const PROMPT: &str = "Append the numbered lines to the file `lines`, one shell c
 pub struct Harness {
     /// The task's `adapter.kind`.
     pub kind: &'static str,
-    /// The user turns a relaunch adds (its tier is `continue_turn`).
+    /// Its recovery tier.
+    pub tier: RecoveryTier,
+    /// The user turns a relaunch adds (none for the `exact` tier).
     pub continue_turns: &'static [&'static str],
 }
 
@@ -304,7 +306,8 @@ fn first_call_after(s: &Setup, since: Instant, seen: usize) -> Duration {
 }
 
 /// (a) SIGUSR1 while a tool runs, SIGKILL the runner, resume: the saved
-/// session continues with the documented continue turn and nothing repeats.
+/// session continues (with the documented continue turn, if its tier has
+/// one) and nothing repeats.
 pub fn crash_after_checkpoint(h: Harness) {
     let s = Setup::new(h, "a", 300);
     let mut child = s.run();
@@ -344,9 +347,7 @@ pub fn crash_after_checkpoint(h: Harness) {
         last.reason
     );
     assert!(
-        row.launches
-            .iter()
-            .all(|l| l.tier == Some(RecoveryTier::ContinueTurn)),
+        row.launches.iter().all(|l| l.tier == Some(h.tier)),
         "{:?}",
         row.launches
     );
@@ -527,7 +528,7 @@ pub fn paused_twice(h: Harness) {
     assert!(launch.pauses >= 2, "{launch:?}");
     assert_eq!(launch.end, Some(LaunchEnd::Finished), "{launch:?}");
     assert_eq!(launch.exit_code, Some(0), "{launch:?}");
-    assert_eq!(launch.tier, Some(RecoveryTier::ContinueTurn));
+    assert_eq!(launch.tier, Some(h.tier));
     figure(h, "launch_paused", launch.paused_ms);
     check_user_turns(h, &row, 0);
     check_no_repeat(&s, false);
