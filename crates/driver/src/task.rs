@@ -28,6 +28,19 @@ pub enum AdapterSpec {
     ClaudeCode(HarnessSettings),
 }
 
+impl AdapterSpec {
+    /// The harness's environment settings, for a runner adding its own
+    /// variables; `None` for an adapter that takes none.
+    pub fn env_mut(&mut self) -> Option<&mut std::collections::BTreeMap<String, String>> {
+        match self {
+            AdapterSpec::Command(s) => Some(&mut s.env),
+            AdapterSpec::Native(s) => Some(&mut s.env),
+            AdapterSpec::Fake(_) => None,
+            AdapterSpec::Codex(s) | AdapterSpec::ClaudeCode(s) => Some(&mut s.env),
+        }
+    }
+}
+
 /// One rollout to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

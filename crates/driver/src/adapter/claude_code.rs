@@ -448,4 +448,51 @@ mod tests {
         let resumed = ClaudeCode.launch(&s, base(), true);
         assert_eq!(resumed.argv[5..], ["--continue", "--", CONTINUE_TEXT]);
     }
+
+    #[test]
+    fn codex_and_claude_code_tasks_decode_and_a_bad_setting_is_named() {
+        let task = |adapter: &str| {
+            format!(
+                r#"{{"v": 1, "task": {{"id": "t1", "verify": {{"command": ["true"]}}}}, "adapter": {adapter}}}"#
+            )
+        };
+        let ok = crate::RolloutTask::decode(
+            task(r#"{"kind": "claude-code", "prompt": "go", "model": "m"}"#).as_bytes(),
+        )
+        .unwrap();
+        assert!(
+            matches!(ok.adapter, crate::AdapterSpec::ClaudeCode(ref s) if s.prompt == "go" && s.model == "m")
+        );
+        let ok =
+            crate::RolloutTask::decode(task(r#"{"kind": "codex", "prompt": "go"}"#).as_bytes())
+                .unwrap();
+        assert!(matches!(ok.adapter, crate::AdapterSpec::Codex(ref s) if s.pauses));
+        for (adapter, field) in [
+            (
+                r#"{"kind": "claude-code", "prompt": ""}"#,
+                "task.adapter.prompt",
+            ),
+            (
+                r#"{"kind": "codex", "prompt": "go", "model": ""}"#,
+                "task.adapter.model",
+            ),
+            (
+                r#"{"kind": "codex", "prompt": "go", "bin": "codex"}"#,
+                "task.adapter.bin",
+            ),
+        ] {
+            match crate::RolloutTask::decode(task(adapter).as_bytes()) {
+                Err(crate::DriverError::Task { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("{adapter}: {other:?}"),
+            }
+        }
+        match crate::RolloutTask::decode(
+            task(r#"{"kind": "claude_code", "prompt": "go"}"#).as_bytes(),
+        ) {
+            Err(crate::DriverError::Task { message, .. }) => {
+                assert!(message.contains("claude_code"), "{message}");
+            }
+            other => panic!("the kind is spelled claude-code: {other:?}"),
+        }
+    }
 }
