@@ -35,10 +35,11 @@ pub struct Harness {
     pub continue_turns: &'static [&'static str],
 }
 
-/// The scripted model. Step 1's tool sleeps (a crash or a pause lands
-/// mid-tool), step 2 is answered after a long delay (a pause lands while
-/// the harness waits on the model), step 3's tool sleeps again.
-/// `first_delay_ms` holds the first answer.
+/// The scripted model: one shell call per line. The call of line 2 sleeps
+/// (a crash lands mid-tool), the answer asking for line 3 comes after a
+/// long delay (a pause lands while the harness waits on the model), the
+/// call of line 4 sleeps again (a pause lands mid-tool). `first_delay_ms`
+/// holds the first answer.
 fn script(first_delay_ms: u64) -> serde_json::Value {
     let step = |n: usize, sleep: &str, delay: u64| serde_json::json!({"shell": [format!("echo {n} >> lines{sleep}")], "delay_ms": delay});
     serde_json::json!({
@@ -429,8 +430,8 @@ fn frozen(s: &Setup, h: Harness, pids: &[u32]) -> Frozen {
     (files, cpu)
 }
 
-/// A checkpoint held `hold_ms`: compares the sandbox 800 ms in and near
-/// the end of the hold; returns the report.
+/// A checkpoint held 3.5 s: compares the sandbox 0.8 s and 2.3 s into the
+/// hold; returns the checkpoint's report.
 fn held_checkpoint(s: &Setup, h: Harness, what: &str) -> serde_json::Value {
     let hold_ms = 3500;
     let pids = processes_of(&s.tag);
