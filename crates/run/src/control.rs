@@ -25,8 +25,9 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::controller::{Progress, Signal};
+use crate::controller::Signal;
 use crate::errors::RunError;
+use crate::progress::Progress;
 
 /// Version of the control bodies and of `control.json`.
 pub const CONTROL_VERSION: u32 = 1;

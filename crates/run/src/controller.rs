@@ -23,6 +23,7 @@ use crate::control::{
 };
 use crate::errors::RunError;
 use crate::plan::{drop_unsaved_sessions, plan_resume};
+use crate::progress::{Progress, Reporter};
 use crate::results::{ResultsLog, read_results};
 use crate::stack::{Stack, open_backend};
 use crate::state::{RUN_STATE_VERSION, RunState};
@@ -61,40 +62,21 @@ pub enum Ending {
     Stopped { checkpoint: String },
 }
 
-/// Counts shown on stderr.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Progress {
-    pub total: usize,
-    pub done: usize,
-    pub in_flight: usize,
-    pub queued: usize,
-    pub parked: usize,
-    pub checkpoints: u32,
-    pub last_checkpoint: Option<(String, Duration)>,
-}
-
-impl std::fmt::Display for Progress {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}/{} done, {} in flight ({} queued, {} parked), {} checkpoints",
-            self.done, self.total, self.in_flight, self.queued, self.parked, self.checkpoints
-        )?;
-        if let Some((id, took)) = &self.last_checkpoint {
-            write!(f, ", last {id} in {} ms", took.as_millis())?;
-        }
-        Ok(())
-    }
-}
-
 fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
+/// The `ROLLPOINT_GATEWAY` value for a gateway served at `server`
+/// (`http://host:port`): the base harnesses put a capture key and `/v1`
+/// after.
+pub fn gateway_base(server: &str) -> String {
+    format!("{}/r", server.trim_end_matches('/'))
+}
+
 /// Adds `extra` to the harness's environment; the task's own values win.
-fn with_env(mut task: RolloutTask, extra: &BTreeMap<String, String>) -> RolloutTask {
+pub fn with_env(mut task: RolloutTask, extra: &BTreeMap<String, String>) -> RolloutTask {
     let Some(env) = task.adapter.env_mut() else {
         return task;
     };
@@ -290,10 +272,10 @@ pub async fn resume(
                 checkpoint: id.clone(),
                 message: e.to_string(),
             })?;
-        eprintln!(
-            "rollpoint: restored {} rollouts from checkpoint {source}",
+        lp.reporter.line(&format!(
+            "restored {} rollouts from checkpoint {source}",
             lp.in_flight.len()
-        );
+        ));
     }
     if !plan.retire.is_empty() {
         lp.stack
@@ -310,10 +292,10 @@ pub async fn resume(
             };
             lp.start_over(task.clone(), k.attempt)?;
         }
-        eprintln!(
-            "rollpoint: {} rollouts start over as their next attempt",
+        lp.reporter.line(&format!(
+            "{} rollouts start over as their next attempt",
             plan.retire.len()
-        );
+        ));
     }
     for rollout in &plan.fresh {
         if let Some(task) = by_id.get(rollout) {
@@ -403,6 +385,7 @@ struct Loop {
     /// Rollout -> attempt, registered and not finished.
     in_flight: BTreeMap<String, u32>,
     progress: Progress,
+    reporter: Reporter,
     continues: Option<String>,
     tx: mpsc::UnboundedSender<Finished>,
     rx: mpsc::UnboundedReceiver<Finished>,
@@ -426,17 +409,21 @@ impl Loop {
         }
         let results = ResultsLog::open(&run_dir)?;
         let (tx, rx) = mpsc::unbounded_channel();
+        let progress = Progress {
+            total,
+            done,
+            ..Progress::default()
+        };
+        let reporter = Reporter::for_stderr();
+        reporter.update(&progress);
         Ok(Self {
             run_dir,
             stack,
             state,
             results,
             in_flight: BTreeMap::new(),
-            progress: Progress {
-                total,
-                done,
-                ..Progress::default()
-            },
+            progress,
+            reporter,
             continues,
             tx,
             rx,
@@ -548,8 +535,8 @@ impl Loop {
         let t = done.timings;
         self.progress.checkpoints += 1;
         self.progress.last_checkpoint = Some((id.clone(), took));
-        eprintln!(
-            "rollpoint: checkpoint {id}: {} rollouts, {} restart, {} ms (prepare {} ms, commit {} ms, publish {} ms, resume {} ms)",
+        self.reporter.line(&format!(
+            "checkpoint {id}: {} rollouts, {} restart, {} ms (prepare {} ms, commit {} ms, publish {} ms, resume {} ms)",
             done.doc.scope.len(),
             done.doc.restarts.len(),
             took.as_millis(),
@@ -557,7 +544,8 @@ impl Loop {
             t.commit.as_millis(),
             t.publish.as_millis(),
             t.resume.as_millis()
-        );
+        ));
+        self.reporter.update(&self.progress);
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         Ok(CheckpointReport {
             v: CONTROL_VERSION,
@@ -586,14 +574,16 @@ impl Loop {
             Ok(result) => {
                 self.results.append(&result)?;
                 self.progress.done += 1;
-                eprintln!(
-                    "rollpoint: {rollout} attempt {} {:?} reward {}",
+                self.progress.in_flight = self.in_flight.len();
+                self.reporter.line(&format!(
+                    "{rollout} attempt {} {:?} reward {}",
                     result.attempt,
                     result.status,
                     result
                         .reward
                         .map_or_else(|| "-".to_owned(), |r| r.to_string())
-                );
+                ));
+                self.reporter.update(&self.progress);
                 let k = key(&rollout, attempt);
                 if let Err(e) = self
                     .stack
@@ -601,11 +591,12 @@ impl Loop {
                     .forget(std::slice::from_ref(&k))
                     .await
                 {
-                    eprintln!("rollpoint: forget {k}: {e}");
+                    self.reporter.line(&format!("forget {k}: {e}"));
                 }
             }
             Err(e) => {
-                eprintln!("rollpoint: {rollout}: {e} (a resume runs it again)");
+                self.reporter
+                    .line(&format!("{rollout}: {e} (a resume runs it again)"));
                 self.lost.push(rollout);
             }
         }
@@ -623,13 +614,13 @@ impl Loop {
                 .map_err(|e| RunError::setup("sweep", e))
         });
         if let Err(e) = result {
-            eprintln!("rollpoint: {e}");
+            self.reporter.line(&e.to_string());
         }
     }
 
     fn show(&mut self) {
         self.count();
-        eprintln!("rollpoint: {}", self.progress);
+        self.reporter.tick(&self.progress);
     }
 
     fn count(&mut self) {
@@ -655,7 +646,7 @@ impl Loop {
         let period = Duration::from_secs(every.max(1));
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut shown = tokio::time::interval(Duration::from_secs(5));
+        let mut shown = tokio::time::interval(self.reporter.period());
         let mut signals_open = true;
         while !self.in_flight.is_empty() {
             tokio::select! {
@@ -664,19 +655,19 @@ impl Loop {
                 }
                 _ = ticker.tick(), if every > 0 => {
                     if let Err(e) = self.checkpoint(false, Duration::ZERO).await {
-                        eprintln!("rollpoint: {e} (the run goes on)");
+                        self.reporter.line(&format!("{e} (the run goes on)"));
                     }
                 }
                 signal = signals.recv(), if signals_open => match signal {
                     Some(Signal::Checkpoint) => {
                         if let Err(e) = self.checkpoint(false, Duration::ZERO).await {
-                            eprintln!("rollpoint: {e} (the run goes on)");
+                            self.reporter.line(&format!("{e} (the run goes on)"));
                         }
                     }
                     Some(Signal::Control(ControlRequest::Checkpoint { hold, reply })) => {
                         let answer = self.checkpoint(false, hold).await.map_err(|e| e.to_string());
                         if let Err(e) = &answer {
-                            eprintln!("rollpoint: {e} (the run goes on)");
+                            self.reporter.line(&format!("{e} (the run goes on)"));
                         }
                         let _asker_gone: Result<(), _> = reply.send(answer);
                     }
@@ -688,8 +679,9 @@ impl Loop {
                         let id = self.checkpoint(true, Duration::ZERO).await?.id;
                         // Sandboxes the checkpoint could not save end too.
                         if let Err(e) = self.stack.backend.destroy_all() {
-                            eprintln!("rollpoint: tearing down sandboxes: {e}");
+                            self.reporter.line(&format!("tearing down sandboxes: {e}"));
                         }
+                        self.reporter.finish(&self.progress);
                         self.stack.shutdown().await;
                         return Ok(Ending::Stopped { checkpoint: id });
                     }
@@ -699,6 +691,7 @@ impl Loop {
             }
         }
         self.show();
+        self.reporter.finish(&self.progress);
         let rows = self.progress.done;
         let lost = std::mem::take(&mut self.lost);
         self.stack.shutdown().await;

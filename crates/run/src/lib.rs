@@ -10,8 +10,9 @@
 //!
 //! Pure logic: [`config`], [`tasks`], [`state`], [`results`] (formats and
 //! their readers), [`plan`] (what a resume does). Effects: [`stack`] (builds
-//! the participants), [`controller`] (the loop) and [`control`] (its HTTP
-//! endpoint). See docs/design/run.md.
+//! the participants), [`controller`] (the loop), [`control`] (its HTTP
+//! endpoint) and [`progress`] (bars on a terminal, plain lines otherwise).
+//! See docs/design/run.md.
 #![forbid(unsafe_code)]
 
 pub mod config;
@@ -19,6 +20,7 @@ pub mod control;
 pub mod controller;
 mod errors;
 pub mod plan;
+pub mod progress;
 pub mod results;
 pub mod stack;
 pub mod state;
@@ -27,8 +29,9 @@ pub mod tasks;
 
 pub use config::{CONFIG_VERSION, ModelSource, RunConfig, StoreKind};
 pub use control::{ControlFile, Listen};
-pub use controller::{Ending, Inputs, Progress, Signal, resume, run};
+pub use controller::{Ending, GATEWAY_VAR, Inputs, Signal, gateway_base, resume, run, with_env};
 pub use errors::RunError;
+pub use progress::{Progress, Reporter};
 pub use results::{ResultsLog, read_results};
 pub use state::{RUN_STATE_VERSION, RunState};
 pub use tasks::{TasksFile, load_tasks};

@@ -145,9 +145,9 @@ impl Stack {
     /// The base harnesses put a capture key and `/v1` after:
     /// `http://127.0.0.1:<port>/r`.
     pub fn gateway_base(&self) -> Option<String> {
-        self.gateway
-            .as_ref()
-            .map(|_| format!("http://127.0.0.1:{}/r", self.gateway_port))
+        self.gateway.as_ref().map(|_| {
+            crate::controller::gateway_base(&format!("http://127.0.0.1:{}", self.gateway_port))
+        })
     }
 
     /// Stops serving the gateway and the scripted model.

@@ -8,6 +8,7 @@ mod model_script;
 mod owner;
 mod resume;
 mod run;
+mod serve;
 mod status;
 mod sweep;
 mod worker;
@@ -38,6 +39,10 @@ pub enum Command {
     Run(run::RunArgs),
     /// Continue a run after a crash or a stop.
     Resume(resume::ResumeArgs),
+    /// Serve one participant (or the coordinator) of a run spread over
+    /// several machines.
+    #[command(subcommand)]
+    Serve(serve::Serve),
     /// Show a run's tasks, results, latest checkpoint and what is in flight.
     Status(status::StatusArgs),
 }
@@ -53,6 +58,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Sweep(args) => sweep::run(&args),
         Command::Run(args) => run::run(args),
         Command::Resume(args) => resume::run(&args),
+        Command::Serve(s) => serve::run(s),
         Command::Status(args) => status::run(&args),
     }
 }

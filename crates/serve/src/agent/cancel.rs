@@ -1,0 +1,57 @@
+//! `DELETE /v1/rollouts/{id}`: cancels a rollout in flight (its launch is
+//! killed and its session closed) and returns its `RolloutResult` v1
+//! (status `cancelled`, unless it finished first). 404 for an unknown id;
+//! 409 when it already has a result.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::table::Outcome;
+use super::{Shared, unknown};
+use crate::http::{ApiError, ErrorCode, json};
+
+/// How long the result of a cancelled run may take to arrive after the
+/// run ended.
+const SETTLE: Duration = Duration::from_secs(30);
+
+pub(super) async fn handle(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
+    if seen.outcome.is_some() {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("rollout {id} has already finished"),
+        ));
+    }
+    if let Err(e) = shared.runs.cancel(&id).await {
+        return Err(ApiError::new(
+            ErrorCode::Failed,
+            format!("cancel of rollout {id}: {e}"),
+        ));
+    }
+    let mut seen = seen;
+    let _arrived = tokio::time::timeout(SETTLE, seen.changes.wait_for(Option::is_some))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
+    match &seen.outcome {
+        Some(Outcome::Done(result)) => Ok(json(StatusCode::OK, result.as_ref())),
+        Some(Outcome::Lost(e)) => Err(ApiError::new(
+            ErrorCode::Lost,
+            format!("rollout {id} attempt {}: {e}", seen.attempt),
+        )),
+        None => Err(ApiError::new(
+            ErrorCode::Failed,
+            format!(
+                "rollout {id}: cancelled, but no result within {} s",
+                SETTLE.as_secs()
+            ),
+        )),
+    }
+}

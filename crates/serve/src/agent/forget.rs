@@ -1,0 +1,92 @@
+//! Forgetting finished rollouts, so later checkpoints no longer carry them.
+//! The control plane refuses forget while a checkpoint is open, and every
+//! call renews the open checkpoint's lease: retrying in a loop would keep
+//! the checkpoint of a coordinator that went silent alive for ever. So
+//! finished keys wait here from a prepare or restore until its resume, and
+//! are then forgotten in one call; a refused call puts them back for the
+//! next resume.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use rollpoint_checkpoint::wire::KeysRequest;
+use rollpoint_checkpoint::{Control as _, LocalControl};
+
+/// Deadline of one forget call.
+const FORGET_TIMEOUT_MS: u64 = 30_000;
+
+#[derive(Debug, Default)]
+struct State {
+    /// A prepare or restore came and its resume has not.
+    open: bool,
+    pending: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct Forgetting {
+    state: Mutex<State>,
+}
+
+impl Forgetting {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A checkpoint or restore began.
+    pub fn opened(&self) {
+        self.state().open = true;
+    }
+
+    /// `key` finished: the keys to forget now, unless a checkpoint is open.
+    pub fn finished(&self, key: String) -> Option<Vec<String>> {
+        let mut s = self.state();
+        s.pending.push(key);
+        (!s.open).then(|| std::mem::take(&mut s.pending))
+    }
+
+    /// The checkpoint ended (resumed): every waiting key, to forget now.
+    pub fn closed(&self) -> Vec<String> {
+        let mut s = self.state();
+        s.open = false;
+        std::mem::take(&mut s.pending)
+    }
+
+    /// A forget was refused: its keys wait for the next resume.
+    pub fn refused(&self, keys: Vec<String>) {
+        self.state().pending.extend(keys);
+    }
+
+    /// Forgets `keys` through `control`; refused keys wait.
+    pub async fn flush(&self, control: &LocalControl, keys: Vec<String>) {
+        if keys.is_empty() {
+            return;
+        }
+        let req = KeysRequest {
+            keys: keys.clone(),
+            timeout_ms: FORGET_TIMEOUT_MS,
+        };
+        if control.forget(req).await.is_err() {
+            self.refused(keys);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_wait_while_a_checkpoint_is_open() {
+        let f = Forgetting::default();
+        assert_eq!(f.finished("a".into()), Some(vec!["a".to_owned()]));
+        f.opened();
+        assert_eq!(f.finished("b".into()), None);
+        assert_eq!(f.finished("c".into()), None);
+        assert_eq!(f.closed(), vec!["b".to_owned(), "c".to_owned()]);
+        f.refused(vec!["b".into()]);
+        assert_eq!(
+            f.finished("d".into()),
+            Some(vec!["b".to_owned(), "d".to_owned()])
+        );
+        assert!(f.closed().is_empty());
+    }
+}

@@ -1,0 +1,28 @@
+//! `GET /v1/rollouts`: every rollout known here and where it stands. The
+//! coordinator's default checkpoint scope is the in-flight ones.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::Shared;
+use crate::http::json;
+use crate::wire::{RolloutList, WIRE_VERSION};
+
+pub(super) async fn handle(State(shared): State<Arc<Shared>>) -> Response {
+    let rollouts = shared
+        .table
+        .list()
+        .into_iter()
+        .map(|(rollout, seen)| shared.status(&rollout, &seen))
+        .collect();
+    json(
+        StatusCode::OK,
+        &RolloutList {
+            v: WIRE_VERSION,
+            rollouts,
+        },
+    )
+}

@@ -1,0 +1,82 @@
+//! `GET /v1/rollouts/{id}/result?wait_ms=N`: waits up to N ms (default 0,
+//! at most [`MAX_WAIT_MS`]) for the rollout's result. 200 with the
+//! `RolloutResult` v1 when done; 202 with its status when not yet; 500
+//! when its run was lost; 404 for an unknown id; 400 naming `wait_ms`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use super::table::Outcome;
+use super::{Shared, unknown};
+use crate::http::{ApiError, ErrorCode, json};
+
+/// Longest wait one request may ask for: ten minutes.
+pub const MAX_WAIT_MS: u64 = 600_000;
+
+fn wait_ms(query: Option<&str>) -> Result<u64, ApiError> {
+    let mut wait = 0;
+    for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match name.as_ref() {
+            "wait_ms" => {
+                wait = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|ms| *ms <= MAX_WAIT_MS)
+                    .ok_or_else(|| {
+                        ApiError::bad(
+                            "wait_ms",
+                            format!("{value:?} is not a whole number in 0..={MAX_WAIT_MS}"),
+                        )
+                    })?;
+            }
+            other => return Err(ApiError::bad(other, "unknown query parameter")),
+        }
+    }
+    Ok(wait)
+}
+
+pub(super) async fn handle(
+    State(shared): State<Arc<Shared>>,
+    Path(id): Path<String>,
+    RawQuery(query): RawQuery,
+) -> Result<Response, ApiError> {
+    let wait = Duration::from_millis(wait_ms(query.as_deref())?);
+    let mut seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
+    if seen.outcome.is_none() {
+        // A restore may replace the attempt meanwhile; the wait goes on for
+        // whichever attempt is current.
+        let _arrived = tokio::time::timeout(wait, seen.changes.wait_for(Option::is_some))
+            .await
+            .is_ok_and(|r| r.is_ok());
+        seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
+    }
+    match &seen.outcome {
+        Some(Outcome::Done(result)) => Ok(json(StatusCode::OK, result.as_ref())),
+        Some(Outcome::Lost(e)) => Err(ApiError::new(
+            ErrorCode::Lost,
+            format!("rollout {id} attempt {}: {e}", seen.attempt),
+        )),
+        None => Ok(json(StatusCode::ACCEPTED, &shared.status(&id, &seen))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_ms_is_bounded_and_named() {
+        assert_eq!(wait_ms(None).ok(), Some(0));
+        assert_eq!(wait_ms(Some("wait_ms=250")).ok(), Some(250));
+        for bad in ["wait_ms=-1", "wait_ms=soon", "wait_ms=600001"] {
+            let err = wait_ms(Some(bad)).expect_err(bad);
+            assert_eq!(err.field.as_deref(), Some("wait_ms"), "{bad}");
+        }
+        let err = wait_ms(Some("wait=1")).expect_err("unknown parameter");
+        assert_eq!(err.field.as_deref(), Some("wait"));
+    }
+}

@@ -1,0 +1,268 @@
+//! `rollpoint serve coordinator`: the checkpoint coordinator over
+//! participants on other machines (reached with `HttpControl`), driven over
+//! HTTP so an RL trainer can own the loop. One route per file:
+//!
+//! - `POST /v1/coordinator/checkpoint` ([`checkpoint`]);
+//! - `POST /v1/coordinator/restore` ([`restore`]);
+//! - `GET /v1/coordinator/status` ([`status`]).
+//!
+//! Unless the caller names a scope, a checkpoint covers every rollout in
+//! flight on every agent, read from the agents' `GET /v1/rollouts`. One
+//! checkpoint or restore runs at a time; another asked meanwhile is refused
+//! with `busy`, not queued.
+
+mod checkpoint;
+mod restore;
+mod status;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::routing::{get, post};
+use rollpoint_checkpoint::{Control, Coordinator, CoordinatorConfig, HttpControl, Kind};
+
+use crate::errors::ServeError;
+use crate::http::{ApiError, ErrorCode, authorized};
+use crate::wire::{RolloutList, WIRE_VERSION};
+
+/// A participant to drive: its kind as declared and its base URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub kind: Kind,
+    pub url: String,
+}
+
+impl std::str::FromStr for Target {
+    type Err = String;
+
+    /// `model=URL`, `agent=URL` or `resources=URL`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (kind, url) = s
+            .split_once('=')
+            .ok_or_else(|| format!("{s:?}: expected KIND=URL"))?;
+        let kind = match kind {
+            "model" => Kind::Model,
+            "agent" => Kind::Agent,
+            "resources" => Kind::Resources,
+            other => {
+                return Err(format!(
+                    "{other:?}: unknown participant kind (model, agent or resources)"
+                ));
+            }
+        };
+        Ok(Self {
+            kind,
+            url: url.trim_end_matches('/').to_owned(),
+        })
+    }
+}
+
+/// How the coordinator service is set up.
+#[derive(Debug, Clone)]
+pub struct CoordinatorSettings {
+    /// Where checkpoints are published (the participants write there too).
+    pub run_dir: PathBuf,
+    pub participants: Vec<Target>,
+    /// The bearer token of the participants' routes.
+    pub participant_token: String,
+    /// Published checkpoints kept.
+    pub keep: usize,
+    /// Each control call's deadline.
+    pub timeout: Duration,
+}
+
+/// A participant as discovered.
+#[derive(Debug, Clone)]
+struct Member {
+    kind: Kind,
+    instance: String,
+    url: String,
+    control: Arc<dyn Control>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    coordinator: Coordinator,
+    members: Vec<Member>,
+    run_dir: PathBuf,
+    token: String,
+    client: reqwest::Client,
+    /// Held through a checkpoint or restore.
+    busy: tokio::sync::Mutex<()>,
+    /// The checkpoint the participants were last restored from.
+    continues: Mutex<Option<String>>,
+}
+
+/// The coordinator and its routes. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct CoordinatorService {
+    shared: Arc<Shared>,
+}
+
+impl CoordinatorService {
+    /// Asks every participant for its kind and instance (refusing one whose
+    /// kind is not the declared one) and orders them for prepare.
+    pub async fn connect(settings: CoordinatorSettings) -> Result<Self, ServeError> {
+        let mut members = Vec::with_capacity(settings.participants.len());
+        for target in &settings.participants {
+            let control = HttpControl::new(&target.url, &settings.participant_token)?;
+            let status = rollpoint_checkpoint::Control::status(&control)
+                .await
+                .map_err(|source| ServeError::Participant {
+                    url: target.url.clone(),
+                    source,
+                })?;
+            if status.kind != target.kind {
+                return Err(ServeError::WrongKind {
+                    url: target.url.clone(),
+                    declared: target.kind,
+                    found: status.kind,
+                });
+            }
+            members.push(Member {
+                kind: status.kind,
+                instance: status.instance,
+                url: target.url.clone(),
+                control: Arc::new(control),
+            });
+        }
+        let mut config = CoordinatorConfig::new(&settings.run_dir);
+        config.keep = settings.keep;
+        config.timeout = settings.timeout;
+        let coordinator = Coordinator::new(
+            members.iter().map(|m| Arc::clone(&m.control)).collect(),
+            config,
+        )
+        .await?;
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| ServeError::Client(e.to_string()))?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                coordinator,
+                members,
+                run_dir: settings.run_dir,
+                token: settings.participant_token,
+                client,
+                busy: tokio::sync::Mutex::new(()),
+                continues: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// The coordinator routes, every one behind `token`.
+    pub fn router(&self, token: &str) -> Router {
+        let routes = Router::new()
+            .route("/v1/coordinator/checkpoint", post(checkpoint::handle))
+            .route("/v1/coordinator/restore", post(restore::handle))
+            .route("/v1/coordinator/status", get(status::handle))
+            .with_state(Arc::clone(&self.shared));
+        authorized(routes, token)
+    }
+}
+
+impl Shared {
+    fn continues(&self) -> Option<String> {
+        self.continues
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set_continues(&self, source: &str) {
+        *self
+            .continues
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(source.to_owned());
+    }
+
+    /// The attempt keys in flight on every agent.
+    async fn in_flight(&self) -> Result<Vec<String>, ApiError> {
+        let mut keys = Vec::new();
+        for m in self.members.iter().filter(|m| m.kind == Kind::Agent) {
+            let url = format!("{}/v1/rollouts", m.url);
+            let failed = |e: &dyn std::fmt::Display| {
+                ApiError::new(
+                    ErrorCode::Failed,
+                    format!("agent/{} at {url}: {e}", m.instance),
+                )
+            };
+            let reply = self
+                .client
+                .get(&url)
+                .bearer_auth(&self.token)
+                .send()
+                .await
+                .map_err(|e| failed(&e))?;
+            let status = reply.status();
+            let bytes = reply.bytes().await.map_err(|e| failed(&e))?;
+            if !status.is_success() {
+                return Err(failed(&format!(
+                    "answered {status}: {}",
+                    String::from_utf8_lossy(&bytes)
+                )));
+            }
+            let list: RolloutList = rollpoint_proto::decode("rollout list", WIRE_VERSION, &bytes)
+                .map_err(|e| failed(&e))?;
+            keys.extend(
+                list.rollouts
+                    .iter()
+                    .filter(|r| r.state.in_flight())
+                    .map(crate::wire::RolloutStatus::key),
+            );
+        }
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// Holds the coordinator for one checkpoint or restore.
+    fn hold(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, ApiError> {
+        self.busy.try_lock().map_err(|_| {
+            ApiError::new(
+                ErrorCode::Busy,
+                "another checkpoint or restore is in progress",
+            )
+        })
+    }
+}
+
+/// `<prefix>-<unix ms>`: a fresh id for a checkpoint or restore.
+fn fresh_id(prefix: &str) -> String {
+    let ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("{prefix}-{ms}")
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// A coordinator failure as a reply: a stage not ready or a published
+/// checkpoint of other participants is a conflict, the rest a failure.
+fn coordinator_error(e: &rollpoint_checkpoint::CoordinatorError) -> ApiError {
+    use rollpoint_checkpoint::CoordinatorError as E;
+    let code = match e {
+        E::NotPrepared { .. } => ErrorCode::NotPrepared,
+        E::Members { .. } => ErrorCode::Conflict,
+        _ => ErrorCode::Failed,
+    };
+    ApiError::new(code, e.to_string())
+}
+
+/// Checks a caller-given id or scope, naming the field.
+fn check_request(id: Option<&str>, scope: Option<&[String]>) -> Result<(), ApiError> {
+    if let Some(id) = id {
+        rollpoint_checkpoint::id::check_name("id", id)?;
+    }
+    for (i, key) in scope.unwrap_or_default().iter().enumerate() {
+        rollpoint_proto::key::AttemptKey::parse(key)
+            .map_err(|e| ApiError::bad(format!("scope[{i}]"), e))?;
+    }
+    Ok(())
+}

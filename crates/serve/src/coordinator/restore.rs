@@ -1,0 +1,90 @@
+//! `POST /v1/coordinator/restore` (`{v:1, id?, scope?}`): retires the
+//! saved attempts everywhere, restores a published checkpoint (the latest
+//! when `id` is absent) on every participant as the next attempts, then
+//! resumes them; the restore itself is all or nothing.
+//! Later checkpoints record that they continue it. 404 when there is no
+//! such checkpoint; 409 `busy` while another checkpoint or restore runs.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use rollpoint_checkpoint::store;
+
+use super::{Shared, check_request, coordinator_error, fresh_id};
+use crate::http::{ApiError, ErrorCode, json, versioned};
+use crate::wire::{RestoreReply, RestoreRequest, RestoredMember, WIRE_VERSION};
+
+pub(super) async fn handle(
+    State(shared): State<Arc<Shared>>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let req: RestoreRequest = versioned("coordinator restore request", WIRE_VERSION, body).await?;
+    check_request(req.id.as_deref(), req.scope.as_deref())?;
+    let _held = shared.hold()?;
+    let run_dir = shared.run_dir.clone();
+    let wanted = req.id.clone();
+    let doc = tokio::task::spawn_blocking(move || {
+        let id = match wanted {
+            Some(id) => id,
+            None => store::latest(&run_dir)
+                .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?
+                .ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::NotFound,
+                        format!("no checkpoint is published in {}", run_dir.display()),
+                    )
+                })?,
+        };
+        if !store::checkpoint_dir(&run_dir, &id).is_dir() {
+            return Err(ApiError::new(
+                ErrorCode::NotFound,
+                format!("no checkpoint {id} in {}", run_dir.display()),
+            ));
+        }
+        store::read_checkpoint(&run_dir, &id)
+            .map_err(|e| ApiError::new(ErrorCode::Failed, format!("checkpoint {id}: {e}")))
+    })
+    .await
+    .map_err(|e| ApiError::new(ErrorCode::Failed, format!("read task failed: {e}")))??;
+    let scope = req.scope.unwrap_or_else(|| doc.scope.clone());
+    // The attempts saved (and any earlier) end everywhere first: a
+    // participant that outlived them still runs them, and the gateway
+    // fences their keys.
+    if !scope.is_empty() {
+        shared
+            .coordinator
+            .retire(&scope)
+            .await
+            .map_err(|e| coordinator_error(&e))?;
+    }
+    let id = fresh_id("restore");
+    let restored = shared
+        .coordinator
+        .restore(&id, &doc.id, &scope)
+        .await
+        .map_err(|e| coordinator_error(&e))?;
+    shared.set_continues(&doc.id);
+    shared
+        .coordinator
+        .resume(&id)
+        .await
+        .map_err(|e| coordinator_error(&e))?;
+    let reply = RestoreReply {
+        v: WIRE_VERSION,
+        id,
+        source: doc.id,
+        restored: restored
+            .restored
+            .into_iter()
+            .map(|(kind, instance, keys)| RestoredMember {
+                kind,
+                instance,
+                keys,
+            })
+            .collect(),
+    };
+    Ok(json(StatusCode::OK, &reply))
+}

@@ -1,0 +1,25 @@
+//! The services of a run spread over several machines, speaking the same
+//! HTTP contract as the embedded default (`rollpoint run`):
+//!
+//! - [`agent`]: the drivers (`Runs` and their `agent` participant) behind
+//!   the checkpoint control routes, plus rollout routes so a trainer can
+//!   post a task and fetch its result;
+//! - [`coordinator`]: the checkpoint coordinator over participants reached
+//!   with `HttpControl`, driven over HTTP so a trainer owns the loop.
+//!
+//! The gateway and the owner already serve their own routes (crates/gateway,
+//! crates/owner). Request and reply bodies are in [`wire`]; the shared HTTP
+//! plumbing (bearer token, error replies, body limits) in [`http`]. See
+//! docs/design/serve.md.
+#![forbid(unsafe_code)]
+
+pub mod agent;
+pub mod coordinator;
+mod errors;
+pub mod http;
+pub mod wire;
+
+pub use agent::{AgentService, AgentSettings};
+pub use coordinator::{CoordinatorService, CoordinatorSettings, Target};
+pub use errors::ServeError;
+pub use http::{ApiError, ErrorCode};

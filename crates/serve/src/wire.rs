@@ -1,0 +1,187 @@
+//! Request and reply bodies of the rollout and coordinator routes. Every
+//! body carries `v`; a reader rejects an unknown version by name before it
+//! reads any other field, and unknown fields are refused. A rollout task
+//! and a rollout result keep their own formats (`RolloutTask` v1 and
+//! `RolloutResult` v1, crates/driver).
+
+use rollpoint_checkpoint::{Kind, Phase};
+use serde::{Deserialize, Serialize};
+
+/// Version of every body defined here.
+pub const WIRE_VERSION: u32 = 1;
+
+/// Where a rollout stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RolloutState {
+    /// Waiting for a concurrency slot.
+    Queued,
+    Running,
+    /// Held by a checkpoint.
+    Parked,
+    /// Its result is ready.
+    Done,
+    /// Its run ended without a result (`error` says why).
+    Lost,
+    /// Its attempt was retired (a restore is replacing it); a restore
+    /// continues it as the next attempt.
+    Retired,
+}
+
+impl RolloutState {
+    /// Still on the drivers: covered by the next checkpoint.
+    pub fn in_flight(self) -> bool {
+        matches!(self, Self::Queued | Self::Running | Self::Parked)
+    }
+}
+
+/// Reply of `POST /v1/rollouts` (202), and of `GET /v1/rollouts/{id}` and
+/// `GET /v1/rollouts/{id}/result` while the rollout has no result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutStatus {
+    pub v: u32,
+    pub rollout: String,
+    pub attempt: u32,
+    pub state: RolloutState,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RolloutStatus {
+    /// The attempt key checkpoints know this rollout by.
+    pub fn key(&self) -> String {
+        rollpoint_proto::key::AttemptKey {
+            rollout: self.rollout.clone(),
+            attempt: self.attempt,
+        }
+        .to_string()
+    }
+}
+
+/// Reply of `GET /v1/rollouts`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutList {
+    pub v: u32,
+    pub rollouts: Vec<RolloutStatus>,
+}
+
+/// `POST /v1/coordinator/checkpoint`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointRequest {
+    pub v: u32,
+    /// The checkpoint id (`ck-<unix ms>` when absent).
+    #[serde(default)]
+    pub id: Option<String>,
+    /// Park what was exported and do not resume (the run ends).
+    #[serde(default)]
+    pub stop: bool,
+    /// The attempt keys to cover; every in-flight rollout of every agent
+    /// when absent.
+    #[serde(default)]
+    pub scope: Option<Vec<String>>,
+}
+
+/// How long each step of a checkpoint took, in milliseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhaseTimings {
+    pub prepare_ms: u64,
+    pub commit_ms: u64,
+    pub publish_ms: u64,
+    pub resume_ms: u64,
+    pub total_ms: u64,
+}
+
+/// One participant's share of a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemberRecords {
+    pub kind: Kind,
+    pub instance: String,
+    pub record_count: u64,
+}
+
+/// Reply of `POST /v1/coordinator/checkpoint`: the published checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointReply {
+    pub v: u32,
+    pub id: String,
+    pub scope: Vec<String>,
+    /// Attempts some participant could not save: they start over.
+    pub restarts: Vec<String>,
+    pub timings: PhaseTimings,
+    pub participants: Vec<MemberRecords>,
+    /// Older checkpoints deleted by retention.
+    pub pruned: Vec<String>,
+}
+
+/// `POST /v1/coordinator/restore`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreRequest {
+    pub v: u32,
+    /// The published checkpoint to restore; the latest when absent.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// The attempt keys to continue; the checkpoint's whole scope when
+    /// absent.
+    #[serde(default)]
+    pub scope: Option<Vec<String>>,
+}
+
+/// The next attempts one participant installed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoredMember {
+    pub kind: Kind,
+    pub instance: String,
+    pub keys: Vec<String>,
+}
+
+/// Reply of `POST /v1/coordinator/restore`: done and resumed everywhere.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestoreReply {
+    pub v: u32,
+    /// This restore's own id.
+    pub id: String,
+    /// The checkpoint restored.
+    pub source: String,
+    pub restored: Vec<RestoredMember>,
+}
+
+/// One participant as the coordinator sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerStatus {
+    pub kind: Kind,
+    pub instance: String,
+    pub url: String,
+    /// Its phase, when it answered.
+    #[serde(default)]
+    pub phase: Option<Phase>,
+    /// The checkpoint it is in, if any.
+    #[serde(default)]
+    pub checkpoint: Option<String>,
+    /// Why it did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Reply of `GET /v1/coordinator/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoordinatorStatus {
+    pub v: u32,
+    /// The latest published checkpoint.
+    pub latest: Option<String>,
+    /// The checkpoint the participants were last restored from.
+    pub continues: Option<String>,
+    /// A checkpoint or restore is in progress.
+    pub busy: bool,
+    pub peers: Vec<PeerStatus>,
+}
