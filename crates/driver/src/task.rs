@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::adapter::command::CommandSettings;
 use crate::adapter::fake::FakeSettings;
+use crate::adapter::harness::HarnessSettings;
 use crate::adapter::native::NativeSettings;
 use crate::bookmark::{VerifyMode, check_rollout};
 use crate::errors::DriverError;
@@ -20,6 +21,24 @@ pub enum AdapterSpec {
     Command(CommandSettings),
     Native(NativeSettings),
     Fake(FakeSettings),
+    /// Codex CLI (`codex exec`).
+    Codex(HarnessSettings),
+    /// Claude Code (`claude -p`).
+    #[serde(rename = "claude-code")]
+    ClaudeCode(HarnessSettings),
+}
+
+impl AdapterSpec {
+    /// The harness's environment settings, for a runner adding its own
+    /// variables; `None` for an adapter that takes none.
+    pub fn env_mut(&mut self) -> Option<&mut std::collections::BTreeMap<String, String>> {
+        match self {
+            AdapterSpec::Command(s) => Some(&mut s.env),
+            AdapterSpec::Native(s) => Some(&mut s.env),
+            AdapterSpec::Fake(_) => None,
+            AdapterSpec::Codex(s) | AdapterSpec::ClaudeCode(s) => Some(&mut s.env),
+        }
+    }
 }
 
 /// One rollout to run.
@@ -86,6 +105,7 @@ impl RolloutTask {
             AdapterSpec::Command(s) => s.validate(),
             AdapterSpec::Native(s) => s.validate(),
             AdapterSpec::Fake(s) => s.validate(),
+            AdapterSpec::Codex(s) | AdapterSpec::ClaudeCode(s) => s.validate(),
         }
         .map_err(|(field, message)| bad(format!("task.adapter.{field}"), message))
     }

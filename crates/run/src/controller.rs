@@ -12,9 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rollpoint_checkpoint::Plan;
 use rollpoint_checkpoint::participant::{Kind, record_key};
 use rollpoint_checkpoint::store;
-use rollpoint_driver::{
-    AdapterSpec, Bookmark, DriverError, RolloutResult, RolloutTask, RunHandle, RunStatus,
-};
+use rollpoint_driver::{Bookmark, DriverError, RolloutResult, RolloutTask, RunHandle, RunStatus};
 use rollpoint_gateway::CaptureKey;
 use rollpoint_proto::key::AttemptKey;
 use tokio::sync::mpsc;
@@ -79,10 +77,8 @@ pub fn gateway_base(server: &str) -> String {
 
 /// Adds `extra` to the harness's environment; the task's own values win.
 pub fn with_env(mut task: RolloutTask, extra: &BTreeMap<String, String>) -> RolloutTask {
-    let env = match &mut task.adapter {
-        AdapterSpec::Command(s) => &mut s.env,
-        AdapterSpec::Native(s) => &mut s.env,
-        AdapterSpec::Fake(_) => return task,
+    let Some(env) = task.adapter.env_mut() else {
+        return task;
     };
     for (k, v) in extra {
         env.entry(k.clone()).or_insert_with(|| v.clone());
