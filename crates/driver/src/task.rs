@@ -21,6 +21,11 @@ pub enum AdapterSpec {
     Command(CommandSettings),
     Native(NativeSettings),
     Fake(FakeSettings),
+    /// Codex CLI (`codex exec`).
+    Codex(HarnessSettings),
+    /// Claude Code (`claude -p`).
+    #[serde(rename = "claude-code")]
+    ClaudeCode(HarnessSettings),
     /// OpenCode (`kind: opencode`).
     Opencode(HarnessSettings),
     /// Pi (`kind: pi`).
@@ -35,7 +40,10 @@ impl AdapterSpec {
             AdapterSpec::Command(s) => Some(&mut s.env),
             AdapterSpec::Native(s) => Some(&mut s.env),
             AdapterSpec::Fake(_) => None,
-            AdapterSpec::Opencode(s) | AdapterSpec::Pi(s) => Some(&mut s.env),
+            AdapterSpec::Codex(s)
+            | AdapterSpec::ClaudeCode(s)
+            | AdapterSpec::Opencode(s)
+            | AdapterSpec::Pi(s) => Some(&mut s.env),
         }
     }
 }
@@ -104,7 +112,10 @@ impl RolloutTask {
             AdapterSpec::Command(s) => s.validate(),
             AdapterSpec::Native(s) => s.validate(),
             AdapterSpec::Fake(s) => s.validate(),
-            AdapterSpec::Opencode(s) | AdapterSpec::Pi(s) => s.validate(),
+            AdapterSpec::Codex(s)
+            | AdapterSpec::ClaudeCode(s)
+            | AdapterSpec::Opencode(s)
+            | AdapterSpec::Pi(s) => s.validate(),
         }
         .map_err(|(field, message)| bad(format!("task.adapter.{field}"), message))
     }

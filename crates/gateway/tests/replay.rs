@@ -177,3 +177,51 @@ async fn a_call_in_flight_at_export_is_installed_interrupted_and_asked_again() {
     assert!(reply.replayed_from.is_none(), "nothing recorded to replay");
     assert_eq!(fresh_model.requests(), 1);
 }
+
+#[tokio::test]
+async fn a_call_answered_after_the_export_is_replayed_by_the_next_attempt_in_the_same_ledger() {
+    let model = model(script(vec![
+        shell(&["make"]),
+        shell(&["make test"]),
+        text("ok"),
+    ]))
+    .await;
+    let gw = gateway(&model.base_url(), &["rp"]).await;
+    let client = client();
+    let mut conv = Conversation::new(Route::Chat, false, "build it");
+    let url = gw.url("rp", path(Route::Chat));
+    // The checkpoint's cut: one answered call.
+    let first = conv.body();
+    let reply = post(&client, &url, first.clone()).await;
+    conv.absorb(&reply.body);
+    gw.settled("rp").await;
+    let exported = gw.gateway.export("rp").await.unwrap();
+    // The execution goes on past the cut, then dies.
+    let second = conv.body();
+    let answered = post(&client, &url, second.clone()).await;
+    assert_eq!(answered.status, 200);
+    gw.settled("rp").await;
+    assert_eq!(model.requests(), 2);
+
+    let report = gw.gateway.install(exported, 1).await.unwrap();
+    assert_eq!(
+        report.calls, 0,
+        "both calls are still held: nothing inserted twice"
+    );
+    assert_eq!(report.dropped, 0);
+    // The next attempt repeats both calls: both are replays.
+    let url1 = gw.url("rp-a1", path(Route::Chat));
+    for (i, (body, expected)) in [(first, &reply), (second, &answered)]
+        .into_iter()
+        .enumerate()
+    {
+        let again = post(&client, &url1, body).await;
+        assert_eq!(again.status, 200);
+        assert_eq!(again.body, expected.body, "call {i} replayed byte for byte");
+        assert_eq!(
+            again.replayed_from.as_deref(),
+            Some(format!("rp#{i}").as_str())
+        );
+    }
+    assert_eq!(model.requests(), 2, "the upstream saw no repeated call");
+}

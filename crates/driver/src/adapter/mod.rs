@@ -3,6 +3,8 @@
 //! continued, the launch command, what is collected afterwards, and whether
 //! the harness may be paused at checkpoints. The driver stays generic.
 
+pub mod claude_code;
+pub mod codex;
 pub mod command;
 pub mod fake;
 pub mod harness;
@@ -99,6 +101,11 @@ pub fn from_spec(spec: &AdapterSpec) -> Arc<dyn Adapter> {
         AdapterSpec::Command(s) => Arc::new(command::CommandAdapter::new(s.clone())),
         AdapterSpec::Native(s) => Arc::new(native::NativeAdapter::new(s.clone())),
         AdapterSpec::Fake(s) => Arc::new(fake::FakeAdapter::new(s.clone())),
+        AdapterSpec::Codex(s) => Arc::new(harness::HarnessAdapter::new(codex::Codex, s.clone())),
+        AdapterSpec::ClaudeCode(s) => Arc::new(harness::HarnessAdapter::new(
+            claude_code::ClaudeCode,
+            s.clone(),
+        )),
         AdapterSpec::Opencode(s) => {
             Arc::new(harness::HarnessAdapter::new(opencode::OpenCode, s.clone()))
         }

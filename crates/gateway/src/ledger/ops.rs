@@ -83,7 +83,8 @@ pub struct InstallReport {
     pub rollouts: Vec<String>,
     pub calls: usize,
     pub bodies: usize,
-    pub replaced: usize,
+    /// Rows of those rollouts dropped (calls that never ended, rows of the continuing attempt).
+    pub dropped: usize,
 }
 
 /// The next free sequence number of `capture_key` in the stored rows.
@@ -521,8 +522,12 @@ pub fn export(conn: &Connection, rollout: &str) -> Result<Vec<LedgerRecord>, Gat
     Ok(out)
 }
 
-/// Installs exported records: the rows of each rollout named replace what this ledger held
-/// for it. Every record must be of an attempt before `attempt`, the one that continues.
+/// Installs exported records for the rollouts they name. Every record must be of an attempt
+/// before `attempt`, the one that continues. Of what this ledger already held for those
+/// rollouts, answered calls of earlier attempts stay: a call a dead execution made after the
+/// checkpoint was answered for exactly that conversation, so the continuing attempt replays it
+/// rather than paying for it again. Everything else (calls that never ended, rows of `attempt`
+/// or later) is dropped; a record whose call this ledger still holds is not inserted twice.
 pub fn install(
     conn: &Connection,
     records: &[LedgerRecord],
@@ -565,10 +570,13 @@ pub fn install(
             rollouts.push(c.rollout.clone());
         }
     }
-    let mut replaced = 0;
+    let mut dropped = 0;
     for r in &rollouts {
-        replaced += conn
-            .execute("DELETE FROM calls WHERE rollout = ?1", [r])
+        dropped += conn
+            .execute(
+                "DELETE FROM calls WHERE rollout = ?1 AND (attempt >= ?2 OR status != 'ok')",
+                params![r, attempt],
+            )
             .map_err(q("clear rollout before install"))?;
     }
     let mut bodies = 0;
@@ -580,8 +588,17 @@ pub fn install(
                 bodies += 1;
             }
             LedgerRecord::Call(c) => {
-                insert_record(conn, c)?;
-                calls += 1;
+                let held: bool = conn
+                    .query_row(
+                        "SELECT EXISTS(SELECT 1 FROM calls WHERE call_id = ?1)",
+                        [&c.call_id],
+                        |row| row.get(0),
+                    )
+                    .map_err(q("look up an installed call"))?;
+                if !held {
+                    insert_record(conn, c)?;
+                    calls += 1;
+                }
             }
         }
     }
@@ -589,7 +606,7 @@ pub fn install(
         rollouts,
         calls,
         bodies,
-        replaced,
+        dropped,
     })
 }
 
