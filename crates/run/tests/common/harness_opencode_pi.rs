@@ -582,7 +582,7 @@ pub fn paused_twice_in_place(kind: &'static str, letter: char) {
     case.check_nothing_left();
 }
 
-/// One benchmark round: launch to the first model call, a checkpoint while
+/// One benchmark round: launch to the first model call; a checkpoint while
 /// the harness waits on the model and one mid-tool (pause, snapshot and
 /// continue times from the control endpoint's report), then a crash right
 /// after the second and `rollpoint resume` (relaunch to the first model
