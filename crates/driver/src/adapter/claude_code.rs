@@ -21,8 +21,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 
 use super::harness::{
-    Harness, HarnessSettings, Launch, LaunchFile, MODEL_BASE_PLACEHOLDER, SavedSession, exec,
-    read_text,
+    Harness, HarnessSettings, Launch, LaunchFile, MODEL_BASE_PLACEHOLDER, SavedSession, newest_file,
 };
 use super::{Collected, Cx, RecoveryTier};
 use crate::errors::AdapterError;
@@ -161,40 +160,12 @@ impl Harness for ClaudeCode {
 }
 
 /// The most recently written session file under the state directory, as
-/// text.
+/// text (`projects/<cwd slug>/<session>.jsonl`).
 async fn session_text(cx: &Cx, dir: &str) -> Result<Option<String>, AdapterError> {
     let projects = format!("{}/projects", config_dir(dir));
-    let out = exec(
-        NAME,
-        cx,
-        vec![
-            "find".into(),
-            projects,
-            "-mindepth".into(),
-            "2".into(),
-            "-maxdepth".into(),
-            "2".into(),
-            "-type".into(),
-            "f".into(),
-            "-name".into(),
-            "*.jsonl".into(),
-            "-printf".into(),
-            "%T@ %p\\n".into(),
-        ],
-    )
-    .await?;
-    let listing = &out.stdout;
-    let newest = listing
-        .lines()
-        .filter_map(|l| {
-            let (t, p) = l.split_once(' ')?;
-            Some((t.parse::<f64>().ok()?, p))
-        })
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    match newest {
-        Some((_, path)) => read_text(NAME, cx, path).await,
-        None => Ok(None),
-    }
+    Ok(newest_file(NAME, cx, &projects, "*.jsonl", Some(2))
+        .await?
+        .map(|(_, text)| text))
 }
 
 /// What one session file says.

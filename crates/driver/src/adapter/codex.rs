@@ -19,7 +19,7 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
-use super::harness::{Harness, HarnessSettings, Launch, LaunchFile, SavedSession, exec, read_text};
+use super::harness::{Harness, HarnessSettings, Launch, LaunchFile, SavedSession, newest_file};
 use super::{Collected, Cx, RecoveryTier};
 use crate::errors::AdapterError;
 use crate::result::{TranscriptEntry, Usage};
@@ -232,30 +232,9 @@ impl Harness for Codex {
 /// The newest rollout file under the state directory, as text.
 async fn session_text(cx: &Cx, dir: &str) -> Result<Option<String>, AdapterError> {
     let sessions = format!("{}/sessions", codex_home(dir));
-    let out = exec(
-        NAME,
-        cx,
-        vec![
-            "find".into(),
-            sessions.clone(),
-            "-type".into(),
-            "f".into(),
-            "-name".into(),
-            "rollout-*.jsonl".into(),
-        ],
-    )
-    .await?;
-    // A missing directory is no session; `find` says so on stderr.
-    let listing = &out.stdout;
-    // File names start with the creation time, so the newest sorts last.
-    let newest = listing
-        .lines()
-        .filter(|l| !l.is_empty())
-        .max_by_key(|l| l.rsplit('/').next().unwrap_or(l).to_owned());
-    match newest {
-        Some(path) => read_text(NAME, cx, path).await,
-        None => Ok(None),
-    }
+    Ok(newest_file(NAME, cx, &sessions, "rollout-*.jsonl", None)
+        .await?
+        .map(|(_, text)| text))
 }
 
 /// What one rollout file says.

@@ -390,6 +390,55 @@ pub async fn ensure_installed(
     ))
 }
 
+/// The most recently modified file named `pattern` under `root` (at exactly
+/// `depth` levels below it, or any depth), with its text; `None` when there
+/// is none or no `root`. A state directory holds one rollout's sessions, so
+/// the newest session file is the one the harness is writing.
+pub async fn newest_file(
+    adapter: &'static str,
+    cx: &Cx,
+    root: &str,
+    pattern: &str,
+    depth: Option<u32>,
+) -> Result<Option<(String, String)>, AdapterError> {
+    let depth = depth.map_or_else(String::new, |d| format!("-mindepth {d} -maxdepth {d}"));
+    let out = exec(
+        adapter,
+        cx,
+        vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            format!(
+                r#"test -d "$1" || exit 0; find "$1" {depth} -type f -name "$2" -printf '%T@ %p\n'"#
+            ),
+            "newest".into(),
+            root.to_owned(),
+            pattern.to_owned(),
+        ],
+    )
+    .await?;
+    if out.exit_code != Some(0) {
+        return Err(AdapterError::new(
+            adapter,
+            format!("list {root}: {}", out.stderr.trim()),
+        ));
+    }
+    let newest = out
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let (t, p) = l.split_once(' ')?;
+            Some((t.parse::<f64>().ok()?, p))
+        })
+        .max_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+    let Some((_, path)) = newest else {
+        return Ok(None);
+    };
+    Ok(read_text(adapter, cx, path)
+        .await?
+        .map(|text| (path.to_owned(), text)))
+}
+
 /// A file of the sandbox as text, or `None` when it does not exist.
 pub async fn read_text(
     adapter: &'static str,

@@ -21,8 +21,7 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 
 use super::harness::{
-    Harness, HarnessSettings, Launch, LaunchFile, MODEL_BASE_PLACEHOLDER, SavedSession, exec,
-    read_text,
+    Harness, HarnessSettings, Launch, LaunchFile, MODEL_BASE_PLACEHOLDER, SavedSession, newest_file,
 };
 use super::{Collected, Cx, RecoveryTier};
 use crate::errors::AdapterError;
@@ -229,33 +228,10 @@ fn models(model: &str) -> String {
 /// Pi saved none (it writes the file once a model response is in).
 async fn load(cx: &Cx, dir: &str) -> Result<Option<Session>, AdapterError> {
     let sessions = format!("{dir}/agent/sessions");
-    let out = exec(
-        NAME,
-        cx,
-        vec![
-            "/bin/sh".into(),
-            "-c".into(),
-            r#"test -d "$1" || exit 0; find "$1" -name '*.jsonl' -type f | sort | tail -n 1"#
-                .into(),
-            "find".into(),
-            sessions.clone(),
-        ],
-    )
-    .await?;
-    if out.exit_code != Some(0) {
-        return Err(AdapterError::new(
-            NAME,
-            format!("list {sessions}: {}", out.stderr.trim()),
-        ));
-    }
-    let path = out.stdout.trim();
-    if path.is_empty() {
-        return Ok(None);
-    }
-    let Some(text) = read_text(NAME, cx, path).await? else {
+    let Some((path, text)) = newest_file(NAME, cx, &sessions, "*.jsonl", None).await? else {
         return Ok(None);
     };
-    Session::parse(path, &text)
+    Session::parse(&path, &text)
         .map(Some)
         .map_err(|e| AdapterError::new(NAME, e))
 }
