@@ -26,6 +26,14 @@ pub const ROLLOUT_VAR: &str = "ROLLPOINT_ROLLOUT";
 pub const ATTEMPT_VAR: &str = "ROLLPOINT_ATTEMPT";
 /// The gateway capture key of this attempt ([`capture_key`]).
 pub const CAPTURE_KEY_VAR: &str = "ROLLPOINT_CAPTURE_KEY";
+/// The gateway base harnesses call: `$ROLLPOINT_GATEWAY/$ROLLPOINT_CAPTURE_KEY/v1`.
+pub const GATEWAY_VAR: &str = "ROLLPOINT_GATEWAY";
+
+/// The [`GATEWAY_VAR`] value for a gateway served at `server`
+/// (`http://host:port`): harnesses put a capture key and `/v1` after it.
+pub fn gateway_base(server: &str) -> String {
+    format!("{}/r", server.trim_end_matches('/'))
+}
 
 /// The capture key the gateway records an attempt's model calls under:
 /// the rollout id for attempt 0, `<rollout>-a<N>` after.

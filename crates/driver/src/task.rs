@@ -67,6 +67,16 @@ pub struct RolloutTask {
 }
 
 impl RolloutTask {
+    /// Adds `extra` to the harness's environment; the task's own values win.
+    pub fn with_env(mut self, extra: &std::collections::BTreeMap<String, String>) -> Self {
+        if let Some(env) = self.adapter.env_mut() {
+            for (k, v) in extra {
+                env.entry(k.clone()).or_insert_with(|| v.clone());
+            }
+        }
+        self
+    }
+
     /// Reads a task, rejecting unknown versions and fields by name.
     pub fn decode(bytes: &[u8]) -> Result<Self, DriverError> {
         let task: Self =

@@ -1,8 +1,11 @@
 //! The run's control endpoint: a trainer, a test or an operator asks the
 //! running loop for a checkpoint over HTTP and gets its id and timings back,
-//! instead of sending SIGUSR1 and reading stderr. A checkpoint may be asked
-//! to hold every rollout paused for a while after it is published, so a
-//! frozen rollout can be inspected.
+//! instead of sending SIGUSR1 and reading stderr. The checkpoint route and
+//! its bodies are the HTTP coordinator's (`rollpoint serve coordinator`,
+//! crates/serve), so a trainer drives either the same way; a checkpoint may
+//! hold every rollout paused for a while after it is published, so a frozen
+//! rollout can be inspected. `stop` ends the run after the checkpoint, as
+//! SIGTERM does.
 //!
 //! The handler does not touch the coordinator itself: it hands the request
 //! to the loop, which owns the coordinator and the in-flight set, and
@@ -10,17 +13,15 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Request, State};
+use axum::body::Body;
+use axum::extract::State;
 use axum::http::StatusCode;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use rollpoint_checkpoint::auth::BearerToken;
+use rollpoint_serve::http::{ApiError, ErrorCode, authorized, json, versioned};
+use rollpoint_serve::wire::{CheckpointReply, CheckpointRequest, WIRE_VERSION};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -29,42 +30,12 @@ use crate::controller::Signal;
 use crate::errors::RunError;
 use crate::progress::Progress;
 
-/// Version of the control bodies and of `control.json`.
+/// Version of `control.json` and of the status reply.
 pub const CONTROL_VERSION: u32 = 1;
 /// Where a run with a control endpoint writes its address.
 pub const CONTROL_FILE: &str = "control.json";
-/// The longest hold a checkpoint may ask for: well under the participants'
-/// lease, so none of them resumes on its own while held.
-pub const MAX_HOLD_MS: u64 = 300_000;
 
-/// `POST /v1/coordinator/checkpoint`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CheckpointBody {
-    pub v: u32,
-    /// Keep every rollout paused this long after publishing.
-    #[serde(default)]
-    pub hold_ms: u64,
-}
-
-/// The reply to a checkpoint: the published id and where the time went.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CheckpointReport {
-    pub v: u32,
-    pub id: String,
-    /// Attempt keys the checkpoint saved.
-    pub scope: Vec<String>,
-    /// Attempt keys some participant could not save (they start over).
-    pub restarts: Vec<String>,
-    pub prepare_ms: u64,
-    pub commit_ms: u64,
-    pub publish_ms: u64,
-    pub held_ms: u64,
-    pub resume_ms: u64,
-}
-
-/// `GET /v1/coordinator/status`.
+/// `GET /v1/run/status`: where the run stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StatusReport {
@@ -101,9 +72,10 @@ impl StatusReport {
 /// What a control request asks of the loop.
 #[derive(Debug)]
 pub enum ControlRequest {
+    /// A checkpoint (checked already: no `scope`, the hold within bounds).
     Checkpoint {
-        hold: Duration,
-        reply: oneshot::Sender<Result<CheckpointReport, String>>,
+        request: CheckpointRequest,
+        reply: oneshot::Sender<Result<CheckpointReply, ApiError>>,
     },
     Status {
         reply: oneshot::Sender<StatusReport>,
@@ -145,11 +117,6 @@ impl ControlFile {
     }
 }
 
-#[derive(Clone)]
-struct Ctx {
-    loop_tx: mpsc::UnboundedSender<Signal>,
-}
-
 /// Where and how the run serves its control endpoint.
 #[derive(Debug, Clone)]
 pub struct Listen {
@@ -181,7 +148,6 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
         token,
         loop_tx,
     } = listen;
-    let token = token.as_str();
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| RunError::setup("control endpoint", format!("bind {addr}: {e}")))?;
@@ -193,9 +159,15 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
         addr: bound,
     }
     .save(run_dir)?;
-    let app = router(token, loop_tx);
+    let app = authorized(
+        Router::new()
+            .route("/v1/coordinator/checkpoint", post(checkpoint))
+            .route("/v1/run/status", get(status))
+            .with_state(loop_tx),
+        &token,
+    );
     let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
+        if let Err(e) = rollpoint_serve::http::serve(listener, app).await {
             eprintln!("rollpoint: control endpoint on {bound}: {e}");
         }
     });
@@ -205,90 +177,45 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
     })
 }
 
-fn router(token: &str, loop_tx: mpsc::UnboundedSender<Signal>) -> Router {
-    let expected = Arc::new(BearerToken::new(token));
-    Router::new()
-        .route("/v1/coordinator/checkpoint", post(checkpoint))
-        .route("/v1/coordinator/status", get(status))
-        .with_state(Ctx { loop_tx })
-        .layer(axum::middleware::from_fn_with_state(expected, authorize))
+fn ending() -> Response {
+    ApiError::new(ErrorCode::Failed, "the run is ending").into_response()
 }
 
-async fn authorize(State(expected): State<Arc<BearerToken>>, req: Request, next: Next) -> Response {
-    if expected.admits(req.headers()) {
-        next.run(req).await
-    } else {
-        problem(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong bearer token".to_owned(),
-        )
-    }
-}
-
-fn json(status: StatusCode, body: &impl Serialize) -> Response {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => (
-            status,
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
-            bytes,
-        )
-            .into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-    }
-}
-
-fn problem(status: StatusCode, error: String) -> Response {
-    json(status, &serde_json::json!({ "error": error }))
-}
-
-fn gone() -> Response {
-    problem(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "the run is ending".to_owned(),
-    )
-}
-
-async fn checkpoint(State(ctx): State<Ctx>, body: Bytes) -> Response {
-    let body: CheckpointBody =
-        match rollpoint_proto::decode("checkpoint request", CONTROL_VERSION, &body) {
-            Ok(b) => b,
-            Err(e) => return problem(StatusCode::BAD_REQUEST, e.to_string()),
-        };
-    if body.hold_ms > MAX_HOLD_MS {
-        return problem(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "hold_ms: {} is over the limit of {MAX_HOLD_MS}",
-                body.hold_ms
-            ),
-        );
+async fn checkpoint(
+    State(loop_tx): State<mpsc::UnboundedSender<Signal>>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let request: CheckpointRequest =
+        versioned("coordinator checkpoint request", WIRE_VERSION, body).await?;
+    request.check()?;
+    if request.scope.is_some() {
+        return Err(ApiError::bad(
+            "scope",
+            "a run checkpoints every rollout in flight; it takes no scope",
+        ));
     }
     let (reply, answer) = oneshot::channel();
-    let req = ControlRequest::Checkpoint {
-        hold: Duration::from_millis(body.hold_ms),
-        reply,
-    };
-    if ctx.loop_tx.send(Signal::Control(req)).is_err() {
-        return gone();
+    let asked = Signal::Control(ControlRequest::Checkpoint { request, reply });
+    if loop_tx.send(asked).is_err() {
+        return Ok(ending());
     }
     match answer.await {
-        Ok(Ok(report)) => json(StatusCode::OK, &report),
-        Ok(Err(e)) => problem(StatusCode::CONFLICT, e),
-        Err(_) => gone(),
+        Ok(Ok(report)) => Ok(json(StatusCode::OK, &report)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Ok(ending()),
     }
 }
 
-async fn status(State(ctx): State<Ctx>) -> Response {
+async fn status(State(loop_tx): State<mpsc::UnboundedSender<Signal>>) -> Response {
     let (reply, answer) = oneshot::channel();
-    if ctx
-        .loop_tx
+    if loop_tx
         .send(Signal::Control(ControlRequest::Status { reply }))
         .is_err()
     {
-        return gone();
+        return ending();
     }
     match answer.await {
         Ok(report) => json(StatusCode::OK, &report),
-        Err(_) => gone(),
+        Err(_) => ending(),
     }
 }

@@ -18,9 +18,7 @@ use rollpoint_proto::key::AttemptKey;
 use tokio::sync::mpsc;
 
 use crate::config::RunConfig;
-use crate::control::{
-    self, CONTROL_VERSION, CheckpointReport, ControlRequest, Listen, StatusReport,
-};
+use crate::control::{self, ControlRequest, Listen, StatusReport};
 use crate::errors::RunError;
 use crate::plan::{drop_unsaved_sessions, plan_resume};
 use crate::progress::{Progress, Reporter};
@@ -28,10 +26,8 @@ use crate::results::{ResultsLog, read_results};
 use crate::stack::{Stack, open_backend};
 use crate::state::{RUN_STATE_VERSION, RunState};
 use crate::tasks::{TasksFile, load_tasks};
-
-/// The environment variable naming the gateway base harnesses call:
-/// `$ROLLPOINT_GATEWAY/$ROLLPOINT_CAPTURE_KEY/v1`.
-pub const GATEWAY_VAR: &str = "ROLLPOINT_GATEWAY";
+use rollpoint_serve::ApiError;
+use rollpoint_serve::wire::CheckpointReply;
 
 /// What the signal handlers and the control endpoint ask of the loop.
 #[derive(Debug)]
@@ -42,6 +38,32 @@ pub enum Signal {
     Stop,
     /// A request over the control endpoint.
     Control(ControlRequest),
+}
+
+/// A checkpoint the coordinator did not take (everyone was resumed).
+#[derive(Debug)]
+struct CheckpointFailed {
+    id: String,
+    error: rollpoint_checkpoint::CoordinatorError,
+}
+
+impl CheckpointFailed {
+    fn as_run_error(&self) -> RunError {
+        RunError::Checkpoint {
+            checkpoint: self.id.clone(),
+            message: self.error.to_string(),
+        }
+    }
+
+    fn api(&self) -> ApiError {
+        ApiError::from_coordinator(&self.error)
+    }
+}
+
+impl From<CheckpointFailed> for RunError {
+    fn from(e: CheckpointFailed) -> Self {
+        e.as_run_error()
+    }
 }
 
 /// What feeds the loop besides its own rollouts.
@@ -66,24 +88,6 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// The `ROLLPOINT_GATEWAY` value for a gateway served at `server`
-/// (`http://host:port`): the base harnesses put a capture key and `/v1`
-/// after.
-pub fn gateway_base(server: &str) -> String {
-    format!("{}/r", server.trim_end_matches('/'))
-}
-
-/// Adds `extra` to the harness's environment; the task's own values win.
-pub fn with_env(mut task: RolloutTask, extra: &BTreeMap<String, String>) -> RolloutTask {
-    let Some(env) = task.adapter.env_mut() else {
-        return task;
-    };
-    for (k, v) in extra {
-        env.entry(k.clone()).or_insert_with(|| v.clone());
-    }
-    task
 }
 
 fn key(rollout: &str, attempt: u32) -> String {
@@ -305,7 +309,7 @@ pub async fn resume(
     // Pin the new attempts at once, so a crash now resumes them, not the
     // attempts this resume replaced.
     if !lp.in_flight.is_empty() {
-        lp.checkpoint(false, Duration::ZERO).await?;
+        lp.checkpoint(None, false, Duration::ZERO).await?;
     }
     let serving = match inputs.listen {
         Some(listen) => Some(control::start(&lp.run_dir, listen).await?),
@@ -405,7 +409,7 @@ impl Loop {
         mut env: BTreeMap<String, String>,
     ) -> Result<Self, RunError> {
         if let Some(base) = stack.gateway_base() {
-            env.insert(GATEWAY_VAR.to_owned(), base);
+            env.insert(rollpoint_driver::runner::GATEWAY_VAR.to_owned(), base);
         }
         let results = ResultsLog::open(&run_dir)?;
         let (tx, rx) = mpsc::unbounded_channel();
@@ -458,7 +462,7 @@ impl Loop {
 
     /// Dispatches a task as attempt 0.
     fn register(&mut self, task: RolloutTask) -> Result<(), RunError> {
-        let task = with_env(task, &self.env);
+        let task = task.with_env(&self.env);
         let rollout = task.rollout().to_owned();
         self.register_key(&rollout, 0)?;
         let handle = self
@@ -475,7 +479,7 @@ impl Loop {
 
     /// Starts a retired rollout over from its seed as attempt `last + 1`.
     fn start_over(&mut self, task: RolloutTask, last: u32) -> Result<(), RunError> {
-        let task = with_env(task, &self.env);
+        let task = task.with_env(&self.env);
         let rollout = task.rollout().to_owned();
         let next = last.saturating_add(1);
         self.register_key(&rollout, next)?;
@@ -508,10 +512,11 @@ impl Loop {
     /// sandboxes are freed once the checkpoint is durable).
     async fn checkpoint(
         &mut self,
+        id: Option<String>,
         stop: bool,
         hold: Duration,
-    ) -> Result<CheckpointReport, RunError> {
-        let id = format!("ck-{}", now_ms());
+    ) -> Result<CheckpointReply, CheckpointFailed> {
+        let id = id.unwrap_or_else(|| format!("ck-{}", now_ms()));
         let started = Instant::now();
         let plan = Plan {
             id: id.clone(),
@@ -524,40 +529,40 @@ impl Loop {
             .coordinator
             .checkpoint_holding(&plan, hold)
             .await
-            .map_err(|e| RunError::Checkpoint {
-                checkpoint: id.clone(),
-                message: e.to_string(),
-            })?;
+            .map_err(|error| CheckpointFailed { id, error })?;
         let took = started.elapsed();
         if !done.pruned.is_empty() {
             self.sweep_snapshots();
         }
-        let t = done.timings;
+        let reply = CheckpointReply::of(&done, took);
+        let t = &reply.timings;
         self.progress.checkpoints += 1;
-        self.progress.last_checkpoint = Some((id.clone(), took));
+        self.progress.last_checkpoint = Some((reply.id.clone(), took));
         self.reporter.line(&format!(
-            "checkpoint {id}: {} rollouts, {} restart, {} ms (prepare {} ms, commit {} ms, publish {} ms, resume {} ms)",
-            done.doc.scope.len(),
-            done.doc.restarts.len(),
-            took.as_millis(),
-            t.prepare.as_millis(),
-            t.commit.as_millis(),
-            t.publish.as_millis(),
-            t.resume.as_millis()
+            "checkpoint {}: {} rollouts, {} restart, {} ms (prepare {} ms, commit {} ms, publish {} ms, held {} ms, resume {} ms)",
+            reply.id,
+            reply.scope.len(),
+            reply.restarts.len(),
+            t.total_ms,
+            t.prepare_ms,
+            t.commit_ms,
+            t.publish_ms,
+            t.held_ms,
+            t.resume_ms
         ));
         self.reporter.update(&self.progress);
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        Ok(CheckpointReport {
-            v: CONTROL_VERSION,
-            id,
-            scope: done.doc.scope,
-            restarts: done.doc.restarts,
-            prepare_ms: ms(t.prepare),
-            commit_ms: ms(t.commit),
-            publish_ms: ms(t.publish),
-            held_ms: ms(t.held),
-            resume_ms: ms(t.resume),
-        })
+        Ok(reply)
+    }
+
+    /// A checkpoint that stops the run: everything it could not save is
+    /// torn down too.
+    async fn stop(&mut self, id: Option<String>) -> Result<CheckpointReply, CheckpointFailed> {
+        let reply = self.checkpoint(id, true, Duration::ZERO).await?;
+        if let Err(e) = self.stack.backend.destroy_all() {
+            self.reporter.line(&format!("tearing down sandboxes: {e}"));
+        }
+        self.reporter.finish(&self.progress);
+        Ok(reply)
     }
 
     async fn finished(
@@ -654,34 +659,37 @@ impl Loop {
                     self.finished(rollout, attempt, result).await?;
                 }
                 _ = ticker.tick(), if every > 0 => {
-                    if let Err(e) = self.checkpoint(false, Duration::ZERO).await {
-                        self.reporter.line(&format!("{e} (the run goes on)"));
+                    if let Err(e) = self.checkpoint(None, false, Duration::ZERO).await {
+                        self.reporter.line(&format!("{} (the run goes on)", RunError::from(e)));
                     }
                 }
                 signal = signals.recv(), if signals_open => match signal {
                     Some(Signal::Checkpoint) => {
-                        if let Err(e) = self.checkpoint(false, Duration::ZERO).await {
-                            self.reporter.line(&format!("{e} (the run goes on)"));
+                        if let Err(e) = self.checkpoint(None, false, Duration::ZERO).await {
+                            self.reporter.line(&format!("{} (the run goes on)", RunError::from(e)));
                         }
                     }
-                    Some(Signal::Control(ControlRequest::Checkpoint { hold, reply })) => {
-                        let answer = self.checkpoint(false, hold).await.map_err(|e| e.to_string());
-                        if let Err(e) = &answer {
-                            self.reporter.line(&format!("{e} (the run goes on)"));
+                    Some(Signal::Control(ControlRequest::Checkpoint { request, reply })) => {
+                        if request.stop {
+                            let answer = self.stop(request.id).await;
+                            let _asker_gone: Result<(), _> =
+                                reply.send(answer.as_ref().map(Clone::clone).map_err(CheckpointFailed::api));
+                            let id = answer.map_err(RunError::from)?.id;
+                            self.stack.shutdown().await;
+                            return Ok(Ending::Stopped { checkpoint: id });
                         }
-                        let _asker_gone: Result<(), _> = reply.send(answer);
+                        let answer = self.checkpoint(request.id.clone(), false, request.hold()).await;
+                        if let Err(e) = &answer {
+                            self.reporter.line(&format!("{} (the run goes on)", e.as_run_error()));
+                        }
+                        let _asker_gone: Result<(), _> = reply.send(answer.map_err(|e| e.api()));
                     }
                     Some(Signal::Control(ControlRequest::Status { reply })) => {
                         self.count();
                         let _asker_gone: Result<(), _> = reply.send(StatusReport::of(&self.progress));
                     }
                     Some(Signal::Stop) => {
-                        let id = self.checkpoint(true, Duration::ZERO).await?.id;
-                        // Sandboxes the checkpoint could not save end too.
-                        if let Err(e) = self.stack.backend.destroy_all() {
-                            self.reporter.line(&format!("tearing down sandboxes: {e}"));
-                        }
-                        self.reporter.finish(&self.progress);
+                        let id = self.stop(None).await?.id;
                         self.stack.shutdown().await;
                         return Ok(Ending::Stopped { checkpoint: id });
                     }

@@ -29,7 +29,7 @@ pub mod tasks;
 
 pub use config::{CONFIG_VERSION, ModelSource, RunConfig, StoreKind};
 pub use control::{ControlFile, Listen};
-pub use controller::{Ending, GATEWAY_VAR, Inputs, Signal, gateway_base, resume, run, with_env};
+pub use controller::{Ending, Inputs, Signal, resume, run};
 pub use errors::RunError;
 pub use progress::{Progress, Reporter};
 pub use results::{ResultsLog, read_results};

@@ -146,7 +146,10 @@ impl Stack {
     /// `http://127.0.0.1:<port>/r`.
     pub fn gateway_base(&self) -> Option<String> {
         self.gateway.as_ref().map(|_| {
-            crate::controller::gateway_base(&format!("http://127.0.0.1:{}", self.gateway_port))
+            rollpoint_driver::runner::gateway_base(&format!(
+                "http://127.0.0.1:{}",
+                self.gateway_port
+            ))
         })
     }
 

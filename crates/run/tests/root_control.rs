@@ -84,20 +84,30 @@ fn root_a_held_checkpoint_freezes_every_rollout_until_it_resumes_them() {
     wait_file(&run_dir.join("control.json"), LIMIT, &log);
 
     // Refusals name what is wrong, and take no checkpoint.
-    let (code, _) = control(&run_dir, "wrong", "GET", "/v1/coordinator/status", None);
+    let (code, _) = control(&run_dir, "wrong", "GET", "/v1/run/status", None);
     assert_eq!(code, 401);
     let path = "/v1/coordinator/checkpoint";
-    for (body, needle) in [
+    for (body, field) in [
         (r#"{"v":1,"hold":5}"#, "hold"),
-        (r#"{"v":2}"#, "version"),
+        (r#"{"v":2}"#, "v"),
         (r#"{"v":1,"hold_ms":"x"}"#, "hold_ms"),
         (r#"{"v":1,"hold_ms":900000}"#, "hold_ms"),
-        ("not json", "checkpoint request"),
+        (r#"{"v":1,"scope":["ctl0"]}"#, "scope"),
+        (r#"{"v":1,"id":"../x"}"#, "id"),
+        (r#"{"v":1,"stop":true,"hold_ms":5}"#, "hold_ms"),
     ] {
         let (code, reply) = control(&run_dir, TOKEN, "POST", path, Some(body));
         assert_eq!(code, 400, "{body}: {reply}");
-        assert!(reply.to_string().contains(needle), "{body}: {reply}");
+        assert_eq!(reply["error"]["code"], "bad_request", "{body}: {reply}");
+        assert!(
+            reply["error"]["field"]
+                .as_str()
+                .is_some_and(|f| f.starts_with(field)),
+            "{body}: {reply}"
+        );
     }
+    let (code, reply) = control(&run_dir, TOKEN, "POST", path, Some("not json"));
+    assert_eq!(code, 400, "{reply}");
     assert!(!run_dir.join("checkpoints/LATEST").exists());
 
     // Every rollout is running and has written some lines.
@@ -128,13 +138,23 @@ fn root_a_held_checkpoint_freezes_every_rollout_until_it_resumes_them() {
     std::thread::sleep(Duration::from_millis(1000));
     let after = snapshot(&pids, &files);
     assert_eq!(before, after, "a rollout moved while held");
-    let (code, status) = control(&run_dir, TOKEN, "GET", "/v1/coordinator/status", None);
+    let (code, status) = control(&run_dir, TOKEN, "GET", "/v1/run/status", None);
     // The loop is busy with the held checkpoint: status answers after it.
     assert_eq!(code, 200, "{status}");
 
     let report = asker.join().expect("checkpoint thread");
     assert_eq!(report["v"], 1);
-    assert_eq!(report["held_ms"], 3000, "{report}");
+    assert_eq!(report["timings"]["held_ms"], 3000, "{report}");
+    let kinds: Vec<&str> = report["participants"]
+        .as_array()
+        .expect("participants")
+        .iter()
+        .filter_map(|p| p["kind"].as_str())
+        .collect();
+    assert!(
+        kinds.contains(&"agent") && kinds.contains(&"resources"),
+        "{report}"
+    );
     assert_eq!(
         report["scope"].as_array().map(Vec::len),
         Some(3),
@@ -190,4 +210,72 @@ fn root_a_held_checkpoint_freezes_every_rollout_until_it_resumes_them() {
     }
     assert!(!run_dir.join("control.json").exists());
     assert!(mounts_under(&run_dir).is_empty());
+}
+
+#[test]
+fn root_a_checkpoint_with_stop_over_http_ends_the_run_and_resume_finishes_it() {
+    require_root();
+    let sup = supervisor_bin();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let rows: Vec<_> = (0..2)
+        .map(|i| command_task(&format!("cst{i}"), 300))
+        .collect();
+    let tasks = dir.join("tasks.jsonl");
+    write_jsonl(&tasks, &rows);
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, TOKEN).expect("token");
+    let run_dir = dir.join("run");
+    let log = dir.join("run.log");
+    let mut child = spawn(
+        &[
+            OsStr::new("run"),
+            tasks.as_os_str(),
+            OsStr::new("--run-dir"),
+            run_dir.as_os_str(),
+            OsStr::new("--supervisor"),
+            sup.as_os_str(),
+            OsStr::new("--checkpoint-every-s"),
+            OsStr::new("0"),
+            OsStr::new("--listen"),
+            OsStr::new("127.0.0.1:0"),
+            OsStr::new("--control-token-file"),
+            token_file.as_os_str(),
+        ],
+        &log,
+    );
+    wait_file(&run_dir.join("control.json"), LIMIT, &log);
+    let end = Instant::now() + LIMIT;
+    while lines_files(&run_dir).len() < 2 {
+        assert!(Instant::now() < end, "the rollouts did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, reply) = control(
+        &run_dir,
+        TOKEN,
+        "POST",
+        "/v1/coordinator/checkpoint",
+        Some(r#"{"v":1,"id":"ck-stop","stop":true}"#),
+    );
+    assert_eq!(code, 200, "{reply}");
+    assert_eq!(reply["id"], "ck-stop");
+    assert_eq!(reply["scope"].as_array().map(Vec::len), Some(2), "{reply}");
+    let status = wait(&mut child, LIMIT, &log);
+    assert_eq!(status.code(), Some(rollpoint_run::EXIT_STOPPED), "{status}");
+    assert!(mounts_under(&run_dir).is_empty());
+    assert!(processes_of("cst").is_empty());
+
+    let mut child = spawn(&[OsStr::new("resume"), run_dir.as_os_str()], &log);
+    let status = wait(&mut child, LIMIT, &log);
+    assert!(
+        status.success(),
+        "resume failed ({status}):\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let rows = rollpoint_run::read_results(&run_dir).expect("results");
+    assert_eq!(rows.len(), 2);
+    for r in &rows {
+        assert_eq!(r.status, Status::Verified, "{r:?}");
+        assert_eq!(r.attempt, 1, "continued from ck-stop: {r:?}");
+    }
 }

@@ -77,6 +77,18 @@ impl ApiError {
         }
     }
 
+    /// A coordinator failure as a reply: a stage not ready or a published
+    /// checkpoint of other participants is a conflict, the rest a failure.
+    pub fn from_coordinator(e: &rollpoint_checkpoint::CoordinatorError) -> Self {
+        use rollpoint_checkpoint::CoordinatorError as E;
+        let code = match e {
+            E::NotPrepared { .. } => ErrorCode::NotPrepared,
+            E::Members { .. } => ErrorCode::Conflict,
+            _ => ErrorCode::Failed,
+        };
+        Self::new(code, e.to_string())
+    }
+
     pub fn bad(field: impl Into<String>, message: impl std::fmt::Display) -> Self {
         let field = field.into();
         Self {

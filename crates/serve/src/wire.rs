@@ -4,8 +4,12 @@
 //! and a rollout result keep their own formats (`RolloutTask` v1 and
 //! `RolloutResult` v1, crates/driver).
 
-use rollpoint_checkpoint::{Kind, Phase};
+use std::time::Duration;
+
+use rollpoint_checkpoint::{Checkpointed, Kind, Phase};
 use serde::{Deserialize, Serialize};
+
+use crate::http::ApiError;
 
 /// Version of every body defined here.
 pub const WIRE_VERSION: u32 = 1;
@@ -82,6 +86,52 @@ pub struct CheckpointRequest {
     /// when absent.
     #[serde(default)]
     pub scope: Option<Vec<String>>,
+    /// Keep every rollout paused this long after publishing, before
+    /// resuming them, so a frozen rollout can be inspected (at most
+    /// [`MAX_HOLD_MS`]).
+    #[serde(default)]
+    pub hold_ms: u64,
+}
+
+/// Checks a caller-given checkpoint id and scope, naming the field.
+pub fn check_id_and_scope(id: Option<&str>, scope: Option<&[String]>) -> Result<(), ApiError> {
+    if let Some(id) = id {
+        rollpoint_checkpoint::id::check_name("id", id)?;
+    }
+    for (i, key) in scope.unwrap_or_default().iter().enumerate() {
+        rollpoint_proto::key::AttemptKey::parse(key)
+            .map_err(|e| ApiError::bad(format!("scope[{i}]"), e))?;
+    }
+    Ok(())
+}
+
+/// The longest hold a checkpoint may ask for: well under the participants'
+/// lease, so none of them resumes on its own while held.
+pub const MAX_HOLD_MS: u64 = 300_000;
+
+impl CheckpointRequest {
+    /// Checks the caller-given fields, naming the one at fault.
+    pub fn check(&self) -> Result<(), ApiError> {
+        check_id_and_scope(self.id.as_deref(), self.scope.as_deref())?;
+        if self.hold_ms > MAX_HOLD_MS {
+            return Err(ApiError::bad(
+                "hold_ms",
+                format!("{} is over the limit of {MAX_HOLD_MS}", self.hold_ms),
+            ));
+        }
+        if self.stop && self.hold_ms > 0 {
+            return Err(ApiError::bad(
+                "hold_ms",
+                "a checkpoint that stops holds nothing",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The hold asked for.
+    pub fn hold(&self) -> Duration {
+        Duration::from_millis(self.hold_ms)
+    }
 }
 
 /// How long each step of a checkpoint took, in milliseconds.
@@ -91,6 +141,9 @@ pub struct PhaseTimings {
     pub prepare_ms: u64,
     pub commit_ms: u64,
     pub publish_ms: u64,
+    /// Paused on purpose after publishing (`hold_ms`).
+    #[serde(default)]
+    pub held_ms: u64,
     pub resume_ms: u64,
     pub total_ms: u64,
 }
@@ -117,6 +170,39 @@ pub struct CheckpointReply {
     pub participants: Vec<MemberRecords>,
     /// Older checkpoints deleted by retention.
     pub pruned: Vec<String>,
+}
+
+impl CheckpointReply {
+    /// The reply for checkpoint `done`, which took `total` in all.
+    pub fn of(done: &Checkpointed, total: Duration) -> Self {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let t = done.timings;
+        Self {
+            v: WIRE_VERSION,
+            id: done.doc.id.clone(),
+            scope: done.doc.scope.clone(),
+            restarts: done.doc.restarts.clone(),
+            timings: PhaseTimings {
+                prepare_ms: ms(t.prepare),
+                commit_ms: ms(t.commit),
+                publish_ms: ms(t.publish),
+                held_ms: ms(t.held),
+                resume_ms: ms(t.resume),
+                total_ms: ms(total),
+            },
+            participants: done
+                .doc
+                .participants
+                .iter()
+                .map(|m| MemberRecords {
+                    kind: m.kind,
+                    instance: m.instance.clone(),
+                    record_count: m.manifest.record_count,
+                })
+                .collect(),
+            pruned: done.pruned.clone(),
+        }
+    }
 }
 
 /// `POST /v1/coordinator/restore`.

@@ -152,8 +152,8 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
     let mut env = super::run::harness_env()?;
     if let Some(gateway) = &args.gateway {
         env.insert(
-            rollpoint_run::GATEWAY_VAR.to_owned(),
-            rollpoint_run::gateway_base(gateway),
+            rollpoint_driver::runner::GATEWAY_VAR.to_owned(),
+            rollpoint_driver::runner::gateway_base(gateway),
         );
     }
     let owner: Arc<dyn Owner> = Arc::new(

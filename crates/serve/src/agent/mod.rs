@@ -160,7 +160,7 @@ impl Shared {
                 format!("rollout {rollout} is already known here (running or finished)"),
             ));
         }
-        let task = rollpoint_run::with_env(task, &self.env);
+        let task = task.with_env(&self.env);
         match self.runs.register(task) {
             Ok(handle) => {
                 self.watch(handle, 0);

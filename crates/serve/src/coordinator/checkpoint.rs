@@ -1,6 +1,7 @@
-//! `POST /v1/coordinator/checkpoint` (`{v:1, id?, stop?, scope?}`): takes a
-//! checkpoint of every in-flight rollout (or of `scope`) across every
-//! participant and replies with its id, per-phase timings and each
+//! `POST /v1/coordinator/checkpoint` (`{v:1, id?, stop?, scope?, hold_ms?}`):
+//! takes a checkpoint of every in-flight rollout (or of `scope`) across
+//! every participant, optionally holding them paused `hold_ms` after it is
+//! published, and replies with its id, per-phase timings and each
 //! participant's record count. 409 `busy` while another runs, 409
 //! `not_prepared` when a stage did not reach the cut (everyone resumed,
 //! nothing published).
@@ -14,9 +15,9 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use rollpoint_checkpoint::Plan;
 
-use super::{Shared, check_request, coordinator_error, fresh_id, millis};
+use super::{Shared, coordinator_error, fresh_id};
 use crate::http::{ApiError, json, versioned};
-use crate::wire::{CheckpointReply, CheckpointRequest, MemberRecords, PhaseTimings, WIRE_VERSION};
+use crate::wire::{CheckpointReply, CheckpointRequest, WIRE_VERSION};
 
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
@@ -24,15 +25,15 @@ pub(super) async fn handle(
 ) -> Result<Response, ApiError> {
     let req: CheckpointRequest =
         versioned("coordinator checkpoint request", WIRE_VERSION, body).await?;
-    check_request(req.id.as_deref(), req.scope.as_deref())?;
+    req.check()?;
     let _held = shared.hold()?;
-    let id = req.id.unwrap_or_else(|| fresh_id("ck"));
-    let scope = match req.scope {
+    let id = req.id.clone().unwrap_or_else(|| fresh_id("ck"));
+    let scope = match req.scope.clone() {
         Some(scope) => scope,
         None => shared.in_flight().await?,
     };
     let plan = Plan {
-        id: id.clone(),
+        id,
         scope,
         continues: shared.continues(),
         stop: req.stop,
@@ -40,33 +41,11 @@ pub(super) async fn handle(
     let started = Instant::now();
     let done = shared
         .coordinator
-        .checkpoint(&plan)
+        .checkpoint_holding(&plan, req.hold())
         .await
         .map_err(|e| coordinator_error(&e))?;
-    let t = done.timings;
-    let reply = CheckpointReply {
-        v: WIRE_VERSION,
-        id,
-        scope: done.doc.scope,
-        restarts: done.doc.restarts,
-        timings: PhaseTimings {
-            prepare_ms: millis(t.prepare),
-            commit_ms: millis(t.commit),
-            publish_ms: millis(t.publish),
-            resume_ms: millis(t.resume),
-            total_ms: millis(started.elapsed()),
-        },
-        participants: done
-            .doc
-            .participants
-            .iter()
-            .map(|m| MemberRecords {
-                kind: m.kind,
-                instance: m.instance.clone(),
-                record_count: m.manifest.record_count,
-            })
-            .collect(),
-        pruned: done.pruned,
-    };
-    Ok(json(StatusCode::OK, &reply))
+    Ok(json(
+        StatusCode::OK,
+        &CheckpointReply::of(&done, started.elapsed()),
+    ))
 }

@@ -239,30 +239,6 @@ fn fresh_id(prefix: &str) -> String {
     format!("{prefix}-{ms}")
 }
 
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A coordinator failure as a reply: a stage not ready or a published
-/// checkpoint of other participants is a conflict, the rest a failure.
 fn coordinator_error(e: &rollpoint_checkpoint::CoordinatorError) -> ApiError {
-    use rollpoint_checkpoint::CoordinatorError as E;
-    let code = match e {
-        E::NotPrepared { .. } => ErrorCode::NotPrepared,
-        E::Members { .. } => ErrorCode::Conflict,
-        _ => ErrorCode::Failed,
-    };
-    ApiError::new(code, e.to_string())
-}
-
-/// Checks a caller-given id or scope, naming the field.
-fn check_request(id: Option<&str>, scope: Option<&[String]>) -> Result<(), ApiError> {
-    if let Some(id) = id {
-        rollpoint_checkpoint::id::check_name("id", id)?;
-    }
-    for (i, key) in scope.unwrap_or_default().iter().enumerate() {
-        rollpoint_proto::key::AttemptKey::parse(key)
-            .map_err(|e| ApiError::bad(format!("scope[{i}]"), e))?;
-    }
-    Ok(())
+    ApiError::from_coordinator(e)
 }

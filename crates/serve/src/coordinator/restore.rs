@@ -13,8 +13,9 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use rollpoint_checkpoint::store;
 
-use super::{Shared, check_request, coordinator_error, fresh_id};
+use super::{Shared, coordinator_error, fresh_id};
 use crate::http::{ApiError, ErrorCode, json, versioned};
+use crate::wire::check_id_and_scope;
 use crate::wire::{RestoreReply, RestoreRequest, RestoredMember, WIRE_VERSION};
 
 pub(super) async fn handle(
@@ -22,7 +23,7 @@ pub(super) async fn handle(
     body: Body,
 ) -> Result<Response, ApiError> {
     let req: RestoreRequest = versioned("coordinator restore request", WIRE_VERSION, body).await?;
-    check_request(req.id.as_deref(), req.scope.as_deref())?;
+    check_id_and_scope(req.id.as_deref(), req.scope.as_deref())?;
     let _held = shared.hold()?;
     let run_dir = shared.run_dir.clone();
     let wanted = req.id.clone();
