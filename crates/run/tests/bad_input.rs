@@ -84,3 +84,32 @@ fn bad_tasks_and_configs_are_refused_naming_the_line_and_field() {
         "nothing was started"
     );
 }
+
+#[test]
+fn the_example_runs_load_and_name_every_adapter_kind() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for (tasks, config) in [
+        ("tasks.jsonl", "run.toml"),
+        ("harnesses/tasks.jsonl", "harnesses/run.toml"),
+    ] {
+        let loaded = rollpoint_run::load_tasks(&root.join(tasks)).expect(tasks);
+        assert!(!loaded.tasks.is_empty(), "{tasks}");
+        let config = rollpoint_run::RunConfig::load(&root.join(config)).expect(config);
+        assert!(
+            config.model_script.as_ref().is_some_and(|p| p.is_file()),
+            "{config:?}"
+        );
+    }
+    let harnesses = rollpoint_run::load_tasks(&root.join("harnesses/tasks.jsonl")).expect("load");
+    let kinds: Vec<String> = harnesses
+        .tasks
+        .iter()
+        .map(|t| {
+            serde_json::to_value(&t.adapter).expect("adapter")["kind"]
+                .as_str()
+                .expect("kind")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(kinds, ["opencode", "codex", "claude-code", "pi"]);
+}
