@@ -366,6 +366,12 @@ impl Case {
             want.extend(self.h.continue_turns);
         }
         assert_eq!(users, want, "user turns: {:#?}", r.transcript);
+        // A continue turn follows Claude Code's repair of the interrupted
+        // turn, which drops the tool call a crash cut short.
+        let cut_short = match self.h.tier {
+            Some(RecoveryTier::ContinueTurn) => relaunches,
+            _ => 0,
+        };
         let calls = r
             .transcript
             .iter()
@@ -374,7 +380,7 @@ impl Case {
             .filter(|c| c.contains("echo "))
             .count();
         assert!(
-            calls >= usize::try_from(self.steps).expect("steps"),
+            calls + cut_short >= usize::try_from(self.steps).expect("steps"),
             "every step's shell call recorded: {:#?}",
             r.transcript
         );
@@ -521,10 +527,11 @@ pub fn crash_after_mid_tool_checkpoint(h: Harness) {
 
     case.resume();
     let r = check_continued(&case);
-    let roots = case.sandbox_roots();
-    assert!(
-        roots.len() >= 2,
-        "the resume forked a new sandbox from the snapshot: {roots:?}"
+    let last = r.launches.last().expect("launches");
+    assert_ne!(
+        last.sandbox, r.launches[0].sandbox,
+        "the relaunch runs in a sandbox forked from the snapshot: {:?}",
+        r.launches
     );
     let upstream = case.model_log().len() - before_resume;
     assert!(
@@ -533,7 +540,6 @@ pub fn crash_after_mid_tool_checkpoint(h: Harness) {
     );
     metric(h.kind, "upstream_calls_after_resume", upstream);
 
-    let last = r.launches.last().expect("launches");
     let first = case.first_calls();
     let a0 = first.get(&0).expect("attempt 0 calls");
     metric(
