@@ -666,7 +666,7 @@ fn held_checkpoint(case: &Case, what: &str) -> serde_json::Value {
     assert!(
         files.keys().any(|p| {
             let name = p.to_string_lossy();
-            name.ends_with(".db") || name.ends_with(".jsonl") || name.ends_with(".sqlite")
+            name.ends_with(".db") || name.ends_with(".jsonl")
         }),
         "the harness's session is among the watched files: {:?}",
         files.keys().collect::<Vec<_>>()
