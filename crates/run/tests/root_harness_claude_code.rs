@@ -1,36 +1,33 @@
-//! Claude Code end to end through `rollpoint run` (root, the pinned harness
-//! from `scripts/install-harnesses`, the scripted model, the btrfs store):
-//! a crash after a checkpoint resumes the saved session with the one
-//! documented continue turn (with Claude Code's own repair of the
-//! interrupted turn) and repeats nothing; a session with no model
-//! response starts over and says why; two held checkpoints freeze it in
-//! place.
+//! Claude Code end to end through `rollpoint run` (root, btrfs sandboxes,
+//! the scripted model; tier `continue_turn`): a crash after a checkpoint,
+//! taken mid-tool or while it waits on the model, continues the saved
+//! session with exactly the documented continue turns and sends no answered
+//! model call again; a session with no model response starts over and says
+//! why; two held checkpoints, waiting on the model and mid-tool, freeze it
+//! in place. The scenarios are in `common/harness.rs`.
 
 mod common;
-#[path = "common/harness_cc.rs"]
+#[path = "common/harness.rs"]
 mod harness;
 
-use harness::Harness;
-use rollpoint_driver::RecoveryTier;
-use rollpoint_driver::adapter::claude_code::RESUME_USER_TURNS;
-
-const CLAUDE_CODE: Harness = Harness {
-    kind: "claude-code",
-    tier: RecoveryTier::ContinueTurn,
-    continue_turns: &RESUME_USER_TURNS,
-};
+use harness::CLAUDE_CODE;
 
 #[test]
-fn root_claude_code_crash_after_a_checkpoint_continues_the_saved_session() {
-    harness::crash_after_checkpoint(CLAUDE_CODE);
+fn root_claude_code_crash_after_a_mid_tool_checkpoint_continues_the_saved_session() {
+    harness::crash_after_mid_tool_checkpoint(CLAUDE_CODE);
 }
 
 #[test]
-fn root_claude_code_a_session_without_a_model_response_starts_over() {
-    harness::crash_before_first_response(CLAUDE_CODE);
+fn root_claude_code_crash_while_waiting_on_the_model_continues_the_saved_session() {
+    harness::crash_after_waiting_checkpoint(CLAUDE_CODE);
+}
+
+#[test]
+fn root_claude_code_session_without_a_response_starts_over_and_says_why() {
+    harness::start_over_without_a_response(CLAUDE_CODE);
 }
 
 #[test]
 fn root_claude_code_held_waiting_on_the_model_and_mid_tool_nothing_moves() {
-    harness::paused_twice(CLAUDE_CODE);
+    harness::paused_twice_in_place(CLAUDE_CODE);
 }

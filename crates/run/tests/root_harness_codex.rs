@@ -1,33 +1,33 @@
-//! Codex CLI end to end through `rollpoint run` (root, the pinned harness
-//! from `scripts/install-harnesses`, the scripted model, the btrfs store):
-//! a crash after a checkpoint continues the saved session with no user
-//! message added (tier `exact`) and repeats nothing; a session with no model response starts over
-//! and says why; two held checkpoints freeze it in place.
+//! Codex CLI end to end through `rollpoint run` (root, btrfs sandboxes, the
+//! scripted model; tier `exact`): a crash after a checkpoint, taken mid-tool
+//! or while it waits on the model, continues the saved session with no user
+//! message added and no answered model call sent again; a session with no
+//! model response starts over and says why; two held checkpoints, waiting on
+//! the model and mid-tool, freeze it in place. The scenarios are in
+//! `common/harness.rs`.
 
 mod common;
-#[path = "common/harness_cc.rs"]
+#[path = "common/harness.rs"]
 mod harness;
 
-use harness::Harness;
-use rollpoint_driver::RecoveryTier;
-
-const CODEX: Harness = Harness {
-    kind: "codex",
-    tier: RecoveryTier::Exact,
-    continue_turns: &[],
-};
+use harness::CODEX;
 
 #[test]
-fn root_codex_crash_after_a_checkpoint_continues_the_saved_session() {
-    harness::crash_after_checkpoint(CODEX);
+fn root_codex_crash_after_a_mid_tool_checkpoint_continues_the_saved_session() {
+    harness::crash_after_mid_tool_checkpoint(CODEX);
 }
 
 #[test]
-fn root_codex_a_session_without_a_model_response_starts_over() {
-    harness::crash_before_first_response(CODEX);
+fn root_codex_crash_while_waiting_on_the_model_continues_the_saved_session() {
+    harness::crash_after_waiting_checkpoint(CODEX);
+}
+
+#[test]
+fn root_codex_session_without_a_response_starts_over_and_says_why() {
+    harness::start_over_without_a_response(CODEX);
 }
 
 #[test]
 fn root_codex_held_waiting_on_the_model_and_mid_tool_nothing_moves() {
-    harness::paused_twice(CODEX);
+    harness::paused_twice_in_place(CODEX);
 }

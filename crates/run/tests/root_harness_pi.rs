@@ -1,31 +1,34 @@
 //! Pi end to end through `rollpoint run` (root, btrfs sandboxes, the
-//! scripted model): a crash after a checkpoint, taken mid-tool or while it
-//! waits on the model, continues the saved session with no message added
-//! and no answered model call sent again; a session with no model response
-//! starts over and says why; two held checkpoints, waiting on the model and
-//! mid-tool, freeze its files, its session file and its CPU time, and the same
-//! process finishes.
+//! scripted model; tier `exact`): a crash after a checkpoint, taken mid-tool
+//! or while it waits on the model, continues the saved session with no
+//! message added and no answered model call sent again; a session with no
+//! model response starts over and says why; two held checkpoints, waiting on
+//! the model and mid-tool, freeze its files, its session file and its CPU
+//! time, and the same processes finish. The scenarios are in
+//! `common/harness.rs`.
 
 mod common;
-#[path = "common/harness_opencode_pi.rs"]
+#[path = "common/harness.rs"]
 mod harness;
 
+use harness::PI;
+
 #[test]
-fn root_pi_crash_after_a_checkpoint_continues_the_saved_session() {
-    harness::crash_after_checkpoint("pi", 'p');
+fn root_pi_crash_after_a_mid_tool_checkpoint_continues_the_saved_session() {
+    harness::crash_after_mid_tool_checkpoint(PI);
 }
 
 #[test]
 fn root_pi_crash_while_waiting_on_the_model_continues_the_saved_session() {
-    harness::crash_while_waiting_on_the_model("pi", 'p');
+    harness::crash_after_waiting_checkpoint(PI);
 }
 
 #[test]
 fn root_pi_session_without_a_response_starts_over_and_says_why() {
-    harness::start_over_without_a_response("pi", 'p');
+    harness::start_over_without_a_response(PI);
 }
 
 #[test]
-fn root_pi_paused_waiting_on_the_model_and_mid_tool_changes_nothing() {
-    harness::paused_twice_in_place("pi", 'p');
+fn root_pi_held_waiting_on_the_model_and_mid_tool_nothing_moves() {
+    harness::paused_twice_in_place(PI);
 }

@@ -1,0 +1,798 @@
+//! The end-to-end scenarios every real harness goes through, run with the
+//! real `rollpoint run` and `rollpoint resume` over btrfs sandboxes and the
+//! scripted model: a crash after a mid-tool checkpoint, a crash after a
+//! checkpoint taken while the harness waits on the model, a start over when
+//! the saved session holds no model response, and two held checkpoints
+//! (waiting on the model, mid-tool) during which nothing moves. One
+//! [`Harness`] names the kind and its recovery tier; the test files only
+//! pick it. Each scenario prints what it measured (`harness-metric` lines),
+//! and [`bench_round`] is the benchmark's round.
+#![allow(dead_code, reason = "each test binary uses its part")]
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rollpoint_driver::adapter::claude_code::RESUME_USER_TURNS;
+use rollpoint_driver::{LaunchEnd, RecoveryTier, RolloutResult, Status};
+use rollpoint_testkit::{mounts_under, require_root, supervisor_bin};
+
+use crate::common::{
+    cgroups_of, checkpoint_holding, cpu_ticks, processes_of, spawn, wait, wait_file, write_jsonl,
+};
+
+pub const LIMIT: Duration = Duration::from_secs(420);
+const TOKEN: &str = "harness-test-token";
+/// The task's one user message.
+pub const PROMPT: &str = "Append the numbered lines to the file `lines`, one shell call per line.";
+/// How long each held checkpoint keeps the rollout paused.
+const HOLD_MS: u64 = 3500;
+
+/// One harness under test.
+#[derive(Debug, Clone, Copy)]
+pub struct Harness {
+    /// The task's `adapter.kind`.
+    pub kind: &'static str,
+    /// First letter of its rollout ids.
+    pub letter: char,
+    /// Its recovery tier (`None` for rollpoint's own worker).
+    pub tier: Option<RecoveryTier>,
+    /// The user turns each relaunch adds (none for the `exact` tier).
+    pub continue_turns: &'static [&'static str],
+    /// Beginnings of the harness's own process names (`/proc/PID/comm`).
+    pub processes: &'static [&'static str],
+    /// What the launch log says when the saved session holds no model
+    /// response (any of these).
+    pub no_response: &'static [&'static str],
+}
+
+/// Rollpoint's own worker on the same script: the benchmark's baseline.
+pub const NATIVE: Harness = Harness {
+    kind: "native",
+    letter: 'n',
+    tier: None,
+    continue_turns: &[],
+    processes: &["rollpoint"],
+    no_response: &[],
+};
+
+/// OpenCode: continues its saved session with no message added.
+pub const OPENCODE: Harness = Harness {
+    kind: "opencode",
+    letter: 'o',
+    tier: Some(RecoveryTier::Exact),
+    continue_turns: &[],
+    processes: &["opencode"],
+    no_response: &["holds no completed model response"],
+};
+
+/// Pi: continues from its last tool result with no message added.
+pub const PI: Harness = Harness {
+    kind: "pi",
+    letter: 'p',
+    tier: Some(RecoveryTier::Exact),
+    continue_turns: &[],
+    processes: &["pi", "node"],
+    no_response: &["no saved pi session"],
+};
+
+/// Codex CLI: continues its saved session with no message added.
+pub const CODEX: Harness = Harness {
+    kind: "codex",
+    letter: 'x',
+    tier: Some(RecoveryTier::Exact),
+    continue_turns: &[],
+    processes: &["codex", "node"],
+    no_response: &[
+        "holds no completed model response",
+        "no saved codex session",
+    ],
+};
+
+/// Claude Code: one documented continue turn per relaunch.
+pub const CLAUDE_CODE: Harness = Harness {
+    kind: "claude-code",
+    letter: 'c',
+    tier: Some(RecoveryTier::ContinueTurn),
+    continue_turns: &RESUME_USER_TURNS,
+    processes: &["claude", "node"],
+    no_response: &[
+        "holds no completed model response",
+        "no saved claude-code session",
+    ],
+};
+
+/// One model step: its shell command appends line `n`, then sleeps.
+fn step(n: u32, sleep_ms: u32, delay_ms: u32) -> serde_json::Value {
+    let sleep = format!("{}.{:03}", sleep_ms / 1000, sleep_ms % 1000);
+    serde_json::json!({"shell": [format!("echo {n} >> lines; sleep {sleep}")], "delay_ms": delay_ms})
+}
+
+/// A scripted run of one harness task in a scratch directory with short
+/// paths (the anchor's socket lives under the run directory).
+pub struct Case {
+    pub h: Harness,
+    pub rollout: String,
+    _tmp: tempfile::TempDir,
+    pub dir: PathBuf,
+    pub run_dir: PathBuf,
+    pub log: PathBuf,
+    tasks: PathBuf,
+    config: PathBuf,
+    token: PathBuf,
+    pub steps: u32,
+}
+
+impl Case {
+    /// `steps[i]` = (tool sleep, model delay) of step i + 1, in ms;
+    /// `scenario` tells the rollout ids of one test apart.
+    pub fn new(h: Harness, scenario: char, steps: &[(u32, u32)]) -> Self {
+        require_root();
+        let tmp = tempfile::Builder::new()
+            .prefix("rp")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let dir = tmp.path().to_owned();
+        let rollout = format!("{}{scenario}{:04x}", h.letter, fastrand::u16(..));
+        let n = u32::try_from(steps.len()).expect("steps");
+        let script = serde_json::json!({
+            "version": 1,
+            "steps": steps.iter().zip(1..).map(|(&(s, d), i)| step(i, s, d)).collect::<Vec<_>>(),
+            "after_last": {"text": "all lines written"},
+            "no_tools_text": "Numbered lines"
+        });
+        std::fs::write(dir.join("model.json"), script.to_string()).expect("script");
+        let mut task = serde_json::json!({
+            "v": 1,
+            "task": {"id": rollout, "verify": {"command": ["/bin/sh", "-c", format!("seq 1 {n} | cmp -s - lines")]}},
+            "adapter": {"kind": h.kind, "prompt": PROMPT},
+            "harness_timeout_s": 300
+        });
+        if h.kind == NATIVE.kind {
+            native(&mut task, &rollout);
+        }
+        let tasks = dir.join("tasks.jsonl");
+        write_jsonl(&tasks, &[task]);
+        let config = dir.join("run.toml");
+        std::fs::write(
+            &config,
+            "v = 1\nconcurrency = 1\ncheckpoint_every_s = 0\nmodel_script = \"model.json\"\nstore = \"btrfs\"\n",
+        )
+        .expect("config");
+        let token = dir.join("token");
+        std::fs::write(&token, format!("{TOKEN}\n")).expect("token");
+        Self {
+            h,
+            rollout,
+            run_dir: dir.join("r"),
+            log: dir.join("stderr.log"),
+            dir,
+            _tmp: tmp,
+            tasks,
+            config,
+            token,
+            steps: n,
+        }
+    }
+
+    pub fn start(&self) -> Child {
+        let sup = supervisor_bin();
+        let args: Vec<&OsStr> = vec![
+            OsStr::new("run"),
+            self.tasks.as_os_str(),
+            OsStr::new("--config"),
+            self.config.as_os_str(),
+            OsStr::new("--run-dir"),
+            self.run_dir.as_os_str(),
+            OsStr::new("--supervisor"),
+            sup.as_os_str(),
+            OsStr::new("--listen"),
+            OsStr::new("127.0.0.1:0"),
+            OsStr::new("--control-token-file"),
+            self.token.as_os_str(),
+        ];
+        spawn(&args, &self.log)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The scripted model's request log, one JSON object a request.
+    pub fn model_log(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(self.run_dir.join("model-script.log"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Whether the harness has asked for step `n` (1-based) with its tools.
+    pub fn asked_for(&self, n: u32) -> bool {
+        self.model_log()
+            .iter()
+            .any(|e| e["reply"] == "tool_call" && e["step"].as_u64() >= Some(u64::from(n - 1)))
+    }
+
+    /// Waits until `f` holds, failing with the run's log past the limit.
+    pub fn wait_until(&self, what: &str, mut f: impl FnMut() -> bool) {
+        let end = Instant::now() + LIMIT;
+        while !f() {
+            assert!(Instant::now() < end, "{what}:\n{}", self.log_text());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The rollout's sandbox roots, oldest first (a resume forks new ones).
+    pub fn sandbox_roots(&self) -> Vec<PathBuf> {
+        let mut roots: Vec<(SystemTime, PathBuf)> =
+            std::fs::read_dir(self.run_dir.join("owner/sandboxes"))
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| e.file_name().to_string_lossy().starts_with(&self.rollout))
+                        .filter_map(|e| {
+                            let root = e.path().join("root");
+                            let t = e.metadata().ok()?.modified().ok()?;
+                            root.join("workspace").is_dir().then_some((t, root))
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+        roots.sort();
+        roots.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// Lines the task's file holds in the newest sandbox.
+    pub fn lines(&self) -> usize {
+        self.sandbox_roots()
+            .last()
+            .and_then(|r| std::fs::read_to_string(r.join("workspace/lines")).ok())
+            .map_or(0, |t| t.lines().count())
+    }
+
+    /// Every file of the harness's state directory and of the workdir:
+    /// path -> (length, modification time, bytes).
+    pub fn files(&self) -> BTreeMap<PathBuf, (u64, SystemTime, Vec<u8>)> {
+        fn walk(dir: &Path, out: &mut BTreeMap<PathBuf, (u64, SystemTime, Vec<u8>)>) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for e in entries.flatten() {
+                let p = e.path();
+                let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                    continue;
+                };
+                if meta.is_dir() {
+                    walk(&p, out);
+                } else if meta.is_file() {
+                    let bytes = std::fs::read(&p).unwrap_or_default();
+                    let modified = meta.modified().unwrap_or(UNIX_EPOCH);
+                    out.insert(p, (meta.len(), modified, bytes));
+                }
+            }
+        }
+        let mut out = BTreeMap::new();
+        for root in self.sandbox_roots() {
+            walk(
+                &root.join(format!("var/lib/rollpoint/harness/{}", self.h.kind)),
+                &mut out,
+            );
+            walk(&root.join("workspace"), &mut out);
+        }
+        out
+    }
+
+    pub fn signal(&self, child: &Child, sig: Signal) {
+        let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        kill(pid, sig).expect("signal the run");
+    }
+
+    /// The checkpoint LATEST names, if any.
+    pub fn latest(&self) -> Option<String> {
+        std::fs::read_to_string(self.run_dir.join("checkpoints/LATEST"))
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+    }
+
+    /// SIGUSR1, then waits until LATEST names a new checkpoint.
+    pub fn checkpoint_by_signal(&self, child: &Child) -> String {
+        let before = self.latest();
+        let t = Instant::now();
+        self.signal(child, Signal::SIGUSR1);
+        let mut now = None;
+        self.wait_until("no new checkpoint after SIGUSR1", || {
+            now = self.latest();
+            now.is_some() && now != before
+        });
+        metric(
+            self.h.kind,
+            "sigusr1_to_published_ms",
+            t.elapsed().as_millis(),
+        );
+        now.expect("LATEST")
+    }
+
+    /// SIGKILL of the runner; it must not end well.
+    pub fn crash(&self, child: &mut Child) {
+        self.signal(child, Signal::SIGKILL);
+        let killed = wait(child, LIMIT, &self.log);
+        assert!(!killed.success(), "the runner survived SIGKILL");
+    }
+
+    /// `rollpoint resume`, which must succeed.
+    pub fn resume(&self) {
+        let mut child = spawn(&[OsStr::new("resume"), self.run_dir.as_os_str()], &self.log);
+        let status = wait(&mut child, LIMIT, &self.log);
+        assert!(
+            status.success(),
+            "resume failed ({status}):\n{}",
+            self.log_text()
+        );
+    }
+
+    /// The one result row, verified with reward 1 (every line exactly
+    /// once), every launch in the harness's tier.
+    pub fn result(&self) -> RolloutResult {
+        let rows = rollpoint_run::read_results(&self.run_dir).expect("results");
+        assert_eq!(rows.len(), 1, "one row: {rows:?}\n{}", self.log_text());
+        let r = rows.into_iter().next().expect("row");
+        assert_eq!(r.status, Status::Verified, "{r:?}\n{}", self.log_text());
+        assert_eq!(r.reward, Some(1.0), "every line exactly once: {r:?}");
+        if let Some(tier) = self.h.tier {
+            for l in &r.launches {
+                assert_eq!(l.tier, Some(tier), "{l:?}");
+            }
+        }
+        r
+    }
+
+    /// The user turns are the task's message, then exactly the documented
+    /// ones for each of `relaunches` continued sessions; the shell calls
+    /// and the usage are recorded.
+    pub fn check_user_turns(&self, r: &RolloutResult, relaunches: usize) {
+        let users: Vec<&str> = r
+            .transcript
+            .iter()
+            .filter(|e| e.role == "user")
+            .map(|e| e.text.as_str())
+            .collect();
+        let mut want = vec![PROMPT];
+        for _ in 0..relaunches {
+            want.extend(self.h.continue_turns);
+        }
+        assert_eq!(users, want, "user turns: {:#?}", r.transcript);
+        // A continue turn follows Claude Code's repair of the interrupted
+        // turn, which drops the tool call a crash cut short.
+        let cut_short = match self.h.tier {
+            Some(RecoveryTier::ContinueTurn) => relaunches,
+            _ => 0,
+        };
+        let calls = r
+            .transcript
+            .iter()
+            .filter(|e| e.role == "assistant")
+            .flat_map(|e| &e.tool_calls)
+            .filter(|c| c.contains("echo "))
+            .count();
+        assert!(
+            calls + cut_short >= usize::try_from(self.steps).expect("steps"),
+            "every step's shell call recorded: {:#?}",
+            r.transcript
+        );
+        let usage = r.usage.as_ref().expect("usage");
+        assert!(usage.model_calls >= u64::from(self.steps), "{usage:?}");
+        assert!(usage.total_tokens > 0, "{usage:?}");
+    }
+
+    /// No request reached the scripted model twice (the gateway answers a
+    /// relaunched harness's repeats from its ledger). The first `skip`
+    /// requests, sent before a crash and never answered, may repeat.
+    pub fn check_no_repeated_call(&self, skip: usize) {
+        let log = self.model_log();
+        let mut digests: Vec<&str> = log
+            .iter()
+            .skip(skip)
+            .map(|e| e["request_sha256"].as_str().expect("digest"))
+            .collect();
+        let n = digests.len();
+        digests.sort_unstable();
+        digests.dedup();
+        assert_eq!(
+            digests.len(),
+            n,
+            "a model call went upstream twice: {log:#?}"
+        );
+    }
+
+    /// Nothing of the rollout left: processes, mounts, cgroups.
+    pub fn check_nothing_left(&self) {
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            let procs = processes_of(&self.rollout);
+            let mounts = mounts_under(&self.run_dir);
+            let groups = cgroups_of(&self.rollout);
+            if procs.is_empty() && mounts.is_empty() && groups.is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < end,
+                "left behind: processes {procs:?}, mounts {mounts:?}, cgroups {groups:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// The first call each attempt made through the gateway (Unix ms) and
+    /// how many of its calls the ledger replayed, from the ledger (the
+    /// sandbox's `sqlite3`, the same one the adapters use).
+    pub fn first_calls(&self) -> BTreeMap<u32, (u64, u64)> {
+        let out = std::process::Command::new("sqlite3")
+            .arg("-json")
+            .arg(self.run_dir.join("gateway/ledger.sqlite"))
+            .arg(
+                "select attempt, min(admitted_ms) as first, \
+                 sum(status = 'replayed') as replayed from calls group by attempt",
+            )
+            .output()
+            .expect("sqlite3");
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        rows.iter()
+            .filter_map(|r| {
+                Some((
+                    u32::try_from(r["attempt"].as_u64()?).ok()?,
+                    (r["first"].as_u64()?, r["replayed"].as_u64().unwrap_or(0)),
+                ))
+            })
+            .collect()
+    }
+
+    /// The harness's own processes (not its tools, which come and go).
+    fn harness_processes(&self) -> Vec<u32> {
+        processes_of(&self.rollout)
+            .into_iter()
+            .filter(|p| {
+                let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+                !matches!(comm.trim(), "bash" | "sh" | "sleep" | "")
+            })
+            .collect()
+    }
+}
+
+/// Makes `task` a run of rollpoint's own worker on the same script.
+fn native(task: &mut serde_json::Value, rollout: &str) {
+    let wrapper = "#!/bin/sh\nin=\"$1\"; shift\nsed \"s|@MODEL@|$ROLLPOINT_GATEWAY/$ROLLPOINT_CAPTURE_KEY/v1|\" \"$in\" > \"$in.live\"\nexec \"$ROLLPOINT_BIN\" worker \"$in.live\" \"$@\"\n";
+    let input = serde_json::json!({
+        "v": 1,
+        "rollout_id": rollout,
+        "task": {"prompt": PROMPT},
+        "model": {"base_url": "@MODEL@", "api": "chat_completions", "name": "rollpoint-scripted"},
+        "workdir": "/workspace"
+    });
+    task["task"]["files"] =
+        serde_json::json!({"input.json": input.to_string(), "run-worker": wrapper});
+    task["task"]["setup"] = serde_json::json!([["chmod", "0755", "run-worker"]]);
+    task["adapter"] =
+        serde_json::json!({"kind": "native", "input": "input.json", "worker": "./run-worker"});
+}
+
+pub fn metric(kind: &str, name: &str, value: impl std::fmt::Display) {
+    eprintln!("harness-metric {kind} {name} {value}");
+}
+
+/// Checks common to the two crash scenarios, after `rollpoint resume`:
+/// the last launch continued the saved session in a new attempt, the user
+/// turns are the tier's, and nothing repeated or was left behind.
+fn check_continued(case: &Case) -> RolloutResult {
+    let r = case.result();
+    assert!(r.attempt >= 1, "continued after the crash: {r:?}");
+    let last = r.launches.last().expect("launches");
+    assert!(last.resumed, "the relaunch continued the session: {last:?}");
+    assert!(
+        last.reason.starts_with("continue saved session"),
+        "{last:?}"
+    );
+    assert!(last.attempt >= 1, "{last:?}");
+    case.check_user_turns(&r, 1);
+    case.check_no_repeated_call(0);
+    case.check_nothing_left();
+    r
+}
+
+/// Crash after a mid-tool checkpoint: SIGUSR1 while the third step's tool
+/// runs, then the run goes on through step 4 (its reply recorded after the
+/// checkpoint) and is killed with SIGKILL mid-tool; then `rollpoint
+/// resume` continues the saved session from the snapshot.
+pub fn crash_after_mid_tool_checkpoint(h: Harness) {
+    let case = Case::new(h, 'a', &[(1500, 600); 6]);
+    let mut child = case.start();
+    case.wait_until("the harness did not run its third step", || {
+        case.lines() >= 3
+    });
+    case.checkpoint_by_signal(&child);
+    case.wait_until("the harness did not run its fourth step", || {
+        case.lines() >= 4
+    });
+    case.crash(&mut child);
+    let saved = case.lines();
+    assert!(
+        (4..6).contains(&saved),
+        "{saved} lines at the crash: the task was not done"
+    );
+    let before_resume = case.model_log().len();
+
+    case.resume();
+    let r = check_continued(&case);
+    let last = r.launches.last().expect("launches");
+    assert_ne!(
+        last.sandbox, r.launches[0].sandbox,
+        "the relaunch runs in a sandbox forked from the snapshot: {:?}",
+        r.launches
+    );
+    let upstream = case.model_log().len() - before_resume;
+    assert!(
+        upstream >= 1,
+        "the relaunch asked the model for what is left"
+    );
+    metric(h.kind, "upstream_calls_after_resume", upstream);
+
+    let first = case.first_calls();
+    let a0 = first.get(&0).expect("attempt 0 calls");
+    metric(
+        h.kind,
+        "launch_to_first_model_call_ms",
+        a0.0.saturating_sub(r.launches[0].started_at_ms),
+    );
+    let a1 = first.get(&last.attempt).expect("calls of the relaunch");
+    metric(
+        h.kind,
+        "resume_launch_to_first_model_call_ms",
+        a1.0.saturating_sub(last.started_at_ms),
+    );
+    metric(h.kind, "replayed_calls_after_resume", a1.1);
+}
+
+/// Crash after a checkpoint taken while the harness waits on the model for
+/// step 2: the run goes on until step 2's reply is in and its tool runs,
+/// then is killed. The relaunch continues the saved session and, in the
+/// `exact` tier, repeats step 2's request byte for byte; the gateway
+/// answers it from the ledger, so no request reaches the model twice.
+pub fn crash_after_waiting_checkpoint(h: Harness) {
+    let case = Case::new(h, 'w', &[(1500, 2500); 4]);
+    let mut child = case.start();
+    case.wait_until("the harness did not ask for step 2", || case.asked_for(2));
+    assert_eq!(case.lines(), 1, "step 2 has not run yet");
+    case.checkpoint_by_signal(&child);
+    case.wait_until("step 2 did not run", || case.lines() >= 2);
+    case.crash(&mut child);
+
+    case.resume();
+    let r = check_continued(&case);
+    let last = r.launches.last().expect("launches");
+    let replayed = case.first_calls().get(&last.attempt).map_or(0, |a| a.1);
+    if h.tier == Some(RecoveryTier::Exact) {
+        assert!(
+            replayed >= 1,
+            "the relaunch's repeat of step 2 was answered from the ledger:\n{}",
+            case.log_text()
+        );
+    }
+    metric(h.kind, "replayed_calls_after_resume", replayed);
+}
+
+/// A checkpoint while the first model call is held, then a crash: the saved
+/// session has no model response, so the relaunch starts over and the
+/// launch log says why.
+pub fn start_over_without_a_response(h: Harness) {
+    let case = Case::new(h, 's', &[(200, 8000), (200, 100), (200, 100)]);
+    let mut child = case.start();
+    case.wait_until("the first model call was not sent", || case.asked_for(1));
+    std::thread::sleep(Duration::from_millis(500));
+    case.checkpoint_by_signal(&child);
+    case.crash(&mut child);
+    assert_eq!(case.lines(), 0, "no step ran before the crash");
+    // Sent before the crash and never answered: the relaunch may send them
+    // again.
+    let unanswered = case.model_log().len();
+
+    case.resume();
+    let r = case.result();
+    let last = r.launches.last().expect("launches");
+    assert!(!last.resumed, "started over: {:?}", r.launches);
+    assert!(last.attempt >= 1, "{last:?}");
+    assert!(last.reason.contains("start over"), "{last:?}");
+    assert!(
+        h.no_response.iter().any(|why| last.reason.contains(why)),
+        "the launch log says why ({:?}): {last:?}",
+        h.no_response
+    );
+    case.check_user_turns(&r, 0);
+    case.check_no_repeated_call(unanswered);
+    case.check_nothing_left();
+}
+
+/// utime + stime of each process.
+fn cpu(pids: &[u32]) -> BTreeMap<u32, Option<u64>> {
+    pids.iter().map(|p| (*p, cpu_ticks(*p))).collect()
+}
+
+/// Holds a checkpoint for [`HOLD_MS`] and checks, well inside the hold,
+/// that no file, no process's CPU time and the model's request log
+/// change; returns the checkpoint's report.
+fn held_checkpoint(case: &Case, what: &str) -> serde_json::Value {
+    let pids = processes_of(&case.rollout);
+    assert!(!pids.is_empty(), "the harness runs ({what})");
+    let published = case.latest();
+    let asker = {
+        let run_dir = case.run_dir.clone();
+        std::thread::spawn(move || checkpoint_holding(&run_dir, TOKEN, HOLD_MS))
+    };
+    // The hold starts once LATEST names it; both looks are well inside it.
+    case.wait_until("the held checkpoint was not published", || {
+        let now = case.latest();
+        now.is_some() && now != published
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    let (files, ticks, calls) = (case.files(), cpu(&pids), case.model_log().len());
+    std::thread::sleep(Duration::from_millis(1500));
+    let (now, ticks_now) = (case.files(), cpu(&pids));
+    assert_eq!(
+        case.model_log().len(),
+        calls,
+        "a model call went out while held ({what})"
+    );
+    let report = asker.join().expect("checkpoint thread");
+    assert_eq!(
+        now.keys().collect::<Vec<_>>(),
+        files.keys().collect::<Vec<_>>(),
+        "files appeared or went while held ({what})"
+    );
+    for (p, b) in &files {
+        assert!(
+            now.get(p) == Some(b),
+            "{} changed while held ({what})",
+            p.display()
+        );
+    }
+    assert_eq!(ticks_now, ticks, "CPU time moved while held ({what})");
+    assert!(
+        ticks.values().all(Option::is_some),
+        "every process lived through the hold ({what}): {ticks:?}"
+    );
+    assert!(
+        files.keys().any(|p| {
+            let name = p.to_string_lossy();
+            name.ends_with(".db") || name.ends_with(".jsonl")
+        }),
+        "the harness's session is among the watched files: {:?}",
+        files.keys().collect::<Vec<_>>()
+    );
+    for (key, name) in [
+        ("prepare_ms", "pause"),
+        ("commit_ms", "snapshot"),
+        ("resume_ms", "continue"),
+    ] {
+        metric(case.h.kind, &format!("{what}_{name}_ms"), &report[key]);
+    }
+    report
+}
+
+/// The script of the held scenario and the benchmark: step 2's reply comes
+/// 4 s after its request (a checkpoint lands while the harness waits on the
+/// model), its tool then sleeps 4 s (one lands mid-tool).
+const HELD_STEPS: [(u32, u32); 4] = [(300, 300), (4000, 4000), (300, 300), (300, 300)];
+
+/// Two held checkpoints, one while the harness waits on the model and one
+/// while a tool runs: nothing changes while held, the same processes
+/// finish, no model call is sent twice, verify passes.
+pub fn paused_twice_in_place(h: Harness) {
+    let case = Case::new(h, 'p', &HELD_STEPS);
+    let mut child = case.start();
+    wait_file(&case.run_dir.join("control.json"), LIMIT, &case.log);
+
+    // Waiting on the model: step 2's request is in, its reply 4 s away.
+    case.wait_until("the harness did not ask for step 2", || case.asked_for(2));
+    assert_eq!(case.lines(), 1, "step 2 has not run yet");
+    let pids = case.harness_processes();
+    let own: Vec<u32> = pids
+        .iter()
+        .copied()
+        .filter(|p| {
+            let comm = std::fs::read_to_string(format!("/proc/{p}/comm")).unwrap_or_default();
+            h.processes.iter().any(|n| comm.trim().starts_with(n))
+        })
+        .collect();
+    assert!(
+        !own.is_empty(),
+        "a {:?} process is among {pids:?}",
+        h.processes
+    );
+    let first = held_checkpoint(&case, "waiting_on_model");
+
+    // Mid-tool: step 2's line is written and its `sleep` runs; step 3 has
+    // not been asked for.
+    case.wait_until("step 2 did not run", || case.lines() >= 2);
+    assert!(!case.asked_for(3), "step 2's tool runs");
+    let second = held_checkpoint(&case, "mid_tool");
+    assert_ne!(first["id"], second["id"], "two checkpoints");
+    let running = processes_of(&case.rollout);
+    assert!(
+        pids.iter().all(|p| running.contains(p)),
+        "the harness processes from before the holds go on: {pids:?}, now {running:?}"
+    );
+
+    let status = wait(&mut child, LIMIT, &case.log);
+    assert!(
+        status.success(),
+        "run failed ({status}):\n{}",
+        case.log_text()
+    );
+    let r = case.result();
+    assert_eq!(r.attempt, 0, "no crash, no new attempt: {r:?}");
+    assert_eq!(r.launches.len(), 1, "launched once: {r:?}");
+    let l = &r.launches[0];
+    assert_eq!(l.pauses, 2, "{l:?}");
+    assert!(l.paused_ms >= 2 * HOLD_MS, "{l:?}");
+    assert_eq!(l.end, Some(LaunchEnd::Finished), "{l:?}");
+    assert_eq!(l.exit_code, Some(0), "{l:?}");
+    metric(h.kind, "paused_ms_total", l.paused_ms);
+    case.check_user_turns(&r, 0);
+    case.check_no_repeated_call(0);
+    case.check_nothing_left();
+}
+
+/// The benchmark's metrics, in the order its table prints them.
+pub const BENCH_METRICS: [&str; 7] = [
+    "launch_to_first_model_call",
+    "pause_waiting_on_model",
+    "pause_mid_tool",
+    "snapshot_waiting_on_model",
+    "snapshot_mid_tool",
+    "continue",
+    "resume_to_first_model_call",
+];
+
+/// One benchmark round: launch to the first model call; a checkpoint while
+/// the harness waits on the model and one mid-tool (pause, snapshot and
+/// continue times from the control endpoint's report), then a crash right
+/// after the second and `rollpoint resume` (relaunch to the first model
+/// call). Milliseconds by name.
+pub fn bench_round(h: Harness) -> BTreeMap<&'static str, u64> {
+    let case = Case::new(h, 'b', &HELD_STEPS);
+    let mut child = case.start();
+    wait_file(&case.run_dir.join("control.json"), LIMIT, &case.log);
+    let mut out = BTreeMap::new();
+    let ms = |v: &serde_json::Value| v.as_u64().expect("phase time");
+
+    case.wait_until("no step 2 request", || case.asked_for(2));
+    let r1 = checkpoint_holding(&case.run_dir, TOKEN, 0);
+    case.wait_until("step 2 did not run", || case.lines() >= 2);
+    let r2 = checkpoint_holding(&case.run_dir, TOKEN, 0);
+    case.crash(&mut child);
+    out.insert("pause_waiting_on_model", ms(&r1["prepare_ms"]));
+    out.insert("pause_mid_tool", ms(&r2["prepare_ms"]));
+    out.insert("snapshot_waiting_on_model", ms(&r1["commit_ms"]));
+    out.insert("snapshot_mid_tool", ms(&r2["commit_ms"]));
+    out.insert("continue", ms(&r1["resume_ms"]).max(ms(&r2["resume_ms"])));
+
+    case.resume();
+    let r = case.result();
+    let first = case.first_calls();
+    let last = r.launches.last().expect("launches");
+    out.insert(
+        "launch_to_first_model_call",
+        first[&0].0.saturating_sub(r.launches[0].started_at_ms),
+    );
+    if let Some(a) = first.get(&last.attempt) {
+        out.insert(
+            "resume_to_first_model_call",
+            a.0.saturating_sub(last.started_at_ms),
+        );
+    }
+    case.check_nothing_left();
+    out
+}
