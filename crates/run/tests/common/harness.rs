@@ -676,7 +676,11 @@ fn held_checkpoint(case: &Case, what: &str) -> serde_json::Value {
         ("commit_ms", "snapshot"),
         ("resume_ms", "continue"),
     ] {
-        metric(case.h.kind, &format!("{what}_{name}_ms"), &report[key]);
+        metric(
+            case.h.kind,
+            &format!("{what}_{name}_ms"),
+            &report["timings"][key],
+        );
     }
     report
 }
@@ -773,11 +777,14 @@ pub fn bench_round(h: Harness) -> BTreeMap<&'static str, u64> {
     case.wait_until("step 2 did not run", || case.lines() >= 2);
     let r2 = checkpoint_holding(&case.run_dir, TOKEN, 0);
     case.crash(&mut child);
-    out.insert("pause_waiting_on_model", ms(&r1["prepare_ms"]));
-    out.insert("pause_mid_tool", ms(&r2["prepare_ms"]));
-    out.insert("snapshot_waiting_on_model", ms(&r1["commit_ms"]));
-    out.insert("snapshot_mid_tool", ms(&r2["commit_ms"]));
-    out.insert("continue", ms(&r1["resume_ms"]).max(ms(&r2["resume_ms"])));
+    out.insert("pause_waiting_on_model", ms(&r1["timings"]["prepare_ms"]));
+    out.insert("pause_mid_tool", ms(&r2["timings"]["prepare_ms"]));
+    out.insert("snapshot_waiting_on_model", ms(&r1["timings"]["commit_ms"]));
+    out.insert("snapshot_mid_tool", ms(&r2["timings"]["commit_ms"]));
+    out.insert(
+        "continue",
+        ms(&r1["timings"]["resume_ms"]).max(ms(&r2["timings"]["resume_ms"])),
+    );
 
     case.resume();
     let r = case.result();
