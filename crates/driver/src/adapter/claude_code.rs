@@ -100,13 +100,9 @@ impl Harness for ClaudeCode {
             path: format!("{}/settings.json", config_dir(&dir)),
             contents: settings_json(),
         });
+        launch.set_home(&home(&dir));
         for (k, v) in [
-            ("HOME", home(&dir)),
             ("CLAUDE_CONFIG_DIR", config_dir(&dir)),
-            ("XDG_CONFIG_HOME", format!("{}/.config", home(&dir))),
-            ("XDG_DATA_HOME", format!("{}/.local/share", home(&dir))),
-            ("XDG_CACHE_HOME", format!("{}/.cache", home(&dir))),
-            ("XDG_STATE_HOME", format!("{}/.local/state", home(&dir))),
             ("ANTHROPIC_API_KEY", "rollpoint".to_owned()),
             ("DISABLE_AUTOUPDATER", "1".to_owned()),
             ("DISABLE_TELEMETRY", "1".to_owned()),

@@ -179,13 +179,9 @@ impl Harness for Codex {
             path: format!("{}/config.toml", codex_home(&dir)),
             contents: config_toml(&settings.model),
         });
+        launch.set_home(&home(&dir));
         for (k, v) in [
-            ("HOME", home(&dir)),
             ("CODEX_HOME", codex_home(&dir)),
-            ("XDG_CONFIG_HOME", format!("{}/.config", home(&dir))),
-            ("XDG_DATA_HOME", format!("{}/.local/share", home(&dir))),
-            ("XDG_CACHE_HOME", format!("{}/.cache", home(&dir))),
-            ("XDG_STATE_HOME", format!("{}/.local/state", home(&dir))),
             (KEY_VAR, "rollpoint".to_owned()),
             ("NO_COLOR", "1".to_owned()),
         ] {

@@ -148,6 +148,20 @@ exec "$@"
 "#;
 
 impl Launch {
+    /// HOME at `home` and the XDG directories in their usual places under
+    /// it, unless the task's environment sets them.
+    pub fn set_home(&mut self, home: &str) {
+        for (k, v) in [
+            ("HOME", home.to_owned()),
+            ("XDG_CONFIG_HOME", format!("{home}/.config")),
+            ("XDG_DATA_HOME", format!("{home}/.local/share")),
+            ("XDG_CACHE_HOME", format!("{home}/.cache")),
+            ("XDG_STATE_HOME", format!("{home}/.local/state")),
+        ] {
+            self.env.entry(k.to_owned()).or_insert(v);
+        }
+    }
+
     pub fn into_command(self) -> LaunchCommand {
         let mut argv = vec![
             "/bin/bash".to_owned(),
