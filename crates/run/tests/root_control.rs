@@ -8,6 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{
@@ -48,15 +49,13 @@ fn snapshot(pids: &[u32], files: &[PathBuf]) -> (BTreeMap<u32, Option<u64>>, Vec
     (cpu, text)
 }
 
-#[test]
-fn root_a_held_checkpoint_freezes_every_rollout_until_it_resumes_them() {
-    require_root();
+/// `rollpoint run` of `count` counting tasks (ids `<tag><i>`) with the
+/// control endpoint on, once it listens: the child, the run directory and
+/// the log.
+fn start(dir: &Path, tag: &str, count: usize, tick_ms: u32) -> (Child, PathBuf, PathBuf) {
     let sup = supervisor_bin();
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path();
-    let tag = "ctl";
-    let rows: Vec<_> = (0..3)
-        .map(|i| command_task(&format!("{tag}{i}"), 600))
+    let rows: Vec<_> = (0..count)
+        .map(|i| command_task(&format!("{tag}{i}"), tick_ms))
         .collect();
     let tasks = dir.join("tasks.jsonl");
     write_jsonl(&tasks, &rows);
@@ -64,7 +63,7 @@ fn root_a_held_checkpoint_freezes_every_rollout_until_it_resumes_them() {
     std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token");
     let run_dir = dir.join("run");
     let log = dir.join("run.log");
-    let mut child = spawn(
+    let child = spawn(
         &[
             OsStr::new("run"),
             tasks.as_os_str(),
@@ -82,6 +81,15 @@ fn root_a_held_checkpoint_freezes_every_rollout_until_it_resumes_them() {
         &log,
     );
     wait_file(&run_dir.join("control.json"), LIMIT, &log);
+    (child, run_dir, log)
+}
+
+#[test]
+fn root_a_held_checkpoint_freezes_every_rollout_until_it_resumes_them() {
+    require_root();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tag = "ctl";
+    let (mut child, run_dir, log) = start(tmp.path(), tag, 3, 600);
 
     // Refusals name what is wrong, and take no checkpoint.
     let (code, _) = control(&run_dir, "wrong", "GET", "/v1/run/status", None);
@@ -215,36 +223,8 @@ fn root_a_held_checkpoint_freezes_every_rollout_until_it_resumes_them() {
 #[test]
 fn root_a_checkpoint_with_stop_over_http_ends_the_run_and_resume_finishes_it() {
     require_root();
-    let sup = supervisor_bin();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let dir = tmp.path();
-    let rows: Vec<_> = (0..2)
-        .map(|i| command_task(&format!("cst{i}"), 300))
-        .collect();
-    let tasks = dir.join("tasks.jsonl");
-    write_jsonl(&tasks, &rows);
-    let token_file = dir.join("token");
-    std::fs::write(&token_file, TOKEN).expect("token");
-    let run_dir = dir.join("run");
-    let log = dir.join("run.log");
-    let mut child = spawn(
-        &[
-            OsStr::new("run"),
-            tasks.as_os_str(),
-            OsStr::new("--run-dir"),
-            run_dir.as_os_str(),
-            OsStr::new("--supervisor"),
-            sup.as_os_str(),
-            OsStr::new("--checkpoint-every-s"),
-            OsStr::new("0"),
-            OsStr::new("--listen"),
-            OsStr::new("127.0.0.1:0"),
-            OsStr::new("--control-token-file"),
-            token_file.as_os_str(),
-        ],
-        &log,
-    );
-    wait_file(&run_dir.join("control.json"), LIMIT, &log);
+    let (mut child, run_dir, log) = start(tmp.path(), "cst", 2, 300);
     let end = Instant::now() + LIMIT;
     while lines_files(&run_dir).len() < 2 {
         assert!(Instant::now() < end, "the rollouts did not start");
