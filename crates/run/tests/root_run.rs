@@ -101,19 +101,8 @@ fn check_results(run_dir: &Path, tag: &str, commands: usize, log: &Path) -> Vec<
 
 /// No model request reached the scripted model twice.
 fn check_model_log(run_dir: &Path) {
-    let log = std::fs::read_to_string(run_dir.join("model-script.log")).expect("model log");
-    let mut digests: Vec<String> = log
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).expect("log line");
-            v["request_sha256"].as_str().expect("digest").to_owned()
-        })
-        .collect();
-    let n = digests.len();
+    let n = rollpoint_testkit::assert_no_repeated_model_call(&run_dir.join("model-script.log"));
     assert!(n > STEPS as usize, "the worker called the model: {n}");
-    digests.sort();
-    digests.dedup();
-    assert_eq!(digests.len(), n, "a model call went upstream twice:\n{log}");
 }
 
 fn check_nothing_left(run_dir: &Path, tag: &str) {

@@ -181,21 +181,7 @@ fn native_task(id: &str) -> Value {
 
 /// Processes whose environment names a rollout starting with `tag`.
 fn processes_of(tag: &str) -> Vec<u32> {
-    let needle = format!("ROLLPOINT_ROLLOUT={tag}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(e.path().join("environ"))
-            && env
-                .split(|b| *b == 0)
-                .any(|v| v.starts_with(needle.as_bytes()))
-        {
-            out.push(pid);
-        }
-    }
-    out
+    rollpoint_testkit::processes_with_env("ROLLPOINT_ROLLOUT", tag)
 }
 
 fn os(s: &str) -> &OsStr {
@@ -378,19 +364,8 @@ impl Run {
 
     /// No model request reached the scripted model twice.
     fn check_model_log(&self) {
-        let log = std::fs::read_to_string(&self.model_log).unwrap();
-        let mut digests: Vec<String> = log
-            .lines()
-            .map(|l| {
-                let v: Value = serde_json::from_str(l).unwrap();
-                v["request_sha256"].as_str().unwrap().to_owned()
-            })
-            .collect();
-        let n = digests.len();
+        let n = rollpoint_testkit::assert_no_repeated_model_call(&self.model_log);
         assert!(n > STEPS as usize, "the worker called the model: {n}");
-        digests.sort();
-        digests.dedup();
-        assert_eq!(digests.len(), n, "a model call went upstream twice:\n{log}");
     }
 
     /// Waits until every rollout on the agent runs, then a little more.

@@ -287,6 +287,49 @@ pub fn tagged(launch_id: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Live processes with an environment variable `name` whose value starts
+/// with `prefix` (a rollout tag, say).
+pub fn processes_with_env(name: &str, prefix: &str) -> Vec<u32> {
+    let needle = format!("{name}={prefix}").into_bytes();
+    Table::scan()
+        .iter()
+        .filter(|s| {
+            !matches!(s.state, 'Z' | 'X')
+                && std::fs::read(format!("/proc/{}/environ", s.pid))
+                    .is_ok_and(|e| e.split(|&b| b == 0).any(|v| v.starts_with(&needle)))
+        })
+        .map(|s| s.pid)
+        .collect()
+}
+
+/// Fails naming the log when a request reached the scripted model twice
+/// (the same `request_sha256` in its `--log`); returns how many requests
+/// it saw.
+pub fn assert_no_repeated_model_call(log: &Path) -> usize {
+    let text =
+        std::fs::read_to_string(log).unwrap_or_else(|e| panic!("model log {}: {e}", log.display()));
+    let mut digests: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("model log {}: {e}: {l}", log.display()));
+            v["request_sha256"]
+                .as_str()
+                .unwrap_or_else(|| panic!("model log {}: no request_sha256: {l}", log.display()))
+                .to_owned()
+        })
+        .collect();
+    let n = digests.len();
+    digests.sort();
+    digests.dedup();
+    assert_eq!(
+        digests.len(),
+        n,
+        "a model call went upstream twice:\n{text}"
+    );
+    n
+}
+
 /// Mount points at or under `dir` (resolved first, as /proc lists them).
 pub fn mounts_under(dir: &Path) -> Vec<String> {
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());

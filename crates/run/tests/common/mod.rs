@@ -133,21 +133,7 @@ pub fn wait_file(path: &Path, limit: Duration, log: &Path) {
 
 /// Processes whose environment names a rollout starting with `tag`.
 pub fn processes_of(tag: &str) -> Vec<u32> {
-    let needle = format!("ROLLPOINT_ROLLOUT={tag}");
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if let Ok(env) = std::fs::read(e.path().join("environ"))
-            && env
-                .split(|b| *b == 0)
-                .any(|v| v.starts_with(needle.as_bytes()))
-        {
-            out.push(pid);
-        }
-    }
-    out
+    rollpoint_testkit::processes_with_env("ROLLPOINT_ROLLOUT", tag)
 }
 
 /// Cgroup directories (a few levels deep) whose name holds `tag`.
