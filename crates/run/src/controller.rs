@@ -671,12 +671,21 @@ impl Loop {
                     }
                     Some(Signal::Control(ControlRequest::Checkpoint { request, reply })) => {
                         if request.stop {
-                            let answer = self.stop(request.id).await;
-                            let _asker_gone: Result<(), _> =
-                                reply.send(answer.as_ref().map(Clone::clone).map_err(CheckpointFailed::api));
-                            let id = answer.map_err(RunError::from)?.id;
-                            self.stack.shutdown().await;
-                            return Ok(Ending::Stopped { checkpoint: id });
+                            match self.stop(request.id).await {
+                                Ok(done) => {
+                                    let id = done.id.clone();
+                                    let _asker_gone: Result<(), _> = reply.send(Ok(done));
+                                    self.stack.shutdown().await;
+                                    return Ok(Ending::Stopped { checkpoint: id });
+                                }
+                                // Nothing was published and everyone was
+                                // resumed: the run goes on.
+                                Err(e) => {
+                                    self.reporter.line(&format!("{} (the run goes on)", e.as_run_error()));
+                                    let _asker_gone: Result<(), _> = reply.send(Err(e.api()));
+                                    continue;
+                                }
+                            }
                         }
                         let answer = self.checkpoint(request.id.clone(), false, request.hold()).await;
                         if let Err(e) = &answer {
