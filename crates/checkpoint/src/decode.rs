@@ -12,22 +12,9 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ControlError>
     let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        ControlError::bad(field_path(&path, &inner.to_string()), inner)
+        ControlError::bad(rollpoint_proto::field_path(&path, &inner), inner)
     })?;
     de.end()
         .map_err(|e| ControlError::bad(".", format!("trailing characters: {e}")))?;
     Ok(value)
-}
-
-/// serde reports a missing field at its parent's path, with the name only
-/// in the message; it is appended here so the path names the field itself.
-fn field_path(path: &str, message: &str) -> String {
-    let missing = message
-        .strip_prefix("missing field `")
-        .and_then(|rest| rest.split('`').next());
-    match (path, missing) {
-        (".", Some(name)) => name.to_owned(),
-        (_, Some(name)) => format!("{path}.{name}"),
-        _ => path.to_owned(),
-    }
 }

@@ -23,26 +23,10 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, OwnerError> {
 /// field at its parent's path, with the name only in the message; the name
 /// is appended here so the path always names the field itself.
 pub fn field_path(prefix: &str, path: &str, err: &serde_json::Error) -> String {
-    let mut full = String::from(prefix);
-    if path != "." {
-        if !full.is_empty() {
-            full.push('.');
-        }
-        full.push_str(path);
-    }
-    let msg = err.to_string();
-    if let Some(name) = msg
-        .strip_prefix("missing field `")
-        .and_then(|rest| rest.split('`').next())
-    {
-        if !full.is_empty() {
-            full.push('.');
-        }
-        full.push_str(name);
-    }
-    if full.is_empty() {
-        ".".to_owned()
-    } else {
-        full
+    let inner = rollpoint_proto::field_path(path, err);
+    match (prefix, inner.as_str()) {
+        ("", _) => inner,
+        (_, ".") => prefix.to_owned(),
+        _ => format!("{prefix}.{inner}"),
     }
 }

@@ -14,4 +14,4 @@ pub mod responses;
 pub mod session;
 mod version;
 
-pub use version::{FormatError, decode};
+pub use version::{FormatError, decode, field_path};

@@ -27,6 +27,21 @@ pub enum FormatError {
     },
 }
 
+/// The path of a field error as `serde_path_to_error` gives it (`.` for the
+/// top level), naming a missing field itself: serde reports it at its
+/// parent's path, with its name only in the message.
+pub fn field_path(path: &str, err: &serde_json::Error) -> String {
+    let message = err.to_string();
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|rest| rest.split('`').next());
+    match (path, missing) {
+        (".", Some(name)) => name.to_owned(),
+        (_, Some(name)) => format!("{path}.{name}"),
+        _ => path.to_owned(),
+    }
+}
+
 /// Decodes `bytes` as the format `what` at version `supported`, checking the
 /// version before any other field.
 pub fn decode<T: DeserializeOwned>(
@@ -89,5 +104,29 @@ mod tests {
         assert!(err.to_string().contains("unknown field `x`"), "{err}");
         let err = decode::<Probe>("probe", 1, br#"{"name":"a"}"#).expect_err("no v");
         assert!(matches!(err, FormatError::MissingVersion { .. }));
+    }
+
+    #[test]
+    fn a_missing_field_is_named_by_its_own_path() {
+        #[derive(Debug, serde::Deserialize)]
+        struct Inner {
+            #[expect(dead_code, reason = "only its absence is tested")]
+            id: String,
+        }
+        #[derive(Debug, serde::Deserialize)]
+        struct Outer {
+            #[expect(dead_code, reason = "only its absence is tested")]
+            task: Inner,
+        }
+        let path = |json: &str| {
+            let err = serde_path_to_error::deserialize::<_, Outer>(
+                &mut serde_json::Deserializer::from_str(json),
+            )
+            .expect_err("invalid");
+            field_path(&err.path().to_string(), err.inner())
+        };
+        assert_eq!(path("{}"), "task");
+        assert_eq!(path(r#"{"task": {}}"#), "task.id");
+        assert_eq!(path(r#"{"task": {"id": 3}}"#), "task.id");
     }
 }

@@ -106,7 +106,7 @@ impl From<FormatError> for ApiError {
             FormatError::MissingVersion { .. } | FormatError::UnknownVersion { .. } => {
                 "v".to_owned()
             }
-            FormatError::Field { path, source, .. } => missing_field(path, &source.to_string()),
+            FormatError::Field { path, source, .. } => rollpoint_proto::field_path(path, source),
         };
         Self {
             code: ErrorCode::BadRequest,
@@ -138,19 +138,6 @@ impl From<rollpoint_checkpoint::ControlError> for ApiError {
             message: e.message,
             field: e.field,
         }
-    }
-}
-
-/// serde names a missing field only in its message; the path then names
-/// the field itself rather than its parent.
-fn missing_field(path: &str, message: &str) -> String {
-    let missing = message
-        .strip_prefix("missing field `")
-        .and_then(|rest| rest.split('`').next());
-    match (path, missing) {
-        (".", Some(name)) => name.to_owned(),
-        (_, Some(name)) => format!("{path}.{name}"),
-        _ => path.to_owned(),
     }
 }
 
