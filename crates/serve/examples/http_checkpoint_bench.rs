@@ -11,7 +11,7 @@
 //! `cargo build --release -p rollpoint --bins && cargo run --release -p
 //! rollpoint-serve --example http_checkpoint_bench [ROUNDS]`
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -117,18 +117,6 @@ async fn embedded(n: usize, rounds: usize) -> Samples {
     s
 }
 
-fn rollpoint_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("exe");
-    // target/<profile>/examples/<this> -> target/<profile>/rollpoint
-    let p = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .join("rollpoint");
-    assert!(p.exists(), "{} is missing: build it first", p.display());
-    p
-}
-
 struct Service(Child);
 
 impl Drop for Service {
@@ -143,7 +131,7 @@ fn start(dir: &Path, name: &str, args: &[&str]) -> (Service, String) {
     let port_file = dir.join(format!("{name}.port"));
     let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log");
     let service = Service(
-        Command::new(rollpoint_bin())
+        Command::new(rollpoint_testkit::rollpoint_bin())
             .args(args)
             .arg("--port-file")
             .arg(&port_file)

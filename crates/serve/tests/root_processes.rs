@@ -33,21 +33,6 @@ const LIMIT: Duration = Duration::from_secs(180);
 /// Shell steps of the native worker's script.
 const STEPS: u32 = 6;
 
-fn rollpoint_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let mut dir = exe.parent().unwrap().to_owned();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    let p = dir.join("rollpoint");
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build --workspace --bins` first",
-        p.display()
-    );
-    p
-}
-
 /// The services, killed if the test fails before it stops them.
 struct Services {
     children: Vec<(&'static str, Child)>,
@@ -64,7 +49,7 @@ impl Services {
             .append(true)
             .open(self.logs.join(format!("{name}.log")))
             .unwrap();
-        let child = Command::new(rollpoint_bin())
+        let child = Command::new(rollpoint_testkit::rollpoint_bin())
             .args(args)
             .arg("--port-file")
             .arg(&port_file)

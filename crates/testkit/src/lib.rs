@@ -20,12 +20,24 @@ use rollpoint_proto::session::LAUNCH_FILE;
 /// The directory holding the workspace's built binaries (`target/debug`).
 fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().unwrap();
-    // target/debug/deps/<test> -> target/debug
+    // target/<profile>/deps/<test> or target/<profile>/examples/<example>
+    // -> target/<profile>
     let mut dir = exe.parent().unwrap().to_owned();
-    if dir.ends_with("deps") {
+    if dir.ends_with("deps") || dir.ends_with("examples") {
         dir.pop();
     }
     dir
+}
+
+/// The workspace's `rollpoint` build beside this test (or example).
+pub fn rollpoint_bin() -> PathBuf {
+    let p = bin_dir().join("rollpoint");
+    assert!(
+        p.exists(),
+        "{} is missing: run `cargo build --workspace --bins` first",
+        p.display()
+    );
+    p
 }
 
 /// The supervisor under test: `ROLLPOINT_SUPERVISOR` (a static build, in

@@ -6,21 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// The workspace's `rollpoint` build beside this test.
-pub fn rollpoint_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let mut dir = exe.parent().expect("test directory").to_owned();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    let p = dir.join("rollpoint");
-    assert!(
-        p.exists(),
-        "{} is missing: run `cargo build --workspace --bins` first",
-        p.display()
-    );
-    p
-}
+pub use rollpoint_testkit::rollpoint_bin;
 
 /// Lines each command task appends (one every `tick_ms`).
 pub const LINES: u32 = 20;
