@@ -448,9 +448,9 @@ pub async fn newest_file(
     let Some((_, path)) = newest else {
         return Ok(None);
     };
-    Ok(read_text(adapter, cx, path)
-        .await?
-        .map(|text| (path.to_owned(), text)))
+    // `find` just listed it: no second existence check.
+    let text = download_text(adapter, cx, path).await?;
+    Ok(Some((path.to_owned(), text)))
 }
 
 /// A file of the sandbox as text, or `None` when it does not exist.
@@ -468,14 +468,17 @@ pub async fn read_text(
     if out.exit_code != Some(0) {
         return Ok(None);
     }
+    download_text(adapter, cx, path).await.map(Some)
+}
+
+/// A file of the sandbox known to exist, as text.
+async fn download_text(adapter: &'static str, cx: &Cx, path: &str) -> Result<String, AdapterError> {
     let bytes = cx
         .owner
         .download(&cx.session, path, READ_LIMIT)
         .await
         .map_err(|e| AdapterError::new(adapter, format!("read {path}: {e}")))?;
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|_| AdapterError::new(adapter, format!("{path} is not UTF-8")))
+    String::from_utf8(bytes).map_err(|_| AdapterError::new(adapter, format!("{path} is not UTF-8")))
 }
 
 #[cfg(test)]
