@@ -1,17 +1,23 @@
 //! Linux process trees, synchronously and with small dependencies, so both the
 //! static supervisor and the host can link it.
 //!
-//! - [`scan`] reads `/proc` into a table keyed by pid with state, ppid,
-//!   threads and start time. A process is identified by [`ProcId`]
-//!   (pid, start time) and that identity is re-checked through a pidfd before
-//!   every signal, so a reused pid is never signalled.
-//! - [`members`] finds the processes of a launch: its tree, processes whose
+//! - [`scan`]: `/proc` read into a table keyed by pid (state, ppid, threads,
+//!   start time) and the children map.
+//! - [`stat`]: parsing `/proc/<pid>/stat`.
+//! - [`ident`]: [`ProcId`] (pid, start time), re-checked through a pidfd
+//!   before every signal, so a reused pid is never signalled.
+//! - [`members`]: the processes of a launch: its tree, the processes whose
 //!   environment carries `ROLLPOINT_LAUNCH=<id>`, and members found earlier.
-//! - [`freeze`] pauses a launch and proves it paused (cgroup v2 freezer,
-//!   cgroup v1 freezer, or a SIGSTOP sweep), continues exactly what it froze,
-//!   and undoes a pause it cannot confirm.
-//! - [`stop`] ends a launch: thaw, SIGINT, grace, SIGKILL, `cgroup.kill`,
-//!   drain, and a receipt that says whether cleanup is confirmed.
+//! - [`freeze`]: pause a launch and prove it paused (cgroup v2 freezer,
+//!   cgroup v1 freezer, or a SIGSTOP sweep), continue exactly what it froze,
+//!   undo a pause it cannot confirm.
+//! - [`stop`]: end a launch: thaw, SIGINT, grace, SIGKILL, `cgroup.kill`,
+//!   drain, and a receipt saying whether cleanup is confirmed.
+//! - [`cgroup`]: finding, creating and removing cgroups, and the file seam.
+//! - [`spawn`]: the fork-to-exec hook of every spawner: signals reset,
+//!   cgroups joined, namespaces entered.
+//! - [`budget`]: time budgets of every operation.
+//! - [`time`]: small time helpers.
 //!
 //! See docs/design/process-tree.md and docs/design/pause-strategies.md.
 
@@ -22,6 +28,7 @@ pub mod freeze;
 pub mod ident;
 pub mod members;
 pub mod scan;
+pub mod spawn;
 pub mod stat;
 pub mod stop;
 pub mod time;

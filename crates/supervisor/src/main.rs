@@ -12,6 +12,19 @@
 //!
 //! No async runtime, no TLS, no argument-parsing crate: this binary is built
 //! static and copied into arbitrary task images, so it stays small.
+//!
+//! # Modules
+//!
+//! - `args`: the command line, parsed by hand.
+//! - `run`: start the harness as a child subreaper, reap until nothing is left.
+//! - `server`: the control socket of a launch: pause, continue, stop, status.
+//! - `session`: the session directory: launch record, receipts, stop and pause files.
+//! - `client`: the socket's clients, with a fallback when no supervisor answers.
+//! - `anchor`: PID 1 of a sandbox: `mounts`, `reaper`, `serve`, `exec`, `launch`.
+//! - `files`: durable private file writes.
+//! - `errors`: the supervisor's errors.
+//!
+//! Every child is spawned through `rollpoint_proctree::spawn`.
 
 mod anchor;
 mod args;

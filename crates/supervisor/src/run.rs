@@ -15,8 +15,7 @@
 //!    first; then a cleanup thread stops whatever it left while this thread
 //!    keeps reaping; then the supervisor exits with the harness's code.
 
-use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
@@ -33,6 +32,7 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+use rollpoint_proctree::spawn::PreExec;
 use rollpoint_proctree::{Control, Launch, MemberSpec, ProcId, cgroup, time::unix_ms};
 use rollpoint_proto::control::{CONTROL_SOCKET, Verb};
 use rollpoint_proto::launch::{Ended, LAUNCH_TAG_VAR, LaunchPhase};
@@ -166,7 +166,7 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
         return Ok(NEVER_STARTED_EXIT);
     }
     let cgroups = Cgroups::create(&opts.launch_id, opts.cgroups);
-    let join: Vec<File> = [&cgroups.v2, &cgroups.v1]
+    let join = [&cgroups.v2, &cgroups.v1]
         .into_iter()
         .flatten()
         .filter_map(|d| {
@@ -174,9 +174,7 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
                 .write(true)
                 .open(d.join("cgroup.procs"))
                 .ok()
-        })
-        .collect();
-    let join_fds: Vec<RawFd> = join.iter().map(AsRawFd::as_raw_fd).collect();
+        });
 
     let mut cmd = Command::new(&opts.argv[0]);
     cmd.args(&opts.argv[1..])
@@ -185,36 +183,9 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
     if let Some(cwd) = &opts.cwd {
         cmd.current_dir(cwd);
     }
-    // SAFETY: the closure runs in the forked child before exec and only
-    // calls sigprocmask(2), signal(2) and write(2), which are
-    // async-signal-safe; the fds stay open in the parent (`join`) until
-    // after spawn returns.
-    unsafe {
-        cmd.pre_exec(move || {
-            // With a pre_exec hook std forks instead of posix_spawn and keeps
-            // our blocked mask: give the harness a standard signal state.
-            let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-            libc::sigemptyset(empty.as_mut_ptr());
-            if libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut()) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            for sig in [
-                libc::SIGINT,
-                libc::SIGQUIT,
-                libc::SIGTERM,
-                libc::SIGHUP,
-                libc::SIGPIPE,
-            ] {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-            for &fd in &join_fds {
-                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
+    // std forks to run the hook and the child would keep our blocked mask:
+    // the harness gets a standard signal state and its launch cgroups.
+    PreExec::new().join_all(join).install(&mut cmd);
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(source) => {
@@ -233,7 +204,8 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
             });
         }
     };
-    drop(join);
+    // Closes the cgroup.procs descriptors the hook held.
+    drop(cmd);
     let harness = child.id();
     // The Child handle is never waited on: this thread's waitpid(-1) loop
     // owns every status. Dropping it does not reap or kill.

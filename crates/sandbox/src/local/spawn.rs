@@ -4,18 +4,12 @@
 //! can escape them. The supervisor forks the namespace's first process and
 //! does the in-sandbox mounts and `pivot_root` itself.
 
-#![allow(
-    unsafe_code,
-    reason = "pre_exec is the only way to unshare and join cgroups between fork and exec"
-)]
-
 use std::fs::File;
-use std::io::Write;
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use nix::sched::CloneFlags;
+use rollpoint_proctree::spawn::PreExec;
 
 use crate::{Error, Network};
 
@@ -64,18 +58,12 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
         .stdin(Stdio::null())
         .stdout(args.log)
         .stderr(log_err);
-    let mut join = args.join;
-    // SAFETY: between fork and exec only async-signal-safe calls run: write
-    // on descriptors opened before the fork, and unshare. Nothing allocates.
-    unsafe {
-        cmd.pre_exec(move || {
-            for file in &mut join {
-                file.write_all(b"0")?;
-            }
-            nix::sched::unshare(flags)?;
-            Ok(())
-        });
-    }
+    // Between fork and exec: default signal state, the sandbox's cgroups,
+    // then the new namespaces.
+    PreExec::new()
+        .join_all(args.join)
+        .unshare(flags.bits())
+        .install(&mut cmd);
     cmd.spawn().map_err(|source| Error::Setup {
         sandbox: sandbox.to_owned(),
         what: format!("start the anchor {}", args.supervisor.display()),

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
+use rollpoint_proctree::spawn::PreExec;
 use rollpoint_proto::anchor::{ExecOutput, ExecRequest};
 
 use super::reaper::{Exit, Reaper};
@@ -63,7 +64,8 @@ pub fn exec(reaper: &Reaper, req: &ExecRequest) -> Result<ExecOutput, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    super::reset_signals(&mut cmd);
+    // Our mask blocks what the anchor waits for: the child starts clean.
+    PreExec::new().install(&mut cmd);
 
     let start = Instant::now();
     // A timeout too large for the clock is as good as none.

@@ -12,6 +12,7 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use rollpoint_proctree::spawn::PreExec;
 use rollpoint_proto::anchor::{
     LAUNCH_OUTPUT, LAUNCHES_DIR, LaunchRequest, SANDBOX_CONTROL_DIR, check_launch_id,
 };
@@ -100,7 +101,8 @@ pub fn launch(reaper: &Reaper, req: &LaunchRequest) -> Result<u32, String> {
         .stdout(log)
         .stderr(log2)
         .process_group(0);
-    super::reset_signals(&mut cmd);
+    // Our mask blocks what the anchor waits for: the child starts clean.
+    PreExec::new().install(&mut cmd);
     let (child, exited) = reaper
         .spawn(&mut cmd)
         .map_err(|e| format!("launch {id}: failed to start its supervisor: {e}"))?;

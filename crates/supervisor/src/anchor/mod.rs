@@ -172,33 +172,3 @@ fn inner(opts: &AnchorOpts) -> Result<i32, Error> {
     }
     Ok(0)
 }
-
-/// Gives a child about to exec the standard signal state: an empty mask (it
-/// inherits ours, which blocks what the anchor waits for) and default
-/// dispositions.
-fn reset_signals(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the forked child before exec and calls only
-    // sigemptyset(3), sigprocmask(2) and signal(2), which are
-    // async-signal-safe, on memory of its own.
-    unsafe {
-        cmd.pre_exec(|| {
-            let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-            libc::sigemptyset(empty.as_mut_ptr());
-            if libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut()) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            for sig in [
-                libc::SIGINT,
-                libc::SIGQUIT,
-                libc::SIGTERM,
-                libc::SIGHUP,
-                libc::SIGPIPE,
-                libc::SIGCHLD,
-            ] {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-            Ok(())
-        });
-    }
-}

@@ -1,0 +1,216 @@
+//! Between fork and exec: the one hook every spawner installs on a
+//! [`Command`], so every child starts from the same state.
+//!
+//! - [`reset_signals`]: every disposition back to `SIG_DFL` and an empty
+//!   mask. A child inherits ignored signals and the mask from the forking
+//!   thread (std's fork path keeps both; exec resets only caught ones), and
+//!   the supervisor and the anchor block what they read from a signalfd.
+//! - [`join_cgroups`]: write `0` to `cgroup.procs` descriptors opened before
+//!   the fork, so the child is in its cgroups before its first instruction.
+//! - [`unshare`]: enter new namespaces (`CLONE_NEW*` flags).
+//!
+//! [`PreExec`] installs all three, in that order. Each runs in the forked
+//! child of a possibly multi-threaded parent, so each is async-signal-safe:
+//! raw libc calls on memory of its own, no allocation, no lock.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::process::Command;
+
+/// One past the highest signal number on Linux (`_NSIG`).
+const NSIG: libc::c_int = 65;
+
+/// The kernel's sigset size for `rt_sigaction` (`_NSIG / 8`).
+const KERNEL_SIGSET_BYTES: usize = 8;
+
+/// Sets every signal a parent may have changed (1 to 64 but SIGKILL and
+/// SIGSTOP, SIGCHLD included) to `SIG_DFL`, then empties the mask. All
+/// signals stay blocked while the dispositions change, so none reaches a
+/// handler inherited from the parent. Async-signal-safe.
+///
+/// The dispositions go through `rt_sigaction(2)` directly: the C library
+/// refuses to touch the signals it keeps for itself (32 to 34), and glibc's
+/// `posix_spawn` leaves those ignored in its children, which exec keeps.
+pub fn reset_signals() -> io::Result<()> {
+    // All zero is `SIG_DFL`, no flags and an empty mask in the kernel's
+    // `struct sigaction` of every layout.
+    let default = [0u64; 4];
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigfillset and sigemptyset initialise the set they are given;
+    // sigprocmask reads it once initialised and takes a null old set;
+    // rt_sigaction reads an action no larger than `default` and takes a null
+    // old action. All are async-signal-safe system calls.
+    unsafe {
+        libc::sigfillset(set.as_mut_ptr());
+        if libc::sigprocmask(libc::SIG_SETMASK, set.as_ptr(), std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for sig in 1..NSIG {
+            if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    sig,
+                    default.as_ptr(),
+                    std::ptr::null_mut::<u64>(),
+                    KERNEL_SIGSET_BYTES,
+                );
+            }
+        }
+        libc::sigemptyset(set.as_mut_ptr());
+        if libc::sigprocmask(libc::SIG_SETMASK, set.as_ptr(), std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Moves the calling process into every cgroup whose `cgroup.procs` is
+/// open for writing in `procs`. Async-signal-safe.
+pub fn join_cgroups<F: AsFd>(procs: &[F]) -> io::Result<()> {
+    for file in procs {
+        let fd = file.as_fd().as_raw_fd();
+        // SAFETY: write(2) reads one byte of a static string from a
+        // descriptor the caller keeps open.
+        if unsafe { libc::write(fd, b"0".as_ptr().cast(), 1) } != 1 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Enters new namespaces (`libc::CLONE_NEW*` flags); nothing when `flags`
+/// is 0. Async-signal-safe.
+pub fn unshare(flags: libc::c_int) -> io::Result<()> {
+    // SAFETY: unshare(2) takes an integer and touches no memory of ours.
+    if flags != 0 && unsafe { libc::unshare(flags) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// What a child does between fork and exec: [`reset_signals`], then
+/// [`join_cgroups`], then [`unshare`].
+///
+/// ```no_run
+/// # use rollpoint_proctree::spawn::PreExec;
+/// let mut cmd = std::process::Command::new("true");
+/// PreExec::new().unshare(libc::CLONE_NEWUTS).install(&mut cmd);
+/// cmd.spawn()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Debug, Default)]
+pub struct PreExec {
+    join: Vec<OwnedFd>,
+    unshare: libc::c_int,
+}
+
+impl PreExec {
+    /// Resets signals only.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Also joins the cgroup of `procs`, its `cgroup.procs` opened for
+    /// writing. The descriptor lives as long as the command.
+    pub fn join(mut self, procs: impl Into<OwnedFd>) -> Self {
+        self.join.push(procs.into());
+        self
+    }
+
+    /// Also joins every cgroup of `procs`.
+    pub fn join_all(self, procs: impl IntoIterator<Item = File>) -> Self {
+        procs.into_iter().fold(self, Self::join)
+    }
+
+    /// Also enters new namespaces (`libc::CLONE_NEW*` flags).
+    pub fn unshare(mut self, flags: libc::c_int) -> Self {
+        self.unshare |= flags;
+        self
+    }
+
+    /// Installs the hook on `cmd` (std then forks rather than using
+    /// `posix_spawn`).
+    pub fn install(self, cmd: &mut Command) {
+        let Self {
+            join,
+            unshare: flags,
+        } = self;
+        // SAFETY: the closure runs in the forked child before exec and calls
+        // only the three functions above, which are async-signal-safe and do
+        // not allocate; the descriptors it writes to are owned by the closure,
+        // so they stay open for as long as `cmd` can spawn.
+        unsafe {
+            cmd.pre_exec(move || {
+                reset_signals()?;
+                join_cgroups(&join)?;
+                unshare(flags)
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![expect(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use std::io::{Read, Seek};
+
+    #[test]
+    fn join_cgroups_writes_one_zero_to_each_descriptor() {
+        let mut files = [tempfile::tempfile().unwrap(), tempfile::tempfile().unwrap()];
+        join_cgroups(&files).unwrap();
+        for file in &mut files {
+            let mut text = String::new();
+            file.rewind().unwrap();
+            file.read_to_string(&mut text).unwrap();
+            assert_eq!(text, "0");
+        }
+    }
+
+    #[test]
+    fn a_failed_join_fails_the_spawn() {
+        // Read-only: the write in the child fails, and so does spawn.
+        let procs = File::open("/proc/self/status").unwrap();
+        let mut cmd = Command::new("true");
+        PreExec::new().join(procs).install(&mut cmd);
+        assert!(cmd.spawn().is_err());
+    }
+
+    #[test]
+    fn unshare_of_nothing_is_a_no_op() {
+        unshare(0).unwrap();
+    }
+
+    /// A child spawned through the hook sits in the cgroup it joined.
+    #[test]
+    fn root_spawned_child_is_in_the_cgroup_it_joined() {
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(euid, 0, "this test needs root (cgroups); run it as root");
+        let root = crate::cgroup::v2_root()
+            .or_else(crate::cgroup::v1_freezer_root)
+            .expect("a cgroup v2 or v1 freezer hierarchy");
+        let name = format!("spawn-test-{}", std::process::id());
+        let dir = crate::cgroup::create(&root, &name).unwrap();
+        let procs = std::fs::OpenOptions::new()
+            .write(true)
+            .open(dir.join("cgroup.procs"))
+            .unwrap();
+        let mut cmd = Command::new("cat");
+        cmd.arg("/proc/self/cgroup");
+        PreExec::new().join(procs).install(&mut cmd);
+        let out = cmd.output();
+        crate::cgroup::remove(&dir).unwrap();
+        let out = out.unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let wanted = format!("/rollpoint/{name}");
+        assert!(
+            text.lines().any(|l| l.ends_with(&wanted)),
+            "{wanted} not in /proc/self/cgroup of the child:\n{text}"
+        );
+    }
+}
