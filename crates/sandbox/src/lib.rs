@@ -3,6 +3,18 @@
 //! cgroups, snapshot stores), and moving files in and out of a sandbox's
 //! root without ever touching anything outside it.
 //!
+//! - `backend`: the [`Backend`] contract, specs, limits and what verbs return.
+//! - `confine`: [`SandboxRoot`]: uploads and downloads confined beneath a root.
+//! - `errors`: [`Error`]: file transfer, the local backend and its anchor.
+//! - [`local`]: the local backend, one file per verb (`create`, `fork`,
+//!   `exec`, `transfer`, `snapshot`, `destroy`, `list`, `sweep`), beside:
+//!   - `local::spawn`: the anchor started in new namespaces, in its cgroups;
+//!   - `local::anchor`: the owner's side of the anchor socket;
+//!   - `local::mounts`: the overlay mount and its private `/tmp`;
+//!   - `local::cgroups`: a sandbox's cgroups: limits, freeze, kill, remove;
+//!   - `local::base`: the overlay's lower layer, tarballs unpacked once;
+//!   - `local::record`: sandbox and snapshot records on disk.
+//!
 //! See docs/design/local-sandboxes.md and docs/design/sandbox-files.md.
 #![deny(unsafe_code)]
 

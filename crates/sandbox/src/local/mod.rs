@@ -17,31 +17,41 @@
 //! bases/<sha256>/               rootfs tarballs, unpacked once
 //! index.json                    which checkpoint names which snapshots
 //! ```
+//!
+//! One verb per file: `create` (and the start a fork shares), `fork`,
+//! `exec` (and launch), `transfer` (upload, download), `snapshot` (and
+//! delete), `destroy` (and teardown), `list`, `sweep`. This file keeps the
+//! backend, its shared helpers and the trait impl that delegates to them.
 
 mod anchor;
 mod base;
 mod cgroups;
+mod create;
+mod destroy;
+mod exec;
+mod fork;
+mod list;
 mod mounts;
 mod record;
+mod snapshot;
 mod spawn;
+mod sweep;
+mod transfer;
 
 use std::collections::HashMap;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rollpoint_proto::anchor::{
-    ANCHOR_SOCKET, AnchorRequest, ExecOutput, ExecRequest, LAUNCHES_DIR, LaunchRequest,
+    ANCHOR_SOCKET, AnchorRequest, ExecOutput, ExecRequest, LaunchRequest,
 };
-use rollpoint_snapshot::{SnapshotIndex, SnapshotStore, StoreOptions, UpperDirs};
+use rollpoint_snapshot::{SnapshotStore, StoreOptions};
 use sha2::{Digest, Sha256};
 
-use crate::{
-    Backend, BackendListing, Error, LaunchHandle, SPEC_VERSION, SandboxInfo, SandboxRoot,
-    SandboxSpec, SnapshotRef, sandbox_relative,
-};
+use crate::{Backend, BackendListing, Error, LaunchHandle, SandboxInfo, SandboxSpec, SnapshotRef};
 use base::Bases;
 use cgroups::SandboxCgroups;
 pub use record::{SandboxRecord, SnapshotRecord};
@@ -185,275 +195,21 @@ impl LocalBackend {
             })
     }
 
-    /// Records that `checkpoint` names `snapshot` too, so sweeps keep it while
-    /// the checkpoint is retained.
-    fn retain(&self, checkpoint: &str, snapshot: &str) -> Result<(), Error> {
-        let store_err = |source| Error::Store {
-            sandbox: "-".into(),
-            source,
-        };
-        let _serial = self
-            .index
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        SnapshotIndex::open(&self.index_path())
-            .and_then(|mut index| index.add(checkpoint, snapshot))
-            .map_err(store_err)
-    }
-
     /// Deletes every snapshot no checkpoint in `retained` names. Returns the
     /// snapshot ids deleted.
     pub fn sweep_snapshots(&self, retained: &[&str]) -> Result<Vec<String>, Error> {
-        let store_err = |source| Error::Store {
-            sandbox: "-".into(),
-            source,
-        };
-        let _serial = self
-            .index
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut index = SnapshotIndex::open(&self.index_path()).map_err(store_err)?;
-        let deleted = rollpoint_snapshot::sweep(&mut index, self.store.as_ref(), retained)
-            .map_err(store_err)?;
-        for snapshot in &deleted {
-            let _ = std::fs::remove_file(self.snapshot_record(snapshot));
-        }
-        Ok(deleted)
+        sweep::sweep_snapshots(self, retained)
     }
 
     /// Destroys every sandbox whose owner process is gone (a crashed run's).
     /// Returns their ids.
     pub fn sweep_orphans(&self) -> Result<Vec<String>, Error> {
-        let mut swept = Vec::new();
-        for id in self.list()?.sandboxes {
-            if self.lock().contains_key(&id) {
-                continue;
-            }
-            let path = self.sandbox_dir(&id).join("sandbox.json");
-            let alive = match record::read::<SandboxRecord>("sandbox record", &path) {
-                Ok(r) => {
-                    rollpoint_proctree::scan::read_stat(r.owner_pid)
-                        .is_some_and(|s| s.start_time == r.owner_start)
-                        && (r.owner_pid, r.owner_start) != self.owner
-                }
-                Err(_) => false,
-            };
-            if !alive {
-                self.teardown_stale(&id)?;
-                swept.push(id);
-            }
-        }
-        Ok(swept)
+        sweep::sweep_orphans(self)
     }
 
     /// Destroys every sandbox this backend started. For shutdown.
     pub fn destroy_all(&self) -> Result<(), Error> {
-        let ids: Vec<String> = self.lock().keys().cloned().collect();
-        for id in ids {
-            self.destroy(&id)?;
-        }
-        Ok(())
-    }
-
-    /// Brings up a sandbox on an upper the store has just made.
-    fn start(
-        &self,
-        id: &str,
-        spec: &SandboxSpec,
-        dirs: &UpperDirs,
-        forked_from: Option<String>,
-    ) -> Result<SandboxInfo, Error> {
-        let lower = self.bases.lower(id, &spec.base, &self.dir.join("bases"))?;
-        let sbdir = self.sandbox_dir(id);
-        let setup = |what: String| {
-            move |source| Error::Setup {
-                sandbox: id.to_owned(),
-                what,
-                source,
-            }
-        };
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&sbdir)
-            .map_err(setup(format!("create {}", sbdir.display())))?;
-        let mut rec = SandboxRecord {
-            v: SPEC_VERSION,
-            id: id.to_owned(),
-            spec: spec.clone(),
-            forked_from: forked_from.clone(),
-            lower: lower.clone(),
-            upper: dirs.upper.clone(),
-            work: dirs.work.clone(),
-            owner_pid: self.owner.0,
-            owner_start: self.owner.1,
-            anchor_pid: 0,
-        };
-        let record_path = sbdir.join("sandbox.json");
-        record::write(&record_path, &rec)?;
-
-        let root = sbdir.join("root");
-        let control = sbdir.join("control");
-        let cgroups = SandboxCgroups::locate(&self.cgroup_name(id));
-        let started = (|| {
-            mounts::mount_overlay(id, &lower, &dirs.upper, &dirs.work, &root)?;
-            let workdir = root.join(sandbox_relative(Path::new(&spec.workdir))?);
-            std::fs::create_dir_all(&workdir)
-                .map_err(setup(format!("create workdir {}", spec.workdir)))?;
-            std::fs::DirBuilder::new()
-                .mode(0o700)
-                .create(control.join(LAUNCHES_DIR).as_path())
-                .or_else(|_| {
-                    std::fs::DirBuilder::new()
-                        .recursive(true)
-                        .mode(0o700)
-                        .create(control.join(LAUNCHES_DIR))
-                })
-                .map_err(setup(format!("create {}", control.display())))?;
-            cgroups.create(id, &spec.limits)?;
-            let log_path = sbdir.join("anchor.log");
-            let log = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(&log_path)
-                .map_err(setup(format!("open {}", log_path.display())))?;
-            let anchor = spawn::spawn_anchor(
-                id,
-                spawn::AnchorArgs {
-                    supervisor: &self.options.supervisor,
-                    root: &root,
-                    control: &control,
-                    hostname: &spec.hostname,
-                    cgroup_v2: cgroups.v2.as_deref(),
-                    cgroup_freezer: cgroups.freezer.as_deref(),
-                    network: spec.network,
-                    log,
-                    join: cgroups.procs_files(id)?,
-                },
-            )?;
-            Ok::<_, Error>(anchor)
-        })();
-        let mut anchor = match started {
-            Ok(anchor) => anchor,
-            Err(e) => {
-                self.teardown(id, None, &cgroups, &root);
-                return Err(e);
-            }
-        };
-        if let Err(e) = self.wait_ready(id, &control, &mut anchor, &sbdir) {
-            self.teardown(id, Some(anchor), &cgroups, &root);
-            return Err(e);
-        }
-        rec.anchor_pid = anchor.id();
-        record::write(&record_path, &rec)?;
-        let info = SandboxInfo {
-            id: id.to_owned(),
-            root,
-            control,
-            anchor_pid: anchor.id(),
-            spec: spec.clone(),
-            forked_from,
-        };
-        self.lock().insert(
-            id.to_owned(),
-            Live {
-                info: info.clone(),
-                anchor,
-                cgroups,
-            },
-        );
-        Ok(info)
-    }
-
-    fn wait_ready(
-        &self,
-        id: &str,
-        control: &Path,
-        anchor: &mut Child,
-        sbdir: &Path,
-    ) -> Result<(), Error> {
-        let socket = control.join(ANCHOR_SOCKET);
-        let deadline = Instant::now() + self.options.start_timeout;
-        let mut pause = Duration::from_micros(200);
-        loop {
-            if socket.exists()
-                && anchor::ask(id, &socket, &AnchorRequest::status(), REPLY_MARGIN).is_ok()
-            {
-                return Ok(());
-            }
-            let exited = anchor.try_wait().ok().flatten();
-            if exited.is_some() || Instant::now() >= deadline {
-                let log = std::fs::read_to_string(sbdir.join("anchor.log")).unwrap_or_default();
-                let tail: String = log.lines().rev().take(20).collect::<Vec<_>>().join(" | ");
-                return Err(Error::Anchor {
-                    sandbox: id.to_owned(),
-                    socket,
-                    message: match exited {
-                        Some(status) => {
-                            format!("anchor exited ({status}) before answering: {tail}")
-                        }
-                        None => format!(
-                            "anchor did not answer within {:?}: {tail}",
-                            self.options.start_timeout
-                        ),
-                    },
-                });
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(20));
-        }
-    }
-
-    /// Best-effort removal of everything `start` may have made, used when
-    /// start fails half-way and by destroy.
-    fn teardown(&self, id: &str, anchor: Option<Child>, cgroups: &SandboxCgroups, root: &Path) {
-        let _ = self.teardown_checked(id, anchor, cgroups, root);
-    }
-
-    fn teardown_checked(
-        &self,
-        id: &str,
-        anchor: Option<Child>,
-        cgroups: &SandboxCgroups,
-        root: &Path,
-    ) -> Result<(), Error> {
-        let killed = cgroups.kill(id);
-        if let Some(mut anchor) = anchor {
-            if killed.is_err() {
-                let _ = anchor.kill();
-            }
-            let _ = anchor.wait();
-        }
-        killed?;
-        mounts::unmount(id, root)?;
-        cgroups.remove(id)?;
-        match self.store.destroy_upper(id) {
-            Ok(()) => {}
-            Err(rollpoint_snapshot::Error::NoUpper { .. }) => {}
-            Err(source) => {
-                return Err(Error::Store {
-                    sandbox: id.to_owned(),
-                    source,
-                });
-            }
-        }
-        let sbdir = self.sandbox_dir(id);
-        match std::fs::remove_dir_all(&sbdir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(Error::Setup {
-                sandbox: id.to_owned(),
-                what: format!("remove {}", sbdir.display()),
-                source,
-            }),
-        }
-    }
-
-    /// Tears down a sandbox this process did not start (from its record).
-    fn teardown_stale(&self, id: &str) -> Result<(), Error> {
-        let cgroups = SandboxCgroups::locate(&self.cgroup_name(id));
-        let root = self.sandbox_dir(id).join("root");
-        self.teardown_checked(id, None, &cgroups, &root)
+        destroy::destroy_all(self)
     }
 
     fn ask(
@@ -469,187 +225,42 @@ impl LocalBackend {
 
 impl Backend for LocalBackend {
     fn create(&self, id: &str, spec: &SandboxSpec) -> Result<SandboxInfo, Error> {
-        if self.lock().contains_key(id) || self.sandbox_dir(id).exists() {
-            return Err(Error::SandboxExists {
-                sandbox: id.to_owned(),
-            });
-        }
-        // Resolve the base before making anything that would need undoing.
-        self.bases.lower(id, &spec.base, &self.dir.join("bases"))?;
-        let store_err = |source| Error::Store {
-            sandbox: id.to_owned(),
-            source,
-        };
-        let dirs = self.store.create_upper(id).map_err(store_err)?;
-        if let Err(e) = mounts::private_tmp(id, &dirs.upper) {
-            let _ = self.store.destroy_upper(id);
-            return Err(e);
-        }
-        self.start(id, spec, &dirs, None)
+        create::create(self, id, spec)
     }
 
     fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput, Error> {
-        let info = self.info(id)?;
-        let mut env = info.spec.full_env();
-        env.extend(req.env.clone());
-        let cwd = if req.cwd.is_empty() {
-            info.spec.workdir.clone()
-        } else {
-            req.cwd.clone()
-        };
-        let request = AnchorRequest::exec(ExecRequest {
-            env,
-            cwd,
-            ..req.clone()
-        });
-        let timeout = Duration::from_millis(req.timeout_ms) + REPLY_MARGIN;
-        let reply = self.ask(id, &request, timeout)?;
-        reply.exec.ok_or_else(|| Error::Anchor {
-            sandbox: id.to_owned(),
-            socket: info.control.join(ANCHOR_SOCKET),
-            message: "exec reply without output".into(),
-        })
+        exec::exec(self, id, req)
     }
 
     fn launch(&self, id: &str, req: &LaunchRequest) -> Result<LaunchHandle, Error> {
-        let info = self.info(id)?;
-        let mut env = info.spec.full_env();
-        env.extend(req.env.clone());
-        let cwd = if req.cwd.is_empty() {
-            info.spec.workdir.clone()
-        } else {
-            req.cwd.clone()
-        };
-        let request = AnchorRequest::launch(LaunchRequest {
-            env,
-            cwd,
-            ..req.clone()
-        });
-        self.ask(id, &request, REPLY_MARGIN)?;
-        Ok(LaunchHandle {
-            launch_id: req.launch_id.clone(),
-            session: info.control.join(LAUNCHES_DIR).join(&req.launch_id),
-        })
+        exec::launch(self, id, req)
     }
 
     fn upload(&self, id: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {
-        let info = self.info(id)?;
-        SandboxRoot::open(&info.root)?.upload(path, bytes, mode)
+        transfer::upload(self, id, path, bytes, mode)
     }
 
     fn download(&self, id: &str, path: &Path, limit: u64) -> Result<Vec<u8>, Error> {
-        let info = self.info(id)?;
-        SandboxRoot::open(&info.root)?.download(path, limit)
+        transfer::download(self, id, path, limit)
     }
 
     fn snapshot(&self, id: &str, snapshot: &str, checkpoint: &str) -> Result<SnapshotRef, Error> {
-        let started = Instant::now();
-        let (info, cgroups) = {
-            let live = self.lock();
-            let l = live.get(id).ok_or_else(|| Error::UnknownSandbox {
-                sandbox: id.to_owned(),
-            })?;
-            (l.info.clone(), l.cgroups.clone())
-        };
-        cgroups.freeze(id)?;
-        let taken = rollpoint_snapshot::syncfs(&info.root)
-            .and_then(|()| self.store.snapshot(id, snapshot))
-            .map_err(|source| Error::Store {
-                sandbox: id.to_owned(),
-                source,
-            });
-        let thawed = cgroups.thaw(id);
-        taken?;
-        thawed?;
-        record::write(
-            &self.snapshot_record(snapshot),
-            &SnapshotRecord {
-                v: SPEC_VERSION,
-                id: snapshot.to_owned(),
-                sandbox: id.to_owned(),
-                spec: info.spec.clone(),
-            },
-        )?;
-        self.retain(checkpoint, snapshot)?;
-        Ok(SnapshotRef {
-            id: snapshot.to_owned(),
-            sandbox: id.to_owned(),
-            spec: info.spec,
-            duration_ms: started.elapsed().as_secs_f64() * 1e3,
-        })
+        snapshot::snapshot(self, id, snapshot, checkpoint)
     }
 
     fn fork(&self, snapshot: &str, new_id: &str) -> Result<SandboxInfo, Error> {
-        if self.lock().contains_key(new_id) || self.sandbox_dir(new_id).exists() {
-            return Err(Error::SandboxExists {
-                sandbox: new_id.to_owned(),
-            });
-        }
-        let rec: SnapshotRecord = record::read("snapshot record", &self.snapshot_record(snapshot))?;
-        let dirs = self
-            .store
-            .fork(snapshot, new_id)
-            .map_err(|source| Error::Store {
-                sandbox: new_id.to_owned(),
-                source,
-            })?;
-        self.start(new_id, &rec.spec, &dirs, Some(snapshot.to_owned()))
+        fork::fork(self, snapshot, new_id)
     }
 
     fn delete_snapshot(&self, snapshot: &str) -> Result<(), Error> {
-        self.store
-            .delete_snapshot(snapshot)
-            .map_err(|source| Error::Store {
-                sandbox: "-".into(),
-                source,
-            })?;
-        match std::fs::remove_file(self.snapshot_record(snapshot)) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Setup {
-                sandbox: "-".into(),
-                what: format!("remove the record of snapshot {snapshot}"),
-                source: e,
-            }),
-            _ => Ok(()),
-        }
+        snapshot::delete_snapshot(self, snapshot)
     }
 
     fn destroy(&self, id: &str) -> Result<(), Error> {
-        let live = self.lock().remove(id);
-        match live {
-            Some(l) => {
-                let root = l.info.root.clone();
-                self.teardown_checked(id, Some(l.anchor), &l.cgroups, &root)
-            }
-            None if self.sandbox_dir(id).exists() => self.teardown_stale(id),
-            None => Err(Error::UnknownSandbox {
-                sandbox: id.to_owned(),
-            }),
-        }
+        destroy::destroy(self, id)
     }
 
     fn list(&self) -> Result<BackendListing, Error> {
-        let dir = self.dir.join("sandboxes");
-        let mut sandboxes: Vec<String> = std::fs::read_dir(&dir)
-            .map_err(|source| Error::Setup {
-                sandbox: "-".into(),
-                what: format!("list {}", dir.display()),
-                source,
-            })?
-            .flatten()
-            .filter_map(|e| e.file_name().into_string().ok())
-            .collect();
-        sandboxes.sort();
-        let snapshots = self
-            .store
-            .list()
-            .map_err(|source| Error::Store {
-                sandbox: "-".into(),
-                source,
-            })?
-            .snapshots;
-        Ok(BackendListing {
-            sandboxes,
-            snapshots,
-        })
+        list::list(self)
     }
 }

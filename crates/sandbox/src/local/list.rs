@@ -1,0 +1,31 @@
+//! List: every sandbox directory of the backend, and every snapshot the
+//! store holds.
+
+use super::LocalBackend;
+use crate::{BackendListing, Error};
+
+pub(super) fn list(backend: &LocalBackend) -> Result<BackendListing, Error> {
+    let dir = backend.dir.join("sandboxes");
+    let mut sandboxes: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|source| Error::Setup {
+            sandbox: "-".into(),
+            what: format!("list {}", dir.display()),
+            source,
+        })?
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    sandboxes.sort();
+    let snapshots = backend
+        .store
+        .list()
+        .map_err(|source| Error::Store {
+            sandbox: "-".into(),
+            source,
+        })?
+        .snapshots;
+    Ok(BackendListing {
+        sandboxes,
+        snapshots,
+    })
+}
