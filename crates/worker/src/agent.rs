@@ -7,14 +7,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::engine::{Engine, Phase, Running, exit, log, millis, write_result};
 use crate::errors::ModelError;
 use crate::input::WorkerInput;
 use crate::journal::record::{ModelResponse, Record, ToolFinished, ToolStarted};
-use crate::log;
 use crate::model::{self, client::Client};
 use crate::plan::{self, Step};
 use crate::result::{self, ErrorKind, RunError, Termination};
-use crate::runner::{Engine, Phase, Running, exit, millis, write_result};
 use crate::tools::{self, ToolContext, ToolSpec, capped::Capped};
 use crate::transcript::{ToolCall, ToolStatus};
 

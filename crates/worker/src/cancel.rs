@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigSet, Signal, killpg};
 
+use crate::engine::{Engine, Phase, exit, write_result};
 use crate::result::{self, ErrorKind, RunError, Termination, Unfinished};
-use crate::runner::{Engine, Phase, exit, write_result};
 
 /// How long a cancellation waits for the killed tool's output to drain.
 const DRAIN_WAIT: Duration = Duration::from_millis(500);

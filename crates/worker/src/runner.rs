@@ -1,37 +1,26 @@
 //! One launch of the worker: read the input, open or start the checkpoint, run the loop, write
 //! the result. Everything that must be consistent between the loop and a cancellation (the
-//! state, the journal, the running tool) sits behind one mutex; whoever ends the run (the loop
-//! at its end, or SIGTERM) takes it and never gives it back to the other.
+//! state, the journal, the running tool) sits behind one mutex (`engine`); whoever ends the run
+//! (the loop at its end, or SIGTERM) takes it and never gives it back to the other.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{SigSet, Signal};
 
+use crate::agent::Loop;
 use crate::atomic;
+use crate::cancel;
+use crate::engine::{Engine, Phase, Shared, log, write_result};
 use crate::errors::JournalError;
 use crate::input::{self, WorkerInput};
 use crate::journal::record::{Header, Launch, Record};
 use crate::journal::{self, Journal};
-use crate::result::{self, LaunchStats, WorkerResult};
-use crate::tools::capped::Capped;
+use crate::result::{self, LaunchStats};
 use crate::transcript::State;
-use crate::{cancel, log};
 
-/// Exit codes. A missing result with a non-zero exit is an infrastructure failure.
-pub mod exit {
-    /// The run ended without error: the model stopped or a limit was reached.
-    pub const OK: i32 = 0;
-    /// The run ended with a `transient` or `fatal` error, recorded in the result.
-    pub const ERROR: i32 = 1;
-    /// The command line was unusable.
-    pub const USAGE: i32 = 2;
-    /// The result could not be written.
-    pub const NO_RESULT: i32 = 74;
-    /// Stopped by SIGTERM or SIGINT; a `cancelled` result was written.
-    pub const CANCELLED: i32 = 143;
-}
+pub use crate::engine::exit;
 
 /// The three paths of a launch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,74 +28,6 @@ pub struct Invocation {
     pub input: PathBuf,
     pub result: PathBuf,
     pub checkpoint: PathBuf,
-}
-
-/// Who owns the end of the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Phase {
-    Running,
-    Cancelling,
-    Finishing,
-}
-
-/// A tool call running now, with its output so far.
-#[derive(Debug)]
-pub(crate) struct Running {
-    pub call_id: String,
-    pub output: Arc<Mutex<Capped>>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub phase: Phase,
-    pub state: State,
-    pub journal: Journal,
-    pub stats: LaunchStats,
-    pub running: Option<Running>,
-}
-
-#[derive(Debug)]
-pub(crate) struct Engine {
-    pub shared: Mutex<Shared>,
-    pub running_group: Arc<Mutex<Option<nix::unistd::Pid>>>,
-    pub result_path: PathBuf,
-}
-
-impl Engine {
-    /// The shared state, while the run is still the loop's to run. Otherwise this thread
-    /// stops here for good: the process is about to exit on another thread.
-    pub(crate) fn lock_running(&self) -> MutexGuard<'_, Shared> {
-        let guard = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
-        if guard.phase != Phase::Running {
-            drop(guard);
-            park_forever();
-        }
-        guard
-    }
-}
-
-pub(crate) fn park_forever() -> ! {
-    loop {
-        std::thread::park();
-    }
-}
-
-/// Writes `result` atomically; logs and reports failure.
-pub(crate) fn write_result(path: &Path, result: &WorkerResult) -> bool {
-    let bytes = match serde_json::to_vec_pretty(result) {
-        Ok(b) => b,
-        Err(e) => {
-            log(&format!("result {}: cannot encode: {e}", path.display()));
-            return false;
-        }
-    };
-    match atomic::write_atomic(path, &bytes) {
-        Ok(()) => true,
-        Err(e) => {
-            log(&format!("result {}: cannot write: {e}", path.display()));
-            false
-        }
-    }
 }
 
 fn fail_early(inv: &Invocation, rollout_id: Option<String>, message: String) -> i32 {
@@ -122,10 +43,6 @@ fn unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-pub(crate) fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Runs one launch. Must be called before the process starts any thread: it takes over
@@ -169,7 +86,7 @@ pub fn run(inv: &Invocation) -> i32 {
         result_path: inv.result.clone(),
     });
     cancel::watch(Arc::clone(&engine), signals);
-    crate::agent::Loop::new(&engine, &input, setup.workdir, setup.bearer).run()
+    Loop::new(&engine, &input, setup.workdir, setup.bearer).run()
 }
 
 /// What the loop needs besides the state, checked before it starts.
