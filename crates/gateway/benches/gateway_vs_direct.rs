@@ -138,7 +138,7 @@ async fn scenario(setup: Setup) {
     let gateway = Gateway::new(config).unwrap();
     for c in 0..setup.clients {
         gateway
-            .register(&CaptureKey::new(&format!("b{c}"), 0).unwrap())
+            .register(&CaptureKey::of(&format!("b{c}"), 0).unwrap())
             .unwrap();
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

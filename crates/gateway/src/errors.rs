@@ -4,7 +4,7 @@
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
     #[error("capture key `{key}` is malformed: {reason}")]
-    BadCaptureKey { key: String, reason: &'static str },
+    BadCaptureKey { key: String, reason: String },
     #[error("failed to open ledger {path}")]
     LedgerOpen {
         path: std::path::PathBuf,
@@ -29,6 +29,8 @@ pub enum GatewayError {
         #[source]
         source: rusqlite::Error,
     },
+    #[error("ledger row {call_id} has unknown status `{value}`")]
+    UnknownStatus { call_id: String, value: String },
     #[error("ledger writer thread is gone")]
     LedgerGone,
     #[error("ledger record line {line}: {message}")]
@@ -55,6 +57,13 @@ pub enum GatewayError {
     BadUpstream { url: String },
     #[error("failed to build the upstream http client")]
     Client(#[source] reqwest::Error),
+}
+
+impl GatewayError {
+    /// Maps a failed ledger query to `Ledger` with what it was doing.
+    pub(crate) fn ledger(context: &'static str) -> impl Fn(rusqlite::Error) -> Self {
+        move |source| Self::Ledger { context, source }
+    }
 }
 
 impl From<rollpoint_proto::key::KeyError> for GatewayError {

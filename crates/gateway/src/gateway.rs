@@ -1,11 +1,9 @@
 //! The gateway as a value: its router for the HTTP side, and the in-process API a checkpoint
 //! control plane calls (close, open, export, install, register).
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
 use axum::Router;
-use axum::http::StatusCode;
 use axum::routing::any;
 use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
@@ -13,109 +11,10 @@ use tokio::net::TcpListener;
 use crate::capture::CaptureKey;
 use crate::config::GatewayConfig;
 use crate::errors::GatewayError;
-use crate::gate::{CloseReport, Gate, TailPolicy};
+use crate::gate::{CloseReport, TailPolicy};
 use crate::ledger::record::{CallRecord, LedgerRecord};
-use crate::ledger::{InstallReport, Ledger};
-use crate::proxy::Refusal;
-
-pub(crate) struct Shared {
-    pub config: GatewayConfig,
-    /// Upstream base URL without a trailing slash.
-    pub upstream: String,
-    pub ledger: Ledger,
-    pub gate: Arc<Gate>,
-    pub client: reqwest::Client,
-    /// Registered rollouts and their current attempt.
-    keys: Mutex<HashMap<String, u32>>,
-    /// Next sequence number per capture key, loaded from the ledger on first use, so a
-    /// call's id is known without waiting for the ledger.
-    seqs: Mutex<HashMap<String, i64>>,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("upstream", &self.upstream)
-            .field("ledger", &self.ledger.path())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Shared {
-    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
-        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn register(&self, key: &CaptureKey) -> Result<(), GatewayError> {
-        let mut keys = self.keys();
-        let current = keys.entry(key.rollout.clone()).or_insert(key.attempt);
-        if key.attempt < *current {
-            return Err(GatewayError::StaleAttempt {
-                rollout: key.rollout.clone(),
-                attempt: key.attempt,
-                current: *current,
-            });
-        }
-        *current = key.attempt;
-        Ok(())
-    }
-
-    fn take_seq(&self, capture_key: &str) -> Option<i64> {
-        let mut seqs = self.seqs.lock().unwrap_or_else(PoisonError::into_inner);
-        let next = seqs.get_mut(capture_key)?;
-        let seq = *next;
-        *next += 1;
-        Some(seq)
-    }
-
-    /// The next sequence number of `capture_key`: its call id is `<capture_key>#<seq>`.
-    pub(crate) async fn next_seq(&self, capture_key: &str) -> Result<i64, GatewayError> {
-        if let Some(seq) = self.take_seq(capture_key) {
-            return Ok(seq);
-        }
-        let key = capture_key.to_owned();
-        let stored = self
-            .ledger
-            .run(move |c| crate::ledger::ops::next_seq(c, &key))
-            .await?;
-        let mut seqs = self.seqs.lock().unwrap_or_else(PoisonError::into_inner);
-        let next = seqs.entry(capture_key.to_owned()).or_insert(stored);
-        let seq = *next;
-        *next += 1;
-        Ok(seq)
-    }
-
-    /// Whether requests of `key` may write into the ledger.
-    pub(crate) fn check_key(&self, key: &CaptureKey) -> Result<(), Refusal> {
-        if self.config.open_keys && self.register(key).is_ok() {
-            return Ok(());
-        }
-        match self.keys().get(&key.rollout) {
-            None => Err(Refusal::new(
-                StatusCode::NOT_FOUND,
-                "unknown_capture_key",
-                format!("capture key {key} names no registered rollout"),
-            )),
-            Some(&current) if key.attempt < current => Err(Refusal::new(
-                StatusCode::CONFLICT,
-                "attempt_fenced",
-                format!(
-                    "capture key {key} is attempt {} of rollout {}, fenced by attempt {current}",
-                    key.attempt, key.rollout
-                ),
-            )),
-            Some(&current) if key.attempt > current => Err(Refusal::new(
-                StatusCode::NOT_FOUND,
-                "unknown_capture_key",
-                format!(
-                    "capture key {key}: attempt {} of rollout {} is not registered (current {current})",
-                    key.attempt, key.rollout
-                ),
-            )),
-            Some(_) => Ok(()),
-        }
-    }
-}
+use crate::ledger::{self, InstallReport, Ledger};
+use crate::shared::Shared;
 
 /// A recording, gated model gateway.
 #[derive(Debug, Clone)]
@@ -141,15 +40,7 @@ impl Gateway {
             .build()
             .map_err(GatewayError::Client)?;
         Ok(Self {
-            shared: Arc::new(Shared {
-                config,
-                upstream,
-                ledger,
-                gate: Arc::new(Gate::default()),
-                client,
-                keys: Mutex::new(HashMap::new()),
-                seqs: Mutex::new(HashMap::new()),
-            }),
+            shared: Arc::new(Shared::new(config, upstream, ledger, client)),
         })
     }
 
@@ -214,7 +105,7 @@ impl Gateway {
         let rollout = rollout.to_owned();
         self.shared
             .ledger
-            .run(move |c| crate::ledger::ops::export(c, &rollout))
+            .run(move |c| ledger::export(c, &rollout))
             .await
     }
 
@@ -228,10 +119,10 @@ impl Gateway {
         let report = self
             .shared
             .ledger
-            .run(move |c| crate::ledger::ops::install(c, &records, attempt))
+            .run(move |c| ledger::install(c, &records, attempt))
             .await?;
         for rollout in &report.rollouts {
-            self.shared.register(&CaptureKey::new(rollout, attempt)?)?;
+            self.shared.register(&CaptureKey::of(rollout, attempt)?)?;
         }
         Ok(report)
     }
@@ -246,7 +137,7 @@ impl Gateway {
         let rollout = rollout.map(str::to_owned);
         self.shared
             .ledger
-            .run(move |c| crate::ledger::ops::rows(c, rollout.as_deref()))
+            .run(move |c| ledger::rows(c, rollout.as_deref()))
             .await
     }
 
@@ -255,7 +146,7 @@ impl Gateway {
         let digest = digest.to_owned();
         self.shared
             .ledger
-            .run(move |c| crate::ledger::ops::body(c, &digest))
+            .run(move |c| ledger::body(c, &digest))
             .await
     }
 }

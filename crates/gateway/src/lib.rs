@@ -3,6 +3,23 @@
 //! included), records each call in a SQLite ledger with its lineage, holds calls and replies
 //! while a checkpoint has its admission gate closed, and after a restore answers a repeated
 //! conversation from the ledger instead of the model, so no model call is paid for twice.
+//!
+//! Modules:
+//!
+//! - [`capture`]: capture keys, the attempt keys that name a rollout's attempt in each URL.
+//! - [`config`]: the upstream, its API family, the ledger path and limits.
+//! - [`conversation`]: routes, and reading a request's conversation (digests, fingerprints).
+//! - [`digest`]: SHA-256 and canonical JSON.
+//! - [`errors`]: the library's error type.
+//! - [`gate`]: the admission gate and its registry of requests in flight.
+//! - `gateway`: the [`Gateway`] value: its router and the in-process control API.
+//! - [`ledger`]: the SQLite call ledger, its writer thread and one file per verb.
+//! - [`lineage`]: resolving a call's parent from candidate calls (pure).
+//! - `participant`: [`ModelParticipant`], the gateway as a checkpoint participant.
+//! - `proxy`: the path of one request: checks, admission, forward or replay, delivery.
+//! - [`response`]: reading a recorded reply for its usage and model turn.
+//! - `shared`: the state every request shares (config, client, ledger, gate, keys).
+//! - [`sse`]: reading the events of a recorded server-sent event stream.
 #![forbid(unsafe_code)]
 
 pub mod capture;
@@ -17,6 +34,7 @@ pub mod lineage;
 mod participant;
 mod proxy;
 pub mod response;
+mod shared;
 pub mod sse;
 
 pub use capture::CaptureKey;
@@ -25,5 +43,5 @@ pub use errors::GatewayError;
 pub use gate::{CloseReport, InFlight, Phase, TailPolicy};
 pub use gateway::Gateway;
 pub use ledger::record::{CallRecord, LedgerRecord, RECORD_VERSION, decode_jsonl, encode_jsonl};
-pub use ledger::{InstallReport, SCHEMA_VERSION};
+pub use ledger::{CallStatus, InstallReport, SCHEMA_VERSION};
 pub use participant::ModelParticipant;

@@ -17,12 +17,14 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use rollpoint_checkpoint::HookError;
 use rollpoint_checkpoint::participant::{
-    DEFAULT_POLL, HookResult, Kind, Participant, Readiness, tag_record, untag_record,
+    DEFAULT_POLL, HookResult, Kind, Participant, Readiness, tag_record, untag_decode,
 };
 use serde_json::Value;
 
+use crate::capture::CaptureKey;
 use crate::gate::{Phase, TailPolicy};
-use crate::{CaptureKey, Gateway, LedgerRecord, decode_jsonl};
+use crate::gateway::Gateway;
+use crate::ledger::record::{LedgerRecord, decode_jsonl};
 
 /// A [`Gateway`] seen by the checkpoint control plane.
 #[derive(Debug, Clone)]
@@ -73,17 +75,15 @@ impl ModelParticipant {
 }
 
 /// A ledger record as JSON, tagged with the attempt key it was exported for.
-fn tagged(record: &LedgerRecord, key: &str) -> HookResult<Value> {
+fn tagged(record: &LedgerRecord, key: &CaptureKey) -> HookResult<Value> {
     let value: Value = serde_json::from_str(&record.to_json()).map_err(HookError::new)?;
     tag_record(value, key)
 }
 
 /// Strips the attempt tag and decodes the ledger record (version and body
 /// digest checked).
-fn untagged(value: Value) -> HookResult<(String, LedgerRecord)> {
-    let (key, value) = untag_record(value, Kind::Model)?;
-    let line = serde_json::to_vec(&value).map_err(HookError::new)?;
-    let mut records = decode_jsonl(&line).map_err(|e| HookError::new(format!("{key}: {e}")))?;
+fn untagged(value: Value) -> HookResult<(CaptureKey, LedgerRecord)> {
+    let (key, mut records) = untag_decode(value, Kind::Model, decode_jsonl)?;
     let record = records
         .pop()
         .ok_or_else(|| HookError::new(format!("{key}: empty model record")))?;
@@ -131,16 +131,15 @@ impl Participant for ModelParticipant {
     fn export<'a>(
         &'a self,
         _checkpoint: &'a str,
-        scope: &'a [String],
+        scope: &'a [CaptureKey],
     ) -> BoxFuture<'a, HookResult<Vec<Value>>> {
         async move {
             self.gateway.flush().await.map_err(HookError::new)?;
             let mut out = Vec::new();
             for key in scope {
-                let parsed = CaptureKey::parse(key).map_err(HookError::new)?;
                 for record in self
                     .gateway
-                    .export(&parsed.rollout)
+                    .export(key.rollout().as_str())
                     .await
                     .map_err(HookError::new)?
                 {
@@ -162,22 +161,24 @@ impl Participant for ModelParticipant {
         &'a self,
         _checkpoint: &'a str,
         records: Vec<Value>,
-        scope: &'a [String],
-    ) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        scope: &'a [CaptureKey],
+    ) -> BoxFuture<'a, HookResult<Vec<CaptureKey>>> {
         async move {
             // Records go in per next attempt: each rollout continues as the
             // attempt after the one the checkpoint exported.
             let mut by_next: BTreeMap<u32, Vec<LedgerRecord>> = BTreeMap::new();
             let mut next_keys = Vec::new();
             for key in scope {
-                let next = CaptureKey::parse(key).map_err(HookError::new)?.next();
-                by_next.entry(next.attempt).or_default();
-                next_keys.push(next.to_string());
+                let next = key.next();
+                by_next.entry(next.attempt()).or_default();
+                next_keys.push(next);
             }
             for value in records {
                 let (key, record) = untagged(value)?;
-                let next = CaptureKey::parse(&key).map_err(HookError::new)?.next();
-                by_next.entry(next.attempt).or_default().push(record);
+                by_next
+                    .entry(key.next().attempt())
+                    .or_default()
+                    .push(record);
             }
             for (attempt, records) in by_next {
                 if records.is_empty() {
@@ -191,21 +192,18 @@ impl Participant for ModelParticipant {
             // Rollouts with no recorded call yet still continue as their
             // next attempt.
             for key in &next_keys {
-                self.gateway
-                    .register(&CaptureKey::parse(key).map_err(HookError::new)?)
-                    .map_err(HookError::new)?;
+                self.gateway.register(key).map_err(HookError::new)?;
             }
             Ok(next_keys)
         }
         .boxed()
     }
 
-    fn retire<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+    fn retire<'a>(&'a self, keys: &'a [CaptureKey]) -> BoxFuture<'a, HookResult<Vec<CaptureKey>>> {
         async move {
             // Registering the next attempt fences this one and every earlier
             // attempt of the rollout: their calls are refused from now on.
             for key in keys {
-                let key = CaptureKey::parse(key).map_err(HookError::new)?;
                 self.gateway.register(&key.next()).map_err(HookError::new)?;
             }
             Ok(keys.to_vec())
@@ -213,7 +211,7 @@ impl Participant for ModelParticipant {
         .boxed()
     }
 
-    fn forget<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+    fn forget<'a>(&'a self, keys: &'a [CaptureKey]) -> BoxFuture<'a, HookResult<Vec<CaptureKey>>> {
         // The fence is the registration of a later attempt, which stays
         // valid; nothing else is remembered per rollout outside the ledger.
         async move { Ok(keys.to_vec()) }.boxed()

@@ -159,7 +159,7 @@ async fn nothing_lost_or_reordered_under_64_rollouts_and_a_flapping_gate() {
     let gw = gateway(&model.base_url(), &[]).await;
     for r in 0..ROLLOUTS {
         gw.gateway
-            .register(&CaptureKey::new(&format!("f{r}"), 0).unwrap())
+            .register(&CaptureKey::of(&format!("f{r}"), 0).unwrap())
             .unwrap();
     }
     let stop = Arc::new(AtomicBool::new(false));

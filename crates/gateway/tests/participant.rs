@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use common::*;
 use rollpoint_checkpoint::participant::{Kind, Participant, record_key};
-use rollpoint_gateway::ModelParticipant;
 use rollpoint_gateway::conversation::Route;
+use rollpoint_gateway::{CaptureKey, ModelParticipant};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn close_export_open_and_install_as_the_model_participant() {
@@ -55,12 +55,16 @@ async fn close_export_open_and_install_as_the_model_participant() {
     );
     assert_eq!(upstream.requests(), 1, "the held call did not go upstream");
 
-    let records = model_p.export("ck1", &["rp".to_owned()]).await.unwrap();
+    let records = model_p.export("ck1", &[key("rp")]).await.unwrap();
     assert!(
         records.len() >= 3,
         "a call row and its two bodies: {records:?}"
     );
-    assert!(records.iter().all(|r| record_key(r) == Some("rp")));
+    assert!(
+        records
+            .iter()
+            .all(|r| record_key(r).is_ok_and(|k| k == "rp"))
+    );
 
     model_p.open_admission().await.unwrap();
     let delivered = pending.await.unwrap();
@@ -71,10 +75,7 @@ async fn close_export_open_and_install_as_the_model_participant() {
     let fresh = gateway(&fresh_upstream.base_url(), &[]).await;
     let fresh_p = ModelParticipant::new(Arc::new(fresh.gateway.clone()), "gw0");
     fresh_p.close_admission("ck1").await.unwrap();
-    let next = fresh_p
-        .install("ck1", records, &["rp".to_owned()])
-        .await
-        .unwrap();
+    let next = fresh_p.install("ck1", records, &[key("rp")]).await.unwrap();
     assert_eq!(next, ["rp-a1"]);
     fresh_p.open_admission().await.unwrap();
     let replay = post(&client, &fresh.url("rp-a1", path(route)), first).await;
@@ -89,8 +90,8 @@ async fn close_export_open_and_install_as_the_model_participant() {
     assert_eq!(fenced.status, 409, "the exported attempt is fenced");
 
     // Retiring fences the attempt too.
-    let retired = fresh_p.retire(&["rp-a1".to_owned()]).await.unwrap();
-    assert_eq!(retired, ["rp-a1"]);
+    let retired = fresh_p.retire(&[key("rp-a1")]).await.unwrap();
+    assert_eq!(retired, [key("rp-a1")]);
     let refused = post(&client, &fresh.url("rp-a1", path(route)), conv.body()).await;
     assert_eq!(refused.status, 409);
 }
@@ -104,7 +105,7 @@ async fn install_names_a_bad_record() {
         .install(
             "ck1",
             vec![serde_json::json!({"key": "rp", "kind": "call", "v": 9})],
-            &["rp".to_owned()],
+            &[key("rp")],
         )
         .await
         .unwrap_err();
@@ -117,4 +118,8 @@ async fn install_names_a_bad_record() {
         .await
         .unwrap_err();
     assert!(err.to_string().contains("`key`"), "{err}");
+}
+
+fn key(text: &str) -> CaptureKey {
+    CaptureKey::parse(text).unwrap()
 }

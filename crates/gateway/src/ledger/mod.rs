@@ -1,11 +1,23 @@
 //! The call ledger: one SQLite database (bundled, WAL) owned by one writer thread. Every model
 //! call becomes a row; request and response bodies are stored once, addressed by SHA-256.
 //! Callers send closures over a channel and await the answer, so the async proxy never blocks
-//! on SQLite, and queued jobs are committed together in one transaction.
+//! on SQLite, and queued jobs are committed together in one transaction. One verb per file;
+//! each runs on the writer thread with the connection.
 
-pub(crate) mod ops;
+mod begin;
+mod bodies;
+mod delivered;
+mod export;
+mod finish;
+mod install;
+mod lookup;
+mod parents;
 pub mod record;
+mod reject;
+mod replay;
 mod schema;
+mod status;
+mod sweep;
 
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
@@ -15,8 +27,20 @@ use rusqlite::Connection;
 
 use crate::errors::GatewayError;
 
-pub use ops::{Begun, Finish, InstallReport, NewCall, Rejected, Replay};
+pub(crate) use begin::begin;
+pub use begin::{Begun, NewCall};
+pub(crate) use delivered::delivered;
+pub(crate) use export::export;
+pub use finish::Finish;
+pub(crate) use finish::finish;
+pub use install::InstallReport;
+pub(crate) use install::install;
+pub(crate) use lookup::{body, next_seq, rows};
+pub use reject::Rejected;
+pub(crate) use reject::reject;
+pub use replay::Replay;
 pub use schema::SCHEMA_VERSION;
+pub use status::CallStatus;
 
 type Job = Box<dyn FnOnce(&Connection) + Send>;
 
@@ -52,7 +76,7 @@ impl Ledger {
             source,
         })?;
         schema::prepare(&mut conn, path)?;
-        ops::sweep_interrupted(&conn)?;
+        sweep::sweep_interrupted(&conn)?;
         let (tx, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("ledger-writer".into())
@@ -93,10 +117,7 @@ impl Ledger {
         self.run(|conn| {
             if !conn.is_autocommit() {
                 conn.execute_batch("COMMIT; BEGIN")
-                    .map_err(|source| GatewayError::Ledger {
-                        context: "flush",
-                        source,
-                    })?;
+                    .map_err(GatewayError::ledger("flush"))?;
             }
             Ok(())
         })

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::digest::sha256_hex;
 use crate::errors::GatewayError;
+use crate::ledger::status::CallStatus;
 
 /// The export record format version.
 pub const RECORD_VERSION: u32 = 1;
@@ -35,10 +36,7 @@ pub struct CallRecord {
     /// (rejected before it was a call).
     pub lineage: String,
     pub lineage_reason: Option<String>,
-    /// `in_flight`, `ok`, `replayed`, `interrupted`, `upstream_status`, `upstream_unreachable`,
-    /// `upstream_broken`, `invalid_json`, `unknown_capture_key`, `attempt_fenced`,
-    /// `body_too_large`, `unknown_route`, `route_not_served`.
-    pub status: String,
+    pub status: CallStatus,
     pub http_status: Option<u16>,
     pub content_type: Option<String>,
     pub error: Option<String>,
@@ -151,4 +149,66 @@ pub fn decode_jsonl(bytes: &[u8]) -> Result<Vec<LedgerRecord>, GatewayError> {
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn call(status: CallStatus) -> CallRecord {
+        CallRecord {
+            call_id: "r-a1#0".into(),
+            capture_key: "r-a1".into(),
+            rollout: "r".into(),
+            attempt: 1,
+            seq: 0,
+            route: "chat".into(),
+            stream: true,
+            model: Some("m".into()),
+            request_digest: Some("d1".into()),
+            conversation_digest: Some("c".into()),
+            items: vec!["i".into()],
+            model_fp: None,
+            output_fp: None,
+            parent_call_id: None,
+            lineage: "root".into(),
+            lineage_reason: Some("first_turn".into()),
+            status,
+            http_status: Some(200),
+            content_type: None,
+            error: None,
+            replayed_from: Some("r#0".into()),
+            response_digest: Some("d2".into()),
+            usage: None,
+            admitted_ms: 1,
+            upstream_ms: None,
+            first_byte_ms: None,
+            finished_ms: Some(2),
+            delivered_ms: None,
+        }
+    }
+
+    #[test]
+    fn a_call_line_names_its_status_as_a_string() {
+        let record = LedgerRecord::Call(Box::new(call(CallStatus::Replayed)));
+        let line = record.to_json();
+        assert_eq!(
+            line,
+            r#"{"kind":"call","v":1,"call_id":"r-a1#0","capture_key":"r-a1","rollout":"r","attempt":1,"seq":0,"route":"chat","stream":true,"model":"m","request_digest":"d1","conversation_digest":"c","items":["i"],"model_fp":null,"output_fp":null,"parent_call_id":null,"lineage":"root","lineage_reason":"first_turn","status":"replayed","http_status":200,"content_type":null,"error":null,"replayed_from":"r#0","response_digest":"d2","usage":null,"admitted_ms":1,"upstream_ms":null,"first_byte_ms":null,"finished_ms":2,"delivered_ms":null}"#
+        );
+        assert_eq!(decode_jsonl(line.as_bytes()).unwrap(), [record]);
+    }
+
+    #[test]
+    fn a_call_line_of_an_unknown_status_is_refused() {
+        let line = LedgerRecord::Call(Box::new(call(CallStatus::Ok)))
+            .to_json()
+            .replace(r#""status":"ok""#, r#""status":"finished""#);
+        let err = decode_jsonl(line.as_bytes()).unwrap_err();
+        assert!(
+            matches!(&err, GatewayError::BadRecord { line: 1, message } if message.contains("finished")),
+            "{err}"
+        );
+    }
 }

@@ -91,3 +91,12 @@ pub fn prepare(conn: &mut Connection, path: &Path) -> Result<(), GatewayError> {
     }
     Ok(())
 }
+
+/// A prepared ledger in memory, for tests.
+#[cfg(test)]
+#[expect(clippy::unwrap_used)]
+pub(crate) fn in_memory() -> Connection {
+    let mut conn = Connection::open_in_memory().unwrap();
+    prepare(&mut conn, Path::new(":memory:")).unwrap();
+    conn
+}

@@ -13,12 +13,12 @@ use futures_util::{FutureExt as _, StreamExt as _};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::now_ms;
-use super::record::{Chunk, Chunks, Recorder, pump};
+use super::record::{Recorder, pump};
 use super::reply::{CALL_ID, REPLAYED_FROM, is_hop};
+use super::types::{Chunk, Chunks, now_ms};
 use crate::gate::Ticket;
-use crate::gateway::Shared;
-use crate::ledger::Replay;
+use crate::ledger::{self, CallStatus, Replay};
+use crate::shared::Shared;
 
 /// Most bytes joined into one write when chunks are already waiting.
 const COALESCE_LIMIT: usize = 64 * 1024;
@@ -180,7 +180,7 @@ impl Delivery {
             Some(Err(message)) => {
                 self.done = true;
                 if self.sse {
-                    let data = json!({"type": "error", "error": {"type": "upstream_broken",
+                    let data = json!({"type": "error", "error": {"type": CallStatus::UpstreamBroken.as_str(),
                         "message": message, "call_id": self.call_id}});
                     let event = format!("event: error\ndata: {data}\n\n");
                     Some((Ok(Bytes::from(event)), self))
@@ -192,7 +192,7 @@ impl Delivery {
                 let id = std::mem::take(&mut self.call_id);
                 let ms = now_ms();
                 self.shared.ledger.post(move |c| {
-                    if let Err(e) = crate::ledger::ops::delivered(c, &id, ms) {
+                    if let Err(e) = ledger::delivered(c, &id, ms) {
                         eprintln!("ledger: failed to mark call {id} delivered: {e}");
                     }
                 });

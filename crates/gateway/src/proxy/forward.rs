@@ -8,13 +8,13 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 
 use super::deliver::{self, Source};
-use super::now_ms;
 use super::record::Recorder;
 use super::reply::{error_response, skip_upstream};
+use super::types::now_ms;
 use crate::conversation::{Route, Turn};
 use crate::gate::Ticket;
-use crate::gateway::Shared;
-use crate::ledger::Finish;
+use crate::ledger::{self, CallStatus, Finish};
+use crate::shared::Shared;
 
 /// Where and how to send the call.
 pub(crate) struct Target {
@@ -64,21 +64,19 @@ pub(crate) async fn forward(
         Err(e) => {
             let message = format!("upstream {url} unreachable for call {call_id}: {e}");
             let finish = Finish {
-                status: "upstream_unreachable",
                 http_status: Some(StatusCode::BAD_GATEWAY.as_u16()),
                 error: Some(message.clone()),
                 upstream_ms: Some(upstream_ms),
-                finished_ms: now_ms(),
-                ..Finish::default()
+                ..Finish::ended(CallStatus::UpstreamUnreachable, now_ms())
             };
             let id = call_id.clone();
             let _ = shared
                 .ledger
-                .run(move |c| crate::ledger::ops::finish(c, &id, &finish))
+                .run(move |c| ledger::finish(c, &id, &finish))
                 .await;
             return error_response(
                 StatusCode::BAD_GATEWAY,
-                "upstream_unreachable",
+                CallStatus::UpstreamUnreachable.as_str(),
                 &message,
                 Some(&call_id),
             );

@@ -6,6 +6,7 @@ mod deliver;
 mod forward;
 mod record;
 mod reply;
+pub(crate) mod types;
 
 use std::sync::Arc;
 
@@ -15,36 +16,12 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use futures_util::StreamExt as _;
 
+use self::reply::error_response;
+use self::types::{Refusal, now_ms};
 use crate::capture::CaptureKey;
 use crate::conversation::{RequestView, Route, read_request};
-use crate::gateway::Shared;
-use crate::ledger::{Begun, NewCall, Rejected};
-
-pub(crate) use reply::error_response;
-
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-/// Why a request is refused before it becomes a call.
-pub(crate) struct Refusal {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-}
-
-impl Refusal {
-    pub(crate) fn new(status: StatusCode, code: &'static str, message: String) -> Self {
-        Self {
-            status,
-            code,
-            message,
-        }
-    }
-}
+use crate::ledger::{self, Begun, CallStatus, NewCall, Rejected};
+use crate::shared::Shared;
 
 /// A request that passed every check.
 struct Checked {
@@ -96,7 +73,7 @@ pub(crate) async fn handle(
         .map(|v| v.model_turns.clone())
         .unwrap_or_default();
     // Only a later attempt can repeat a recorded call: only then wait for the ledger's answer.
-    let replay = shared.config.replay && capture.attempt > 0;
+    let replay = shared.config.replay && capture.attempt() > 0;
     let call = NewCall {
         key: capture,
         seq,
@@ -107,11 +84,7 @@ pub(crate) async fn handle(
         replay,
     };
     if replay {
-        match shared
-            .ledger
-            .run(move |c| crate::ledger::ops::begin(c, &call))
-            .await
-        {
+        match shared.ledger.run(move |c| ledger::begin(c, &call)).await {
             Ok(Begun {
                 replay: Some(r), ..
             }) => {
@@ -130,7 +103,7 @@ pub(crate) async fn handle(
         }
     } else {
         shared.ledger.post(move |c| {
-            if let Err(e) = crate::ledger::ops::begin(c, &call) {
+            if let Err(e) = ledger::begin(c, &call) {
                 eprintln!(
                     "ledger: failed to record call {}#{}: {e}",
                     call.key, call.seq
@@ -168,17 +141,22 @@ async fn check(
     let route = route.ok_or_else(|| {
         Refusal::new(
             StatusCode::NOT_FOUND,
-            "unknown_route",
+            CallStatus::UnknownRoute,
             format!("no model route {method} /{rest} (key {key})"),
         )
     })?;
-    let capture = CaptureKey::parse(key)
-        .map_err(|e| Refusal::new(StatusCode::NOT_FOUND, "unknown_capture_key", e.to_string()))?;
+    let capture = CaptureKey::parse(key).map_err(|e| {
+        Refusal::new(
+            StatusCode::NOT_FOUND,
+            CallStatus::UnknownCaptureKey,
+            e.to_string(),
+        )
+    })?;
     shared.check_key(&capture)?;
     if !shared.config.api.serves(route) {
         return Err(Refusal::new(
             StatusCode::NOT_FOUND,
-            "route_not_served",
+            CallStatus::RouteNotServed,
             format!("route /{rest} is not served by this gateway's upstream (key {key})"),
         ));
     }
@@ -190,14 +168,14 @@ async fn check(
         let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| {
             Refusal::new(
                 StatusCode::BAD_REQUEST,
-                "invalid_json",
+                CallStatus::InvalidJson,
                 format!("request body for /{rest} (key {key}) is not valid JSON: {e}"),
             )
         })?;
         if !value.is_object() {
             return Err(Refusal::new(
                 StatusCode::BAD_REQUEST,
-                "invalid_json",
+                CallStatus::InvalidJson,
                 format!("request body for /{rest} (key {key}) is not a JSON object"),
             ));
         }
@@ -234,7 +212,7 @@ async fn refuse(
                 admitted_ms,
             };
             shared.ledger.post(move |c| {
-                if let Err(e) = crate::ledger::ops::reject(c, &rejected) {
+                if let Err(e) = ledger::reject(c, &rejected) {
                     eprintln!("ledger: failed to record a refused request: {e}");
                 }
             });
@@ -244,7 +222,7 @@ async fn refuse(
     };
     error_response(
         refusal.status,
-        refusal.code,
+        refusal.code.as_str(),
         &refusal.message,
         call_id.as_deref(),
     )
@@ -258,14 +236,14 @@ async fn read_limited(body: Body, limit: usize, key: &str) -> Result<Bytes, Refu
         let chunk = chunk.map_err(|e| {
             Refusal::new(
                 StatusCode::BAD_REQUEST,
-                "body_unreadable",
+                CallStatus::BodyUnreadable,
                 format!("request body of key {key} could not be read: {e}"),
             )
         })?;
         if buf.len() + chunk.len() > limit {
             return Err(Refusal::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
+                CallStatus::BodyTooLarge,
                 format!("request body of key {key} is larger than the limit of {limit} bytes"),
             ));
         }

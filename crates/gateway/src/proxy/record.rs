@@ -3,25 +3,18 @@
 //! itself or, when nobody can deliver it (gate closed, caller gone), by a pump task that reads
 //! it to the end, so every reply that the upstream completes is in the ledger.
 
-use std::pin::Pin;
 use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::http::StatusCode;
-use futures_util::{Stream, StreamExt as _};
+use futures_util::StreamExt as _;
 use tokio::sync::mpsc;
 
-use super::now_ms;
+use super::types::{Chunk, Chunks, now_ms};
 use crate::conversation::{Route, Turn, fingerprint};
-use crate::gateway::Shared;
-use crate::ledger::Finish;
+use crate::ledger::{self, CallStatus, Finish};
 use crate::response::read_response;
-
-/// The upstream reply body.
-pub(crate) type Chunks = Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>;
-
-/// A chunk for the caller, or the reason the upstream broke off.
-pub(crate) type Chunk = Result<Bytes, String>;
+use crate::shared::Shared;
 
 /// One reply being recorded.
 pub(crate) struct Recorder {
@@ -65,21 +58,24 @@ impl Recorder {
     fn record(self, broken: Option<String>) {
         let view = read_response(self.route, self.stream, &self.body);
         let (status, error) = match (broken, self.status.is_success()) {
-            (Some(msg), _) => ("upstream_broken", Some(msg)),
-            (None, true) => ("ok", None),
+            (Some(msg), _) => (CallStatus::UpstreamBroken, Some(msg)),
+            (None, true) => (CallStatus::Ok, None),
             (None, false) => (
-                "upstream_status",
+                CallStatus::UpstreamStatus,
                 Some(format!(
                     "upstream answered {} for call {}",
                     self.status, self.call_id
                 )),
             ),
         };
-        let output_fp = (status == "ok").then_some(view.turn).flatten().map(|t| {
-            let mut turns = self.model_turns;
-            turns.push(t);
-            fingerprint(&turns)
-        });
+        let output_fp = (status == CallStatus::Ok)
+            .then_some(view.turn)
+            .flatten()
+            .map(|t| {
+                let mut turns = self.model_turns;
+                turns.push(t);
+                fingerprint(&turns)
+            });
         let finish = Finish {
             status,
             http_status: Some(self.status.as_u16()),
@@ -94,7 +90,7 @@ impl Recorder {
         };
         let id = self.call_id;
         self.shared.ledger.post(move |c| {
-            if let Err(e) = crate::ledger::ops::finish(c, &id, &finish) {
+            if let Err(e) = ledger::finish(c, &id, &finish) {
                 eprintln!("ledger: failed to record the end of call {id}: {e}");
             }
         });

@@ -97,9 +97,7 @@ pub async fn gateway_with(upstream: &str, tweak: impl FnOnce(&mut GatewayConfig)
 pub async fn gateway(upstream: &str, rollouts: &[&str]) -> Gw {
     let gw = gateway_with(upstream, |_| {}).await;
     for r in rollouts {
-        gw.gateway
-            .register(&CaptureKey::new(r, 0).unwrap())
-            .unwrap();
+        gw.gateway.register(&CaptureKey::of(r, 0).unwrap()).unwrap();
     }
     gw
 }

@@ -1,0 +1,131 @@
+//! The state every request shares: configuration, the upstream client, the ledger, the
+//! gate, the registered attempts and the per-key call counters.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::http::StatusCode;
+
+use crate::capture::CaptureKey;
+use crate::config::GatewayConfig;
+use crate::errors::GatewayError;
+use crate::gate::Gate;
+use crate::ledger::{self, CallStatus, Ledger};
+use crate::proxy::types::Refusal;
+
+pub(crate) struct Shared {
+    pub config: GatewayConfig,
+    /// Upstream base URL without a trailing slash.
+    pub upstream: String,
+    pub ledger: Ledger,
+    pub gate: Arc<Gate>,
+    pub client: reqwest::Client,
+    /// Registered rollouts and their current attempt.
+    keys: Mutex<HashMap<String, u32>>,
+    /// Next sequence number per capture key, loaded from the ledger on first use, so a
+    /// call's id is known without waiting for the ledger.
+    seqs: Mutex<HashMap<String, i64>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("upstream", &self.upstream)
+            .field("ledger", &self.ledger.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(
+        config: GatewayConfig,
+        upstream: String,
+        ledger: Ledger,
+        client: reqwest::Client,
+    ) -> Self {
+        Self {
+            config,
+            upstream,
+            ledger,
+            gate: Arc::new(Gate::default()),
+            client,
+            keys: Mutex::new(HashMap::new()),
+            seqs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn register(&self, key: &CaptureKey) -> Result<(), GatewayError> {
+        let mut keys = self.keys();
+        let current = keys
+            .entry(key.rollout().to_string())
+            .or_insert(key.attempt());
+        if key.attempt() < *current {
+            return Err(GatewayError::StaleAttempt {
+                rollout: key.rollout().to_string(),
+                attempt: key.attempt(),
+                current: *current,
+            });
+        }
+        *current = key.attempt();
+        Ok(())
+    }
+
+    fn take_seq(&self, capture_key: &str) -> Option<i64> {
+        let mut seqs = self.seqs.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = seqs.get_mut(capture_key)?;
+        let seq = *next;
+        *next += 1;
+        Some(seq)
+    }
+
+    /// The next sequence number of `capture_key`: its call id is `<capture_key>#<seq>`.
+    pub(crate) async fn next_seq(&self, capture_key: &str) -> Result<i64, GatewayError> {
+        if let Some(seq) = self.take_seq(capture_key) {
+            return Ok(seq);
+        }
+        let key = capture_key.to_owned();
+        let stored = self.ledger.run(move |c| ledger::next_seq(c, &key)).await?;
+        let mut seqs = self.seqs.lock().unwrap_or_else(PoisonError::into_inner);
+        let next = seqs.entry(capture_key.to_owned()).or_insert(stored);
+        let seq = *next;
+        *next += 1;
+        Ok(seq)
+    }
+
+    /// Whether requests of `key` may write into the ledger.
+    pub(crate) fn check_key(&self, key: &CaptureKey) -> Result<(), Refusal> {
+        if self.config.open_keys && self.register(key).is_ok() {
+            return Ok(());
+        }
+        match self.keys().get(key.rollout().as_str()) {
+            None => Err(Refusal::new(
+                StatusCode::NOT_FOUND,
+                CallStatus::UnknownCaptureKey,
+                format!("capture key {key} names no registered rollout"),
+            )),
+            Some(&current) if key.attempt() < current => Err(Refusal::new(
+                StatusCode::CONFLICT,
+                CallStatus::AttemptFenced,
+                format!(
+                    "capture key {key} is attempt {} of rollout {}, fenced by attempt {current}",
+                    key.attempt(),
+                    key.rollout().as_str()
+                ),
+            )),
+            Some(&current) if key.attempt() > current => Err(Refusal::new(
+                StatusCode::NOT_FOUND,
+                CallStatus::UnknownCaptureKey,
+                format!(
+                    "capture key {key}: attempt {} of rollout {} is not registered (current {current})",
+                    key.attempt(),
+                    key.rollout().as_str()
+                ),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+}
