@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{Fake, TOKEN, keys, serve};
+use rollpoint_checkpoint::AttemptKey;
 use rollpoint_checkpoint::coordinator::Plan;
 use rollpoint_checkpoint::{
     Control, Coordinator, CoordinatorConfig, HttpControl, Kind, LocalConfig, LocalControl,
@@ -43,7 +44,7 @@ fn kind_of(i: usize) -> Kind {
     }
 }
 
-async fn coordinator(run: &Path, n: usize, scope: &[String], http: bool) -> Coordinator {
+async fn coordinator(run: &Path, n: usize, scope: &[AttemptKey], http: bool) -> Coordinator {
     let mut controls: Vec<Arc<dyn Control>> = Vec::new();
     for i in 0..n {
         let fake = Fake::with_records(kind_of(i), &format!("p{i}"), scope, PER_KEY);
@@ -62,7 +63,7 @@ async fn coordinator(run: &Path, n: usize, scope: &[String], http: bool) -> Coor
 
 /// Whole-checkpoint samples, and per-step samples (prepare, commit,
 /// publish with prune, resume), in milliseconds.
-async fn cycles(c: &Coordinator, scope: &[String], tag: &str) -> (Vec<f64>, [Vec<f64>; 4]) {
+async fn cycles(c: &Coordinator, scope: &[AttemptKey], tag: &str) -> (Vec<f64>, [Vec<f64>; 4]) {
     let mut samples = Vec::new();
     let mut steps: [Vec<f64>; 4] = Default::default();
     for rep in 0..=REPS {
@@ -90,7 +91,7 @@ async fn cycles(c: &Coordinator, scope: &[String], tag: &str) -> (Vec<f64>, [Vec
 }
 
 /// The same records as one JSON-lines file, written and fsynced once.
-fn baseline(dir: &Path, n: usize, scope: &[String]) -> Vec<f64> {
+fn baseline(dir: &Path, n: usize, scope: &[AttemptKey]) -> Vec<f64> {
     let records: Vec<serde_json::Value> = (0..n)
         .flat_map(|i| {
             scope.iter().flat_map(move |key| {

@@ -21,11 +21,12 @@ use futures_util::future::join_all;
 use crate::client::CALL_MARGIN;
 use crate::control::{Control, ControlResult};
 use crate::errors::{Code, ControlError, CoordinatorError, StoreError};
-use crate::participant::Kind;
+use crate::participant::{AttemptKey, Kind};
 use crate::phase::Phase;
 use crate::store::{self, CheckpointDoc, DEFAULT_KEEP};
 use crate::wire::{
-    CommitRequest, KeysRequest, PrepareReply, PrepareRequest, RestoreRequest, ResumeRequest,
+    CommitRequest, KeysRequest, KeysVerb, PrepareReply, PrepareRequest, RestoreRequest,
+    ResumeRequest,
 };
 
 /// Shortest deadline used to clean up after a failure (resume, retire).
@@ -69,7 +70,7 @@ pub struct Prepared {
     /// The replies of the stages reached, in prepare order.
     pub replies: Vec<(Kind, String, PrepareReply)>,
     /// Attempt keys some participant cannot continue.
-    pub restarts: BTreeSet<String>,
+    pub restarts: BTreeSet<AttemptKey>,
 }
 
 impl Prepared {
@@ -95,7 +96,7 @@ impl Prepared {
 pub struct Plan {
     pub id: String,
     /// The attempt keys in flight (and restored, not yet re-dispatched).
-    pub scope: Vec<String>,
+    pub scope: Vec<AttemptKey>,
     /// The checkpoint this run was restored from.
     pub continues: Option<String>,
     /// End the run: park what was exported and do not resume.
@@ -126,7 +127,7 @@ pub struct Checkpointed {
 #[derive(Debug, Clone)]
 pub struct Restored {
     /// The next attempts' keys, as each participant reported them.
-    pub restored: Vec<(Kind, String, Vec<String>)>,
+    pub restored: Vec<(Kind, String, Vec<AttemptKey>)>,
 }
 
 /// Drives a fixed set of participants.
@@ -248,7 +249,7 @@ impl Coordinator {
     pub async fn commit(
         &self,
         id: &str,
-        scope: &[String],
+        scope: &[AttemptKey],
         stop: bool,
     ) -> Result<Vec<store::Member>, CoordinatorError> {
         let timeout = self.config.timeout;
@@ -342,7 +343,7 @@ impl Coordinator {
         };
         timings.prepare = started.elapsed();
 
-        let scope: Vec<String> = plan
+        let scope: Vec<AttemptKey> = plan
             .scope
             .iter()
             .filter(|k| !prepared.restarts.contains(*k))
@@ -439,7 +440,7 @@ impl Coordinator {
         &self,
         id: &str,
         source: &str,
-        scope: &[String],
+        scope: &[AttemptKey],
     ) -> Result<Restored, CoordinatorError> {
         self.check_members(source).await?;
         let timeout = self.config.timeout;
@@ -464,12 +465,12 @@ impl Coordinator {
         if failures.is_empty() {
             return Ok(Restored { restored });
         }
-        let next: BTreeSet<String> = restored
+        let next: BTreeSet<AttemptKey> = restored
             .iter()
             .flat_map(|(_, _, keys)| keys.iter().cloned())
             .collect();
         if !next.is_empty() {
-            let keys: Vec<String> = next.into_iter().collect();
+            let keys: Vec<AttemptKey> = next.into_iter().collect();
             if let Err(e) = self
                 .retire_within(&keys, timeout.max(CLEANUP_TIMEOUT))
                 .await
@@ -529,28 +530,29 @@ impl Coordinator {
 
     /// Retires attempt `keys` everywhere: callers (agents) before callees
     /// (model and resources).
-    pub async fn retire(&self, keys: &[String]) -> Result<(), CoordinatorError> {
+    pub async fn retire(&self, keys: &[AttemptKey]) -> Result<(), CoordinatorError> {
         self.retire_within(keys, self.config.timeout).await
     }
 
     async fn retire_within(
         &self,
-        keys: &[String],
+        keys: &[AttemptKey],
         timeout: Duration,
     ) -> Result<(), CoordinatorError> {
-        self.keys_call(keys, timeout, "retire").await
+        self.keys_call(keys, timeout, KeysVerb::Retire).await
     }
 
     /// Forgets the rollouts of `keys` everywhere, callers first.
-    pub async fn forget(&self, keys: &[String]) -> Result<(), CoordinatorError> {
-        self.keys_call(keys, self.config.timeout, "forget").await
+    pub async fn forget(&self, keys: &[AttemptKey]) -> Result<(), CoordinatorError> {
+        self.keys_call(keys, self.config.timeout, KeysVerb::Forget)
+            .await
     }
 
     async fn keys_call(
         &self,
-        keys: &[String],
+        keys: &[AttemptKey],
         timeout: Duration,
-        action: &'static str,
+        verb: KeysVerb,
     ) -> Result<(), CoordinatorError> {
         let callers = self.peers.iter().filter(|p| p.kind == Kind::Agent);
         let callees = self.peers.iter().filter(|p| p.kind != Kind::Agent);
@@ -561,12 +563,11 @@ impl Coordinator {
                     keys: keys.to_vec(),
                     timeout_ms: self.timeout_ms(timeout),
                 };
-                let fut = if action == "retire" {
-                    peer.control.retire(req)
-                } else {
-                    peer.control.forget(req)
+                let fut = match verb {
+                    KeysVerb::Retire => peer.control.retire(req),
+                    KeysVerb::Forget => peer.control.forget(req),
                 };
-                Self::call(peer, action, timeout, fut)
+                Self::call(peer, verb.as_str(), timeout, fut)
             }))
             .await;
             failures.extend(replies.into_iter().filter_map(Result::err));
@@ -574,7 +575,11 @@ impl Coordinator {
         if failures.is_empty() {
             Ok(())
         } else {
-            Err(several(action, &format!("{} keys", keys.len()), failures))
+            Err(several(
+                verb.as_str(),
+                &format!("{} keys", keys.len()),
+                failures,
+            ))
         }
     }
 }

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::participant::Kind;
+use rollpoint_api::Kind;
 
 /// A participant hook failed; the message names what it was about.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -3,31 +3,11 @@
 //! the run directory or write an unreadable name.
 
 use crate::errors::ControlError;
+use crate::participant::AttemptKey;
 
-/// Longest checkpoint id or instance name.
-pub const MAX_NAME: usize = 128;
-/// Longest attempt key.
-pub const MAX_KEY: usize = 256;
+pub use rollpoint_proto::limits::MAX_NAME;
 
-/// Why `name` is not a path component (`^[A-Za-z0-9][A-Za-z0-9._-]*$`, at
-/// most [`MAX_NAME`] bytes), if it is not.
-pub fn name_problem(name: &str) -> Option<&'static str> {
-    let mut bytes = name.bytes();
-    match bytes.next() {
-        None => return Some("is empty"),
-        Some(b) if !b.is_ascii_alphanumeric() => {
-            return Some("must start with a letter or digit");
-        }
-        Some(_) => {}
-    }
-    if name.len() > MAX_NAME {
-        return Some("is longer than 128 bytes");
-    }
-    if !bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
-        return Some("may hold only letters, digits, '.', '_' and '-'");
-    }
-    None
-}
+pub use rollpoint_proto::limits::name_problem;
 
 /// Checks a name given in request field `field`.
 pub fn check_name(field: &str, name: &str) -> Result<(), ControlError> {
@@ -38,27 +18,10 @@ pub fn check_name(field: &str, name: &str) -> Result<(), ControlError> {
 }
 
 /// Checks attempt keys given in request field `field`: at least one when
-/// `required`, each non-empty, printable and at most [`MAX_KEY`] bytes.
-pub fn check_keys(field: &str, keys: &[String], required: bool) -> Result<(), ControlError> {
+/// `required`. Each key was already checked when it was decoded.
+pub fn check_keys(field: &str, keys: &[AttemptKey], required: bool) -> Result<(), ControlError> {
     if required && keys.is_empty() {
         return Err(ControlError::bad(field, "must name at least one key"));
-    }
-    for (i, key) in keys.iter().enumerate() {
-        let problem = if key.is_empty() {
-            Some("is empty")
-        } else if key.len() > MAX_KEY {
-            Some("is longer than 256 bytes")
-        } else if key.chars().any(char::is_control) {
-            Some("holds a control character")
-        } else {
-            None
-        };
-        if let Some(problem) = problem {
-            return Err(ControlError::bad(
-                format!("{field}[{i}]"),
-                format!("{key:?} {problem}"),
-            ));
-        }
     }
     Ok(())
 }
@@ -81,7 +44,10 @@ mod tests {
 
     #[test]
     fn keys_name_the_bad_index() {
-        let err = check_keys("keys", &["ok".into(), String::new()], true).expect_err("empty key");
+        let err = crate::decode::decode_json::<crate::wire::KeysRequest>(
+            br#"{"keys": ["ok", ""], "timeout_ms": 10}"#,
+        )
+        .expect_err("empty key");
         assert_eq!(err.field.as_deref(), Some("keys[1]"));
         let err = check_keys("keys", &[], true).expect_err("no keys");
         assert_eq!(err.field.as_deref(), Some("keys"));

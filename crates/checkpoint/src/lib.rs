@@ -19,6 +19,7 @@ pub mod id;
 mod local;
 pub mod participant;
 pub mod phase;
+mod reply;
 pub mod store;
 pub mod wire;
 
@@ -31,7 +32,7 @@ pub use errors::{Code, ControlError, CoordinatorError, HookError, StoreError};
 pub use http::{BODY_LIMIT, router, serve};
 pub use local::{DEFAULT_LEASE_GRACE, LocalConfig, LocalControl};
 pub use participant::{
-    BLOCKER_CAP, DEFAULT_POLL, HookResult, Kind, Participant, RECORD_KEY_FIELD, Readiness,
-    record_key, tag_record, untag_record,
+    AttemptKey, BLOCKER_CAP, DEFAULT_POLL, HookResult, Kind, Participant, RECORD_KEY_FIELD,
+    Readiness, record_key, tag_record, untag_decode, untag_record,
 };
 pub use phase::Phase;

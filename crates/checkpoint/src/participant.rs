@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
+pub use rollpoint_proto::key::AttemptKey;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -27,36 +28,7 @@ pub const RECORD_KEY_FIELD: &str = "key";
 /// How often the default [`Participant::changed`] wakes a readiness wait.
 pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
 
-/// What a participant is. The order is the prepare order: the model closes
-/// admission first and holds replies, so agents waiting on it reach a
-/// boundary; resources go last because agents call them until they park.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    Model,
-    Agent,
-    Resources,
-}
-
-impl Kind {
-    /// Every kind, in prepare order.
-    pub const ALL: [Self; 3] = [Self::Model, Self::Agent, Self::Resources];
-
-    /// The kind's name on the wire and on disk.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Model => "model",
-            Self::Agent => "agent",
-            Self::Resources => "resources",
-        }
-    }
-}
-
-impl std::fmt::Display for Kind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use rollpoint_api::Kind;
 
 /// Whether a participant has reached a consistent cut, and if not, why not.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,7 +47,7 @@ pub struct Readiness {
     /// Attempt keys this participant cannot continue from a checkpoint: the
     /// controller restarts them instead. Never capped.
     #[serde(default)]
-    pub restarts: Vec<String>,
+    pub restarts: Vec<AttemptKey>,
 }
 
 impl Readiness {
@@ -118,40 +90,57 @@ impl Readiness {
 
     /// Names attempts this participant cannot continue.
     #[must_use]
-    pub fn with_restarts(mut self, restarts: Vec<String>) -> Self {
+    pub fn with_restarts(mut self, restarts: Vec<AttemptKey>) -> Self {
         self.restarts = restarts;
         self
     }
 }
 
-/// The attempt key a record names, if it is an object carrying a string
-/// [`RECORD_KEY_FIELD`].
-pub fn record_key(record: &Value) -> Option<&str> {
-    record.get(RECORD_KEY_FIELD).and_then(Value::as_str)
+/// The attempt key a record names: it must be an object whose
+/// [`RECORD_KEY_FIELD`] is a valid attempt key; the error says what is wrong.
+pub fn record_key(record: &Value) -> Result<AttemptKey, String> {
+    let key = record
+        .get(RECORD_KEY_FIELD)
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("not an object with a string `{RECORD_KEY_FIELD}`"))?;
+    AttemptKey::parse(key).map_err(|e| format!("field `{RECORD_KEY_FIELD}`: {e}"))
 }
 
 /// Tags `record`, a participant's own JSON object, with the attempt key it
 /// belongs to, as every exported record must be.
-pub fn tag_record(mut record: Value, key: &str) -> HookResult<Value> {
+pub fn tag_record(mut record: Value, key: &AttemptKey) -> HookResult<Value> {
     let Value::Object(map) = &mut record else {
         return Err(HookError::new(format!(
             "{key}: a record must be a JSON object"
         )));
     };
-    map.insert(RECORD_KEY_FIELD.to_owned(), Value::String(key.to_owned()));
+    map.insert(RECORD_KEY_FIELD.to_owned(), Value::String(key.to_string()));
     Ok(record)
 }
 
 /// Splits a record of `kind` into its attempt key and the participant's own
 /// object, the tag removed: the inverse of [`tag_record`].
-pub fn untag_record(mut record: Value, kind: Kind) -> HookResult<(String, Value)> {
-    let key = record_key(&record)
-        .ok_or_else(|| HookError::new(format!("{kind} record without `{RECORD_KEY_FIELD}`")))?
-        .to_owned();
+pub fn untag_record(mut record: Value, kind: Kind) -> HookResult<(AttemptKey, Value)> {
+    let key = record_key(&record).map_err(|e| HookError::new(format!("{kind} record: {e}")))?;
     if let Value::Object(map) = &mut record {
         map.remove(RECORD_KEY_FIELD);
     }
     Ok((key, record))
+}
+
+/// [`untag_record`], then the participant's own object read by `decode`
+/// (its format's reader, from the object's JSON bytes); an error names the
+/// attempt key.
+pub fn untag_decode<T, E: std::fmt::Display>(
+    record: Value,
+    kind: Kind,
+    decode: impl FnOnce(&[u8]) -> Result<T, E>,
+) -> HookResult<(AttemptKey, T)> {
+    let (key, own) = untag_record(record, kind)?;
+    let bytes = serde_json::to_vec(&own).map_err(HookError::new)?;
+    let decoded =
+        decode(&bytes).map_err(|e| HookError::new(format!("{kind} record {key}: {e}")))?;
+    Ok((key, decoded))
 }
 
 /// Result of a participant hook.
@@ -197,7 +186,7 @@ pub trait Participant: Send + Sync + std::fmt::Debug {
     fn export<'a>(
         &'a self,
         checkpoint: &'a str,
-        scope: &'a [String],
+        scope: &'a [AttemptKey],
     ) -> BoxFuture<'a, HookResult<Vec<Value>>>;
 
     /// Frees the compute of what was exported, once the records are durable
@@ -212,17 +201,17 @@ pub trait Participant: Send + Sync + std::fmt::Debug {
         &'a self,
         checkpoint: &'a str,
         records: Vec<Value>,
-        scope: &'a [String],
-    ) -> BoxFuture<'a, HookResult<Vec<String>>>;
+        scope: &'a [AttemptKey],
+    ) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>>;
 
     /// Stops and frees the attempts `keys` and every earlier attempt of their
     /// rollouts, and refuses them from now on (until forgotten). Returns the
     /// keys it retired. Idempotent.
-    fn retire<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>>;
+    fn retire<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>>;
 
     /// Drops what is remembered about the rollouts of `keys` (their refusal
     /// included): nothing of them can run any more. Idempotent.
-    fn forget<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>>;
+    fn forget<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>>;
 }
 
 #[cfg(test)]
@@ -268,23 +257,30 @@ mod tests {
     #[test]
     fn tag_and_untag_are_inverse_and_name_what_is_wrong() {
         let own = serde_json::json!({"x": 1});
-        let tagged = tag_record(own.clone(), "r1-a1").expect("tag");
-        assert_eq!(record_key(&tagged), Some("r1-a1"));
+        let r1a1 = AttemptKey::parse("r1-a1").expect("key");
+        let tagged = tag_record(own.clone(), &r1a1).expect("tag");
+        assert_eq!(record_key(&tagged), Ok(r1a1.clone()));
         let (key, back) = untag_record(tagged, Kind::Agent).expect("untag");
-        assert_eq!((key.as_str(), back), ("r1-a1", own));
+        assert_eq!((key, back), (r1a1, own));
         let err = untag_record(serde_json::json!({"x": 1}), Kind::Model).expect_err("untagged");
-        assert_eq!(err.to_string(), "model record without `key`");
-        let err = tag_record(serde_json::json!([1]), "r1").expect_err("not an object");
+        assert_eq!(
+            err.to_string(),
+            "model record: not an object with a string `key`"
+        );
+        let r1 = AttemptKey::parse("r1").expect("key");
+        let err = tag_record(serde_json::json!([1]), &r1).expect_err("not an object");
         assert!(err.to_string().contains("r1"), "{err}");
+        let err = untag_record(serde_json::json!({"key": "r-a0"}), Kind::Agent).expect_err("bad");
+        assert!(err.to_string().contains("r-a0"), "{err}");
     }
 
     #[test]
     fn record_key_reads_the_key_field() {
         assert_eq!(
             record_key(&serde_json::json!({"key": "r1-a2", "x": 1})),
-            Some("r1-a2")
+            Ok(AttemptKey::parse("r1-a2").expect("key"))
         );
-        assert_eq!(record_key(&serde_json::json!({"key": 3})), None);
-        assert_eq!(record_key(&serde_json::json!([1])), None);
+        assert!(record_key(&serde_json::json!({"key": 3})).is_err());
+        assert!(record_key(&serde_json::json!([1])).is_err());
     }
 }

@@ -11,42 +11,14 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
-
 use crate::errors::{Code, ControlError};
+use crate::participant::AttemptKey;
 use crate::wire::{CommitReply, PrepareReply, RestoreReply};
 
 /// How many resumed ids are remembered and refused.
 pub const RESUMED_KEPT: usize = 64;
 
-/// Where a participant is in the protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    Idle,
-    Preparing,
-    Prepared,
-    Committed,
-    Restored,
-}
-
-impl Phase {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Idle => "idle",
-            Self::Preparing => "preparing",
-            Self::Prepared => "prepared",
-            Self::Committed => "committed",
-            Self::Restored => "restored",
-        }
-    }
-}
-
-impl std::fmt::Display for Phase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use rollpoint_api::Phase;
 
 /// What a prepare call must do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -88,7 +60,7 @@ pub enum ResumeStep {
 /// The identity of a commit's arguments, to tell a retry from a conflict.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommitArgs {
-    pub scope: Vec<String>,
+    pub scope: Vec<AttemptKey>,
     pub stop: bool,
 }
 
@@ -96,7 +68,7 @@ pub struct CommitArgs {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RestoreArgs {
     pub source: String,
-    pub scope: Vec<String>,
+    pub scope: Vec<AttemptKey>,
 }
 
 /// The phase, the active checkpoint and the results recorded for it.

@@ -17,7 +17,7 @@ fn prepared(id: &str) -> PrepareReply {
 
 fn commit_args(scope: &[&str]) -> CommitArgs {
     CommitArgs {
-        scope: scope.iter().map(|s| (*s).to_owned()).collect(),
+        scope: scope.iter().map(|s| s.parse().expect("key")).collect(),
         stop: false,
     }
 }
@@ -42,7 +42,7 @@ fn commit_reply(id: &str) -> CommitReply {
 fn restore_args() -> RestoreArgs {
     RestoreArgs {
         source: "c0".to_owned(),
-        scope: vec!["r1".to_owned()],
+        scope: vec!["r1".parse().expect("key")],
     }
 }
 
@@ -51,7 +51,7 @@ fn restore_reply(id: &str) -> RestoreReply {
         checkpoint: id.to_owned(),
         source: "c0".to_owned(),
         phase: Phase::Restored,
-        restored: vec!["r1-a1".to_owned()],
+        restored: vec!["r1-a1".parse().expect("key")],
         record_count: 1,
     }
 }

@@ -7,8 +7,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::errors::ControlError;
 use crate::id::{check_keys, check_name};
-use crate::participant::{Kind, Readiness};
-use crate::phase::Phase;
+use rollpoint_api::{Kind, Phase};
+
+use crate::participant::{AttemptKey, Readiness};
 use crate::store::Manifest;
 
 /// Longest deadline a call may ask for: one hour.
@@ -78,7 +79,7 @@ pub struct CommitRequest {
     pub checkpoint: String,
     pub timeout_ms: u64,
     /// The attempt keys the checkpoint covers.
-    pub scope: Vec<String>,
+    pub scope: Vec<AttemptKey>,
     /// Free the exported work's compute once the records are durable.
     #[serde(default)]
     pub stop: bool,
@@ -114,7 +115,7 @@ pub struct RestoreRequest {
     /// The published checkpoint to read.
     pub source: String,
     pub timeout_ms: u64,
-    pub scope: Vec<String>,
+    pub scope: Vec<AttemptKey>,
 }
 
 impl Request for RestoreRequest {
@@ -134,7 +135,7 @@ pub struct RestoreReply {
     pub source: String,
     pub phase: Phase,
     /// The next attempts' keys.
-    pub restored: Vec<String>,
+    pub restored: Vec<AttemptKey>,
     /// How many records were installed.
     pub record_count: u64,
 }
@@ -168,7 +169,7 @@ pub struct ResumeReply {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeysRequest {
-    pub keys: Vec<String>,
+    pub keys: Vec<AttemptKey>,
     pub timeout_ms: u64,
 }
 
@@ -179,11 +180,30 @@ impl Request for KeysRequest {
     }
 }
 
+/// The two verbs that act on attempt keys rather than on a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeysVerb {
+    /// Stop and refuse the attempts (and every earlier one of their rollouts).
+    Retire,
+    /// Drop what is remembered of their rollouts.
+    Forget,
+}
+
+impl KeysVerb {
+    /// The verb as in its route, `/v1/checkpoint/<verb>`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Retire => "retire",
+            Self::Forget => "forget",
+        }
+    }
+}
+
 /// Reply of retire and forget: the keys acted on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct KeysReply {
-    pub keys: Vec<String>,
+    pub keys: Vec<AttemptKey>,
 }
 
 /// Body of every error reply.

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Fake, TOKEN, keys, serve};
+use common::{Fake, TOKEN, key, keys, serve};
 use rollpoint_checkpoint::coordinator::Plan;
 use rollpoint_checkpoint::{
     Code, Control, Coordinator, CoordinatorConfig, CoordinatorError, HttpControl, Kind,
@@ -256,7 +256,7 @@ async fn restore_round_trip(http: bool) {
 
     // A new run: fresh participants restore two of the four rollouts.
     let second = rig(dir.path(), fakes(0), http, Duration::from_secs(30)).await;
-    let scope = vec!["r1".to_owned(), "r2".to_owned()];
+    let scope = vec![key("r1"), key("r2")];
     let restored = second
         .coordinator
         .restore("x1", "c1", &scope)
@@ -264,7 +264,7 @@ async fn restore_round_trip(http: bool) {
         .expect("restore");
     assert_eq!(restored.restored.len(), 4);
     for (_, _, next) in &restored.restored {
-        assert_eq!(next, &vec!["r1-a1".to_owned(), "r2-a1".to_owned()]);
+        assert_eq!(next, &vec![key("r1-a1"), key("r2-a1")]);
     }
     for f in &second.fakes {
         let keys: BTreeSet<String> = f.get(|s| {
@@ -273,7 +273,12 @@ async fn restore_round_trip(http: bool) {
                 .map(|r| r["key"].as_str().unwrap().to_owned())
                 .collect()
         });
-        assert_eq!(keys, scope.iter().cloned().collect(), "{}", f.instance);
+        assert_eq!(
+            keys,
+            scope.iter().map(ToString::to_string).collect(),
+            "{}",
+            f.instance
+        );
         assert_eq!(f.get(|s| s.installed.len()), 4, "{}", f.instance);
         assert_eq!(
             f.get(|s| s.installed[0]["instance"].clone()),

@@ -384,7 +384,7 @@ fn commit(id: &str, scope: &[&str], stop: bool) -> rollpoint_checkpoint::wire::C
     rollpoint_checkpoint::wire::CommitRequest {
         checkpoint: id.to_owned(),
         timeout_ms: 5_000,
-        scope: scope.iter().map(|k| (*k).to_owned()).collect(),
+        scope: scope.iter().map(|k| k.parse().unwrap()).collect(),
         stop,
     }
 }
@@ -443,7 +443,7 @@ async fn commit_refuses_regressed_readiness_and_restarts_in_scope() {
     assert!(err.message.contains("reply delivered"), "{err}");
     s.fake.set(|st| {
         st.blockers.clear();
-        st.restarts = vec!["r1".to_owned()];
+        st.restarts = vec!["r1".parse().expect("key")];
     });
     let err = s
         .client
@@ -505,7 +505,7 @@ async fn every_call_extends_the_lease() {
 #[tokio::test]
 async fn a_restored_participant_whose_controller_went_silent_reopens() {
     let dir = tempfile::tempdir().unwrap();
-    let scope: Vec<String> = keys(2);
+    let scope = keys(2);
     let records: Vec<Value> = scope
         .iter()
         .map(|k| json!({"key": k, "bookmark": 1}))
@@ -523,7 +523,7 @@ async fn a_restored_participant_whose_controller_went_silent_reopens() {
             checkpoint: "x1".to_owned(),
             source: "c0".to_owned(),
             timeout_ms: 100,
-            scope: vec!["r1".to_owned()],
+            scope: vec!["r1".parse().expect("key")],
         })
         .await
         .expect("restore");

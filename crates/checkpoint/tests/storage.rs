@@ -8,7 +8,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 use rollpoint_checkpoint::store::{self, CheckpointDoc, Member};
-use rollpoint_checkpoint::{Kind, StoreError};
+use rollpoint_checkpoint::{AttemptKey, Kind, StoreError};
 use serde_json::{Value, json};
 
 fn records(keys: &[&str], per: usize) -> Vec<Value> {
@@ -17,8 +17,12 @@ fn records(keys: &[&str], per: usize) -> Vec<Value> {
         .collect()
 }
 
-fn scope(keys: &[&str]) -> Vec<String> {
-    keys.iter().map(|k| (*k).to_owned()).collect()
+fn scope(keys: &[&str]) -> Vec<AttemptKey> {
+    keys.iter().map(|k| key(k)).collect()
+}
+
+fn key(text: &str) -> AttemptKey {
+    AttemptKey::parse(text).unwrap()
 }
 
 fn write_one(run: &Path, id: &str) -> store::Manifest {
@@ -70,7 +74,7 @@ fn records_round_trip_and_filter_by_scope() {
     let (read_m, all) = store::read(dir.path(), "c1", Kind::Model, "gw", None).expect("read");
     assert_eq!(read_m, m);
     assert_eq!(all, records(&["r1", "r2"], 3));
-    let only: BTreeSet<String> = ["r2".to_owned()].into();
+    let only: BTreeSet<AttemptKey> = [key("r2")].into();
     let (_, some) = store::read(dir.path(), "c1", Kind::Model, "gw", Some(&only)).expect("read");
     assert_eq!(some, records(&["r2"], 3));
     let pdir = store::participant_dir(dir.path(), "c1", Kind::Model, "gw");
@@ -307,18 +311,18 @@ proptest::proptest! {
         keep in proptest::collection::btree_set(0..5usize, 0..5),
     ) {
         let dir = tempfile::tempdir().unwrap();
-        let all_keys: Vec<String> = (0..5).map(|k| format!("r{k}")).collect();
+        let all_keys: Vec<AttemptKey> = (0..5).map(|k| key(&format!("r{k}"))).collect();
         let written: Vec<Value> = rows
             .iter()
             .map(|(k, text, n)| json!({"key": all_keys[*k], "text": text, "n": n}))
             .collect();
         let m = store::write(dir.path(), "c1", Kind::Resources, "own", &all_keys, &written).unwrap();
         proptest::prop_assert_eq!(m.record_count, written.len() as u64);
-        let keep: BTreeSet<String> = keep.iter().map(|k| all_keys[*k].clone()).collect();
+        let keep: BTreeSet<AttemptKey> = keep.iter().map(|k| all_keys[*k].clone()).collect();
         let (_, read) = store::read(dir.path(), "c1", Kind::Resources, "own", Some(&keep)).unwrap();
         let expected: Vec<Value> = written
             .into_iter()
-            .filter(|r| keep.contains(r["key"].as_str().unwrap()))
+            .filter(|r| keep.contains(&key(r["key"].as_str().unwrap())))
             .collect();
         proptest::prop_assert_eq!(read, expected);
     }

@@ -79,7 +79,7 @@ async fn root_owner_serves_sessions_and_checkpoint_routes() {
     let done = coordinator
         .checkpoint(&Plan {
             id: "ck1".into(),
-            scope: vec!["t1".into()],
+            scope: vec!["t1".parse().expect("key")],
             continues: None,
             stop: false,
         })

@@ -147,10 +147,12 @@ async fn measure(store: &'static str, choice: StoreChoice, n: usize, scratch: &P
     let coordinator = Coordinator::new(controls, CoordinatorConfig::new(&run_dir))
         .await
         .unwrap();
-    let scope: Vec<String> = (0..n).map(|i| format!("r{i}")).collect();
+    let scope: Vec<rollpoint_checkpoint::AttemptKey> = (0..n)
+        .map(|i| format!("r{i}").parse().expect("key"))
+        .collect();
     let _handles: Vec<_> = scope
         .iter()
-        .map(|r| runs.register(task(r)).unwrap())
+        .map(|r| runs.register(task(r.rollout().as_str())).unwrap())
         .collect();
     // Every harness running (its progress file exists) before measuring.
     let start = Instant::now();
@@ -211,7 +213,7 @@ async fn measure(store: &'static str, choice: StoreChoice, n: usize, scratch: &P
         row.baseline.push(ms(base));
     }
     for r in &scope {
-        runs.cancel(r).await.unwrap();
+        runs.cancel(r.rollout().as_str()).await.unwrap();
     }
     backend.destroy_all().unwrap();
     backend.sweep_snapshots(&[]).unwrap();

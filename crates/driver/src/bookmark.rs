@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 
-use rollpoint_owner::task::{MAX_TASK_ID, check_id};
 use rollpoint_proto::FormatError;
 use rollpoint_proto::anchor::check_launch_id;
 use serde::{Deserialize, Serialize};
@@ -21,8 +20,7 @@ use crate::result::{RESULT_VERSION, RolloutResult};
 /// Version of the bookmark format.
 pub const BOOKMARK_VERSION: u32 = 1;
 
-/// Longest rollout id: a task id plus room for a suffix.
-pub const MAX_ROLLOUT_ID: usize = MAX_TASK_ID + 16;
+pub use rollpoint_proto::limits::MAX_ROLLOUT_ID;
 
 /// The stage a bookmark continues at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -308,12 +306,9 @@ fn from_wire(w: Wire) -> Result<Bookmark, BookmarkError> {
 
 /// Rollout ids name launches and files: the task id alphabet.
 pub fn check_rollout(field: &str, id: &str) -> Result<(), BookmarkError> {
-    check_id(field, id, MAX_ROLLOUT_ID).map_err(|e| match e {
-        rollpoint_owner::OwnerError::BadRequest { field, message } => {
-            BookmarkError::new(field, message)
-        }
-        other => BookmarkError::new(field, other.to_string()),
-    })
+    rollpoint_proto::key::RolloutId::new(id)
+        .map(drop)
+        .map_err(|e| BookmarkError::new(field, e.to_string()))
 }
 
 fn nonempty(field: &str, s: &str) -> Result<(), BookmarkError> {

@@ -25,7 +25,7 @@ pub mod task;
 pub use bookmark::{BOOKMARK_VERSION, Bookmark, Next, Progress, SessionHint, Stage, VerifyMode};
 pub use errors::{AdapterError, BookmarkError, ControlError, DriverError};
 pub use launchlog::{LaunchEnd, LaunchEntry, RecoveryTier};
-pub use participant::AgentParticipant;
+pub use participant::{AgentParticipant, AgentRecord};
 pub use result::{
     Collected, RESULT_VERSION, RolloutResult, Status, Timings, TranscriptEntry, Usage,
 };

@@ -61,35 +61,37 @@ impl AgentParticipant {
     }
 
     /// The attempt key of each registered run, by rollout id.
-    fn keys(&self) -> Vec<(String, String)> {
+    fn keys(&self) -> Vec<(String, AttemptKey)> {
         self.runs
             .export()
             .into_iter()
-            .map(|(rollout, mark)| {
-                let key = capture_key(&rollout, mark.attempt);
-                (rollout, key)
+            .filter_map(|(rollout, mark)| {
+                let key = capture_key(&rollout, mark.attempt).ok()?;
+                Some((rollout, key))
             })
             .collect()
     }
 }
 
-fn readiness_of(report: &ParkReport, keys: &[(String, String)]) -> Readiness {
+fn readiness_of(report: &ParkReport, keys: &[(String, AttemptKey)]) -> Readiness {
     let key_of = |rollout: &str| {
         keys.iter()
             .find(|(r, _)| r == rollout)
-            .map_or_else(|| rollout.to_owned(), |(_, k)| k.clone())
+            .map(|(_, k)| k.clone())
     };
+    let name_of =
+        |rollout: &str| key_of(rollout).map_or_else(|| rollout.to_owned(), |k| k.to_string());
     let blockers = report
         .runs
         .iter()
         .filter_map(|(rollout, state)| match state {
-            ParkState::Blocked { reason } => Some(format!("{}: {reason}", key_of(rollout))),
+            ParkState::Blocked { reason } => Some(format!("{}: {reason}", name_of(rollout))),
             _ => None,
         });
     let restarts = report
         .with(|s| matches!(s, ParkState::Restart))
         .into_iter()
-        .map(key_of)
+        .filter_map(key_of)
         .collect();
     let count = |pick: fn(&ParkState) -> bool| report.with(pick).len() as u64;
     Readiness::from_blockers(blockers)
@@ -103,6 +105,33 @@ fn readiness_of(report: &ParkReport, keys: &[(String, String)]) -> Readiness {
         .with_count("queued", count(|s| matches!(s, ParkState::Queued)))
         .with_count("finished", count(|s| matches!(s, ParkState::Finished)))
         .with_restarts(restarts)
+}
+
+/// What the agent participant saves of one attempt: its task and its
+/// bookmark, each in its own versioned format.
+#[derive(Debug, Clone)]
+pub struct AgentRecord {
+    pub task: RolloutTask,
+    pub bookmark: Bookmark,
+}
+
+impl AgentRecord {
+    /// Reads an exported agent record: its attempt key, then its task and
+    /// bookmark, each checked by its own reader; errors name the key and
+    /// the field.
+    pub fn untag(record: Value) -> HookResult<(AttemptKey, Self)> {
+        let (key, own) = untag_record(record, Kind::Agent)?;
+        let field = |name: &str| {
+            own.get(name)
+                .ok_or_else(|| HookError::new(format!("{key}: agent record without `{name}`")))
+                .and_then(|v| serde_json::to_vec(v).map_err(HookError::new))
+        };
+        let task = RolloutTask::decode(&field("task")?)
+            .map_err(|e| HookError::new(format!("{key}: {e}")))?;
+        let bookmark = Bookmark::decode(&field("bookmark")?)
+            .map_err(|e| HookError::new(format!("{key}: {e}")))?;
+        Ok((key, Self { task, bookmark }))
+    }
 }
 
 impl Participant for AgentParticipant {
@@ -198,14 +227,14 @@ impl Participant for AgentParticipant {
     fn export<'a>(
         &'a self,
         _checkpoint: &'a str,
-        scope: &'a [String],
+        scope: &'a [AttemptKey],
     ) -> BoxFuture<'a, HookResult<Vec<Value>>> {
         async move {
-            let scope: BTreeSet<&str> = scope.iter().map(String::as_str).collect();
+            let scope: BTreeSet<&AttemptKey> = scope.iter().collect();
             let mut out = Vec::new();
             for (task, mark) in self.runs.export_runs() {
-                let key = capture_key(task.rollout(), mark.attempt);
-                if !scope.contains(key.as_str()) {
+                let key = capture_key(task.rollout(), mark.attempt).map_err(HookError::new)?;
+                if !scope.contains(&key) {
                     continue;
                 }
                 let bookmark: Value =
@@ -231,33 +260,24 @@ impl Participant for AgentParticipant {
         &'a self,
         _checkpoint: &'a str,
         records: Vec<Value>,
-        scope: &'a [String],
-    ) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        scope: &'a [AttemptKey],
+    ) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
             let mut runs = Vec::with_capacity(records.len());
             for record in records {
-                let (key, record) = untag_record(record, Kind::Agent)?;
+                let (key, record) = AgentRecord::untag(record)?;
                 if !scope.contains(&key) {
                     continue;
                 }
-                let field = |name: &str| {
-                    record
-                        .get(name)
-                        .ok_or_else(|| {
-                            HookError::new(format!("{key}: agent record without `{name}`"))
-                        })
-                        .and_then(|v| serde_json::to_vec(v).map_err(HookError::new))
-                };
-                let task = RolloutTask::decode(&field("task")?)
-                    .map_err(|e| HookError::new(format!("{key}: {e}")))?;
-                let mark = Bookmark::decode(&field("bookmark")?)
-                    .map_err(|e| HookError::new(format!("{key}: {e}")))?;
-                runs.push((task, mark));
+                runs.push((record.task, record.bookmark));
             }
-            let next: Vec<String> = runs
+            let next: Vec<AttemptKey> = runs
                 .iter()
-                .map(|(task, mark)| capture_key(task.rollout(), mark.attempt.saturating_add(1)))
-                .collect();
+                .map(|(task, mark)| {
+                    capture_key(task.rollout(), mark.attempt.saturating_add(1))
+                        .map_err(HookError::new)
+                })
+                .collect::<HookResult<_>>()?;
             let handles = self.runs.install(runs).map_err(HookError::new)?;
             self.installed
                 .lock()
@@ -268,13 +288,13 @@ impl Participant for AgentParticipant {
         .boxed()
     }
 
-    fn retire<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+    fn retire<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
             let mut failures = Vec::new();
             for key in keys {
-                let rollout = AttemptKey::parse(key).map_err(HookError::new)?.rollout;
-                if self.runs.status(&rollout).is_some()
-                    && let Err(e) = self.runs.cancel(&rollout).await
+                let rollout = key.rollout().as_str();
+                if self.runs.status(rollout).is_some()
+                    && let Err(e) = self.runs.cancel(rollout).await
                 {
                     failures.push(format!("{key}: {e}"));
                 }
@@ -288,11 +308,10 @@ impl Participant for AgentParticipant {
         .boxed()
     }
 
-    fn forget<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+    fn forget<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
             for key in keys {
-                let rollout = AttemptKey::parse(key).map_err(HookError::new)?.rollout;
-                self.runs.forget(&rollout);
+                self.runs.forget(key.rollout().as_str());
             }
             Ok(keys.to_vec())
         }

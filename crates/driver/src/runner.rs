@@ -20,6 +20,7 @@ use crate::result::RolloutResult;
 use crate::runs::{Ctl, RunStatus};
 use crate::store::Store;
 use crate::task::RolloutTask;
+use rollpoint_proto::key::{AttemptKey, KeyError};
 
 /// Environment variables every launch gets.
 pub const ROLLOUT_VAR: &str = "ROLLPOINT_ROLLOUT";
@@ -35,14 +36,10 @@ pub fn gateway_base(server: &str) -> String {
     format!("{}/r", server.trim_end_matches('/'))
 }
 
-/// The capture key the gateway records an attempt's model calls under:
-/// the rollout id for attempt 0, `<rollout>-a<N>` after.
-pub fn capture_key(rollout: &str, attempt: u32) -> String {
-    rollpoint_proto::key::AttemptKey {
-        rollout: rollout.to_owned(),
-        attempt,
-    }
-    .to_string()
+/// The capture key the gateway records an attempt's model calls under.
+/// Fails only for a rollout id no checked task can carry.
+pub fn capture_key(rollout: &str, attempt: u32) -> Result<AttemptKey, KeyError> {
+    AttemptKey::of(rollout, attempt)
 }
 
 /// Budgets of the runner.
@@ -221,30 +218,39 @@ impl Runner {
         event
     }
 
+    /// Seeds this attempt's session. Its owner task id is the attempt key,
+    /// so the owner's checkpoint participant finds sessions by it.
+    async fn seed(&self, key: AttemptKey, rollout: &str) -> Event {
+        match self
+            .owner
+            .create_session(OwnerTask {
+                id: key.to_string(),
+                ..self.task.task.clone()
+            })
+            .await
+        {
+            Ok(info) => Event::Seeded {
+                state: self.adapter.new_state(&info.workdir, rollout),
+                session: info.session,
+                sandbox: info.sandbox,
+                workdir: info.workdir,
+                capturable: info.capturable,
+                cookies: Default::default(),
+            },
+            Err(e) => Event::Failed {
+                error: format!("seed: {e}"),
+            },
+        }
+    }
+
     async fn perform(&mut self, machine: &Machine, effect: Effect) -> Event {
         let rollout = self.task.rollout().to_owned();
         match effect {
-            // The session serves this attempt, and its task id says which
-            // (the owner's checkpoint participant finds sessions by it).
-            Effect::Seed => match self
-                .owner
-                .create_session(OwnerTask {
-                    id: capture_key(&rollout, machine.bookmark().attempt),
-                    ..self.task.task.clone()
-                })
-                .await
-            {
-                Ok(info) => Event::Seeded {
-                    state: self.adapter.new_state(&info.workdir, &rollout),
-                    session: info.session,
-                    sandbox: info.sandbox,
-                    workdir: info.workdir,
-                    capturable: info.capturable,
-                    cookies: Default::default(),
-                },
+            Effect::Seed => match capture_key(&rollout, machine.bookmark().attempt) {
                 Err(e) => Event::Failed {
                     error: format!("seed: {e}"),
                 },
+                Ok(key) => self.seed(key, &rollout).await,
             },
             Effect::Access { session } => match self.owner.access(&session).await {
                 Ok(a) => Event::Accessed {
@@ -340,10 +346,15 @@ impl Runner {
         let mut env = cmd.env;
         env.insert(ROLLOUT_VAR.to_owned(), cx.rollout.clone());
         env.insert(ATTEMPT_VAR.to_owned(), cx.attempt.to_string());
-        env.insert(
-            CAPTURE_KEY_VAR.to_owned(),
-            capture_key(&cx.rollout, cx.attempt),
-        );
+        let key = match capture_key(&cx.rollout, cx.attempt) {
+            Ok(key) => key,
+            Err(e) => {
+                return Event::Failed {
+                    error: format!("launch: {e}"),
+                };
+            }
+        };
+        env.insert(CAPTURE_KEY_VAR.to_owned(), key.to_string());
         let req = LaunchRequest {
             launch_id: launch_id.clone(),
             argv: cmd.argv,

@@ -93,7 +93,8 @@ async fn root_checkpoint_continue_stop_and_restore_every_step_exactly_once() {
         LocalBackend::open(&run_dir.join("owner"), LocalOptions::new(supervisor_bin())).unwrap(),
     );
     let rollouts = ["alpha", "beta"];
-    let scope: Vec<String> = rollouts.iter().map(|r| (*r).to_owned()).collect();
+    let scope: Vec<rollpoint_checkpoint::AttemptKey> =
+        rollouts.iter().map(|r| r.parse().unwrap()).collect();
     tokio::time::timeout(LIMIT, async {
         let first = side(&backend, &run_dir).await;
         let _handles: Vec<_> = rollouts

@@ -106,7 +106,7 @@ fn collect(results: &Results, handle: RunHandle) {
 }
 
 /// Attempt keys of the runs still going.
-fn in_flight(runs: &Runs) -> Vec<String> {
+fn in_flight(runs: &Runs) -> Vec<rollpoint_checkpoint::AttemptKey> {
     runs.export_runs()
         .into_iter()
         .filter(|(_, mark)| mark.next() != rollpoint_driver::Next::Return)
@@ -116,7 +116,9 @@ fn in_flight(runs: &Runs) -> Vec<String> {
                 Some(rollpoint_driver::RunStatus::Done) | None
             )
         })
-        .map(|(task, mark)| rollpoint_driver::runner::capture_key(task.rollout(), mark.attempt))
+        .map(|(task, mark)| {
+            rollpoint_driver::runner::capture_key(task.rollout(), mark.attempt).unwrap()
+        })
         .collect()
 }
 
@@ -134,7 +136,7 @@ async fn check_invariants(side: &Side, backend: &LocalBackend, run_dir: &Path, s
         let status = control.status().await.unwrap();
         assert_eq!(status.phase, Phase::Idle, "{step}: {status:?}");
     }
-    let going: BTreeSet<String> = in_flight(&side.runs).into_iter().collect();
+    let going: BTreeSet<_> = in_flight(&side.runs).into_iter().collect();
     let live = backend.list().unwrap().sandboxes;
     assert!(
         live.len() <= going.len(),
@@ -231,14 +233,10 @@ async fn sequence(seed: u64) -> Done {
                         .filter(|(_, ends)| ends.iter().any(|e| e.1 != Status::Cancelled))
                         .map(|(r, _)| r.clone())
                         .collect();
-                    let scope: Vec<String> = doc
+                    let scope: Vec<_> = doc
                         .scope
                         .iter()
-                        .filter(|k| {
-                            let rollout =
-                                rollpoint_proto::key::AttemptKey::parse(k).unwrap().rollout;
-                            !finished.contains(&rollout)
-                        })
+                        .filter(|k| !finished.contains(k.rollout().as_str()))
                         .cloned()
                         .collect();
                     let id = format!("rs{op}");

@@ -8,15 +8,7 @@ use crate::errors::OwnerError;
 
 /// Decodes `bytes` as JSON into `T`; errors name the field path.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, OwnerError> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value: T = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        OwnerError::bad(field_path("", &path, &inner), inner.to_string())
-    })?;
-    de.end()
-        .map_err(|e| OwnerError::bad(".", format!("trailing characters: {e}")))?;
-    Ok(value)
+    rollpoint_api::decode_json(bytes).map_err(|e| OwnerError::bad(e.field, e.message))
 }
 
 /// The full path of the field an error is about. serde reports a missing

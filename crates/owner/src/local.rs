@@ -24,7 +24,7 @@ const OUTPUT_LIMIT: u64 = 1 << 20;
 /// Bytes of a failed setup command's stderr carried in the error.
 const SETUP_TAIL: usize = 2048;
 /// Longest session, checkpoint or snapshot id accepted from a caller.
-const MAX_ID: usize = 256;
+use rollpoint_proto::limits::MAX_OPAQUE_ID as MAX_ID;
 /// Mode of the files a task uploads at seed.
 const TASK_FILE_MODE: u32 = 0o644;
 

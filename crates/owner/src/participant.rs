@@ -17,7 +17,7 @@ use futures_util::FutureExt as _;
 use futures_util::future::{BoxFuture, join_all};
 use rollpoint_checkpoint::HookError;
 use rollpoint_checkpoint::participant::{
-    HookResult, Kind, Participant, Readiness, tag_record, untag_record,
+    HookResult, Kind, Participant, Readiness, tag_record, untag_decode,
 };
 use rollpoint_proto::key::AttemptKey;
 use serde_json::Value;
@@ -45,17 +45,12 @@ impl ResourcesParticipant {
 }
 
 /// The record as JSON, tagged with the attempt it serves.
-fn tagged(record: &SessionRecord, key: &str) -> HookResult<Value> {
+fn tagged(record: &SessionRecord, key: &AttemptKey) -> HookResult<Value> {
     tag_record(serde_json::to_value(record).map_err(HookError::new)?, key)
 }
 
 fn untagged(value: Value) -> HookResult<(AttemptKey, SessionRecord)> {
-    let (key, value) = untag_record(value, Kind::Resources)?;
-    let key = AttemptKey::parse(&key).map_err(HookError::new)?;
-    let bytes = serde_json::to_vec(&value).map_err(HookError::new)?;
-    let record =
-        SessionRecord::decode(&bytes).map_err(|e| HookError::new(format!("{key}: {e}")))?;
-    Ok((key, record))
+    untag_decode(value, Kind::Resources, SessionRecord::decode)
 }
 
 impl Participant for ResourcesParticipant {
@@ -91,7 +86,7 @@ impl Participant for ResourcesParticipant {
             let restarts = live
                 .iter()
                 .filter(|s| !s.capturable)
-                .map(|s| s.task.clone())
+                .filter_map(|s| AttemptKey::parse(&s.task).ok())
                 .collect();
             Readiness::from_blockers(blockers)
                 .with_count("sessions", live.len() as u64)
@@ -104,26 +99,30 @@ impl Participant for ResourcesParticipant {
     fn export<'a>(
         &'a self,
         checkpoint: &'a str,
-        scope: &'a [String],
+        scope: &'a [AttemptKey],
     ) -> BoxFuture<'a, HookResult<Vec<Value>>> {
         async move {
-            let scope: BTreeSet<&str> = scope.iter().map(String::as_str).collect();
+            let scope: BTreeSet<&AttemptKey> = scope.iter().collect();
             let chosen: Vec<_> = self
                 .owner
                 .live_sessions()
                 .into_iter()
-                .filter(|s| s.capturable && scope.contains(s.task.as_str()))
+                .filter(|s| s.capturable)
+                .filter_map(|s| {
+                    let key = AttemptKey::parse(&s.task).ok()?;
+                    scope.contains(&key).then_some((s, key))
+                })
                 .collect();
-            let taken = join_all(chosen.iter().map(|s| async move {
+            let taken = join_all(chosen.iter().map(|(s, key)| async move {
                 let record = self.owner.snapshot(&s.session, checkpoint).await;
-                (s, record)
+                (s, key, record)
             }))
             .await;
             let mut out = Vec::with_capacity(taken.len());
             let mut sessions = Vec::with_capacity(taken.len());
-            for (s, record) in taken {
-                let record = record.map_err(|e| HookError::new(format!("{}: {e}", s.task)))?;
-                out.push(tagged(&record, &s.task)?);
+            for (s, key, record) in taken {
+                let record = record.map_err(|e| HookError::new(format!("{key}: {e}")))?;
+                out.push(tagged(&record, key)?);
                 sessions.push(s.session.clone());
             }
             *self.exported.lock().unwrap_or_else(PoisonError::into_inner) = sessions;
@@ -155,17 +154,17 @@ impl Participant for ResourcesParticipant {
         &'a self,
         _checkpoint: &'a str,
         records: Vec<Value>,
-        scope: &'a [String],
-    ) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        scope: &'a [AttemptKey],
+    ) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
             let mut pending = Vec::with_capacity(records.len());
             for value in records {
                 let (key, mut record) = untagged(value)?;
-                if !scope.contains(&key.to_string()) {
+                if !scope.contains(&key) {
                     continue;
                 }
-                let next = key.next().to_string();
-                record.task.id.clone_from(&next);
+                let next = key.next();
+                record.task.id = next.to_string();
                 pending.push((next, record));
             }
             let forks = join_all(pending.into_iter().map(|(next, record)| async move {
@@ -191,12 +190,9 @@ impl Participant for ResourcesParticipant {
         .boxed()
     }
 
-    fn retire<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+    fn retire<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
-            let retired: Vec<AttemptKey> = keys
-                .iter()
-                .map(|k| AttemptKey::parse(k).map_err(HookError::new))
-                .collect::<HookResult<_>>()?;
+            let retired = keys;
             let mut failures = Vec::new();
             for live in self.owner.live_sessions() {
                 let Ok(key) = AttemptKey::parse(&live.task) else {
@@ -204,7 +200,7 @@ impl Participant for ResourcesParticipant {
                 };
                 let doomed = retired
                     .iter()
-                    .any(|r| r.rollout == key.rollout && key.attempt <= r.attempt);
+                    .any(|r| r.rollout() == key.rollout() && key.attempt() <= r.attempt());
                 if doomed && let Err(e) = self.owner.close(&live.session).await {
                     failures.push(format!("{}: {e}", live.task));
                 }
@@ -218,7 +214,7 @@ impl Participant for ResourcesParticipant {
         .boxed()
     }
 
-    fn forget<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+    fn forget<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         // Retired sessions are gone already; the owner keeps no refusal list.
         async move { Ok(keys.to_vec()) }.boxed()
     }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::errors::OwnerError;
 
 /// Longest task id accepted; session and sandbox ids are built from it.
-pub const MAX_TASK_ID: usize = 96;
+pub use rollpoint_proto::limits::MAX_TASK_ID;
 
 /// Default time a setup command may run.
 const DEFAULT_SETUP_TIMEOUT_S: u64 = 600;

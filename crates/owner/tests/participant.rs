@@ -52,12 +52,9 @@ async fn seeds_wait_restarts_are_named_and_export_snapshots_the_scope() {
     );
     assert_eq!(ready.counts["sessions"], 3);
 
-    let records = p
-        .export("ck1", &["r1".to_owned(), "r3".to_owned()])
-        .await
-        .unwrap();
+    let records = p.export("ck1", &[key("r1"), key("r3")]).await.unwrap();
     assert_eq!(records.len(), 1, "only the capturable session in scope");
-    assert_eq!(record_key(&records[0]), Some("r1"));
+    assert_eq!(record_key(&records[0]), Ok(key("r1")));
     assert_eq!(records[0]["session"], r1.session.as_str());
     assert_eq!(fake.retained("ck1").len(), 1);
 
@@ -81,7 +78,7 @@ async fn seeds_wait_restarts_are_named_and_export_snapshots_the_scope() {
     let fresh = Arc::new(LocalOwner::new(Arc::clone(&fake) as Arc<dyn Backend>));
     let q = ResourcesParticipant::new(Arc::clone(&fresh), "owner0");
     q.close_admission("ck1").await.unwrap();
-    let next = q.install("ck1", records, &["r1".to_owned()]).await.unwrap();
+    let next = q.install("ck1", records, &[key("r1")]).await.unwrap();
     assert_eq!(next, ["r1-a1"]);
     let live = fresh.live_sessions();
     assert_eq!(live.len(), 1);
@@ -94,7 +91,7 @@ async fn seeds_wait_restarts_are_named_and_export_snapshots_the_scope() {
         "the fork holds the snapshot's files"
     );
 
-    assert_eq!(q.retire(&["r1-a1".to_owned()]).await.unwrap(), ["r1-a1"]);
+    assert_eq!(q.retire(&[key("r1-a1")]).await.unwrap(), [key("r1-a1")]);
     assert!(
         fresh.live_sessions().is_empty(),
         "the retired attempt is closed"
@@ -107,12 +104,12 @@ async fn install_names_bad_records_and_forks_nothing_on_failure() {
     let owner = Arc::new(LocalOwner::new(Arc::clone(&fake) as Arc<dyn Backend>));
     let p = ResourcesParticipant::new(Arc::clone(&owner), "owner0");
     let err = p
-        .install("ck", vec![json!({"v": 1})], &["r1".to_owned()])
+        .install("ck", vec![json!({"v": 1})], &[key("r1")])
         .await
         .unwrap_err();
     assert!(err.to_string().contains("`key`"), "{err}");
     let err = p
-        .install("ck", vec![json!({"key": "r1", "v": 7})], &["r1".to_owned()])
+        .install("ck", vec![json!({"key": "r1", "v": 7})], &[key("r1")])
         .await
         .unwrap_err();
     assert!(
@@ -122,7 +119,7 @@ async fn install_names_bad_records_and_forks_nothing_on_failure() {
 
     let a = owner.create_session(key_task("a", true)).await.unwrap();
     let b = owner.create_session(key_task("b", true)).await.unwrap();
-    let scope = ["a".to_owned(), "b".to_owned()];
+    let scope = [key("a"), key("b")];
     let records = p.export("ck", &scope).await.unwrap();
     owner.close(&a.session).await.unwrap();
     owner.close(&b.session).await.unwrap();
@@ -137,4 +134,8 @@ async fn install_names_bad_records_and_forks_nothing_on_failure() {
         fresh.live_sessions()
     );
     assert!(fake.sandboxes().is_empty(), "{:?}", fake.sandboxes());
+}
+
+fn key(text: &str) -> rollpoint_checkpoint::AttemptKey {
+    text.parse().unwrap()
 }

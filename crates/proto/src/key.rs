@@ -1,65 +1,123 @@
-//! Attempt keys: `<rollout_id>` for attempt 0, `<rollout_id>-a<N>` for attempt N >= 1.
-//! A rollout id may not itself end in `-a<digits>`, so the mapping is one-to-one. The
-//! gateway's capture keys, the checkpoint records and the owner's sessions all name an
-//! attempt this way.
+//! Rollout ids and attempt keys, the names every participant gives an attempt.
+//!
+//! An attempt key is `<rollout_id>` for attempt 0 and `<rollout_id>-a<N>` for
+//! attempt N >= 1. A [`RolloutId`] can only be made from a string that does not
+//! itself end in `-a<digits>`, so no rollout id reads as another's attempt and
+//! the encoding is one-to-one by construction. Keys are formatted and parsed
+//! here and nowhere else: everything beyond this module holds [`AttemptKey`].
 
 use std::fmt;
+use std::str::FromStr;
 
-/// A key that is not a valid attempt key, and why.
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::limits::{MAX_ATTEMPT_KEY, MAX_ROLLOUT_ID};
+
+/// A string that is not a valid rollout id or attempt key, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("attempt key `{key}` is malformed: {reason}")]
+#[error("{what} `{key}` is malformed: {reason}")]
 pub struct KeyError {
+    pub what: &'static str,
     pub key: String,
-    pub reason: &'static str,
+    pub reason: String,
 }
 
-/// A parsed attempt key.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct AttemptKey {
-    pub rollout: String,
-    pub attempt: u32,
-}
+/// A rollout id: 1 to [`MAX_ROLLOUT_ID`] bytes of ASCII letters, digits, `_`,
+/// `.` and `-`, not starting with `.` and not ending in `-a<digits>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RolloutId(String);
 
-const MAX_LEN: usize = 128;
-
-impl AttemptKey {
-    /// The key of `attempt` of `rollout`; fails if the rollout id is not a valid one.
-    pub fn new(rollout: &str, attempt: u32) -> Result<Self, KeyError> {
-        check_rollout(rollout).map_err(|reason| KeyError {
-            key: rollout.to_owned(),
-            reason,
-        })?;
-        Ok(Self {
-            rollout: rollout.to_owned(),
-            attempt,
-        })
+impl RolloutId {
+    /// Checks `id`.
+    pub fn new(id: &str) -> Result<Self, KeyError> {
+        rollout_problem(id).map_or_else(
+            || Ok(Self(id.to_owned())),
+            |reason| {
+                Err(KeyError {
+                    what: "rollout id",
+                    key: id.to_owned(),
+                    reason,
+                })
+            },
+        )
     }
 
-    /// Parses a key as it appears in `/r/<key>/...`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RolloutId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for RolloutId {
+    type Err = KeyError;
+    fn from_str(s: &str) -> Result<Self, KeyError> {
+        Self::new(s)
+    }
+}
+
+impl AsRef<str> for RolloutId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// One attempt of one rollout. Sorts by rollout, then attempt.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AttemptKey {
+    rollout: RolloutId,
+    attempt: u32,
+}
+
+impl AttemptKey {
+    /// The key of `attempt` of `rollout`.
+    pub fn new(rollout: RolloutId, attempt: u32) -> Self {
+        Self { rollout, attempt }
+    }
+
+    /// The key of `attempt` of the rollout named `rollout`, checking the id.
+    pub fn of(rollout: &str, attempt: u32) -> Result<Self, KeyError> {
+        Ok(Self::new(RolloutId::new(rollout)?, attempt))
+    }
+
+    /// Parses a key as it appears in `/r/<key>/...` and in records.
     pub fn parse(key: &str) -> Result<Self, KeyError> {
-        let bad = |reason| KeyError {
+        let bad = |reason: &str| KeyError {
+            what: "attempt key",
             key: key.to_owned(),
-            reason,
+            reason: reason.to_owned(),
         };
-        if let Some((rollout, n)) = split_attempt(key) {
-            let attempt: u32 = n.parse().map_err(|_| bad("attempt number out of range"))?;
-            if attempt == 0 || n.starts_with('0') {
-                return Err(bad(
-                    "attempt suffix must be -a1, -a2, ... without leading zeros",
-                ));
-            }
-            check_rollout(rollout).map_err(bad)?;
-            Ok(Self {
-                rollout: rollout.to_owned(),
-                attempt,
-            })
-        } else {
-            check_rollout(key).map_err(bad)?;
-            Ok(Self {
-                rollout: key.to_owned(),
-                attempt: 0,
-            })
+        if key.len() > MAX_ATTEMPT_KEY {
+            return Err(bad(&format!("is longer than {MAX_ATTEMPT_KEY} bytes")));
         }
+        let (rollout, attempt) = match split_attempt(key) {
+            Some((rollout, n)) => {
+                let attempt: u32 = n.parse().map_err(|_| bad("attempt number out of range"))?;
+                if attempt == 0 || n.starts_with('0') {
+                    return Err(bad(
+                        "attempt suffix must be -a1, -a2, ... without leading zeros",
+                    ));
+                }
+                (rollout, attempt)
+            }
+            None => (key, 0),
+        };
+        if let Some(reason) = rollout_problem(rollout) {
+            return Err(bad(&reason));
+        }
+        Ok(Self::new(RolloutId(rollout.to_owned()), attempt))
+    }
+
+    pub fn rollout(&self) -> &RolloutId {
+        &self.rollout
+    }
+
+    pub fn attempt(&self) -> u32 {
+        self.attempt
     }
 
     /// The key of this rollout's next attempt.
@@ -75,10 +133,49 @@ impl AttemptKey {
 impl fmt::Display for AttemptKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.attempt == 0 {
-            f.write_str(&self.rollout)
+            f.write_str(self.rollout.as_str())
         } else {
             write!(f, "{}-a{}", self.rollout, self.attempt)
         }
+    }
+}
+
+impl PartialEq<&str> for AttemptKey {
+    fn eq(&self, other: &&str) -> bool {
+        Self::parse(other).is_ok_and(|k| k == *self)
+    }
+}
+
+impl FromStr for AttemptKey {
+    type Err = KeyError;
+    fn from_str(s: &str) -> Result<Self, KeyError> {
+        Self::parse(s)
+    }
+}
+
+impl Serialize for AttemptKey {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for AttemptKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+impl Serialize for RolloutId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for RolloutId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Self::new(&text).map_err(serde::de::Error::custom)
     }
 }
 
@@ -87,23 +184,34 @@ fn split_attempt(key: &str) -> Option<(&str, &str)> {
     (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some((rollout, n))
 }
 
-fn check_rollout(rollout: &str) -> Result<(), &'static str> {
+fn rollout_problem(rollout: &str) -> Option<String> {
     if rollout.is_empty() {
-        return Err("rollout id is empty");
+        return Some("rollout id is empty".to_owned());
     }
-    if rollout.len() > MAX_LEN {
-        return Err("rollout id is longer than 128 bytes");
+    if rollout.len() > MAX_ROLLOUT_ID {
+        return Some(format!(
+            "rollout id is {} bytes, longer than {MAX_ROLLOUT_ID}",
+            rollout.len()
+        ));
     }
-    if !rollout
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    if let Some(c) = rollout
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
     {
-        return Err("rollout id may hold only ASCII letters, digits, `_`, `.` and `-`");
+        return Some(format!(
+            "character {c:?} is not allowed in a rollout id (ASCII letters, digits, `_`, `.` and `-`)"
+        ));
+    }
+    if rollout.starts_with('.') {
+        return Some("rollout id starts with `.`".to_owned());
     }
     if split_attempt(rollout).is_some() {
-        return Err("rollout id may not end in -a<digits>");
+        return Some(
+            "rollout id may not end in -a<digits>, which names an attempt (`r-a2` is attempt 2 of `r`)"
+                .to_owned(),
+        );
     }
-    Ok(())
+    None
 }
 
 #[cfg(test)]
@@ -119,16 +227,52 @@ mod tests {
             ("task-1.x-a10", "task-1.x", 10),
         ] {
             let k = AttemptKey::parse(key).unwrap();
-            assert_eq!((k.rollout.as_str(), k.attempt), (rollout, attempt));
+            assert_eq!((k.rollout().as_str(), k.attempt()), (rollout, attempt));
             assert_eq!(k.to_string(), key);
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("\"{key}\""));
+            assert_eq!(serde_json::from_str::<AttemptKey>(&json).unwrap(), k);
         }
     }
 
     #[test]
     fn rejects_bad_keys() {
-        for key in ["", "r7-a0", "r7-a01", "a b", "r-a1-a2", "r7-a99999999999"] {
+        for key in [
+            "",
+            "r7-a0",
+            "r7-a01",
+            "a b",
+            "r-a1-a2",
+            "r7-a99999999999",
+            ".r",
+        ] {
             assert!(AttemptKey::parse(key).is_err(), "{key} accepted");
         }
-        assert!(AttemptKey::new("x-a3", 1).is_err());
+        assert!(AttemptKey::of("x-a3", 1).is_err());
+        assert!(RolloutId::new("x-a3").is_err());
+        assert!(RolloutId::new(&"x".repeat(MAX_ROLLOUT_ID + 1)).is_err());
+        assert!(serde_json::from_str::<AttemptKey>("\"r-a0\"").is_err());
+    }
+
+    #[test]
+    fn an_id_that_looks_like_an_attempt_is_refused_by_name() {
+        let err = RolloutId::new("task-a12").unwrap_err();
+        assert!(err.to_string().contains("-a<digits>"), "{err}");
+        // Ids that merely contain `-a` are fine and stay distinct from attempts.
+        for id in ["task-a", "task-ab1", "task-a1b", "a-a-b"] {
+            let k = AttemptKey::new(RolloutId::new(id).unwrap(), 3);
+            assert_eq!(AttemptKey::parse(&k.to_string()).unwrap(), k);
+        }
+    }
+
+    #[test]
+    fn keys_sort_by_rollout_then_attempt() {
+        let mut keys: Vec<AttemptKey> = ["b", "a-a2", "a", "a-a10"]
+            .iter()
+            .map(|k| AttemptKey::parse(k).unwrap())
+            .collect();
+        keys.sort();
+        let text: Vec<String> = keys.iter().map(ToString::to_string).collect();
+        assert_eq!(text, ["a", "a-a2", "a-a10", "b"]);
     }
 }

@@ -9,9 +9,10 @@ pub mod anchor;
 pub mod control;
 pub mod key;
 pub mod launch;
+pub mod limits;
 pub mod receipt;
 pub mod responses;
 pub mod session;
 mod version;
 
-pub use version::{FormatError, decode, field_path};
+pub use version::{FormatError, decode, decode_versioned, field_path};

@@ -1,5 +1,8 @@
-//! Version checking shared by every format: the `v` field is read first, so
-//! an unknown version is reported as such rather than as a missing field.
+//! The one reader of versioned envelopes: the version field is read first,
+//! so an unknown version is reported as such rather than as a missing field,
+//! then the document is decoded strictly, naming the field. Wire formats and
+//! the supervisor's files call the field `v`; the checkpoint store's files
+//! call it `version` (kept, so published checkpoints stay readable).
 
 use serde::de::DeserializeOwned;
 
@@ -11,8 +14,11 @@ pub enum FormatError {
         what: &'static str,
         source: serde_json::Error,
     },
-    #[error("{what}: field `v` is missing or not an integer")]
-    MissingVersion { what: &'static str },
+    #[error("{what}: field `{field}` is missing or not an integer")]
+    MissingVersion {
+        what: &'static str,
+        field: &'static str,
+    },
     #[error("{what}: unknown version {found} (this build reads version {supported})")]
     UnknownVersion {
         what: &'static str,
@@ -43,18 +49,28 @@ pub fn field_path(path: &str, err: &serde_json::Error) -> String {
 }
 
 /// Decodes `bytes` as the format `what` at version `supported`, checking the
-/// version before any other field.
+/// version field `v` before any other field.
 pub fn decode<T: DeserializeOwned>(
     what: &'static str,
+    supported: u32,
+    bytes: &[u8],
+) -> Result<T, FormatError> {
+    decode_versioned(what, "v", supported, bytes)
+}
+
+/// [`decode`] for a format whose version lives in field `field`.
+pub fn decode_versioned<T: DeserializeOwned>(
+    what: &'static str,
+    field: &'static str,
     supported: u32,
     bytes: &[u8],
 ) -> Result<T, FormatError> {
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|source| FormatError::Json { what, source })?;
     let found = value
-        .get("v")
+        .get(field)
         .and_then(serde_json::Value::as_u64)
-        .ok_or(FormatError::MissingVersion { what })?;
+        .ok_or(FormatError::MissingVersion { what, field })?;
     if found != u64::from(supported) {
         return Err(FormatError::UnknownVersion {
             what,

@@ -73,7 +73,10 @@ async fn measure(store: StoreKind, n: usize, rounds: usize) -> Samples {
     for round in 0..rounds {
         let plan = Plan {
             id: format!("bench-{round}"),
-            scope: ids.clone(),
+            scope: ids
+                .iter()
+                .map(|id| id.parse().expect("a task id is a key"))
+                .collect(),
             continues: None,
             stop: false,
         };

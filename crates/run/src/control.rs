@@ -20,15 +20,25 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use rollpoint_serve::http::{ApiError, ErrorCode, authorized, json, versioned};
-use rollpoint_serve::wire::{CheckpointReply, CheckpointRequest, WIRE_VERSION};
+use rollpoint_api::error::{ApiError, ErrorCode, authorized, json, versioned};
+use rollpoint_api::wire::{CheckpointReply, CheckpointRequest, WIRE_VERSION};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::controller::Signal;
 use crate::errors::RunError;
 use crate::progress::Progress;
+
+/// What the signal handlers and the control endpoint ask of the loop.
+#[derive(Debug)]
+pub enum Signal {
+    /// Checkpoint, then continue (SIGUSR1).
+    Checkpoint,
+    /// Checkpoint with stop, then end (SIGTERM, SIGINT).
+    Stop,
+    /// A request over the control endpoint.
+    Control(ControlRequest),
+}
 
 /// Version of `control.json` and of the status reply.
 pub const CONTROL_VERSION: u32 = 1;
@@ -167,7 +177,7 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
         &token,
     );
     let task = tokio::spawn(async move {
-        if let Err(e) = rollpoint_serve::http::serve(listener, app).await {
+        if let Err(e) = rollpoint_api::serve(listener, app).await {
             eprintln!("rollpoint: control endpoint on {bound}: {e}");
         }
     });

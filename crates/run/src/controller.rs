@@ -10,35 +10,24 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rollpoint_checkpoint::Plan;
-use rollpoint_checkpoint::participant::{Kind, record_key};
 use rollpoint_checkpoint::store;
 use rollpoint_driver::{Bookmark, DriverError, RolloutResult, RolloutTask, RunHandle, RunStatus};
 use rollpoint_gateway::CaptureKey;
-use rollpoint_proto::key::AttemptKey;
+use rollpoint_proto::key::{AttemptKey, RolloutId};
 use tokio::sync::mpsc;
 
 use crate::config::RunConfig;
-use crate::control::{self, ControlRequest, Listen, StatusReport};
+use crate::control::{self, ControlRequest, Listen, Signal, StatusReport};
 use crate::errors::RunError;
 use crate::plan::{drop_unsaved_sessions, plan_resume};
 use crate::progress::{Progress, Reporter};
 use crate::results::{ResultsLog, read_results};
+use crate::saved::{retained_checkpoints, saved_sessions};
 use crate::stack::{Stack, open_backend};
 use crate::state::{RUN_STATE_VERSION, RunState};
 use crate::tasks::{TasksFile, load_tasks};
-use rollpoint_serve::ApiError;
-use rollpoint_serve::wire::CheckpointReply;
-
-/// What the signal handlers and the control endpoint ask of the loop.
-#[derive(Debug)]
-pub enum Signal {
-    /// Checkpoint, then continue (SIGUSR1).
-    Checkpoint,
-    /// Checkpoint with stop, then end (SIGTERM, SIGINT).
-    Stop,
-    /// A request over the control endpoint.
-    Control(ControlRequest),
-}
+use rollpoint_api::ApiError;
+use rollpoint_api::wire::CheckpointReply;
 
 /// A checkpoint the coordinator did not take (everyone was resumed).
 #[derive(Debug)]
@@ -56,7 +45,7 @@ impl CheckpointFailed {
     }
 
     fn api(&self) -> ApiError {
-        ApiError::from_coordinator(&self.error)
+        ApiError::from(&self.error)
     }
 }
 
@@ -88,14 +77,6 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
-fn key(rollout: &str, attempt: u32) -> String {
-    AttemptKey {
-        rollout: rollout.to_owned(),
-        attempt,
-    }
-    .to_string()
 }
 
 fn create_dir(dir: &Path) -> Result<(), RunError> {
@@ -209,7 +190,18 @@ pub async fn resume(
         }
         None => None,
     };
-    let order: Vec<String> = tasks.tasks.iter().map(|t| t.rollout().to_owned()).collect();
+    let order: Vec<RolloutId> = tasks
+        .tasks
+        .iter()
+        .map(|t| {
+            RolloutId::new(t.rollout()).map_err(|e| RunError::Task {
+                path: tasks.path.clone(),
+                line: 0,
+                field: "task.id".to_owned(),
+                message: e.to_string(),
+            })
+        })
+        .collect::<Result<_, _>>()?;
     let mut plan = plan_resume(
         &order,
         &finished,
@@ -260,11 +252,10 @@ pub async fn resume(
             let attempt = plan
                 .restore
                 .iter()
-                .filter_map(|k| AttemptKey::parse(k).ok())
-                .find(|k| k.rollout == rollout)
-                .map_or(0, |k| k.attempt.saturating_add(1));
+                .find(|k| k.rollout().as_str() == rollout)
+                .map_or(0, |k| k.attempt().saturating_add(1));
             state.attempts.insert(rollout.clone(), attempt);
-            lp.watch(handle, attempt);
+            lp.watch(handle, attempt)?;
         }
         lp.state = state.clone();
         lp.state.save(&run_dir)?;
@@ -288,13 +279,10 @@ pub async fn resume(
             .await
             .map_err(|e| RunError::setup("retire", e))?;
         for k in &plan.retire {
-            let Ok(k) = AttemptKey::parse(k) else {
+            let Some(task) = by_id.get(k.rollout().as_str()) else {
                 continue;
             };
-            let Some(task) = by_id.get(&k.rollout) else {
-                continue;
-            };
-            lp.start_over(task.clone(), k.attempt)?;
+            lp.start_over(task.clone(), k.attempt())?;
         }
         lp.reporter.line(&format!(
             "{} rollouts start over as their next attempt",
@@ -302,7 +290,7 @@ pub async fn resume(
         ));
     }
     for rollout in &plan.fresh {
-        if let Some(task) = by_id.get(rollout) {
+        if let Some(task) = by_id.get(rollout.as_str()) {
             lp.register(task.clone())?;
         }
     }
@@ -320,65 +308,6 @@ pub async fn resume(
     ending
 }
 
-/// The session each agent record of checkpoint `id` continues in, and the
-/// (key, session) pairs its resources records saved.
-#[expect(clippy::type_complexity, reason = "two lookups read together")]
-fn saved_sessions(
-    run_dir: &Path,
-    id: &str,
-) -> Result<
-    (
-        BTreeMap<String, Option<String>>,
-        std::collections::BTreeSet<(String, String)>,
-    ),
-    RunError,
-> {
-    let err = |e: &dyn std::fmt::Display| RunError::Checkpoint {
-        checkpoint: id.to_owned(),
-        message: e.to_string(),
-    };
-    let doc = store::read_checkpoint(run_dir, id).map_err(|e| err(&e))?;
-    let mut sessions = BTreeMap::new();
-    let mut saved = std::collections::BTreeSet::new();
-    for m in &doc.participants {
-        let (_, records) =
-            store::read(run_dir, id, m.kind, &m.instance, None).map_err(|e| err(&e))?;
-        for r in records {
-            let Some(k) = record_key(&r).map(str::to_owned) else {
-                continue;
-            };
-            match m.kind {
-                Kind::Agent => {
-                    let bytes = serde_json::to_vec(&r["bookmark"]).map_err(|e| err(&e))?;
-                    let mark = Bookmark::decode(&bytes).map_err(|e| err(&format!("{k}: {e}")))?;
-                    sessions.insert(k, mark.progress().map(|p| p.session.session.clone()));
-                }
-                Kind::Resources => {
-                    if let Some(s) = r["session"].as_str() {
-                        saved.insert((k, s.to_owned()));
-                    }
-                }
-                Kind::Model => {}
-            }
-        }
-    }
-    Ok((sessions, saved))
-}
-
-fn retained_checkpoints(run_dir: &Path) -> Result<Vec<String>, RunError> {
-    let dir = store::checkpoints_dir(run_dir);
-    let entries = match std::fs::read_dir(&dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(RunError::io(&dir, e)),
-    };
-    Ok(entries
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect())
-}
-
 type Finished = (String, u32, Result<RolloutResult, DriverError>);
 
 struct Loop {
@@ -387,7 +316,8 @@ struct Loop {
     state: RunState,
     results: ResultsLog,
     /// Rollout -> attempt, registered and not finished.
-    in_flight: BTreeMap<String, u32>,
+    /// The attempt running of each rollout in flight.
+    in_flight: BTreeMap<String, AttemptKey>,
     progress: Progress,
     reporter: Reporter,
     continues: Option<String>,
@@ -436,22 +366,27 @@ impl Loop {
         })
     }
 
-    fn watch(&mut self, handle: RunHandle, attempt: u32) {
-        self.in_flight.insert(handle.rollout.clone(), attempt);
+    fn watch(&mut self, handle: RunHandle, attempt: u32) -> Result<(), RunError> {
+        let key = AttemptKey::of(&handle.rollout, attempt).map_err(|e| RunError::Rollout {
+            rollout: handle.rollout.clone(),
+            message: e.to_string(),
+        })?;
+        self.in_flight.insert(handle.rollout.clone(), key);
         let tx = self.tx.clone();
         tokio::spawn(async move {
             let rollout = handle.rollout.clone();
             let result = handle.result().await;
             let _closed_on_exit = tx.send((rollout, attempt, result));
         });
+        Ok(())
     }
 
     fn register_key(&self, rollout: &str, attempt: u32) -> Result<(), RunError> {
         if let Some(g) = &self.stack.gateway {
-            let key = CaptureKey {
+            let key = CaptureKey::of(rollout, attempt).map_err(|e| RunError::Rollout {
                 rollout: rollout.to_owned(),
-                attempt,
-            };
+                message: e.to_string(),
+            })?;
             g.register(&key).map_err(|e| RunError::Rollout {
                 rollout: rollout.to_owned(),
                 message: format!("gateway registration of {key}: {e}"),
@@ -473,8 +408,7 @@ impl Loop {
                 rollout: rollout.clone(),
                 message: e.to_string(),
             })?;
-        self.watch(handle, 0);
-        Ok(())
+        self.watch(handle, 0)
     }
 
     /// Starts a retired rollout over from its seed as attempt `last + 1`.
@@ -499,12 +433,11 @@ impl Loop {
                 rollout: rollout.clone(),
                 message: "the drivers started nothing".to_owned(),
             })?;
-        self.watch(handle, next);
-        Ok(())
+        self.watch(handle, next)
     }
 
-    fn scope(&self) -> Vec<String> {
-        self.in_flight.iter().map(|(r, a)| key(r, *a)).collect()
+    fn scope(&self) -> Vec<AttemptKey> {
+        self.in_flight.values().cloned().collect()
     }
 
     /// Takes a checkpoint of every in-flight rollout, holding them paused
@@ -534,7 +467,7 @@ impl Loop {
         if !done.pruned.is_empty() {
             self.sweep_snapshots();
         }
-        let reply = CheckpointReply::of(&done, took);
+        let reply = done.reply(took);
         let t = &reply.timings;
         self.progress.checkpoints += 1;
         self.progress.last_checkpoint = Some((reply.id.clone(), took));
@@ -571,10 +504,12 @@ impl Loop {
         attempt: u32,
         result: Result<RolloutResult, DriverError>,
     ) -> Result<(), RunError> {
-        if self.in_flight.get(&rollout) != Some(&attempt) {
+        if self.in_flight.get(&rollout).map(AttemptKey::attempt) != Some(attempt) {
             return Ok(());
         }
-        self.in_flight.remove(&rollout);
+        let Some(k) = self.in_flight.remove(&rollout) else {
+            return Ok(());
+        };
         match result {
             Ok(result) => {
                 self.results.append(&result)?;
@@ -589,7 +524,6 @@ impl Loop {
                         .map_or_else(|| "-".to_owned(), |r| r.to_string())
                 ));
                 self.reporter.update(&self.progress);
-                let k = key(&rollout, attempt);
                 if let Err(e) = self
                     .stack
                     .coordinator

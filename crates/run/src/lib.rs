@@ -8,10 +8,20 @@
 //! timer and on signals, and after a crash continues from the latest
 //! checkpoint so every task finishes exactly once.
 //!
-//! Pure logic: [`config`], [`tasks`], [`state`], [`results`] (formats and
-//! their readers), [`plan`] (what a resume does). Effects: [`stack`] (builds
-//! the participants), [`controller`] (the loop), [`control`] (its HTTP
-//! endpoint) and [`progress`] (bars on a terminal, plain lines otherwise).
+//! | module | what it is for |
+//! |---|---|
+//! | [`config`] | the run configuration file, versioned, every setting checked |
+//! | [`tasks`] | the tasks file, every line checked before anything runs |
+//! | [`state`] | `run.json`: the config, the attempts dispatched, the gateway port |
+//! | [`results`] | `results.jsonl`, one row per finished rollout |
+//! | [`plan`] | what a resume does with each task (pure) |
+//! | `saved` | what a published checkpoint saved, read through the participants' formats |
+//! | [`stack`] | builds the participants of the embedded run |
+//! | [`controller`] | the loop: dispatch, checkpoint, results, resume |
+//! | [`control`] | the run's HTTP control endpoint and the requests it sends the loop |
+//! | [`status`] | `rollpoint status` |
+//! | [`progress`] | bars on a terminal, plain lines otherwise |
+//!
 //! See docs/design/run.md.
 #![forbid(unsafe_code)]
 
@@ -22,14 +32,16 @@ mod errors;
 pub mod plan;
 pub mod progress;
 pub mod results;
+mod saved;
 pub mod stack;
 pub mod state;
 pub mod status;
 pub mod tasks;
 
 pub use config::{CONFIG_VERSION, ModelSource, RunConfig, StoreKind};
+pub use control::Signal;
 pub use control::{ControlFile, Listen};
-pub use controller::{Ending, Inputs, Signal, resume, run};
+pub use controller::{Ending, Inputs, resume, run};
 pub use errors::RunError;
 pub use progress::{Progress, Reporter};
 pub use results::{ResultsLog, read_results};

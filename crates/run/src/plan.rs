@@ -5,18 +5,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use rollpoint_proto::key::AttemptKey;
+use rollpoint_proto::key::{AttemptKey, RolloutId};
 
 /// A resume's decisions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ResumePlan {
     /// Attempt keys to restore from the checkpoint (they continue as their
     /// next attempt).
-    pub restore: Vec<String>,
+    pub restore: Vec<AttemptKey>,
     /// Attempt keys to retire: their rollouts start over as the next attempt.
-    pub retire: Vec<String>,
+    pub retire: Vec<AttemptKey>,
     /// Rollouts never dispatched: they start at attempt 0.
-    pub fresh: Vec<String>,
+    pub fresh: Vec<RolloutId>,
     /// Rollouts with a result row: never run again.
     pub finished: BTreeSet<String>,
 }
@@ -25,33 +25,26 @@ pub struct ResumePlan {
 /// last dispatched attempt per rollout; `checkpoint` the latest checkpoint's
 /// scope, if there is one.
 pub fn plan_resume(
-    tasks: &[String],
+    tasks: &[RolloutId],
     finished: &BTreeSet<String>,
     attempts: &BTreeMap<String, u32>,
-    checkpoint: Option<&[String]>,
+    checkpoint: Option<&[AttemptKey]>,
 ) -> ResumePlan {
-    let saved: BTreeMap<String, u32> = checkpoint
+    let saved: BTreeMap<&RolloutId, u32> = checkpoint
         .unwrap_or_default()
         .iter()
-        .filter_map(|k| AttemptKey::parse(k).ok())
-        .map(|k| (k.rollout, k.attempt))
+        .map(|k| (k.rollout(), k.attempt()))
         .collect();
     let mut plan = ResumePlan {
         finished: finished.clone(),
         ..ResumePlan::default()
     };
     for rollout in tasks {
-        if finished.contains(rollout) {
+        if finished.contains(rollout.as_str()) {
             continue;
         }
-        let key = |attempt| {
-            AttemptKey {
-                rollout: rollout.clone(),
-                attempt,
-            }
-            .to_string()
-        };
-        match (attempts.get(rollout), saved.get(rollout)) {
+        let key = |attempt| AttemptKey::new(rollout.clone(), attempt);
+        match (attempts.get(rollout.as_str()), saved.get(rollout)) {
             // Saved as the attempt that last ran: it continues.
             (Some(last), Some(at)) if last == at => plan.restore.push(key(*at)),
             (Some(last), _) => plan.retire.push(key(*last)),
@@ -68,10 +61,10 @@ pub fn plan_resume(
 /// `saved` holds the (key, session) pairs the resources saved.
 pub fn drop_unsaved_sessions(
     plan: &mut ResumePlan,
-    sessions: &BTreeMap<String, Option<String>>,
-    saved: &BTreeSet<(String, String)>,
-) -> Vec<String> {
-    let (keep, moved): (Vec<String>, Vec<String>) = std::mem::take(&mut plan.restore)
+    sessions: &BTreeMap<AttemptKey, Option<String>>,
+    saved: &BTreeSet<(AttemptKey, String)>,
+) -> Vec<AttemptKey> {
+    let (keep, moved): (Vec<AttemptKey>, Vec<AttemptKey>) = std::mem::take(&mut plan.restore)
         .into_iter()
         .partition(|k| match sessions.get(k) {
             Some(None) => true,
@@ -87,13 +80,21 @@ pub fn drop_unsaved_sessions(
 mod tests {
     use super::*;
 
-    fn s(v: &[&str]) -> Vec<String> {
-        v.iter().map(|x| (*x).to_owned()).collect()
+    fn s(v: &[&str]) -> Vec<AttemptKey> {
+        v.iter().map(|x| k(x)).collect()
+    }
+
+    fn k(text: &str) -> AttemptKey {
+        AttemptKey::parse(text).expect("key")
+    }
+
+    fn ids(v: &[&str]) -> Vec<RolloutId> {
+        v.iter().map(|x| RolloutId::new(x).expect("id")).collect()
     }
 
     #[test]
     fn finished_never_rerun_saved_restored_the_rest_retired_or_fresh() {
-        let tasks = s(&["a", "b", "c", "d", "e"]);
+        let tasks = ids(&["a", "b", "c", "d", "e"]);
         let finished = BTreeSet::from(["a".to_owned()]);
         let attempts = BTreeMap::from([
             ("a".to_owned(), 0),
@@ -105,19 +106,16 @@ mod tests {
         let plan = plan_resume(&tasks, &finished, &attempts, Some(&scope));
         assert_eq!(plan.restore, s(&["b", "d-a1"]));
         assert_eq!(plan.retire, s(&["c-a2"]), "saved at an older attempt");
-        assert_eq!(plan.fresh, s(&["e"]));
+        assert_eq!(plan.fresh, ids(&["e"]));
 
         let mut moved = plan.clone();
-        let sessions = BTreeMap::from([
-            ("b".to_owned(), Some("s-b".to_owned())),
-            ("d-a1".to_owned(), None),
-        ]);
+        let sessions = BTreeMap::from([(k("b"), Some("s-b".to_owned())), (k("d-a1"), None)]);
         let saved = BTreeSet::new();
         let out = drop_unsaved_sessions(&mut moved, &sessions, &saved);
         assert_eq!(out, s(&["b"]), "b's session was not saved");
         assert_eq!(moved.restore, s(&["d-a1"]), "a seed needs no session");
         assert_eq!(moved.retire, s(&["c-a2", "b"]));
-        let saved = BTreeSet::from([("b".to_owned(), "s-b".to_owned())]);
+        let saved = BTreeSet::from([(k("b"), "s-b".to_owned())]);
         let mut kept = plan.clone();
         assert!(drop_unsaved_sessions(&mut kept, &sessions, &saved).is_empty());
         assert_eq!(kept.restore, s(&["b", "d-a1"]));
@@ -125,5 +123,18 @@ mod tests {
         let none = plan_resume(&tasks, &finished, &attempts, None);
         assert!(none.restore.is_empty());
         assert_eq!(none.retire, s(&["b", "c-a2", "d-a1"]));
+    }
+
+    #[test]
+    fn an_id_that_ends_like_an_attempt_cannot_be_planned() {
+        // Such an id never reaches a plan: the tasks file refuses it, so a
+        // checkpoint's `x-a1` can only be attempt 1 of `x`.
+        assert!(RolloutId::new("x-a1").is_err());
+        let tasks = ids(&["x", "x-a"]);
+        let attempts = BTreeMap::from([("x".to_owned(), 1), ("x-a".to_owned(), 0)]);
+        let scope = s(&["x-a1", "x-a"]);
+        let plan = plan_resume(&tasks, &BTreeSet::new(), &attempts, Some(&scope));
+        assert_eq!(plan.restore, s(&["x-a1", "x-a"]));
+        assert!(plan.retire.is_empty() && plan.fresh.is_empty());
     }
 }

@@ -1,5 +1,5 @@
 //! Errors of setting a service up. Errors of a request are
-//! [`crate::http::ApiError`], which carries its HTTP status and the field
+//! [`rollpoint_api::ApiError`], which carries its HTTP status and the field
 //! it is about.
 
 use rollpoint_checkpoint::{ControlError, CoordinatorError, Kind};

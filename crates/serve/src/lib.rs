@@ -8,18 +8,16 @@
 //!   with `HttpControl`, driven over HTTP so a trainer owns the loop.
 //!
 //! The gateway and the owner already serve their own routes (crates/gateway,
-//! crates/owner). Request and reply bodies are in [`wire`]; the shared HTTP
-//! plumbing (bearer token, error replies, body limits) in [`http`]. See
-//! docs/design/serve.md.
+//! crates/owner). Request and reply bodies and the shared HTTP plumbing
+//! (bearer token, error replies, body limits) are the HTTP contract's, in
+//! crates/api. See docs/design/serve.md.
 #![forbid(unsafe_code)]
 
 pub mod agent;
 pub mod coordinator;
 mod errors;
-pub mod http;
-pub mod wire;
 
 pub use agent::{AgentService, AgentSettings};
 pub use coordinator::{CoordinatorService, CoordinatorSettings, Target};
 pub use errors::ServeError;
-pub use http::{ApiError, ErrorCode};
+pub use rollpoint_api::{ApiError, ErrorCode, wire};

@@ -12,6 +12,7 @@
 //! scripted model twice.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
+use rollpoint_checkpoint::AttemptKey;
 use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -444,7 +445,7 @@ async fn root_rollouts_over_http_checkpointed_by_the_http_coordinator() {
         .coordinator_post(&http, "checkpoint", r#"{"v":1}"#)
         .await;
     let ck: CheckpointReply = serde_json::from_value(ck).unwrap();
-    let mut keys = ids.clone();
+    let mut keys: Vec<AttemptKey> = ids.iter().map(|id| id.parse().unwrap()).collect();
     keys.sort();
     assert_eq!(ck.scope, keys, "every rollout was in flight");
     assert!(ck.restarts.is_empty(), "{:?}", ck.restarts);
@@ -518,7 +519,10 @@ async fn restore_case(prefix: &str, kill_agent: bool) {
         .find(|m| m.kind == Kind::Agent)
         .map(|m| m.keys.clone())
         .unwrap();
-    let mut expected: Vec<String> = ids.iter().map(|id| format!("{id}-a1")).collect();
+    let mut expected: Vec<AttemptKey> = ids
+        .iter()
+        .map(|id| id.parse::<AttemptKey>().unwrap().next())
+        .collect();
     expected.sort();
     let mut agent_keys = agent_keys;
     agent_keys.sort();

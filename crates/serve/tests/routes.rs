@@ -25,7 +25,7 @@ const DEAD_OWNER: &str = "http://127.0.0.1:1";
 async fn listen(router: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(rollpoint_serve::http::serve(listener, router));
+    tokio::spawn(rollpoint_api::serve(listener, router));
     base
 }
 

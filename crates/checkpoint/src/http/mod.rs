@@ -15,18 +15,15 @@ mod status;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt as _;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
 
-use crate::auth::BearerToken;
 use crate::control::Control;
 use crate::decode::decode_json;
 use crate::errors::{Code, ControlError};
@@ -40,8 +37,7 @@ type Shared = State<Arc<dyn Control>>;
 /// The control routes of `control`, every one behind
 /// `Authorization: Bearer <token>`. An empty `token` matches no request.
 pub fn router(control: Arc<dyn Control>, token: &str) -> Router {
-    let expected = Arc::new(BearerToken::new(token));
-    Router::new()
+    let routes = Router::new()
         .route("/v1/checkpoint/status", get(status::handle))
         .route("/v1/checkpoint/prepare", post(prepare::handle))
         .route("/v1/checkpoint/commit", post(commit::handle))
@@ -49,8 +45,8 @@ pub fn router(control: Arc<dyn Control>, token: &str) -> Router {
         .route("/v1/checkpoint/resume", post(resume::handle))
         .route("/v1/checkpoint/retire", post(retire::handle))
         .route("/v1/checkpoint/forget", post(forget::handle))
-        .with_state(control)
-        .layer(axum::middleware::from_fn_with_state(expected, authorize))
+        .with_state(control);
+    rollpoint_api::require_bearer(routes, token, unauthorized)
 }
 
 /// Serves `control` on `listener` until the server fails.
@@ -59,23 +55,15 @@ pub async fn serve(
     control: Arc<dyn Control>,
     token: &str,
 ) -> std::io::Result<()> {
-    let listener = listener.tap_io(|tcp| {
-        // Small request/reply exchanges: do not wait to coalesce segments.
-        let _ignored = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router(control, token)).await
+    rollpoint_api::serve(listener, router(control, token)).await
 }
 
-async fn authorize(State(expected): State<Arc<BearerToken>>, req: Request, next: Next) -> Response {
-    if expected.admits(req.headers()) {
-        next.run(req).await
-    } else {
-        ApiError(ControlError::new(
-            Code::Unauthorized,
-            "missing or wrong bearer token",
-        ))
-        .into_response()
-    }
+fn unauthorized() -> Response {
+    ApiError(ControlError::new(
+        Code::Unauthorized,
+        "missing or wrong bearer token",
+    ))
+    .into_response()
 }
 
 /// A control error as an HTTP reply.
@@ -101,12 +89,9 @@ impl IntoResponse for ApiError {
 async fn body<T: DeserializeOwned + crate::wire::Request>(
     body: axum::body::Body,
 ) -> Result<T, ApiError> {
-    let bytes = axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|_| {
-        ApiError(ControlError::new(
-            Code::TooLarge,
-            format!("request body is over the limit of {BODY_LIMIT} bytes"),
-        ))
-    })?;
+    let bytes = rollpoint_api::read_limited(body, BODY_LIMIT)
+        .await
+        .map_err(|e| ApiError(ControlError::new(Code::TooLarge, e.to_string())))?;
     let req: T = decode_json(&bytes)?;
     req.check()?;
     Ok(req)

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::{Inner, join_error, millis, within};
 use crate::control::ControlResult;
 use crate::errors::{Code, ControlError};
+use crate::participant::AttemptKey;
 use crate::phase::{CommitArgs, CommitStep, Phase};
 use crate::store;
 use crate::wire::{CommitReply, CommitRequest, Request as _};
@@ -72,8 +73,8 @@ async fn export_and_write(
             ),
         ));
     }
-    let restarts: BTreeSet<&str> = readiness.restarts.iter().map(String::as_str).collect();
-    if let Some(key) = args.scope.iter().find(|k| restarts.contains(k.as_str())) {
+    let restarts: BTreeSet<&AttemptKey> = readiness.restarts.iter().collect();
+    if let Some(key) = args.scope.iter().find(|k| restarts.contains(k)) {
         return Err(ControlError::new(
             Code::RestartInScope,
             format!(

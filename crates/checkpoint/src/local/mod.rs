@@ -258,10 +258,10 @@ impl Control for LocalControl {
     }
 
     fn retire(&self, req: KeysRequest) -> BoxFuture<'_, ControlResult<KeysReply>> {
-        retire::run(self.inner.clone(), req, retire::Verb::Retire).boxed()
+        retire::run(self.inner.clone(), req, crate::wire::KeysVerb::Retire).boxed()
     }
 
     fn forget(&self, req: KeysRequest) -> BoxFuture<'_, ControlResult<KeysReply>> {
-        retire::run(self.inner.clone(), req, retire::Verb::Forget).boxed()
+        retire::run(self.inner.clone(), req, crate::wire::KeysVerb::Forget).boxed()
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use super::{Inner, join_error, millis, within};
 use crate::control::ControlResult;
 use crate::errors::{ControlError, HookError};
+use crate::participant::AttemptKey;
 use crate::phase::{Phase, RestoreArgs, RestoreStep};
 use crate::store;
 use crate::wire::{Request as _, RestoreReply, RestoreRequest};
@@ -65,7 +66,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: RestoreRequest) -> ControlResult
 }
 
 async fn install(inner: &Arc<Inner>, id: &str, args: &RestoreArgs) -> ControlResult<RestoreReply> {
-    let keep: BTreeSet<String> = args.scope.iter().cloned().collect();
+    let keep: BTreeSet<AttemptKey> = args.scope.iter().cloned().collect();
     let (run_dir, kind, instance, source) = (
         inner.config.run_dir.clone(),
         inner.kind,

@@ -6,33 +6,24 @@ use std::sync::Arc;
 use super::{Inner, millis, within};
 use crate::control::ControlResult;
 use crate::errors::ControlError;
-use crate::wire::{KeysReply, KeysRequest, Request as _};
-
-#[derive(Debug, Clone, Copy)]
-pub(super) enum Verb {
-    Retire,
-    Forget,
-}
+use crate::wire::{KeysReply, KeysRequest, KeysVerb, Request as _};
 
 pub(super) async fn run(
     inner: Arc<Inner>,
     req: KeysRequest,
-    verb: Verb,
+    verb: KeysVerb,
 ) -> ControlResult<KeysReply> {
     req.check()?;
     let timeout = millis(req.timeout_ms);
     inner.renew(timeout);
-    let action = match verb {
-        Verb::Retire => "retire",
-        Verb::Forget => "forget",
-    };
+    let action = verb.as_str();
     let _ops = inner.ops.lock().await;
     inner.machine().check_retire(action)?;
     let what = format!("{} keys", req.keys.len());
     within(action, &what, timeout, async {
         let done = match verb {
-            Verb::Retire => inner.participant.retire(&req.keys).await,
-            Verb::Forget => inner.participant.forget(&req.keys).await,
+            KeysVerb::Retire => inner.participant.retire(&req.keys).await,
+            KeysVerb::Forget => inner.participant.forget(&req.keys).await,
         };
         done.map(|keys| KeysReply { keys })
             .map_err(|e| ControlError::hook(action, &e))

@@ -6,6 +6,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use crate::participant::AttemptKey;
 use serde::{Deserialize, Serialize};
 
 use super::fsio;
@@ -39,10 +40,10 @@ pub struct CheckpointDoc {
     #[serde(default)]
     pub continues: Option<String>,
     /// The attempt keys covered.
-    pub scope: Vec<String>,
+    pub scope: Vec<AttemptKey>,
     /// The attempt keys participants could not continue (restarted instead).
     #[serde(default)]
-    pub restarts: Vec<String>,
+    pub restarts: Vec<AttemptKey>,
     pub participants: Vec<Member>,
 }
 

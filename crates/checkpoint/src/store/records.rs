@@ -16,7 +16,7 @@ use sha2::{Digest as _, Sha256};
 use super::fsio;
 use super::versioned;
 use crate::errors::StoreError;
-use crate::participant::{Kind, RECORD_KEY_FIELD, record_key};
+use crate::participant::{AttemptKey, Kind, record_key};
 
 /// The manifest format this build writes and reads.
 pub const MANIFEST_VERSION: u32 = 1;
@@ -54,21 +54,18 @@ pub fn write(
     checkpoint: &str,
     kind: Kind,
     instance: &str,
-    scope: &[String],
+    scope: &[AttemptKey],
     records: &[Value],
 ) -> Result<Manifest, StoreError> {
     super::check_component("checkpoint", checkpoint)?;
     super::check_component("instance", instance)?;
-    let scope: BTreeSet<&str> = scope.iter().map(String::as_str).collect();
+    let scope: BTreeSet<&AttemptKey> = scope.iter().collect();
     for (index, record) in records.iter().enumerate() {
-        let key = record_key(record).ok_or_else(|| StoreError::Export {
-            index,
-            message: format!("not an object with a string `{RECORD_KEY_FIELD}`"),
-        })?;
-        if !scope.contains(key) {
+        let key = record_key(record).map_err(|message| StoreError::Export { index, message })?;
+        if !scope.contains(&key) {
             return Err(StoreError::Export {
                 index,
-                message: format!("key {key:?} is outside the commit scope"),
+                message: format!("key \"{key}\" is outside the commit scope"),
             });
         }
     }
@@ -219,7 +216,7 @@ pub fn read(
     checkpoint: &str,
     kind: Kind,
     instance: &str,
-    keep: Option<&BTreeSet<String>>,
+    keep: Option<&BTreeSet<AttemptKey>>,
 ) -> Result<(Manifest, Vec<Value>), StoreError> {
     super::check_component("checkpoint", checkpoint)?;
     super::check_component("instance", instance)?;
@@ -233,7 +230,7 @@ pub fn read(
 fn read_records(
     path: &Path,
     manifest: &Manifest,
-    keep: Option<&BTreeSet<String>>,
+    keep: Option<&BTreeSet<AttemptKey>>,
 ) -> Result<Vec<Value>, StoreError> {
     let mut reader = BufReader::new(File::open(path).map_err(StoreError::io(path))?);
     let mut hash = Sha256::new();
@@ -267,16 +264,12 @@ fn read_records(
         }
         match serde_json::from_slice::<Value>(&line) {
             Ok(record) => match record_key(&record) {
-                Some(key) => {
-                    if keep.is_none_or(|k| k.contains(key)) {
+                Ok(key) => {
+                    if keep.is_none_or(|k| k.contains(&key)) {
                         kept.push(record);
                     }
                 }
-                None => {
-                    first_problem = Some(problem(format!(
-                        "not an object with a string `{RECORD_KEY_FIELD}`"
-                    )));
-                }
+                Err(message) => first_problem = Some(problem(message)),
             },
             Err(e) => first_problem = Some(problem(format!("not valid json: {e}"))),
         }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
-use rollpoint_checkpoint::{HookError, HookResult, Kind, Participant, Readiness};
+use rollpoint_checkpoint::{AttemptKey, HookError, HookResult, Kind, Participant, Readiness};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
@@ -62,7 +62,7 @@ impl Fake {
     }
 
     /// A fake holding `n` records for each key in `keys`.
-    pub fn with_records(kind: Kind, instance: &str, keys: &[String], n: usize) -> Arc<Self> {
+    pub fn with_records(kind: Kind, instance: &str, keys: &[AttemptKey], n: usize) -> Arc<Self> {
         let fake = Self::new(kind, instance);
         {
             let mut s = fake.state.lock().unwrap();
@@ -70,7 +70,7 @@ impl Fake {
                 let recs = (0..n)
                     .map(|i| json!({"key": key, "kind": kind.as_str(), "instance": instance, "seq": i}))
                     .collect();
-                s.records.insert(key.clone(), recs);
+                s.records.insert(key.to_string(), recs);
             }
         }
         fake
@@ -152,7 +152,7 @@ impl Participant for Fake {
             let s = self.state.lock().unwrap();
             Readiness::from_blockers(s.blockers.clone())
                 .with_count("records", s.records.values().map(|v| v.len() as u64).sum())
-                .with_restarts(s.restarts.clone())
+                .with_restarts(s.restarts.iter().map(|k| key(k)).collect())
         }
         .boxed()
     }
@@ -164,7 +164,7 @@ impl Participant for Fake {
     fn export<'a>(
         &'a self,
         checkpoint: &'a str,
-        scope: &'a [String],
+        scope: &'a [AttemptKey],
     ) -> BoxFuture<'a, HookResult<Vec<Value>>> {
         async move {
             self.log(&format!("export {checkpoint}"));
@@ -175,7 +175,7 @@ impl Participant for Fake {
             let s = self.state.lock().unwrap();
             Ok(scope
                 .iter()
-                .flat_map(|k| s.records.get(k).cloned().unwrap_or_default())
+                .flat_map(|k| s.records.get(&k.to_string()).cloned().unwrap_or_default())
                 .collect())
         }
         .boxed()
@@ -194,8 +194,8 @@ impl Participant for Fake {
         &'a self,
         checkpoint: &'a str,
         records: Vec<Value>,
-        scope: &'a [String],
-    ) -> BoxFuture<'a, HookResult<Vec<String>>> {
+        scope: &'a [AttemptKey],
+    ) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
             self.log(&format!("install {checkpoint}"));
             let mut s = self.state.lock().unwrap();
@@ -206,31 +206,31 @@ impl Participant for Fake {
                 )));
             }
             s.installed.extend(records);
-            Ok(scope.iter().map(|k| format!("{k}-a1")).collect())
+            Ok(scope.iter().map(AttemptKey::next).collect())
         }
         .boxed()
     }
 
-    fn retire<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+    fn retire<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
             self.log("retire");
             self.state
                 .lock()
                 .unwrap()
                 .retired
-                .extend(keys.iter().cloned());
+                .extend(keys.iter().map(ToString::to_string));
             Ok(keys.to_vec())
         }
         .boxed()
     }
 
-    fn forget<'a>(&'a self, keys: &'a [String]) -> BoxFuture<'a, HookResult<Vec<String>>> {
+    fn forget<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
             self.log("forget");
             let mut s = self.state.lock().unwrap();
             for k in keys {
-                s.retired.remove(k);
-                s.forgotten.insert(k.clone());
+                s.retired.remove(&k.to_string());
+                s.forgotten.insert(k.to_string());
             }
             Ok(keys.to_vec())
         }
@@ -238,8 +238,13 @@ impl Participant for Fake {
     }
 }
 
-pub fn keys(n: usize) -> Vec<String> {
-    (0..n).map(|i| format!("r{i}")).collect()
+pub fn keys(n: usize) -> Vec<AttemptKey> {
+    (0..n).map(|i| key(&format!("r{i}"))).collect()
+}
+
+/// The attempt key written `text`.
+pub fn key(text: &str) -> AttemptKey {
+    AttemptKey::parse(text).unwrap()
 }
 
 pub const TOKEN: &str = "s3cret-token";

@@ -173,7 +173,7 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
         )?;
         let listener = bind(args.listen, args.port_file.as_deref(), "agent").await?;
         let served = tokio::select! {
-            r = rollpoint_serve::http::serve(listener, service.router(&token)) => r.context("agent server failed"),
+            r = rollpoint_api::serve(listener, service.router(&token)) => r.context("agent server failed"),
             r = stop_signal() => r,
         };
         // Rollouts still in flight end with the service: their launches are
@@ -218,7 +218,7 @@ fn coordinator(args: &CoordinatorArgs) -> anyhow::Result<()> {
         };
         let listener = bind(args.listen, args.port_file.as_deref(), "coordinator").await?;
         tokio::select! {
-            r = rollpoint_serve::http::serve(listener, service.router(&token)) => r.context("coordinator server failed"),
+            r = rollpoint_api::serve(listener, service.router(&token)) => r.context("coordinator server failed"),
             r = stop_signal() => r,
         }
     })

@@ -20,14 +20,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{Request, State};
-use axum::middleware::Next;
+use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
-
-use rollpoint_checkpoint::auth::BearerToken;
 
 use crate::errors::OwnerError;
 use crate::owner::Owner;
@@ -41,8 +37,7 @@ pub(crate) type Shared = State<Arc<dyn Owner>>;
 /// The routes of `owner`, every one behind `Authorization: Bearer <token>`.
 /// An empty `token` matches no request.
 pub fn router(owner: Arc<dyn Owner>, token: &str) -> Router {
-    let expected = Arc::new(BearerToken::new(token));
-    Router::new()
+    let routes = Router::new()
         .route("/v1/owner/sessions", post(create::handle))
         .route(
             "/v1/owner/sessions/{id}",
@@ -58,8 +53,8 @@ pub fn router(owner: Arc<dyn Owner>, token: &str) -> Router {
         .route("/v1/owner/sessions/{id}/snapshot", post(snapshot::handle))
         .route("/v1/owner/restore", post(restore::handle))
         .route("/v1/owner/snapshots/{id}", delete(delete_snapshot::handle))
-        .with_state(owner)
-        .layer(axum::middleware::from_fn_with_state(expected, authorize))
+        .with_state(owner);
+    rollpoint_api::require_bearer(routes, token, unauthorized)
 }
 
 /// Serves `owner` on `listener` until the server fails.
@@ -68,19 +63,11 @@ pub async fn serve(
     owner: Arc<dyn Owner>,
     token: &str,
 ) -> std::io::Result<()> {
-    let listener = listener.tap_io(|tcp| {
-        // Small request/reply exchanges: do not wait to coalesce segments.
-        let _ignored = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router(owner, token)).await
+    rollpoint_api::serve(listener, router(owner, token)).await
 }
 
-async fn authorize(State(expected): State<Arc<BearerToken>>, req: Request, next: Next) -> Response {
-    if expected.admits(req.headers()) {
-        next.run(req).await
-    } else {
-        ApiError(OwnerError::Unauthorized).into_response()
-    }
+fn unauthorized() -> Response {
+    ApiError(OwnerError::Unauthorized).into_response()
 }
 
 /// Reads a whole request body, at most [`BODY_LIMIT`] bytes.
@@ -88,7 +75,7 @@ pub(crate) async fn read_body(body: axum::body::Body) -> Result<bytes::Bytes, Ap
     // A request whose body cannot be read in full is either over the limit
     // or from a client that went away (and reads no reply); both are the
     // limit's answer.
-    axum::body::to_bytes(body, BODY_LIMIT)
+    rollpoint_api::read_limited(body, BODY_LIMIT)
         .await
         .map_err(|_| ApiError(OwnerError::TooLarge { limit: BODY_LIMIT }))
 }

@@ -12,7 +12,7 @@ use axum::response::Response;
 
 use super::table::Outcome;
 use super::{Shared, unknown};
-use crate::http::{ApiError, ErrorCode, json};
+use rollpoint_api::error::{ApiError, ErrorCode, json};
 
 /// How long the result of a cancelled run may take to arrive after the
 /// run ended.

@@ -9,7 +9,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rollpoint_checkpoint::wire::KeysRequest;
-use rollpoint_checkpoint::{Control as _, LocalControl};
+use rollpoint_checkpoint::{AttemptKey, Control as _, LocalControl};
 
 /// Deadline of one forget call.
 const FORGET_TIMEOUT_MS: u64 = 30_000;
@@ -18,7 +18,7 @@ const FORGET_TIMEOUT_MS: u64 = 30_000;
 struct State {
     /// A prepare or restore came and its resume has not.
     open: bool,
-    pending: Vec<String>,
+    pending: Vec<AttemptKey>,
 }
 
 #[derive(Debug, Default)]
@@ -37,26 +37,26 @@ impl Forgetting {
     }
 
     /// `key` finished: the keys to forget now, unless a checkpoint is open.
-    pub fn finished(&self, key: String) -> Option<Vec<String>> {
+    pub fn finished(&self, key: AttemptKey) -> Option<Vec<AttemptKey>> {
         let mut s = self.state();
         s.pending.push(key);
         (!s.open).then(|| std::mem::take(&mut s.pending))
     }
 
     /// The checkpoint ended (resumed): every waiting key, to forget now.
-    pub fn closed(&self) -> Vec<String> {
+    pub fn closed(&self) -> Vec<AttemptKey> {
         let mut s = self.state();
         s.open = false;
         std::mem::take(&mut s.pending)
     }
 
     /// A forget was refused: its keys wait for the next resume.
-    pub fn refused(&self, keys: Vec<String>) {
+    pub fn refused(&self, keys: Vec<AttemptKey>) {
         self.state().pending.extend(keys);
     }
 
     /// Forgets `keys` through `control`; refused keys wait.
-    pub async fn flush(&self, control: &LocalControl, keys: Vec<String>) {
+    pub async fn flush(&self, control: &LocalControl, keys: Vec<AttemptKey>) {
         if keys.is_empty() {
             return;
         }
@@ -74,19 +74,20 @@ impl Forgetting {
 mod tests {
     use super::*;
 
+    fn k(text: &str) -> AttemptKey {
+        text.parse().expect("key")
+    }
+
     #[test]
     fn keys_wait_while_a_checkpoint_is_open() {
         let f = Forgetting::default();
-        assert_eq!(f.finished("a".into()), Some(vec!["a".to_owned()]));
+        assert_eq!(f.finished(k("a")), Some(vec![k("a")]));
         f.opened();
-        assert_eq!(f.finished("b".into()), None);
-        assert_eq!(f.finished("c".into()), None);
-        assert_eq!(f.closed(), vec!["b".to_owned(), "c".to_owned()]);
-        f.refused(vec!["b".into()]);
-        assert_eq!(
-            f.finished("d".into()),
-            Some(vec!["b".to_owned(), "d".to_owned()])
-        );
+        assert_eq!(f.finished(k("b")), None);
+        assert_eq!(f.finished(k("c")), None);
+        assert_eq!(f.closed(), vec![k("b"), k("c")]);
+        f.refused(vec![k("b")]);
+        assert_eq!(f.finished(k("d")), Some(vec![k("b"), k("d")]));
         assert!(f.closed().is_empty());
     }
 }

@@ -8,8 +8,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::Shared;
-use crate::http::json;
-use crate::wire::{RolloutList, WIRE_VERSION};
+use rollpoint_api::error::json;
+use rollpoint_api::wire::{RolloutList, WIRE_VERSION};
 
 pub(super) async fn handle(State(shared): State<Arc<Shared>>) -> Response {
     let rollouts = shared

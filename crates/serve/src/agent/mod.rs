@@ -40,10 +40,10 @@ use rollpoint_owner::Owner;
 use rollpoint_proto::key::AttemptKey;
 
 use crate::errors::ServeError;
-use crate::http::{ApiError, ErrorCode, authorized};
-use crate::wire::{RolloutState, RolloutStatus, WIRE_VERSION};
 pub use control::AgentControl;
 use forget::Forgetting;
+use rollpoint_api::error::{ApiError, ErrorCode, authorized};
+use rollpoint_api::wire::{RolloutState, RolloutStatus, WIRE_VERSION};
 use table::{Outcome, Seen, Table};
 
 /// How an agent service is set up.
@@ -193,25 +193,29 @@ impl Shared {
                 Err(e) => Outcome::Lost(e.to_string()),
             };
             let done = matches!(outcome, Outcome::Done(_));
-            if shared.table.finish(&rollout, attempt, outcome) && done {
-                let key = AttemptKey { rollout, attempt }.to_string();
-                if let Some(keys) = shared.forgetting.finished(key) {
-                    shared.forgetting.flush(&shared.local, keys).await;
-                }
+            // The rollout ran from a checked task, so its key is valid.
+            if shared.table.finish(&rollout, attempt, outcome)
+                && done
+                && let Ok(key) = AttemptKey::of(&rollout, attempt)
+                && let Some(keys) = shared.forgetting.finished(key)
+            {
+                shared.forgetting.flush(&shared.local, keys).await;
             }
         });
     }
 
     /// Takes over the runs a restore installed, as the attempts `restored`
     /// names.
-    fn adopt_installed(self: &Arc<Self>, restored: &[String]) {
-        let next: BTreeMap<String, u32> = restored
+    fn adopt_installed(self: &Arc<Self>, restored: &[AttemptKey]) {
+        let next: BTreeMap<&str, u32> = restored
             .iter()
-            .filter_map(|k| AttemptKey::parse(k).ok())
-            .map(|k| (k.rollout, k.attempt))
+            .map(|k| (k.rollout().as_str(), k.attempt()))
             .collect();
         for handle in self.participant.take_installed() {
-            let attempt = next.get(&handle.rollout).copied().unwrap_or_default();
+            let attempt = next
+                .get(handle.rollout.as_str())
+                .copied()
+                .unwrap_or_default();
             self.table.adopt(&handle.rollout, attempt);
             self.watch(handle, attempt);
         }
@@ -219,9 +223,9 @@ impl Shared {
 
     /// Marks attempts about to be retired, so how their runs end (a
     /// cancel) is not taken for their results.
-    fn retiring(&self, keys: &[String]) {
-        for k in keys.iter().filter_map(|k| AttemptKey::parse(k).ok()) {
-            self.table.retire(&k.rollout, k.attempt);
+    fn retiring(&self, keys: &[AttemptKey]) {
+        for k in keys {
+            self.table.retire(k.rollout().as_str(), k.attempt());
         }
     }
 

@@ -12,7 +12,7 @@ use axum::response::Response;
 
 use super::table::Outcome;
 use super::{Shared, unknown};
-use crate::http::{ApiError, ErrorCode, json};
+use rollpoint_api::error::{ApiError, ErrorCode, json};
 
 /// Longest wait one request may ask for: ten minutes.
 pub const MAX_WAIT_MS: u64 = 600_000;

@@ -10,7 +10,7 @@ use axum::response::Response;
 
 use super::table::Outcome;
 use super::{Shared, unknown};
-use crate::http::{ApiError, json};
+use rollpoint_api::error::{ApiError, json};
 
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,

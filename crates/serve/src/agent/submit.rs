@@ -11,7 +11,7 @@ use axum::response::Response;
 use rollpoint_driver::{DriverError, RolloutTask};
 
 use super::Shared;
-use crate::http::{ApiError, bytes, json};
+use rollpoint_api::error::{ApiError, bytes, json};
 
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,

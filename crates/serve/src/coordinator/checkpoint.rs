@@ -16,8 +16,8 @@ use axum::response::Response;
 use rollpoint_checkpoint::Plan;
 
 use super::{Shared, coordinator_error, fresh_id};
-use crate::http::{ApiError, json, versioned};
-use crate::wire::{CheckpointReply, CheckpointRequest, WIRE_VERSION};
+use rollpoint_api::error::{ApiError, json, versioned};
+use rollpoint_api::wire::{CheckpointRequest, WIRE_VERSION};
 
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
@@ -44,8 +44,5 @@ pub(super) async fn handle(
         .checkpoint_holding(&plan, req.hold())
         .await
         .map_err(|e| coordinator_error(&e))?;
-    Ok(json(
-        StatusCode::OK,
-        &CheckpointReply::of(&done, started.elapsed()),
-    ))
+    Ok(json(StatusCode::OK, &done.reply(started.elapsed())))
 }

@@ -24,8 +24,9 @@ use axum::routing::{get, post};
 use rollpoint_checkpoint::{Control, Coordinator, CoordinatorConfig, HttpControl, Kind};
 
 use crate::errors::ServeError;
-use crate::http::{ApiError, ErrorCode, authorized};
-use crate::wire::{RolloutList, WIRE_VERSION};
+use rollpoint_api::error::{ApiError, ErrorCode, authorized};
+use rollpoint_api::wire::{RolloutList, WIRE_VERSION};
+use rollpoint_checkpoint::AttemptKey;
 
 /// A participant to drive: its kind as declared and its base URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,7 +183,7 @@ impl Shared {
     }
 
     /// The attempt keys in flight on every agent.
-    async fn in_flight(&self) -> Result<Vec<String>, ApiError> {
+    async fn in_flight(&self) -> Result<Vec<AttemptKey>, ApiError> {
         let mut keys = Vec::new();
         for m in self.members.iter().filter(|m| m.kind == Kind::Agent) {
             let url = format!("{}/v1/rollouts", m.url);
@@ -209,12 +210,9 @@ impl Shared {
             }
             let list: RolloutList = rollpoint_proto::decode("rollout list", WIRE_VERSION, &bytes)
                 .map_err(|e| failed(&e))?;
-            keys.extend(
-                list.rollouts
-                    .iter()
-                    .filter(|r| r.state.in_flight())
-                    .map(crate::wire::RolloutStatus::key),
-            );
+            for r in list.rollouts.iter().filter(|r| r.state.in_flight()) {
+                keys.push(r.key().map_err(|e| failed(&e))?);
+            }
         }
         keys.sort();
         Ok(keys)
@@ -240,5 +238,5 @@ fn fresh_id(prefix: &str) -> String {
 }
 
 fn coordinator_error(e: &rollpoint_checkpoint::CoordinatorError) -> ApiError {
-    ApiError::from_coordinator(e)
+    ApiError::from(e)
 }

@@ -14,16 +14,16 @@ use axum::response::Response;
 use rollpoint_checkpoint::store;
 
 use super::{Shared, coordinator_error, fresh_id};
-use crate::http::{ApiError, ErrorCode, json, versioned};
-use crate::wire::check_id_and_scope;
-use crate::wire::{RestoreReply, RestoreRequest, RestoredMember, WIRE_VERSION};
+use rollpoint_api::error::{ApiError, ErrorCode, json, versioned};
+use rollpoint_api::wire::check_id;
+use rollpoint_api::wire::{RestoreReply, RestoreRequest, RestoredMember, WIRE_VERSION};
 
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
     body: Body,
 ) -> Result<Response, ApiError> {
     let req: RestoreRequest = versioned("coordinator restore request", WIRE_VERSION, body).await?;
-    check_id_and_scope(req.id.as_deref(), req.scope.as_deref())?;
+    check_id(req.id.as_deref())?;
     let _held = shared.hold()?;
     let run_dir = shared.run_dir.clone();
     let wanted = req.id.clone();

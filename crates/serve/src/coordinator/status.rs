@@ -12,8 +12,8 @@ use futures_util::future::join_all;
 use rollpoint_checkpoint::store;
 
 use super::Shared;
-use crate::http::{ApiError, ErrorCode, json};
-use crate::wire::{CoordinatorStatus, PeerStatus, WIRE_VERSION};
+use rollpoint_api::error::{ApiError, ErrorCode, json};
+use rollpoint_api::wire::{CoordinatorStatus, PeerStatus, WIRE_VERSION};
 
 /// How long one participant may take to answer.
 const PEER_TIMEOUT: Duration = Duration::from_secs(10);

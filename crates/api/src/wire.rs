@@ -6,10 +6,11 @@
 
 use std::time::Duration;
 
-use rollpoint_checkpoint::{Checkpointed, Kind, Phase};
+use rollpoint_proto::key::{AttemptKey, KeyError};
 use serde::{Deserialize, Serialize};
 
-use crate::http::ApiError;
+use crate::error::ApiError;
+use crate::vocab::{Kind, Phase};
 
 /// Version of every body defined here.
 pub const WIRE_VERSION: u32 = 1;
@@ -54,12 +55,8 @@ pub struct RolloutStatus {
 
 impl RolloutStatus {
     /// The attempt key checkpoints know this rollout by.
-    pub fn key(&self) -> String {
-        rollpoint_proto::key::AttemptKey {
-            rollout: self.rollout.clone(),
-            attempt: self.attempt,
-        }
-        .to_string()
+    pub fn key(&self) -> Result<AttemptKey, KeyError> {
+        AttemptKey::of(&self.rollout, self.attempt)
     }
 }
 
@@ -85,7 +82,7 @@ pub struct CheckpointRequest {
     /// The attempt keys to cover; every in-flight rollout of every agent
     /// when absent.
     #[serde(default)]
-    pub scope: Option<Vec<String>>,
+    pub scope: Option<Vec<AttemptKey>>,
     /// Keep every rollout paused this long after publishing, before
     /// resuming them, so a frozen rollout can be inspected (at most
     /// [`MAX_HOLD_MS`]).
@@ -93,16 +90,13 @@ pub struct CheckpointRequest {
     pub hold_ms: u64,
 }
 
-/// Checks a caller-given checkpoint id and scope, naming the field.
-pub fn check_id_and_scope(id: Option<&str>, scope: Option<&[String]>) -> Result<(), ApiError> {
-    if let Some(id) = id {
-        rollpoint_checkpoint::id::check_name("id", id)?;
+/// Checks a caller-given checkpoint id, naming the field (each key of a
+/// scope was checked when it was decoded).
+pub fn check_id(id: Option<&str>) -> Result<(), ApiError> {
+    match id.and_then(|id| rollpoint_proto::limits::name_problem(id).map(|p| (id, p))) {
+        Some((id, problem)) => Err(ApiError::bad("id", format!("{id:?} {problem}"))),
+        None => Ok(()),
     }
-    for (i, key) in scope.unwrap_or_default().iter().enumerate() {
-        rollpoint_proto::key::AttemptKey::parse(key)
-            .map_err(|e| ApiError::bad(format!("scope[{i}]"), e))?;
-    }
-    Ok(())
 }
 
 /// The longest hold a checkpoint may ask for: well under the participants'
@@ -112,7 +106,7 @@ pub const MAX_HOLD_MS: u64 = 300_000;
 impl CheckpointRequest {
     /// Checks the caller-given fields, naming the one at fault.
     pub fn check(&self) -> Result<(), ApiError> {
-        check_id_and_scope(self.id.as_deref(), self.scope.as_deref())?;
+        check_id(self.id.as_deref())?;
         if self.hold_ms > MAX_HOLD_MS {
             return Err(ApiError::bad(
                 "hold_ms",
@@ -163,46 +157,13 @@ pub struct MemberRecords {
 pub struct CheckpointReply {
     pub v: u32,
     pub id: String,
-    pub scope: Vec<String>,
+    pub scope: Vec<AttemptKey>,
     /// Attempts some participant could not save: they start over.
-    pub restarts: Vec<String>,
+    pub restarts: Vec<AttemptKey>,
     pub timings: PhaseTimings,
     pub participants: Vec<MemberRecords>,
     /// Older checkpoints deleted by retention.
     pub pruned: Vec<String>,
-}
-
-impl CheckpointReply {
-    /// The reply for checkpoint `done`, which took `total` in all.
-    pub fn of(done: &Checkpointed, total: Duration) -> Self {
-        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        let t = done.timings;
-        Self {
-            v: WIRE_VERSION,
-            id: done.doc.id.clone(),
-            scope: done.doc.scope.clone(),
-            restarts: done.doc.restarts.clone(),
-            timings: PhaseTimings {
-                prepare_ms: ms(t.prepare),
-                commit_ms: ms(t.commit),
-                publish_ms: ms(t.publish),
-                held_ms: ms(t.held),
-                resume_ms: ms(t.resume),
-                total_ms: ms(total),
-            },
-            participants: done
-                .doc
-                .participants
-                .iter()
-                .map(|m| MemberRecords {
-                    kind: m.kind,
-                    instance: m.instance.clone(),
-                    record_count: m.manifest.record_count,
-                })
-                .collect(),
-            pruned: done.pruned.clone(),
-        }
-    }
 }
 
 /// `POST /v1/coordinator/restore`.
@@ -216,7 +177,7 @@ pub struct RestoreRequest {
     /// The attempt keys to continue; the checkpoint's whole scope when
     /// absent.
     #[serde(default)]
-    pub scope: Option<Vec<String>>,
+    pub scope: Option<Vec<AttemptKey>>,
 }
 
 /// The next attempts one participant installed.
@@ -225,7 +186,7 @@ pub struct RestoreRequest {
 pub struct RestoredMember {
     pub kind: Kind,
     pub instance: String,
-    pub keys: Vec<String>,
+    pub keys: Vec<AttemptKey>,
 }
 
 /// Reply of `POST /v1/coordinator/restore`: done and resumed everywhere.

@@ -1,26 +1,18 @@
-//! What every route of this crate shares: the bearer token (the same check
-//! as the checkpoint and owner routes), request bodies read to a limit and
-//! decoded with the offending field named, and error replies shaped like
-//! the control plane's: `{"error": {"code", "message", "field"?}}`.
+//! The error reply of the rollout, coordinator and run-control routes:
+//! `{"error": {"code", "message", "field"?}}`, the same shape as the
+//! checkpoint routes' replies, with a machine-readable code that fixes the
+//! HTTP status.
 
-use std::sync::Arc;
-
-use axum::Router;
-use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rollpoint_checkpoint::auth::BearerToken;
 use rollpoint_proto::FormatError;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
-/// Largest request body accepted (a rollout task with its files).
-pub const BODY_LIMIT: usize = 16 << 20;
+use crate::body::{FieldError, TooLarge};
 
 /// The machine-readable kind of an error reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The body, a field of it or a query parameter is malformed (400).
@@ -58,7 +50,7 @@ impl ErrorCode {
 }
 
 /// A failed request, as its reply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{code:?}: {message}")]
 pub struct ApiError {
     pub code: ErrorCode,
@@ -77,18 +69,6 @@ impl ApiError {
         }
     }
 
-    /// A coordinator failure as a reply: a stage not ready or a published
-    /// checkpoint of other participants is a conflict, the rest a failure.
-    pub fn from_coordinator(e: &rollpoint_checkpoint::CoordinatorError) -> Self {
-        use rollpoint_checkpoint::CoordinatorError as E;
-        let code = match e {
-            E::NotPrepared { .. } => ErrorCode::NotPrepared,
-            E::Members { .. } => ErrorCode::Conflict,
-            _ => ErrorCode::Failed,
-        };
-        Self::new(code, e.to_string())
-    }
-
     pub fn bad(field: impl Into<String>, message: impl std::fmt::Display) -> Self {
         let field = field.into();
         Self {
@@ -97,15 +77,19 @@ impl ApiError {
             field: Some(field),
         }
     }
+
+    /// The 401 reply.
+    pub fn unauthorized() -> Response {
+        Self::new(ErrorCode::Unauthorized, "missing or wrong bearer token").into_response()
+    }
 }
 
 impl From<FormatError> for ApiError {
     fn from(e: FormatError) -> Self {
         let field = match &e {
             FormatError::Json { .. } => ".".to_owned(),
-            FormatError::MissingVersion { .. } | FormatError::UnknownVersion { .. } => {
-                "v".to_owned()
-            }
+            FormatError::MissingVersion { field, .. } => (*field).to_owned(),
+            FormatError::UnknownVersion { .. } => "v".to_owned(),
             FormatError::Field { path, source, .. } => rollpoint_proto::field_path(path, source),
         };
         Self {
@@ -116,28 +100,15 @@ impl From<FormatError> for ApiError {
     }
 }
 
-impl From<rollpoint_checkpoint::ControlError> for ApiError {
-    fn from(e: rollpoint_checkpoint::ControlError) -> Self {
-        use rollpoint_checkpoint::Code;
-        let code = match e.code {
-            Code::BadRequest => ErrorCode::BadRequest,
-            Code::Unauthorized => ErrorCode::Unauthorized,
-            Code::TooLarge => ErrorCode::TooLarge,
-            Code::StaleCheckpoint
-            | Code::CheckpointConflict
-            | Code::InvalidPhase
-            | Code::RestartInScope => ErrorCode::Conflict,
-            Code::DeadlineExceeded
-            | Code::HookFailed
-            | Code::Storage
-            | Code::Transport
-            | Code::Remote => ErrorCode::Failed,
-        };
-        Self {
-            code,
-            message: e.message,
-            field: e.field,
-        }
+impl From<FieldError> for ApiError {
+    fn from(e: FieldError) -> Self {
+        Self::bad(e.field, e.message)
+    }
+}
+
+impl From<TooLarge> for ApiError {
+    fn from(e: TooLarge) -> Self {
+        Self::new(ErrorCode::TooLarge, e.to_string())
     }
 }
 
@@ -170,18 +141,17 @@ pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
     }
 }
 
+/// Largest request body of the rollout and coordinator routes (a rollout
+/// task with its files).
+pub const BODY_LIMIT: usize = 16 << 20;
+
 /// Reads a request body up to [`BODY_LIMIT`].
 pub async fn bytes(body: axum::body::Body) -> Result<axum::body::Bytes, ApiError> {
-    axum::body::to_bytes(body, BODY_LIMIT).await.map_err(|_| {
-        ApiError::new(
-            ErrorCode::TooLarge,
-            format!("request body is over the limit of {BODY_LIMIT} bytes"),
-        )
-    })
+    Ok(crate::body::read_limited(body, BODY_LIMIT).await?)
 }
 
 /// Reads and decodes a versioned body (`v` checked first, then every field).
-pub async fn versioned<T: DeserializeOwned>(
+pub async fn versioned<T: serde::de::DeserializeOwned>(
     what: &'static str,
     version: u32,
     body: axum::body::Body,
@@ -190,28 +160,9 @@ pub async fn versioned<T: DeserializeOwned>(
     Ok(rollpoint_proto::decode(what, version, &bytes)?)
 }
 
-/// `router` with every route behind `Authorization: Bearer <token>`. An
-/// empty token matches no request.
-pub fn authorized(router: Router, token: &str) -> Router {
-    let expected = Arc::new(BearerToken::new(token));
-    router.layer(axum::middleware::from_fn_with_state(expected, authorize))
-}
-
-async fn authorize(State(expected): State<Arc<BearerToken>>, req: Request, next: Next) -> Response {
-    if expected.admits(req.headers()) {
-        next.run(req).await
-    } else {
-        ApiError::new(ErrorCode::Unauthorized, "missing or wrong bearer token").into_response()
-    }
-}
-
-/// Serves `router` on `listener` until the server fails (or the future is
-/// dropped).
-pub async fn serve(listener: tokio::net::TcpListener, router: Router) -> std::io::Result<()> {
-    use axum::serve::ListenerExt as _;
-    let listener = listener.tap_io(|tcp| {
-        // Small request/reply exchanges: do not wait to coalesce segments.
-        let _ignored = tcp.set_nodelay(true);
-    });
-    axum::serve(listener, router).await
+/// `router` with every route behind `Authorization: Bearer <token>`, a
+/// missing or wrong token refused with an [`ApiError`] 401. An empty token
+/// matches no request.
+pub fn authorized(router: axum::Router, token: &str) -> axum::Router {
+    crate::auth::require_bearer(router, token, ApiError::unauthorized)
 }

@@ -1,0 +1,26 @@
+//! The HTTP contract of every rollpoint service, beneath the services that
+//! speak it (checkpoint participants, the owner, `rollpoint serve`, the run's
+//! control endpoint), so no service imports another to talk like it.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`auth`] | bearer tokens compared in constant time, and the layer that requires one |
+//! | [`body`] | request bodies read to a limit and decoded with the bad field named by its path |
+//! | [`error`] | [`ApiError`] and [`ErrorCode`]: the one error reply, `{"error": {code, message, field?}}` |
+//! | [`serve()`] | serving a router on a listener |
+//! | [`vocab`] | the control plane's words: participant [`Kind`] and [`Phase`] |
+//! | [`wire`] | versioned bodies of the coordinator and rollout routes |
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod body;
+pub mod error;
+mod serving;
+pub mod vocab;
+pub mod wire;
+
+pub use auth::{BearerToken, require_bearer};
+pub use body::{FieldError, decode_json, read_limited};
+pub use error::{ApiError, ErrorCode, json};
+pub use serving::serve;
+pub use vocab::{Kind, Phase};

@@ -1,0 +1,81 @@
+//! The coordinator's results and errors in the HTTP contract's terms
+//! ([`rollpoint_api`]), for every surface that drives a coordinator: the
+//! `serve coordinator` routes and a run's control endpoint.
+
+use std::time::Duration;
+
+use rollpoint_api::wire::{CheckpointReply, MemberRecords, PhaseTimings, WIRE_VERSION};
+use rollpoint_api::{ApiError, ErrorCode};
+
+use crate::coordinator::Checkpointed;
+use crate::errors::{Code, ControlError, CoordinatorError};
+
+impl Checkpointed {
+    /// The reply for this checkpoint, which took `total` in all.
+    pub fn reply(&self, total: Duration) -> CheckpointReply {
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let t = self.timings;
+        CheckpointReply {
+            v: WIRE_VERSION,
+            id: self.doc.id.clone(),
+            scope: self.doc.scope.clone(),
+            restarts: self.doc.restarts.clone(),
+            timings: PhaseTimings {
+                prepare_ms: ms(t.prepare),
+                commit_ms: ms(t.commit),
+                publish_ms: ms(t.publish),
+                held_ms: ms(t.held),
+                resume_ms: ms(t.resume),
+                total_ms: ms(total),
+            },
+            participants: self
+                .doc
+                .participants
+                .iter()
+                .map(|m| MemberRecords {
+                    kind: m.kind,
+                    instance: m.instance.clone(),
+                    record_count: m.manifest.record_count,
+                })
+                .collect(),
+            pruned: self.pruned.clone(),
+        }
+    }
+}
+
+/// A coordinator failure as a reply: a stage not ready or a published
+/// checkpoint of other participants is a conflict, the rest a failure.
+impl From<&CoordinatorError> for ApiError {
+    fn from(e: &CoordinatorError) -> Self {
+        let code = match e {
+            CoordinatorError::NotPrepared { .. } => ErrorCode::NotPrepared,
+            CoordinatorError::Members { .. } => ErrorCode::Conflict,
+            _ => ErrorCode::Failed,
+        };
+        Self::new(code, e.to_string())
+    }
+}
+
+impl From<ControlError> for ApiError {
+    fn from(e: ControlError) -> Self {
+        let code = match e.code {
+            Code::BadRequest => ErrorCode::BadRequest,
+            Code::Unauthorized => ErrorCode::Unauthorized,
+            Code::TooLarge => ErrorCode::TooLarge,
+            Code::StaleCheckpoint
+            | Code::CheckpointConflict
+            | Code::InvalidPhase
+            | Code::RestartInScope => ErrorCode::Conflict,
+            Code::DeadlineExceeded
+            | Code::HookFailed
+            | Code::Storage
+            | Code::Transport
+            | Code::Remote => ErrorCode::Failed,
+        };
+        Self {
+            code,
+            message: e.message,
+            field: e.field,
+        }
+    }
+}

@@ -1,0 +1,48 @@
+//! Every length limit on an id, in one place. Ids become path components,
+//! cgroup and subvolume names and URL segments, so each has a bound, and the
+//! ids built from others leave room for what is added.
+
+/// Longest task id (owner tasks). Session and sandbox ids are built from it.
+pub const MAX_TASK_ID: usize = 96;
+/// Longest rollout id: a task id plus room for a suffix a caller adds.
+pub const MAX_ROLLOUT_ID: usize = MAX_TASK_ID + 16;
+/// Longest attempt key: a rollout id plus `-a` and a `u32`.
+pub const MAX_ATTEMPT_KEY: usize = MAX_ROLLOUT_ID + 12;
+/// Longest checkpoint id or participant instance name.
+pub const MAX_NAME: usize = 128;
+/// Longest opaque id a service hands out or takes (launch, snapshot parts).
+pub const MAX_OPAQUE_ID: usize = 256;
+
+/// Why `name` is not a path component (`^[A-Za-z0-9][A-Za-z0-9._-]*$`, at
+/// most [`MAX_NAME`] bytes), if it is not: checkpoint ids and instance names.
+pub fn name_problem(name: &str) -> Option<&'static str> {
+    let mut bytes = name.bytes();
+    match bytes.next() {
+        None => return Some("is empty"),
+        Some(b) if !b.is_ascii_alphanumeric() => {
+            return Some("must start with a letter or digit");
+        }
+        Some(_) => {}
+    }
+    if name.len() > MAX_NAME {
+        return Some("is longer than 128 bytes");
+    }
+    if !bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
+        return Some("may hold only letters, digits, '.', '_' and '-'");
+    }
+    None
+}
+
+const _: () = assert!(MAX_NAME == 128, "name_problem's message names the limit");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_attempt_key_fits_where_names_go() {
+        let longest = MAX_ROLLOUT_ID + "-a".len() + u32::MAX.to_string().len();
+        assert!(longest <= MAX_ATTEMPT_KEY);
+        const { assert!(MAX_ATTEMPT_KEY <= MAX_NAME) };
+    }
+}

@@ -1,0 +1,69 @@
+//! Reading what a published checkpoint saved, for a resume: the session each
+//! agent record continues in, and the sessions the resources records hold.
+//! Records are read through the participants' own formats
+//! ([`AgentRecord`], [`SessionRecord`]), never by field name here.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use rollpoint_checkpoint::participant::{Kind, untag_decode};
+use rollpoint_checkpoint::{AttemptKey, store};
+use rollpoint_driver::AgentRecord;
+use rollpoint_owner::SessionRecord;
+
+use crate::errors::RunError;
+
+/// The session each agent record continues in (`None`: from its seed).
+pub type Sessions = BTreeMap<AttemptKey, Option<String>>;
+/// The (key, session) pairs the resources records saved.
+pub type Saved = BTreeSet<(AttemptKey, String)>;
+
+/// What checkpoint `id` in `run_dir` saved; a damaged record is an error
+/// naming the checkpoint and the attempt.
+pub fn saved_sessions(run_dir: &Path, id: &str) -> Result<(Sessions, Saved), RunError> {
+    let err = |e: &dyn std::fmt::Display| RunError::Checkpoint {
+        checkpoint: id.to_owned(),
+        message: e.to_string(),
+    };
+    let doc = store::read_checkpoint(run_dir, id).map_err(|e| err(&e))?;
+    let mut sessions = Sessions::new();
+    let mut saved = Saved::new();
+    for m in &doc.participants {
+        let (_, records) =
+            store::read(run_dir, id, m.kind, &m.instance, None).map_err(|e| err(&e))?;
+        for r in records {
+            match m.kind {
+                Kind::Agent => {
+                    let (key, record) = AgentRecord::untag(r).map_err(|e| err(&e))?;
+                    let session = record
+                        .bookmark
+                        .progress()
+                        .map(|p| p.session.session.clone());
+                    sessions.insert(key, session);
+                }
+                Kind::Resources => {
+                    let (key, record) = untag_decode(r, Kind::Resources, SessionRecord::decode)
+                        .map_err(|e| err(&e))?;
+                    saved.insert((key, record.session));
+                }
+                Kind::Model => {}
+            }
+        }
+    }
+    Ok((sessions, saved))
+}
+
+/// The ids of the checkpoints kept in `run_dir`.
+pub fn retained_checkpoints(run_dir: &Path) -> Result<Vec<String>, RunError> {
+    let dir = store::checkpoints_dir(run_dir);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(RunError::io(&dir, e)),
+    };
+    Ok(entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect())
+}
