@@ -12,6 +12,7 @@
 pub mod adapter;
 pub mod bookmark;
 mod control;
+pub mod ctl;
 mod errors;
 pub mod launchlog;
 pub mod machine;

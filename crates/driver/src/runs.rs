@@ -14,6 +14,7 @@ use tokio::sync::{Semaphore, oneshot, watch};
 
 use crate::adapter::from_spec;
 use crate::bookmark::{Bookmark, Next};
+pub use crate::ctl::{Ctl, RunStatus};
 use crate::errors::DriverError;
 use crate::machine::{Machine, ParkKind, Setup};
 use crate::result::RolloutResult;
@@ -45,27 +46,6 @@ impl Default for DriverConfig {
             bookmarks_dir: None,
         }
     }
-}
-
-/// Where a run is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RunStatus {
-    /// Waiting for a slot.
-    Queued,
-    Running,
-    Parked(ParkKind),
-    Done,
-}
-
-/// The control state one run shares with the registry.
-#[derive(Debug, Clone)]
-pub struct Ctl {
-    pub park: bool,
-    pub cancel: bool,
-    pub restart: bool,
-    pub status: RunStatus,
-    /// The last recorded bookmark.
-    pub bookmark: Bookmark,
 }
 
 /// How one run answered a park request.

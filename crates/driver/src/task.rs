@@ -4,49 +4,13 @@
 use rollpoint_owner::OwnerTask;
 use serde::{Deserialize, Serialize};
 
-use crate::adapter::command::CommandSettings;
-use crate::adapter::fake::FakeSettings;
-use crate::adapter::harness::HarnessSettings;
-use crate::adapter::native::NativeSettings;
 use crate::bookmark::{VerifyMode, check_rollout};
 use crate::errors::DriverError;
 
 /// Version of [`RolloutTask`].
 pub const TASK_VERSION: u32 = 1;
 
-/// The adapter that runs the harness, with its settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
-pub enum AdapterSpec {
-    Command(CommandSettings),
-    Native(NativeSettings),
-    Fake(FakeSettings),
-    /// Codex CLI (`codex exec`).
-    Codex(HarnessSettings),
-    /// Claude Code (`claude -p`).
-    #[serde(rename = "claude-code")]
-    ClaudeCode(HarnessSettings),
-    /// OpenCode (`kind: opencode`).
-    Opencode(HarnessSettings),
-    /// Pi (`kind: pi`).
-    Pi(HarnessSettings),
-}
-
-impl AdapterSpec {
-    /// The harness's environment settings, for a runner adding its own
-    /// variables; `None` for an adapter that takes none.
-    pub fn env_mut(&mut self) -> Option<&mut std::collections::BTreeMap<String, String>> {
-        match self {
-            AdapterSpec::Command(s) => Some(&mut s.env),
-            AdapterSpec::Native(s) => Some(&mut s.env),
-            AdapterSpec::Fake(_) => None,
-            AdapterSpec::Codex(s)
-            | AdapterSpec::ClaudeCode(s)
-            | AdapterSpec::Opencode(s)
-            | AdapterSpec::Pi(s) => Some(&mut s.env),
-        }
-    }
-}
+pub use crate::adapter::spec::AdapterSpec;
 
 /// One rollout to run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,6 +11,7 @@ pub mod harness;
 pub mod native;
 pub mod opencode;
 pub mod pi;
+pub mod spec;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use rollpoint_owner::Owner;
 use crate::errors::AdapterError;
 pub use crate::launchlog::RecoveryTier;
 pub use crate::result::Collected;
-use crate::task::AdapterSpec;
+use spec::AdapterSpec;
 
 /// The session an adapter works in.
 #[derive(Debug, Clone)]

@@ -2,6 +2,7 @@
 //! rewritten whole (atomically) only now and then. Appending costs the size of one record, not
 //! of the transcript; see docs/design/native-worker.md for the format and its guarantees.
 
+mod apply;
 pub mod codec;
 pub mod record;
 

@@ -1,0 +1,27 @@
+//! The control state a run shares with the registry that holds it: what the
+//! registry asks of the run (park, cancel, restart) and where the run says
+//! it is. Both the registry (`runs`) and the run's loop (`runner`) read it.
+
+use crate::bookmark::Bookmark;
+use crate::machine::ParkKind;
+
+/// Where a run is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Waiting for a slot.
+    Queued,
+    Running,
+    Parked(ParkKind),
+    Done,
+}
+
+/// The control state one run shares with the registry.
+#[derive(Debug, Clone)]
+pub struct Ctl {
+    pub park: bool,
+    pub cancel: bool,
+    pub restart: bool,
+    pub status: RunStatus,
+    /// The last recorded bookmark.
+    pub bookmark: Bookmark,
+}
