@@ -19,7 +19,7 @@ use common::{Fake, TOKEN, keys, serve};
 use rollpoint_checkpoint::AttemptKey;
 use rollpoint_checkpoint::coordinator::Plan;
 use rollpoint_checkpoint::{
-    Control, Coordinator, CoordinatorConfig, HttpControl, Kind, LocalConfig, LocalControl,
+    Control, Coordinator, CoordinatorConfig, HostConfig, HttpControl, Kind, ParticipantHost,
 };
 
 const REPS: usize = 15;
@@ -48,7 +48,7 @@ async fn coordinator(run: &Path, n: usize, scope: &[AttemptKey], http: bool) -> 
     let mut controls: Vec<Arc<dyn Control>> = Vec::new();
     for i in 0..n {
         let fake = Fake::with_records(kind_of(i), &format!("p{i}"), scope, PER_KEY);
-        let local = LocalControl::new(fake, LocalConfig::new(run)).unwrap();
+        let local = ParticipantHost::new(fake, HostConfig::new(run)).unwrap();
         if http {
             let base = serve(Arc::new(local)).await;
             controls.push(Arc::new(HttpControl::new(&base, TOKEN).unwrap()));

@@ -1,5 +1,5 @@
 //! The control verbs, one trait for both sides of the wire: a participant in
-//! this process ([`crate::LocalControl`]) and one reached over HTTP
+//! this process ([`crate::ParticipantHost`]) and one reached over HTTP
 //! ([`crate::HttpControl`]). The coordinator drives `Arc<dyn Control>`, so
 //! the embedded default needs no HTTP.
 

@@ -109,8 +109,8 @@ pub struct Timings {
     pub prepare: Duration,
     pub commit: Duration,
     pub publish: Duration,
-    /// Paused on purpose after publishing ([`Coordinator::checkpoint_holding`]).
-    pub held: Duration,
+    /// Kept paused on purpose after publishing ([`Coordinator::checkpoint_kept_paused`]).
+    pub kept_paused: Duration,
     pub resume: Duration,
 }
 
@@ -312,17 +312,17 @@ impl Coordinator {
     /// resumed and nothing is published; a failure to resume after
     /// publishing is [`CoordinatorError::PublishedNotResumed`].
     pub async fn checkpoint(&self, plan: &Plan) -> Result<Checkpointed, CoordinatorError> {
-        self.checkpoint_holding(plan, Duration::ZERO).await
+        self.checkpoint_kept_paused(plan, Duration::ZERO).await
     }
 
-    /// [`Coordinator::checkpoint`], keeping everyone paused for `hold` after
+    /// [`Coordinator::checkpoint`], keeping everyone paused for `pause` after
     /// the checkpoint is published and before resuming, so a frozen rollout
-    /// can be inspected. `hold` must stay well under the participants'
-    /// lease, or they resume on their own.
-    pub async fn checkpoint_holding(
+    /// can be inspected (the wire's `hold_ms`). `pause` must stay well under
+    /// the participants' lease, or they resume on their own.
+    pub async fn checkpoint_kept_paused(
         &self,
         plan: &Plan,
-        hold: Duration,
+        pause: Duration,
     ) -> Result<Checkpointed, CoordinatorError> {
         let id = plan.id.as_str();
         let mut timings = Timings::default();
@@ -402,9 +402,9 @@ impl Coordinator {
         timings.publish = started.elapsed();
 
         if !plan.stop {
-            if !hold.is_zero() {
-                tokio::time::sleep(hold).await;
-                timings.held = hold;
+            if !pause.is_zero() {
+                tokio::time::sleep(pause).await;
+                timings.kept_paused = pause;
             }
             let started = Instant::now();
             self.resume(id)

@@ -2,7 +2,7 @@
 //! `model`, the drivers as kind `agent`, the owner as kind `resources`)
 //! implements [`Participant`]; this crate turns that small contract into the
 //! checkpoint protocol: the pure phase machine ([`phase`]), the control
-//! verbs in process ([`LocalControl`]) and over HTTP ([`router`],
+//! verbs in process ([`ParticipantHost`]) and over HTTP ([`router`],
 //! [`HttpControl`]), the on-disk format ([`store`]), and the
 //! [`Coordinator`] that drives a set of participants through prepare,
 //! commit, restore and resume. See docs/design/checkpoints.md.
@@ -14,9 +14,9 @@ mod control;
 pub mod coordinator;
 pub mod decode;
 mod errors;
+mod host;
 mod http;
 pub mod id;
-mod local;
 pub mod participant;
 pub mod phase;
 mod reply;
@@ -29,8 +29,8 @@ pub use coordinator::{
     Checkpointed, Coordinator, CoordinatorConfig, Peer, Plan, Prepared, Restored, Timings,
 };
 pub use errors::{Code, ControlError, CoordinatorError, HookError, StoreError};
+pub use host::{DEFAULT_LEASE_GRACE, HostConfig, ParticipantHost};
 pub use http::{BODY_LIMIT, router, serve};
-pub use local::{DEFAULT_LEASE_GRACE, LocalConfig, LocalControl};
 pub use participant::{
     AttemptKey, BLOCKER_CAP, DEFAULT_POLL, HookResult, Kind, Participant, RECORD_KEY_FIELD,
     Readiness, record_key, tag_record, untag_decode, untag_record,

@@ -1,6 +1,6 @@
 //! The phase machine, pure: it decides what a control call may do and
 //! records results, and performs nothing. The effectful side
-//! ([`crate::LocalControl`]) asks it before each hook and tells it after.
+//! ([`crate::ParticipantHost`]) asks it before each hook and tells it after.
 //!
 //! `idle -> preparing -> prepared -> committed`, `idle -> restored`, and any
 //! phase back to `idle` on resume (which also aborts). Calls are idempotent

@@ -24,7 +24,7 @@ impl Checkpointed {
                 prepare_ms: ms(t.prepare),
                 commit_ms: ms(t.commit),
                 publish_ms: ms(t.publish),
-                held_ms: ms(t.held),
+                held_ms: ms(t.kept_paused),
                 resume_ms: ms(t.resume),
                 total_ms: ms(total),
             },

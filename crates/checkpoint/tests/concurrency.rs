@@ -12,7 +12,7 @@ use common::{Fake, TOKEN, keys, serve};
 use rollpoint_checkpoint::wire::{
     CommitRequest, KeysRequest, PrepareRequest, RestoreRequest, ResumeRequest,
 };
-use rollpoint_checkpoint::{Code, Control, HttpControl, Kind, LocalConfig, LocalControl, Phase};
+use rollpoint_checkpoint::{Code, Control, HostConfig, HttpControl, Kind, ParticipantHost, Phase};
 
 /// A small deterministic generator (splitmix64): the seed names the run.
 struct Rng(u64);
@@ -98,7 +98,7 @@ async fn concurrent_controllers_leave_the_participant_idle_and_open() {
     for seed in [1_u64, 7, 42, 1234] {
         let dir = tempfile::tempdir().unwrap();
         let fake = Fake::with_records(Kind::Model, "gw", &keys(2), 2);
-        let control = LocalControl::new(fake.clone(), LocalConfig::new(dir.path())).unwrap();
+        let control = ParticipantHost::new(fake.clone(), HostConfig::new(dir.path())).unwrap();
         let base = serve(Arc::new(control)).await;
         let client = HttpControl::new(&base, TOKEN).unwrap();
         let ids = 3;

@@ -13,8 +13,8 @@ use std::time::Duration;
 use common::{Fake, TOKEN, key, keys, serve};
 use rollpoint_checkpoint::coordinator::Plan;
 use rollpoint_checkpoint::{
-    Code, Control, Coordinator, CoordinatorConfig, CoordinatorError, HttpControl, Kind,
-    LocalConfig, LocalControl, Phase, store,
+    Code, Control, Coordinator, CoordinatorConfig, CoordinatorError, HostConfig, HttpControl, Kind,
+    ParticipantHost, Phase, store,
 };
 
 const KEYS: usize = 4;
@@ -38,7 +38,7 @@ fn fakes(records: usize) -> Vec<Arc<Fake>> {
 async fn rig(run: &Path, fakes: Vec<Arc<Fake>>, http: bool, timeout: Duration) -> Rig {
     let mut controls: Vec<Arc<dyn Control>> = Vec::new();
     for fake in &fakes {
-        let local = LocalControl::new(fake.clone(), LocalConfig::new(run)).expect("control");
+        let local = ParticipantHost::new(fake.clone(), HostConfig::new(run)).expect("control");
         if http {
             let base = serve(Arc::new(local)).await;
             controls.push(Arc::new(HttpControl::new(&base, TOKEN).expect("client")));
@@ -448,8 +448,8 @@ async fn a_duplicate_participant_is_refused() {
     let a = Fake::new(Kind::Model, "gw");
     let b = Fake::new(Kind::Model, "gw");
     let controls: Vec<Arc<dyn Control>> = vec![
-        Arc::new(LocalControl::new(a, LocalConfig::new(dir.path())).unwrap()),
-        Arc::new(LocalControl::new(b, LocalConfig::new(dir.path())).unwrap()),
+        Arc::new(ParticipantHost::new(a, HostConfig::new(dir.path())).unwrap()),
+        Arc::new(ParticipantHost::new(b, HostConfig::new(dir.path())).unwrap()),
     ];
     let err = Coordinator::new(controls, CoordinatorConfig::new(dir.path()))
         .await

@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{Fake, TOKEN, keys, serve};
 use rollpoint_checkpoint::wire::{PrepareRequest, ResumeRequest};
 use rollpoint_checkpoint::{
-    BLOCKER_CAP, Code, Control, HttpControl, Kind, LocalConfig, LocalControl, Phase,
+    BLOCKER_CAP, Code, Control, HostConfig, HttpControl, Kind, ParticipantHost, Phase,
 };
 use serde_json::{Value, json};
 
@@ -27,9 +27,9 @@ struct Server {
 async fn server_with(lease_grace: Duration) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let fake = Fake::with_records(Kind::Agent, "driver-1", &keys(2), 2);
-    let mut config = LocalConfig::new(dir.path());
+    let mut config = HostConfig::new(dir.path());
     config.lease_grace = lease_grace;
-    let control = LocalControl::new(fake.clone(), config).expect("control");
+    let control = ParticipantHost::new(fake.clone(), config).expect("control");
     let base = serve(Arc::new(control)).await;
     let client = HttpControl::new(&base, TOKEN).expect("client");
     Server {
@@ -513,9 +513,9 @@ async fn a_restored_participant_whose_controller_went_silent_reopens() {
     rollpoint_checkpoint::store::write(dir.path(), "c0", Kind::Agent, "driver-1", &scope, &records)
         .expect("write");
     let fake = Fake::new(Kind::Agent, "driver-1");
-    let mut config = LocalConfig::new(dir.path());
+    let mut config = HostConfig::new(dir.path());
     config.lease_grace = Duration::from_millis(300);
-    let control = LocalControl::new(fake.clone(), config).expect("control");
+    let control = ParticipantHost::new(fake.clone(), config).expect("control");
     let base = serve(Arc::new(control)).await;
     let client = HttpControl::new(&base, TOKEN).unwrap();
     let reply = client

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollpoint_checkpoint::{
-    Control, Coordinator, CoordinatorConfig, LocalConfig, LocalControl, Participant, Plan,
+    Control, Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantHost, Plan,
 };
 use rollpoint_driver::{AgentParticipant, DriverConfig, RolloutTask, Runs};
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
@@ -141,8 +141,8 @@ async fn measure(store: &'static str, choice: StoreChoice, n: usize, scratch: &P
     let resources: Arc<dyn Participant> =
         Arc::new(ResourcesParticipant::new(Arc::clone(&owner), "owner0"));
     let controls: Vec<Arc<dyn Control>> = vec![
-        Arc::new(LocalControl::new(agent, LocalConfig::new(&run_dir)).unwrap()),
-        Arc::new(LocalControl::new(resources, LocalConfig::new(&run_dir)).unwrap()),
+        Arc::new(ParticipantHost::new(agent, HostConfig::new(&run_dir)).unwrap()),
+        Arc::new(ParticipantHost::new(resources, HostConfig::new(&run_dir)).unwrap()),
     ];
     let coordinator = Coordinator::new(controls, CoordinatorConfig::new(&run_dir))
         .await

@@ -11,7 +11,6 @@
 
 pub mod adapter;
 pub mod bookmark;
-mod control;
 pub mod ctl;
 mod errors;
 pub mod launchlog;
@@ -21,6 +20,7 @@ pub mod result;
 pub mod runner;
 pub mod runs;
 pub mod store;
+mod supervisor;
 pub mod task;
 
 pub use bookmark::{BOOKMARK_VERSION, Bookmark, Next, Progress, SessionHint, Stage, VerifyMode};

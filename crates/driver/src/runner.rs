@@ -14,11 +14,11 @@ use tokio::sync::watch;
 
 use crate::adapter::{Adapter, Cx};
 use crate::bookmark::{Bookmark, VerifyMode};
-use crate::control::LaunchDir;
 use crate::ctl::{Ctl, RunStatus};
 use crate::machine::{Effect, Event, Machine, PauseOutcome, StopWhy};
 use crate::result::RolloutResult;
 use crate::store::Store;
+use crate::supervisor::LaunchDir;
 use crate::task::RolloutTask;
 use rollpoint_proto::key::{AttemptKey, KeyError};
 
@@ -280,7 +280,7 @@ impl Runner {
                 resume,
             } => self.launch(machine, &session, launch_id, resume).await,
             Effect::Pause { launch_id, hold } => self.pause(&launch_id, hold).await,
-            Effect::Continue { launch_id, hold } => self.resume(&launch_id, hold).await,
+            Effect::Continue { launch_id, hold } => self.continue_launch(&launch_id, hold).await,
             Effect::Stop { launch_id, why } => self.stop(&launch_id, why).await,
             Effect::Verify { session, mode } => {
                 let cx = self.cx(machine);
@@ -444,7 +444,7 @@ impl Runner {
         }
     }
 
-    async fn resume(&self, launch_id: &str, hold: bool) -> Event {
+    async fn continue_launch(&self, launch_id: &str, hold: bool) -> Event {
         let Some(dir) = self.dir(launch_id) else {
             return Event::Continued {
                 error: Some(format!("launch {launch_id}: no session directory known")),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollpoint_checkpoint::{
-    Control, Coordinator, CoordinatorConfig, LocalConfig, LocalControl, Participant, Plan,
+    Control, Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantHost, Plan,
 };
 use rollpoint_driver::{AgentParticipant, DriverConfig, RolloutTask, Runs, Status};
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
@@ -51,13 +51,13 @@ async fn side(backend: &Arc<LocalBackend>, run_dir: &std::path::Path) -> Side {
         Arc::new(ResourcesParticipant::new(Arc::clone(&owner), "owner0"));
     let controls: Vec<Arc<dyn Control>> = vec![
         Arc::new(
-            LocalControl::new(
+            ParticipantHost::new(
                 Arc::clone(&agent) as Arc<dyn Participant>,
-                LocalConfig::new(run_dir),
+                HostConfig::new(run_dir),
             )
             .unwrap(),
         ),
-        Arc::new(LocalControl::new(resources, LocalConfig::new(run_dir)).unwrap()),
+        Arc::new(ParticipantHost::new(resources, HostConfig::new(run_dir)).unwrap()),
     ];
     let coordinator = Coordinator::new(controls, CoordinatorConfig::new(run_dir))
         .await

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rollpoint_checkpoint::{
-    Control, Coordinator, CoordinatorConfig, LocalConfig, LocalControl, Participant, Phase, Plan,
+    Control, Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantHost, Phase, Plan,
     store,
 };
 use rollpoint_driver::{AgentParticipant, DriverConfig, RolloutTask, RunHandle, Runs, Status};
@@ -75,7 +75,7 @@ async fn side(backend: &Arc<LocalBackend>, run_dir: &Path) -> Side {
     let controls: Vec<Arc<dyn Control>> = parts
         .into_iter()
         .map(|p| {
-            Arc::new(LocalControl::new(p, LocalConfig::new(run_dir)).unwrap()) as Arc<dyn Control>
+            Arc::new(ParticipantHost::new(p, HostConfig::new(run_dir)).unwrap()) as Arc<dyn Control>
         })
         .collect();
     let coordinator = Coordinator::new(controls.clone(), CoordinatorConfig::new(run_dir))

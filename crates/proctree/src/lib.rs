@@ -35,6 +35,6 @@ pub mod time;
 
 pub use budget::Budgets;
 pub use errors::Error;
-pub use freeze::{Control, Launch, Paused, Strategy};
+pub use freeze::{Freezer, Launch, Paused, Strategy};
 pub use ident::ProcId;
 pub use members::MemberSpec;

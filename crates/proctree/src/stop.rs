@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 use rollpoint_proto::receipt::{Member, Op, Outcome, Receipt};
 
 use crate::cgroup::{Kind, has_kill, procs};
-use crate::freeze::{Control, cap_list};
+use crate::freeze::{Freezer, cap_list};
 use crate::ident::ProcId;
 use crate::scan::{Table, read_stat};
 use crate::stat::Stat;
 
-impl Control {
+impl Freezer {
     /// Members by the tree, tag and earlier passes, plus every process in
     /// the launch's cgroups.
     pub fn all_members(&mut self) -> Vec<(ProcId, Stat)> {

@@ -9,29 +9,27 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use rollpoint_api::ApiError;
+use rollpoint_api::wire::CheckpointReply;
 use rollpoint_checkpoint::Plan;
-use rollpoint_checkpoint::store;
 use rollpoint_driver::{Bookmark, DriverError, RolloutResult, RolloutTask, RunHandle, RunStatus};
 use rollpoint_gateway::CaptureKey;
-use rollpoint_proto::key::{AttemptKey, RolloutId};
+use rollpoint_proto::key::AttemptKey;
 use tokio::sync::mpsc;
 
 use crate::config::RunConfig;
-use crate::control::{self, ControlRequest, Listen, Signal, StatusReport};
+use crate::endpoint::{self, EndpointRequest, Listen, Signal, StatusReport};
 use crate::errors::RunError;
-use crate::plan::{drop_unsaved_sessions, plan_resume};
 use crate::progress::{Progress, Reporter};
-use crate::results::{ResultsLog, read_results};
-use crate::saved::{retained_checkpoints, saved_sessions};
+use crate::results::ResultsLog;
+use crate::saved::retained_checkpoints;
 use crate::stack::{Stack, open_backend};
 use crate::state::{RUN_STATE_VERSION, RunState};
-use crate::tasks::{TasksFile, load_tasks};
-use rollpoint_api::ApiError;
-use rollpoint_api::wire::CheckpointReply;
+use crate::tasks::TasksFile;
 
 /// A checkpoint the coordinator did not take (everyone was resumed).
 #[derive(Debug)]
-struct CheckpointFailed {
+pub(crate) struct CheckpointFailed {
     id: String,
     error: rollpoint_checkpoint::CoordinatorError,
 }
@@ -73,7 +71,7 @@ pub enum Ending {
     Stopped { checkpoint: String },
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -121,7 +119,7 @@ pub async fn run(
     };
     state.save(&run_dir)?;
     let serving = match inputs.listen {
-        Some(listen) => Some(control::start(&run_dir, listen).await?),
+        Some(listen) => Some(endpoint::start(&run_dir, listen).await?),
         None => None,
     };
     let mut lp = Loop::new(run_dir, stack, state, tasks.tasks.len(), 0, None, env)?;
@@ -133,203 +131,28 @@ pub async fn run(
     ending
 }
 
-/// `rollpoint resume`: continues the run in `run_dir`.
-pub async fn resume(
-    run_dir: &Path,
-    supervisor: Option<PathBuf>,
-    env: BTreeMap<String, String>,
-    inputs: Inputs,
-) -> Result<Ending, RunError> {
-    let run_dir = std::fs::canonicalize(run_dir).map_err(|e| RunError::io(run_dir, e))?;
-    let mut state = RunState::load(&run_dir)?;
-    let tasks = load_tasks(&state.tasks_path)?;
-    if tasks.sha256 != state.tasks_sha256 {
-        return Err(RunError::State {
-            path: tasks.path,
-            message: format!(
-                "the tasks file changed since the run started (sha256 {}, was {})",
-                tasks.sha256, state.tasks_sha256
-            ),
-        });
-    }
-    let supervisor = supervisor
-        .or_else(|| state.config.supervisor.clone())
-        .ok_or_else(|| RunError::setup("supervisor", "no supervisor binary given"))?;
-    let backend = open_backend(&run_dir, &state.config, supervisor)?;
-    let swept = backend
-        .sweep_orphans()
-        .map_err(|e| RunError::setup("sweep", e))?;
-    if !swept.is_empty() {
-        eprintln!(
-            "rollpoint: swept {} sandboxes of the crashed run",
-            swept.len()
-        );
-    }
-    let retained: Vec<String> = retained_checkpoints(&run_dir)?;
-    let keep: Vec<&str> = retained.iter().map(String::as_str).collect();
-    backend
-        .sweep_snapshots(&keep)
-        .map_err(|e| RunError::setup("sweep", e))?;
-
-    let finished: std::collections::BTreeSet<String> = read_results(&run_dir)?
-        .into_iter()
-        .map(|r| r.rollout)
-        .collect();
-    let latest = store::latest(&run_dir).map_err(|e| RunError::Checkpoint {
-        checkpoint: "LATEST".to_owned(),
-        message: e.to_string(),
-    })?;
-    let doc = match &latest {
-        Some(id) => {
-            Some(
-                store::read_checkpoint(&run_dir, id).map_err(|e| RunError::Checkpoint {
-                    checkpoint: id.clone(),
-                    message: e.to_string(),
-                })?,
-            )
-        }
-        None => None,
-    };
-    let order: Vec<RolloutId> = tasks
-        .tasks
-        .iter()
-        .map(|t| {
-            RolloutId::new(t.rollout()).map_err(|e| RunError::Task {
-                path: tasks.path.clone(),
-                line: 0,
-                field: "task.id".to_owned(),
-                message: e.to_string(),
-            })
-        })
-        .collect::<Result<_, _>>()?;
-    let mut plan = plan_resume(
-        &order,
-        &finished,
-        &state.attempts,
-        doc.as_ref().map(|d| d.scope.as_slice()),
-    );
-    if let Some(source) = &latest
-        && !plan.restore.is_empty()
-    {
-        let (sessions, saved) = saved_sessions(&run_dir, source)?;
-        for k in drop_unsaved_sessions(&mut plan, &sessions, &saved) {
-            eprintln!(
-                "rollpoint: {k}: checkpoint {source} holds no sandbox for its session; it starts over"
-            );
-        }
-    }
-    let by_id: BTreeMap<String, RolloutTask> = tasks
-        .tasks
-        .into_iter()
-        .map(|t| (t.rollout().to_owned(), t))
-        .collect();
-
-    let stack = Stack::build(&run_dir, &state.config, backend, state.gateway_port).await?;
-    let mut lp = Loop::new(
-        run_dir.clone(),
-        stack,
-        state.clone(),
-        order.len(),
-        finished.len(),
-        latest.clone(),
-        env,
-    )?;
-
-    if let (Some(source), false) = (&latest, plan.restore.is_empty()) {
-        let id = format!("restore-{}", now_ms());
-        let restored = lp
-            .stack
-            .coordinator
-            .restore(&id, source, &plan.restore)
-            .await
-            .map_err(|e| RunError::Checkpoint {
-                checkpoint: source.clone(),
-                message: e.to_string(),
-            })?;
-        drop(restored);
-        for handle in lp.stack.agent.take_installed() {
-            let rollout = handle.rollout.clone();
-            let attempt = plan
-                .restore
-                .iter()
-                .find(|k| k.rollout().as_str() == rollout)
-                .map_or(0, |k| k.attempt().saturating_add(1));
-            state.attempts.insert(rollout.clone(), attempt);
-            lp.watch(handle, attempt)?;
-        }
-        lp.state = state.clone();
-        lp.state.save(&run_dir)?;
-        lp.stack
-            .coordinator
-            .resume(&id)
-            .await
-            .map_err(|e| RunError::Checkpoint {
-                checkpoint: id.clone(),
-                message: e.to_string(),
-            })?;
-        lp.reporter.line(&format!(
-            "restored {} rollouts from checkpoint {source}",
-            lp.in_flight.len()
-        ));
-    }
-    if !plan.retire.is_empty() {
-        lp.stack
-            .coordinator
-            .retire(&plan.retire)
-            .await
-            .map_err(|e| RunError::setup("retire", e))?;
-        for k in &plan.retire {
-            let Some(task) = by_id.get(k.rollout().as_str()) else {
-                continue;
-            };
-            lp.start_over(task.clone(), k.attempt())?;
-        }
-        lp.reporter.line(&format!(
-            "{} rollouts start over as their next attempt",
-            plan.retire.len()
-        ));
-    }
-    for rollout in &plan.fresh {
-        if let Some(task) = by_id.get(rollout.as_str()) {
-            lp.register(task.clone())?;
-        }
-    }
-    // Pin the new attempts at once, so a crash now resumes them, not the
-    // attempts this resume replaced.
-    if !lp.in_flight.is_empty() {
-        lp.checkpoint(None, false, Duration::ZERO).await?;
-    }
-    let serving = match inputs.listen {
-        Some(listen) => Some(control::start(&lp.run_dir, listen).await?),
-        None => None,
-    };
-    let ending = lp.drive(inputs.signals).await;
-    drop(serving);
-    ending
-}
-
 type Finished = (String, u32, Result<RolloutResult, DriverError>);
 
-struct Loop {
-    run_dir: PathBuf,
-    stack: Stack,
-    state: RunState,
-    results: ResultsLog,
+pub(crate) struct Loop {
+    pub(crate) run_dir: PathBuf,
+    pub(crate) stack: Stack,
+    pub(crate) state: RunState,
+    pub(crate) results: ResultsLog,
     /// Rollout -> attempt, registered and not finished.
     /// The attempt running of each rollout in flight.
-    in_flight: BTreeMap<String, AttemptKey>,
-    progress: Progress,
-    reporter: Reporter,
-    continues: Option<String>,
-    tx: mpsc::UnboundedSender<Finished>,
-    rx: mpsc::UnboundedReceiver<Finished>,
-    lost: Vec<String>,
+    pub(crate) in_flight: BTreeMap<String, AttemptKey>,
+    pub(crate) progress: Progress,
+    pub(crate) reporter: Reporter,
+    pub(crate) continues: Option<String>,
+    pub(crate) tx: mpsc::UnboundedSender<Finished>,
+    pub(crate) rx: mpsc::UnboundedReceiver<Finished>,
+    pub(crate) lost: Vec<String>,
     /// Added to every harness's environment.
-    env: BTreeMap<String, String>,
+    pub(crate) env: BTreeMap<String, String>,
 }
 
 impl Loop {
-    fn new(
+    pub(crate) fn new(
         run_dir: PathBuf,
         stack: Stack,
         state: RunState,
@@ -366,7 +189,7 @@ impl Loop {
         })
     }
 
-    fn watch(&mut self, handle: RunHandle, attempt: u32) -> Result<(), RunError> {
+    pub(crate) fn watch(&mut self, handle: RunHandle, attempt: u32) -> Result<(), RunError> {
         let key = AttemptKey::of(&handle.rollout, attempt).map_err(|e| RunError::Rollout {
             rollout: handle.rollout.clone(),
             message: e.to_string(),
@@ -381,7 +204,7 @@ impl Loop {
         Ok(())
     }
 
-    fn register_key(&self, rollout: &str, attempt: u32) -> Result<(), RunError> {
+    pub(crate) fn register_key(&self, rollout: &str, attempt: u32) -> Result<(), RunError> {
         if let Some(g) = &self.stack.gateway {
             let key = CaptureKey::of(rollout, attempt).map_err(|e| RunError::Rollout {
                 rollout: rollout.to_owned(),
@@ -396,7 +219,7 @@ impl Loop {
     }
 
     /// Dispatches a task as attempt 0.
-    fn register(&mut self, task: RolloutTask) -> Result<(), RunError> {
+    pub(crate) fn register(&mut self, task: RolloutTask) -> Result<(), RunError> {
         let task = task.with_env(&self.env);
         let rollout = task.rollout().to_owned();
         self.register_key(&rollout, 0)?;
@@ -412,7 +235,7 @@ impl Loop {
     }
 
     /// Starts a retired rollout over from its seed as attempt `last + 1`.
-    fn start_over(&mut self, task: RolloutTask, last: u32) -> Result<(), RunError> {
+    pub(crate) fn start_over(&mut self, task: RolloutTask, last: u32) -> Result<(), RunError> {
         let task = task.with_env(&self.env);
         let rollout = task.rollout().to_owned();
         let next = last.saturating_add(1);
@@ -436,14 +259,14 @@ impl Loop {
         self.watch(handle, next)
     }
 
-    fn scope(&self) -> Vec<AttemptKey> {
+    pub(crate) fn scope(&self) -> Vec<AttemptKey> {
         self.in_flight.values().cloned().collect()
     }
 
     /// Takes a checkpoint of every in-flight rollout, holding them paused
     /// for `hold` after publishing; with `stop` it ends them (their
     /// sandboxes are freed once the checkpoint is durable).
-    async fn checkpoint(
+    pub(crate) async fn checkpoint(
         &mut self,
         id: Option<String>,
         stop: bool,
@@ -460,7 +283,7 @@ impl Loop {
         let done = self
             .stack
             .coordinator
-            .checkpoint_holding(&plan, hold)
+            .checkpoint_kept_paused(&plan, hold)
             .await
             .map_err(|error| CheckpointFailed { id, error })?;
         let took = started.elapsed();
@@ -489,7 +312,10 @@ impl Loop {
 
     /// A checkpoint that stops the run: everything it could not save is
     /// torn down too.
-    async fn stop(&mut self, id: Option<String>) -> Result<CheckpointReply, CheckpointFailed> {
+    pub(crate) async fn stop(
+        &mut self,
+        id: Option<String>,
+    ) -> Result<CheckpointReply, CheckpointFailed> {
         let reply = self.checkpoint(id, true, Duration::ZERO).await?;
         if let Err(e) = self.stack.backend.destroy_all() {
             self.reporter.line(&format!("tearing down sandboxes: {e}"));
@@ -498,7 +324,7 @@ impl Loop {
         Ok(reply)
     }
 
-    async fn finished(
+    pub(crate) async fn finished(
         &mut self,
         rollout: String,
         attempt: u32,
@@ -544,7 +370,7 @@ impl Loop {
 
     /// Deletes snapshots no retained checkpoint names (retention pruned
     /// the checkpoints that named them).
-    fn sweep_snapshots(&self) {
+    pub(crate) fn sweep_snapshots(&self) {
         let result = retained_checkpoints(&self.run_dir).and_then(|ids| {
             let keep: Vec<&str> = ids.iter().map(String::as_str).collect();
             self.stack
@@ -557,12 +383,12 @@ impl Loop {
         }
     }
 
-    fn show(&mut self) {
+    pub(crate) fn show(&mut self) {
         self.count();
         self.reporter.tick(&self.progress);
     }
 
-    fn count(&mut self) {
+    pub(crate) fn count(&mut self) {
         let mut queued = 0;
         let mut parked = 0;
         for r in self.in_flight.keys() {
@@ -577,7 +403,7 @@ impl Loop {
         self.progress.parked = parked;
     }
 
-    async fn drive(
+    pub(crate) async fn drive(
         mut self,
         mut signals: mpsc::UnboundedReceiver<Signal>,
     ) -> Result<Ending, RunError> {
@@ -603,7 +429,7 @@ impl Loop {
                             self.reporter.line(&format!("{} (the run goes on)", RunError::from(e)));
                         }
                     }
-                    Some(Signal::Control(ControlRequest::Checkpoint { request, reply })) => {
+                    Some(Signal::Control(EndpointRequest::Checkpoint { request, reply })) => {
                         if request.stop {
                             match self.stop(request.id).await {
                                 Ok(done) => {
@@ -627,7 +453,7 @@ impl Loop {
                         }
                         let _asker_gone: Result<(), _> = reply.send(answer.map_err(|e| e.api()));
                     }
-                    Some(Signal::Control(ControlRequest::Status { reply })) => {
+                    Some(Signal::Control(EndpointRequest::Status { reply })) => {
                         self.count();
                         let _asker_gone: Result<(), _> = reply.send(StatusReport::of(&self.progress));
                     }

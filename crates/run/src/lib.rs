@@ -17,8 +17,9 @@
 //! | [`plan`] | what a resume does with each task (pure) |
 //! | `saved` | what a published checkpoint saved, read through the participants' formats |
 //! | [`stack`] | builds the participants of the embedded run |
-//! | [`controller`] | the loop: dispatch, checkpoint, results, resume |
-//! | [`control`] | the run's HTTP control endpoint and the requests it sends the loop |
+//! | [`controller`] | a new run and the loop: dispatch, checkpoint, results |
+//! | [`resume`] | `rollpoint resume`: sweep, plan, restore, then the loop |
+//! | [`endpoint`] | the run's HTTP control endpoint and the requests it sends the loop |
 //! | [`status`] | `rollpoint status` |
 //! | [`progress`] | bars on a terminal, plain lines otherwise |
 //!
@@ -26,12 +27,13 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
-pub mod control;
 pub mod controller;
+pub mod endpoint;
 mod errors;
 pub mod plan;
 pub mod progress;
 pub mod results;
+pub mod resume;
 mod saved;
 pub mod stack;
 pub mod state;
@@ -39,12 +41,12 @@ pub mod status;
 pub mod tasks;
 
 pub use config::{CONFIG_VERSION, ModelSource, RunConfig, StoreKind};
-pub use control::Signal;
-pub use control::{ControlFile, Listen};
-pub use controller::{Ending, Inputs, resume, run};
+pub use controller::{Ending, Inputs, run};
+pub use endpoint::{EndpointFile, Listen, Signal};
 pub use errors::RunError;
 pub use progress::{Progress, Reporter};
 pub use results::{ResultsLog, read_results};
+pub use resume::resume;
 pub use state::{RUN_STATE_VERSION, RunState};
 pub use tasks::{TasksFile, load_tasks};
 

@@ -2,14 +2,14 @@
 //! scripted model (when the config names a script) or an upstream, the
 //! gateway on 127.0.0.1 as the `model` participant, the local sandboxes and
 //! their owner as `resources`, the drivers as `agent`, each behind a
-//! `LocalControl`, and the coordinator over all of them.
+//! `ParticipantHost`, and the coordinator over all of them.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rollpoint_checkpoint::{
-    Control, Coordinator, CoordinatorConfig, LocalConfig, LocalControl, Participant,
+    Control, Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantHost,
 };
 use rollpoint_driver::{AgentParticipant, DriverConfig, Runs};
 use rollpoint_gateway::config::UpstreamApi;
@@ -107,7 +107,7 @@ impl Stack {
         .map_err(|e| RunError::setup("drivers", e))?;
         let agent = Arc::new(AgentParticipant::new(runs.clone(), "agent0"));
         let local = |p: Arc<dyn Participant>| -> Result<Arc<dyn Control>, RunError> {
-            LocalControl::new(p, LocalConfig::new(run_dir))
+            ParticipantHost::new(p, HostConfig::new(run_dir))
                 .map(|c| Arc::new(c) as Arc<dyn Control>)
                 .map_err(|e| RunError::setup("checkpoint control", e))
         };

@@ -12,7 +12,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{
-    checkpoint_holding, command_task, control, cpu_ticks, processes_of, spawn, wait, wait_file,
+    checkpoint_kept_paused, command_task, control, cpu_ticks, processes_of, spawn, wait, wait_file,
     write_jsonl,
 };
 use rollpoint_driver::Status;
@@ -137,7 +137,7 @@ fn root_a_held_checkpoint_freezes_every_rollout_until_it_resumes_them() {
 
     let asker = {
         let run_dir = run_dir.clone();
-        std::thread::spawn(move || checkpoint_holding(&run_dir, TOKEN, 3000))
+        std::thread::spawn(move || checkpoint_kept_paused(&run_dir, TOKEN, 3000))
     };
     // Inside the hold: nothing moves for a second.
     std::thread::sleep(Duration::from_millis(1000));

@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
-use rollpoint_proctree::{Control, Launch, MemberSpec, Paused, ProcId};
+use rollpoint_proctree::{Freezer, Launch, MemberSpec, Paused, ProcId};
 use rollpoint_proto::control::{CONTROL_SOCKET, CONTROL_VERSION, Reply, Request, Verb};
 use rollpoint_proto::receipt::{Op, Outcome, Receipt};
 use rollpoint_proto::session::{
@@ -117,7 +117,7 @@ fn act(
         cgroup_v2: existing(&record.cgroup_v2),
         cgroup_v1: existing(&record.cgroup_v1_freezer),
     };
-    let mut control = Control::new(launch.clone(), opts.strategy, opts.budgets)?;
+    let mut control = Freezer::new(launch.clone(), opts.strategy, opts.budgets)?;
     let saved = opts.session.join(FALLBACK_PAUSE_FILE);
     Ok(match op {
         Op::Pause => {
@@ -131,7 +131,7 @@ fn act(
             if let Some(p) = load_pause(&saved)? {
                 control.adopt_pause(p);
             }
-            let receipt = control.resume();
+            let receipt = control.continue_frozen();
             if receipt.confirmed() {
                 let _ = std::fs::remove_file(&saved);
             }

@@ -33,7 +33,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use rollpoint_proctree::spawn::PreExec;
-use rollpoint_proctree::{Control, Launch, MemberSpec, ProcId, cgroup, time::unix_ms};
+use rollpoint_proctree::{Freezer, Launch, MemberSpec, ProcId, cgroup, time::unix_ms};
 use rollpoint_proto::control::{CONTROL_SOCKET, Verb};
 use rollpoint_proto::launch::{Ended, LAUNCH_TAG_VAR, LaunchPhase};
 use rollpoint_proto::receipt::Op;
@@ -223,7 +223,7 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
         cgroup_v2: cgroups.v2.clone(),
         cgroup_v1: cgroups.v1.clone(),
     };
-    *control_slot = Some(Control::new(launch, opts.strategy, opts.budgets)?);
+    *control_slot = Some(Freezer::new(launch, opts.strategy, opts.budgets)?);
     shared.session.update(|r| {
         r.phase = LaunchPhase::Running;
         r.pid = Some(harness);

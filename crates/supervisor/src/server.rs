@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rollpoint_proctree::Control;
+use rollpoint_proctree::Freezer;
 use rollpoint_proto::control::{CONTROL_VERSION, Reply, Request, Verb};
 use rollpoint_proto::launch::LaunchRecord;
 use rollpoint_proto::receipt::{Op, Outcome, Receipt};
@@ -23,7 +23,7 @@ const MAX_REQUEST: u64 = 64 * 1024;
 #[derive(Debug)]
 pub struct Shared {
     pub session: Session,
-    pub control: Mutex<Option<Control>>,
+    pub control: Mutex<Option<Freezer>>,
     /// A stop arrived before the harness started: it never starts.
     pub stop_requested: AtomicBool,
     /// Requests being answered; the supervisor waits for them before it
@@ -143,7 +143,7 @@ impl Shared {
         }
         Some(match op {
             Op::Pause => control.pause(),
-            Op::Continue => control.resume(),
+            Op::Continue => control.continue_frozen(),
             Op::Stop | Op::Cleanup => control.stop(),
         })
     }

@@ -1,6 +1,6 @@
 //! The control plane over HTTP: `/v1/checkpoint/{status,prepare,commit,
 //! restore,resume,retire,forget}` over any [`Control`] (usually a
-//! [`crate::LocalControl`] around a participant), behind a bearer token
+//! [`crate::ParticipantHost`] around a participant), behind a bearer token
 //! compared in constant time. Bodies are read as bytes and decoded here so a
 //! bad body gets a 400 naming the field. One route per file.
 

@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use std::sync::Arc;
 
 use axum::serve::ListenerExt as _;
-use rollpoint_checkpoint::{Control, LocalConfig, LocalControl, Participant};
+use rollpoint_checkpoint::{Control, HostConfig, Participant, ParticipantHost};
 use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, ModelParticipant, UpstreamApi};
 
 /// The API family of the upstream.
@@ -87,7 +87,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
             let participant: Arc<dyn Participant> =
                 Arc::new(ModelParticipant::new(Arc::new(gateway.clone()), "gateway"));
             let control: Arc<dyn Control> = Arc::new(
-                LocalControl::new(participant, LocalConfig::new(run_dir))
+                ParticipantHost::new(participant, HostConfig::new(run_dir))
                     .context("cannot start the checkpoint control routes")?,
             );
             app = app.merge(rollpoint_checkpoint::router(control, token));

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use axum::serve::ListenerExt as _;
 use clap::Args;
-use rollpoint_checkpoint::{Control, LocalConfig, LocalControl, Participant};
+use rollpoint_checkpoint::{Control, HostConfig, Participant, ParticipantHost};
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
 use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
 use rollpoint_snapshot::{ImageOptions, StoreChoice, StoreOptions};
@@ -79,7 +79,7 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
     let participant: Arc<dyn Participant> =
         Arc::new(ResourcesParticipant::new(Arc::clone(&local), "owner"));
     let control: Arc<dyn Control> = Arc::new(
-        LocalControl::new(participant, LocalConfig::new(&args.run_dir))
+        ParticipantHost::new(participant, HostConfig::new(&args.run_dir))
             .context("cannot start the checkpoint control routes")?,
     );
     let owner: Arc<dyn Owner> = local;

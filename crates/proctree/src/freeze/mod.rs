@@ -1,6 +1,6 @@
 //! Pausing and continuing a launch, with proof.
 //!
-//! Three strategies sit behind [`Control`], best first: the cgroup v2
+//! Three strategies sit behind [`Freezer`], best first: the cgroup v2
 //! freezer (`cgroup.freeze`, confirmed by `frozen 1` in `cgroup.events`),
 //! the cgroup v1 freezer (`freezer.state` reads `FROZEN`), and a SIGSTOP
 //! sweep (scan and stop until no new member appears and every member is
@@ -83,7 +83,7 @@ pub struct Paused {
 
 /// Pause, continue and stop for one launch.
 #[derive(Debug)]
-pub struct Control {
+pub struct Freezer {
     pub(crate) launch_id: String,
     pub(crate) method: Method,
     pub(crate) cgroup_dir: Option<PathBuf>,
@@ -95,7 +95,7 @@ pub struct Control {
     paused: Option<Paused>,
 }
 
-impl Control {
+impl Freezer {
     /// Chooses the strategy for `launch` and prepares to control it.
     pub fn new(launch: Launch, strategy: Strategy, budgets: Budgets) -> Result<Self, Error> {
         Self::with_fs(launch, strategy, budgets, Box::new(RealFs))
@@ -161,7 +161,7 @@ impl Control {
         self.paused.as_ref()
     }
 
-    /// Adopts a pause made by another `Control` of the same launch.
+    /// Adopts a pause made by another `Freezer` of the same launch.
     pub fn adopt_pause(&mut self, paused: Paused) {
         self.paused = Some(paused);
     }
@@ -265,7 +265,7 @@ impl Control {
         });
         if let Some(reason) = sweep.failure {
             // Undo: a half-paused tree is worse than a running one.
-            let undo = self.resume();
+            let undo = self.continue_frozen();
             let reason = if undo.confirmed() {
                 format!("{reason}; pause undone")
             } else {
@@ -297,7 +297,7 @@ impl Control {
     /// Continues exactly what the last pause froze and confirms nothing of it
     /// is left frozen or stopped: the cgroup reports thawed, and every
     /// member stopped by signal is seen running (or gone).
-    pub fn resume(&mut self) -> Receipt {
+    pub fn continue_frozen(&mut self) -> Receipt {
         let start = Instant::now();
         let Some(paused) = self.paused.take() else {
             let members = self.member_states();

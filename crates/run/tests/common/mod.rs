@@ -155,7 +155,7 @@ pub fn control(
     path: &str,
     body: Option<&str>,
 ) -> (u16, serde_json::Value) {
-    let file = rollpoint_run::ControlFile::load(run_dir).expect("control.json");
+    let file = rollpoint_run::EndpointFile::load(run_dir).expect("control.json");
     let url = format!("http://{}{path}", file.addr);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
@@ -180,7 +180,7 @@ pub fn control(
 
 /// Takes a checkpoint over the control endpoint, holding every rollout
 /// paused `hold_ms` after it is published; returns the report.
-pub fn checkpoint_holding(run_dir: &Path, token: &str, hold_ms: u64) -> serde_json::Value {
+pub fn checkpoint_kept_paused(run_dir: &Path, token: &str, hold_ms: u64) -> serde_json::Value {
     let body = serde_json::json!({"v": 1, "hold_ms": hold_ms}).to_string();
     let (status, reply) = control(
         run_dir,

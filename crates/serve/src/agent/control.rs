@@ -1,5 +1,5 @@
 //! The agent's control plane as served: the participant's own
-//! `LocalControl`, plus a few steps of its own: a retire first marks the
+//! `ParticipantHost`, plus a few steps of its own: a retire first marks the
 //! attempts so their cancelled runs are not taken for results; a restore
 //! then takes over the runs it installed so their results reach the
 //! rollout routes; prepare and restore hold back forgetting finished
@@ -13,7 +13,7 @@ use rollpoint_checkpoint::wire::{
     CommitReply, CommitRequest, KeysReply, KeysRequest, PrepareReply, PrepareRequest, RestoreReply,
     RestoreRequest, ResumeReply, ResumeRequest, Status,
 };
-use rollpoint_checkpoint::{Control, ControlResult, LocalControl};
+use rollpoint_checkpoint::{Control, ControlResult, ParticipantHost};
 
 use super::Shared;
 
@@ -27,7 +27,7 @@ impl AgentControl {
         Self { shared }
     }
 
-    fn local(&self) -> &LocalControl {
+    fn local(&self) -> &ParticipantHost {
         &self.shared.local
     }
 }

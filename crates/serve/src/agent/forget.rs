@@ -9,7 +9,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rollpoint_checkpoint::wire::KeysRequest;
-use rollpoint_checkpoint::{AttemptKey, Control as _, LocalControl};
+use rollpoint_checkpoint::{AttemptKey, Control as _, ParticipantHost};
 
 /// Deadline of one forget call.
 const FORGET_TIMEOUT_MS: u64 = 30_000;
@@ -56,7 +56,7 @@ impl Forgetting {
     }
 
     /// Forgets `keys` through `control`; refused keys wait.
-    pub async fn flush(&self, control: &LocalControl, keys: Vec<AttemptKey>) {
+    pub async fn flush(&self, control: &ParticipantHost, keys: Vec<AttemptKey>) {
         if keys.is_empty() {
             return;
         }

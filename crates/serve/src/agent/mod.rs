@@ -34,7 +34,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::routing::get;
 use futures_util::future::join_all;
-use rollpoint_checkpoint::{LocalConfig, LocalControl, Participant};
+use rollpoint_checkpoint::{HostConfig, Participant, ParticipantHost};
 use rollpoint_driver::{AgentParticipant, DriverConfig, RolloutTask, RunHandle, RunStatus, Runs};
 use rollpoint_owner::Owner;
 use rollpoint_proto::key::AttemptKey;
@@ -68,7 +68,7 @@ pub(crate) struct Shared {
     table: Table,
     env: BTreeMap<String, String>,
     /// The participant's own control plane.
-    local: LocalControl,
+    local: ParticipantHost,
     /// Attempt keys of finished rollouts, for the control plane to forget.
     forgetting: Forgetting,
 }
@@ -93,9 +93,9 @@ impl AgentService {
             },
         )?;
         let participant = Arc::new(AgentParticipant::new(runs.clone(), &settings.instance));
-        let local = LocalControl::new(
+        let local = ParticipantHost::new(
             Arc::clone(&participant) as Arc<dyn Participant>,
-            LocalConfig::new(&settings.run_dir),
+            HostConfig::new(&settings.run_dir),
         )?;
         let shared = Arc::new(Shared {
             runs,

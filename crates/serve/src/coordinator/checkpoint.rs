@@ -41,7 +41,7 @@ pub(super) async fn handle(
     let started = Instant::now();
     let done = shared
         .coordinator
-        .checkpoint_holding(&plan, req.hold())
+        .checkpoint_kept_paused(&plan, req.hold())
         .await
         .map_err(|e| coordinator_error(&e))?;
     Ok(json(StatusCode::OK, &done.reply(started.elapsed())))

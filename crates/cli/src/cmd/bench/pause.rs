@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use rollpoint_proctree::freeze::Control;
+use rollpoint_proctree::freeze::Freezer;
 use rollpoint_proctree::{Budgets, Launch, MemberSpec, Strategy, cgroup};
 
 use super::stats::{Summary, ms};
@@ -177,7 +177,7 @@ impl Tree {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        let mut probe = Control::new(launch.clone(), Strategy::Sigstop, Budgets::default())?;
+        let mut probe = Freezer::new(launch.clone(), Strategy::Sigstop, Budgets::default())?;
         let count = probe.members().len();
         Ok(Self {
             child,
@@ -197,7 +197,7 @@ impl Tree {
             stop_grace: Duration::from_millis(200),
             ..Budgets::default()
         };
-        let mut control = Control::new(self.launch.clone(), Strategy::Auto, budgets)?;
+        let mut control = Freezer::new(self.launch.clone(), Strategy::Auto, budgets)?;
         let receipt = control.stop();
         let _ = self.child.wait();
         if receipt.cleanup_confirmed != Some(true) {
@@ -227,7 +227,7 @@ impl Drop for Tree {
 }
 
 fn measure(tree: &Tree, strategy: Strategy, reps: usize) -> anyhow::Result<(Summary, Summary)> {
-    let mut control = Control::new(tree.launch.clone(), strategy, Budgets::default())?;
+    let mut control = Freezer::new(tree.launch.clone(), strategy, Budgets::default())?;
     let (mut pauses, mut conts) = (Vec::new(), Vec::new());
     for _ in 0..reps {
         let t = Instant::now();
@@ -245,7 +245,7 @@ fn measure(tree: &Tree, strategy: Strategy, reps: usize) -> anyhow::Result<(Summ
             tree.count
         );
         let t = Instant::now();
-        let r = control.resume();
+        let r = control.continue_frozen();
         conts.push(t.elapsed());
         ensure!(
             r.confirmed(),

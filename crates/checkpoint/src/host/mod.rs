@@ -35,7 +35,7 @@ pub const DEFAULT_LEASE_GRACE: Duration = Duration::from_secs(600);
 
 /// Where a participant writes and how patient it is.
 #[derive(Debug, Clone)]
-pub struct LocalConfig {
+pub struct HostConfig {
     /// The run directory; checkpoints go under `run_dir/checkpoints/`.
     pub run_dir: PathBuf,
     /// The lease: a checkpoint left open this long past the last call's
@@ -43,7 +43,7 @@ pub struct LocalConfig {
     pub lease_grace: Duration,
 }
 
-impl LocalConfig {
+impl HostConfig {
     pub fn new(run_dir: impl Into<PathBuf>) -> Self {
         Self {
             run_dir: run_dir.into(),
@@ -54,7 +54,7 @@ impl LocalConfig {
 
 /// A participant's control plane, in process. Cheap to clone.
 #[derive(Debug, Clone)]
-pub struct LocalControl {
+pub struct ParticipantHost {
     inner: Arc<Inner>,
 }
 
@@ -63,7 +63,7 @@ struct Inner {
     participant: Arc<dyn Participant>,
     kind: Kind,
     instance: String,
-    config: LocalConfig,
+    config: HostConfig,
     machine: Mutex<Machine>,
     /// Serializes every transition that calls a hook. Prepare's readiness
     /// wait runs outside it so a resume can abort it.
@@ -75,10 +75,10 @@ struct Inner {
     aborts: watch::Sender<u64>,
 }
 
-impl LocalControl {
+impl ParticipantHost {
     /// The control plane of `participant`. Fails if its instance name is
     /// not a path component.
-    pub fn new(participant: Arc<dyn Participant>, config: LocalConfig) -> ControlResult<Self> {
+    pub fn new(participant: Arc<dyn Participant>, config: HostConfig) -> ControlResult<Self> {
         let instance = participant.instance();
         check_name("instance", &instance)?;
         Ok(Self {
@@ -236,7 +236,7 @@ fn join_error(action: &str, e: &tokio::task::JoinError) -> ControlError {
     ControlError::new(Code::HookFailed, format!("{action}: task failed: {e}"))
 }
 
-impl Control for LocalControl {
+impl Control for ParticipantHost {
     fn status(&self) -> BoxFuture<'_, ControlResult<Status>> {
         async move { Ok(self.inner.status().await) }.boxed()
     }

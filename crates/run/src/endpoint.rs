@@ -37,7 +37,7 @@ pub enum Signal {
     /// Checkpoint with stop, then end (SIGTERM, SIGINT).
     Stop,
     /// A request over the control endpoint.
-    Control(ControlRequest),
+    Control(EndpointRequest),
 }
 
 /// Version of `control.json` and of the status reply.
@@ -81,7 +81,7 @@ impl StatusReport {
 
 /// What a control request asks of the loop.
 #[derive(Debug)]
-pub enum ControlRequest {
+pub enum EndpointRequest {
     /// A checkpoint (checked already: no `scope`, the hold within bounds).
     Checkpoint {
         request: CheckpointRequest,
@@ -95,12 +95,12 @@ pub enum ControlRequest {
 /// `control.json`: where the endpoint listens.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ControlFile {
+pub struct EndpointFile {
     pub v: u32,
     pub addr: SocketAddr,
 }
 
-impl ControlFile {
+impl EndpointFile {
     pub fn path(run_dir: &Path) -> PathBuf {
         run_dir.join(CONTROL_FILE)
     }
@@ -164,7 +164,7 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
     let bound = listener
         .local_addr()
         .map_err(|e| RunError::setup("control endpoint", format!("address of {addr}: {e}")))?;
-    ControlFile {
+    EndpointFile {
         v: CONTROL_VERSION,
         addr: bound,
     }
@@ -183,7 +183,7 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
     });
     Ok(Serving {
         task,
-        file: ControlFile::path(run_dir),
+        file: EndpointFile::path(run_dir),
     })
 }
 
@@ -205,7 +205,7 @@ async fn checkpoint(
         ));
     }
     let (reply, answer) = oneshot::channel();
-    let asked = Signal::Control(ControlRequest::Checkpoint { request, reply });
+    let asked = Signal::Control(EndpointRequest::Checkpoint { request, reply });
     if loop_tx.send(asked).is_err() {
         return Ok(ending());
     }
@@ -219,7 +219,7 @@ async fn checkpoint(
 async fn status(State(loop_tx): State<mpsc::UnboundedSender<Signal>>) -> Response {
     let (reply, answer) = oneshot::channel();
     if loop_tx
-        .send(Signal::Control(ControlRequest::Status { reply }))
+        .send(Signal::Control(EndpointRequest::Status { reply }))
         .is_err()
     {
         return ending();
