@@ -112,33 +112,72 @@ impl From<TooLarge> for ApiError {
     }
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: &'a ApiError,
+/// What a service's own error needs to be an HTTP reply: its status and its
+/// JSON body. Every surface replies through [`Reply`], the one
+/// [`IntoResponse`] for errors.
+pub trait HttpError {
+    fn status(&self) -> StatusCode;
+    /// The reply body, JSON.
+    fn body(&self) -> Vec<u8>;
 }
 
-impl IntoResponse for ApiError {
+/// A service error as its reply.
+#[derive(Debug)]
+pub struct Reply<E>(pub E);
+
+impl<E> From<E> for Reply<E> {
+    fn from(e: E) -> Self {
+        Self(e)
+    }
+}
+
+impl<E: HttpError> IntoResponse for Reply<E> {
     fn into_response(self) -> Response {
-        let body = serde_json::to_vec(&ErrorBody { error: &self }).unwrap_or_default();
         (
-            self.code.status(),
+            self.0.status(),
             [(CONTENT_TYPE, "application/json")],
-            body,
+            self.0.body(),
         )
             .into_response()
     }
 }
 
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: &'a ApiError,
+}
+
+impl HttpError for ApiError {
+    fn status(&self) -> StatusCode {
+        self.code.status()
+    }
+
+    fn body(&self) -> Vec<u8> {
+        serde_json::to_vec(&ErrorBody { error: self }).unwrap_or_default()
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        Reply(self).into_response()
+    }
+}
+
+/// A JSON reply with `status`, or the encoding error.
+pub fn encoded<T: Serialize>(status: StatusCode, value: &T) -> Result<Response, serde_json::Error> {
+    let body = serde_json::to_vec(value)?;
+    Ok((status, [(CONTENT_TYPE, "application/json")], body).into_response())
+}
+
 /// A JSON reply with `status`.
 pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
-    match serde_json::to_vec(value) {
-        Ok(body) => (status, [(CONTENT_TYPE, "application/json")], body).into_response(),
-        Err(e) => ApiError::new(
+    encoded(status, value).unwrap_or_else(|e| {
+        ApiError::new(
             ErrorCode::Failed,
             format!("reply could not be encoded: {e}"),
         )
-        .into_response(),
-    }
+        .into_response()
+    })
 }
 
 /// Largest request body of the rollout and coordinator routes (a rollout

@@ -6,6 +6,21 @@
 //! [`HttpControl`]), the on-disk format ([`store`]), and the
 //! [`Coordinator`] that drives a set of participants through prepare,
 //! commit, restore and resume. See docs/design/checkpoints.md.
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | [`participant`] | the participant contract and record tagging |
+//! | [`phase`] | the pure phase machine |
+//! | `control` | the control verbs, one trait for both sides of the wire |
+//! | `host` | [`ParticipantHost`]: a participant's control plane in process, one verb per file |
+//! | `http` | the control routes, one per file |
+//! | `client` | [`HttpControl`], the routes' client |
+//! | [`wire`] | the control requests and replies |
+//! | [`store`] | records, manifests, `checkpoint.json`, `LATEST`, retention |
+//! | [`coordinator`] | the controller's side over a set of participants |
+//! | `reply` | coordinator results and errors as the HTTP contract's replies |
+//! | [`id`], [`decode`], [`auth`] | names checked at the edge, body decoding, bearer tokens |
+//! | `errors` | the errors of all of it |
 #![forbid(unsafe_code)]
 
 pub mod auth;

@@ -7,6 +7,19 @@
 //! Pure logic lives in [`bookmark`] and [`machine`]; [`runner`] and [`runs`]
 //! perform the effects (owner calls, the supervisor's control socket). See
 //! docs/design/driver.md.
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | [`task`] | the rollout task, checked field by field |
+//! | [`bookmark`] | the versioned bookmark, recorded before every effect |
+//! | [`machine`] | the pure stage machine: events in, effects out |
+//! | [`runner`] | performs one rollout's effects |
+//! | [`runs`] | the registry of runs: slots, parking, export and install |
+//! | [`ctl`] | the control state a run shares with the registry |
+//! | [`adapter`] | everything harness-specific, one file per adapter |
+//! | `supervisor` | the host side of a launch's supervisor: its socket, record, pause file |
+//! | `participant` | the drivers as the `agent` participant, and [`AgentRecord`] |
+//! | [`launchlog`], [`result`], [`store`] | the launch log, the result format, bookmark files |
 #![forbid(unsafe_code)]
 
 pub mod adapter;

@@ -2,6 +2,16 @@
 //! and quickstart run with no GPU and no network. It speaks OpenAI chat completions, OpenAI
 //! Responses and Anthropic Messages, streamed and not, and answers from a versioned script:
 //! text, or a call of the harness's own shell tool shaped from that tool's schema.
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | [`script`] | the versioned script format |
+//! | [`request`] | what is read from a request |
+//! | [`answer`] | which step, turn and delays answer a request |
+//! | [`tools`] | the harness's shell tool and its arguments |
+//! | [`render`] | one turn as each API's bytes, streamed or not |
+//! | [`server`] | the HTTP routes |
+//! | [`errors`] | loading and binding errors |
 #![forbid(unsafe_code)]
 
 pub mod answer;

@@ -121,17 +121,16 @@ impl Script {
         };
         let value: serde_json::Value =
             serde_json::from_slice(bytes).map_err(|e| invalid(e.to_string()))?;
-        match value.get("version") {
-            Some(serde_json::Value::Number(n)) if n.as_u64() == Some(u64::from(SCRIPT_VERSION)) => {
-            }
-            Some(other) => {
+        match rollpoint_proto::check_version(&value, "model script", "version", SCRIPT_VERSION) {
+            Ok(()) => {}
+            Err(rollpoint_proto::FormatError::UnknownVersion { found, .. }) => {
                 return Err(ScriptError::UnknownVersion {
                     path: path.to_owned(),
-                    found: other.to_string(),
+                    found: found.to_string(),
                     supported: SCRIPT_VERSION,
                 });
             }
-            None => return Err(invalid("missing field `version`".into())),
+            Err(e) => return Err(invalid(e.to_string())),
         }
         let script: Self = serde_json::from_value(value).map_err(|e| invalid(e.to_string()))?;
         script.validate().map_err(invalid)?;

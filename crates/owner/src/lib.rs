@@ -5,6 +5,17 @@
 //! [`Owner`] is the contract; [`LocalOwner`] serves it in process over a
 //! sandbox backend, [`router`] serves any owner over HTTP, and [`HttpOwner`]
 //! is the client of those routes. See docs/design/owner.md.
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | `owner` | the [`Owner`] contract |
+//! | `local` | [`LocalOwner`], one file per verb |
+//! | `http` | the routes, one per file; `client` is their client |
+//! | `participant` | the owner as the `resources` participant |
+//! | [`task`] | what a task asks of its sandbox, checked |
+//! | [`record`] | the session record a checkpoint stores |
+//! | [`verdict`] | grading the verify command's output (pure) |
+//! | [`decode`], `errors` | body decoding with the field named, the owner's errors |
 #![forbid(unsafe_code)]
 
 mod client;

@@ -214,6 +214,13 @@ fn rollout_problem(rollout: &str) -> Option<String> {
     None
 }
 
+/// The id of launch `n` of `attempt` of `rollout`: `<rollout>-a<attempt>-l<n>`,
+/// the attempt always spelled out (`-a0` too), so launch ids of different
+/// attempts never collide and sort by attempt.
+pub fn launch_id(rollout: &str, attempt: u32, n: usize) -> String {
+    format!("{rollout}-a{attempt}-l{n}")
+}
+
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {

@@ -1,8 +1,23 @@
-//! Wire and on-disk formats shared by the supervisor and the host.
+//! Wire and on-disk formats shared by the supervisor and the host, and the
+//! names every part gives a rollout.
 //!
-//! Every format here carries a version field `v`. Writers write only the
-//! current version; readers reject any other version by name, so an old
-//! binary never guesses at a newer file. This crate does no I/O.
+//! Every format here carries a version field `v`; writers write only the
+//! current version, and every reader in the workspace checks the version
+//! through [`check_version`] (or [`decode`], [`decode_versioned`]), rejecting
+//! any other by name, so an old binary never guesses at a newer file. This
+//! crate does no I/O.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`anchor`] | the sandbox anchor's socket protocol, launch id checks |
+//! | [`control`] | the supervisor's control socket protocol |
+//! | [`key`] | [`key::RolloutId`] and [`key::AttemptKey`]: the only place a key is formatted or parsed |
+//! | [`launch`] | the launch record |
+//! | [`limits`] | every id length limit |
+//! | [`receipt`] | what a pause, continue or stop did, member by member |
+//! | [`responses`] | facts about the OpenAI Responses API shared by the worker and the model |
+//! | [`session`] | the files of a launch's session directory |
+//! | `version` | the one versioned-envelope reader |
 #![forbid(unsafe_code)]
 
 pub mod anchor;
@@ -15,4 +30,4 @@ pub mod responses;
 pub mod session;
 mod version;
 
-pub use version::{FormatError, decode, decode_versioned, field_path};
+pub use version::{FormatError, check_version, decode, decode_versioned, field_path};

@@ -67,6 +67,23 @@ pub fn decode_versioned<T: DeserializeOwned>(
 ) -> Result<T, FormatError> {
     let value: serde_json::Value =
         serde_json::from_slice(bytes).map_err(|source| FormatError::Json { what, source })?;
+    check_version(&value, what, field, supported)?;
+    serde_path_to_error::deserialize(value).map_err(|e| FormatError::Field {
+        what,
+        path: e.path().to_string(),
+        source: e.into_inner(),
+    })
+}
+
+/// The envelope check alone, for a reader that inspects the document
+/// between the version and the strict decode: `value[field]` must be the
+/// integer `supported`.
+pub fn check_version(
+    value: &serde_json::Value,
+    what: &'static str,
+    field: &'static str,
+    supported: u32,
+) -> Result<(), FormatError> {
     let found = value
         .get(field)
         .and_then(serde_json::Value::as_u64)
@@ -78,11 +95,7 @@ pub fn decode_versioned<T: DeserializeOwned>(
             supported,
         });
     }
-    serde_path_to_error::deserialize(value).map_err(|e| FormatError::Field {
-        what,
-        path: e.path().to_string(),
-        source: e.into_inner(),
-    })
+    Ok(())
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@
 //! | `saved` | what a published checkpoint saved, read through the participants' formats |
 //! | [`stack`] | builds the participants of the embedded run |
 //! | [`controller`] | a new run and the loop: dispatch, checkpoint, results |
-//! | [`resume`] | `rollpoint resume`: sweep, plan, restore, then the loop |
+//! | [`resume`](mod@resume) | `rollpoint resume`: sweep, plan, restore, then the loop |
 //! | [`endpoint`] | the run's HTTP control endpoint and the requests it sends the loop |
 //! | [`status`] | `rollpoint status` |
 //! | [`progress`] | bars on a terminal, plain lines otherwise |

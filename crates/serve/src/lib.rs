@@ -11,6 +11,12 @@
 //! crates/owner). Request and reply bodies and the shared HTTP plumbing
 //! (bearer token, error replies, body limits) are the HTTP contract's, in
 //! crates/api. See docs/design/serve.md.
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | [`agent`] | the agent service, one route per file, its rollout table and forgetting |
+//! | [`coordinator`] | the coordinator service, one route per file |
+//! | `errors` | errors of setting a service up |
 #![forbid(unsafe_code)]
 
 pub mod agent;

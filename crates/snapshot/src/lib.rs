@@ -12,6 +12,15 @@
 //!
 //! [`SnapshotIndex`] records which checkpoint names which snapshots, so a
 //! sweep can delete every snapshot no retained checkpoint needs.
+//!
+//! | module | what it is for |
+//! |---|---|
+//! | `btrfs`, `image` | the btrfs store and the loop-mounted image it may own |
+//! | `copy` | the copy store |
+//! | `choose` | picking a store |
+//! | `index` | the snapshot index |
+//! | `command`, `fsutil`, `ids` | external tools, filesystem chores, id checks |
+//! | `errors` | errors naming the path or id |
 
 #![forbid(unsafe_code)]
 

@@ -134,21 +134,21 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<WorkerInput, InputError> {
         path: path.to_owned(),
         message: e.to_string(),
     })?;
-    let Value::Object(top) = &value else {
+    let Value::Object(_) = &value else {
         return Err(InputError::Json {
             path: path.to_owned(),
             message: "expected a json object".to_owned(),
         });
     };
-    match top.get("v") {
-        None => return Err(field("v", "missing (the input format version)".to_owned())),
-        Some(Value::Number(n)) if n.as_u64() == Some(u64::from(INPUT_VERSION)) => {}
-        Some(other) => {
+    match rollpoint_proto::check_version(&value, "worker input", "v", INPUT_VERSION) {
+        Ok(()) => {}
+        Err(rollpoint_proto::FormatError::UnknownVersion { found, .. }) => {
             return Err(field(
                 "v",
-                format!("unknown input version {other} (this worker reads {INPUT_VERSION})"),
+                format!("unknown input version {found} (this worker reads {INPUT_VERSION})"),
             ));
         }
+        Err(_) => return Err(field("v", "missing (the input format version)".to_owned())),
     }
     if let Some(found) = find_controller_field(&value, "") {
         return Err(field(

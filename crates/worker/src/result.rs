@@ -170,10 +170,16 @@ impl WorkerResult {
     pub fn parse(bytes: &[u8]) -> Result<Self, ResultError> {
         let value: serde_json::Value =
             serde_json::from_slice(bytes).map_err(|e| ResultError::Schema(e.to_string()))?;
-        let version = value.get("v").and_then(serde_json::Value::as_u64);
-        if version != Some(u64::from(RESULT_VERSION)) {
+        if let Err(e) = rollpoint_proto::check_version(&value, "worker result", "v", RESULT_VERSION)
+        {
+            let found = match e {
+                rollpoint_proto::FormatError::UnknownVersion { found, .. } => {
+                    u32::try_from(found).unwrap_or(u32::MAX)
+                }
+                _ => 0,
+            };
             return Err(ResultError::UnknownVersion {
-                found: version.and_then(|v| u32::try_from(v).ok()).unwrap_or(0),
+                found,
                 known: RESULT_VERSION,
             });
         }

@@ -17,9 +17,9 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use rollpoint_api::{HttpError, Reply};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
@@ -59,7 +59,7 @@ pub async fn serve(
 }
 
 fn unauthorized() -> Response {
-    ApiError(ControlError::new(
+    Reply(ControlError::new(
         Code::Unauthorized,
         "missing or wrong bearer token",
     ))
@@ -67,21 +67,18 @@ fn unauthorized() -> Response {
 }
 
 /// A control error as an HTTP reply.
-#[derive(Debug)]
-struct ApiError(ControlError);
+type ApiError = Reply<ControlError>;
 
-impl From<ControlError> for ApiError {
-    fn from(e: ControlError) -> Self {
-        Self(e)
+impl HttpError for ControlError {
+    fn status(&self) -> StatusCode {
+        StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
-}
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let body = serde_json::to_vec(&ErrorReply { error: self.0 }).unwrap_or_default();
-        (status, [(CONTENT_TYPE, "application/json")], body).into_response()
+    fn body(&self) -> Vec<u8> {
+        serde_json::to_vec(&ErrorReply {
+            error: self.clone(),
+        })
+        .unwrap_or_default()
     }
 }
 
@@ -91,7 +88,7 @@ async fn body<T: DeserializeOwned + crate::wire::Request>(
 ) -> Result<T, ApiError> {
     let bytes = rollpoint_api::read_limited(body, BODY_LIMIT)
         .await
-        .map_err(|e| ApiError(ControlError::new(Code::TooLarge, e.to_string())))?;
+        .map_err(|e| Reply(ControlError::new(Code::TooLarge, e.to_string())))?;
     let req: T = decode_json(&bytes)?;
     req.check()?;
     Ok(req)
@@ -99,11 +96,10 @@ async fn body<T: DeserializeOwned + crate::wire::Request>(
 
 /// A JSON reply.
 fn json<T: Serialize>(value: &T) -> Result<Response, ApiError> {
-    let body = serde_json::to_vec(value).map_err(|e| {
-        ApiError(ControlError::new(
+    rollpoint_api::encoded(StatusCode::OK, value).map_err(|e| {
+        Reply(ControlError::new(
             Code::Remote,
             format!("reply could not be encoded: {e}"),
         ))
-    })?;
-    Ok((StatusCode::OK, [(CONTENT_TYPE, "application/json")], body).into_response())
+    })
 }

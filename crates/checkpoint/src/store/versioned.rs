@@ -1,12 +1,17 @@
-//! Decoding a versioned JSON document: the version is read first, so an
-//! unknown version is named as such rather than as whatever field it
-//! changed; then the document is decoded strictly, naming the field.
+//! Decoding a checkpoint store document through the one versioned-envelope
+//! reader ([`rollpoint_proto::decode_versioned`]): the version (field
+//! `version` in these files) is read first, so an unknown version is named as
+//! such, then the document is decoded strictly, naming the field.
 
 use std::path::Path;
 
+use rollpoint_proto::FormatError;
 use serde::de::DeserializeOwned;
 
 use crate::errors::StoreError;
+
+/// The version field of every store document.
+const VERSION_FIELD: &str = "version";
 
 /// Decodes `bytes` (read from `path`) as a `T` of version `expected`.
 pub(crate) fn decode<T: DeserializeOwned>(
@@ -14,32 +19,28 @@ pub(crate) fn decode<T: DeserializeOwned>(
     bytes: &[u8],
     expected: u32,
 ) -> Result<T, StoreError> {
-    let json = |message: String| StoreError::Json {
-        path: path.to_owned(),
-        message,
-    };
-    let value: serde_json::Value =
-        serde_json::from_slice(bytes).map_err(|e| json(e.to_string()))?;
-    let version = value
-        .get("version")
-        .ok_or_else(|| json("missing field `version`".to_owned()))?;
-    let found = version
-        .as_u64()
-        .and_then(|v| u32::try_from(v).ok())
-        .ok_or_else(|| {
-            json(format!(
-                "field `version`: {version} is not a version number"
-            ))
-        })?;
-    if found != expected {
-        return Err(StoreError::Version {
-            path: path.to_owned(),
-            found,
-            expected,
-        });
-    }
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let field = e.path().to_string();
-        json(format!("field `{field}`: {}", e.into_inner()))
-    })
+    rollpoint_proto::decode_versioned("checkpoint store file", VERSION_FIELD, expected, bytes)
+        .map_err(|e| match e {
+            FormatError::UnknownVersion { found, .. } => StoreError::Version {
+                path: path.to_owned(),
+                found: u32::try_from(found).unwrap_or(u32::MAX),
+                expected,
+            },
+            FormatError::MissingVersion { field, .. } => StoreError::Json {
+                path: path.to_owned(),
+                message: format!("field `{field}` is missing or not a version number"),
+            },
+            FormatError::Json { source, .. } => StoreError::Json {
+                path: path.to_owned(),
+                message: source.to_string(),
+            },
+            FormatError::Field {
+                path: field,
+                source,
+                ..
+            } => StoreError::Json {
+                path: path.to_owned(),
+                message: format!("field `{field}`: {source}"),
+            },
+        })
 }

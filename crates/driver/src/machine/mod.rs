@@ -364,7 +364,7 @@ impl Machine {
             return self.park_effect(ParkKind::AtBookmark);
         }
         let n = self.mark.progress().map_or(0, |p| p.launches.len());
-        let launch_id = format!("{}-a{}-l{n}", self.mark.rollout, self.mark.attempt);
+        let launch_id = rollpoint_proto::key::launch_id(&self.mark.rollout, self.mark.attempt, n);
         self.phase = Phase::Launching {
             resume,
             reason: reason.clone(),

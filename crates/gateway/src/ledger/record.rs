@@ -123,16 +123,16 @@ pub fn decode_jsonl(bytes: &[u8]) -> Result<Vec<LedgerRecord>, GatewayError> {
             message,
         };
         let value: Value = serde_json::from_slice(line).map_err(|e| bad(e.to_string()))?;
-        match value.get("v") {
-            Some(Value::Number(n)) if n.as_u64() == Some(u64::from(RECORD_VERSION)) => {}
-            Some(other) => {
+        match rollpoint_proto::check_version(&value, "ledger record", "v", RECORD_VERSION) {
+            Ok(()) => {}
+            Err(rollpoint_proto::FormatError::UnknownVersion { found, .. }) => {
                 return Err(GatewayError::UnknownRecordVersion {
                     line: line_no,
-                    found: other.to_string(),
+                    found: found.to_string(),
                     supported: RECORD_VERSION,
                 });
             }
-            None => return Err(bad("missing field `v`".into())),
+            Err(e) => return Err(bad(e.to_string())),
         }
         let parsed: Line = serde_json::from_value(value).map_err(|e| bad(e.to_string()))?;
         out.push(match parsed {

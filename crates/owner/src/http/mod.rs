@@ -16,6 +16,7 @@ mod upload;
 mod verify;
 pub(crate) mod wire;
 
+use rollpoint_api::Reply;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -67,7 +68,7 @@ pub async fn serve(
 }
 
 fn unauthorized() -> Response {
-    ApiError(OwnerError::Unauthorized).into_response()
+    Reply(OwnerError::Unauthorized).into_response()
 }
 
 /// Reads a whole request body, at most [`BODY_LIMIT`] bytes.
@@ -77,7 +78,7 @@ pub(crate) async fn read_body(body: axum::body::Body) -> Result<bytes::Bytes, Ap
     // limit's answer.
     rollpoint_api::read_limited(body, BODY_LIMIT)
         .await
-        .map_err(|_| ApiError(OwnerError::TooLarge { limit: BODY_LIMIT }))
+        .map_err(|_| Reply(OwnerError::TooLarge { limit: BODY_LIMIT }))
 }
 
 /// Query parameters, each at most once and each one of `allowed`.
@@ -88,7 +89,7 @@ pub(crate) fn query(
     let mut out = HashMap::new();
     for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
         if !allowed.contains(&name.as_ref()) {
-            return Err(ApiError(OwnerError::bad(
+            return Err(Reply(OwnerError::bad(
                 name.as_ref(),
                 format!(
                     "unknown query parameter, expected one of {}",
@@ -97,7 +98,7 @@ pub(crate) fn query(
             )));
         }
         if out.insert(name.to_string(), value.into_owned()).is_some() {
-            return Err(ApiError(OwnerError::bad(
+            return Err(Reply(OwnerError::bad(
                 name.as_ref(),
                 "given more than once",
             )));

@@ -2,7 +2,8 @@
 //! the JSON error every failed call answers with.
 
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use rollpoint_api::{HttpError, Reply};
 use serde::{Deserialize, Serialize};
 
 use crate::errors::OwnerError;
@@ -127,18 +128,11 @@ impl ErrorBody {
 }
 
 /// An owner error as an HTTP reply.
-#[derive(Debug)]
-pub(crate) struct ApiError(pub OwnerError);
+pub(crate) type ApiError = Reply<OwnerError>;
 
-impl From<OwnerError> for ApiError {
-    fn from(e: OwnerError) -> Self {
-        Self(e)
-    }
-}
-
-impl ApiError {
-    pub fn status(&self) -> StatusCode {
-        match &self.0 {
+impl HttpError for OwnerError {
+    fn status(&self) -> StatusCode {
+        match self {
             OwnerError::NotFound { .. } => StatusCode::NOT_FOUND,
             OwnerError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             OwnerError::Unauthorized => StatusCode::UNAUTHORIZED,
@@ -153,32 +147,17 @@ impl ApiError {
             | OwnerError::Remote { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
-}
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = self.status();
-        let body = serde_json::to_vec(&ErrorBody::of(&self.0)).unwrap_or_default();
-        (
-            status,
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
-            body,
-        )
-            .into_response()
+    fn body(&self) -> Vec<u8> {
+        serde_json::to_vec(&ErrorBody::of(self)).unwrap_or_default()
     }
 }
 
 /// A JSON reply.
 pub(crate) fn json<T: Serialize>(value: &T) -> Result<Response, ApiError> {
-    let body = serde_json::to_vec(value).map_err(|e| {
-        ApiError(OwnerError::Internal {
+    rollpoint_api::encoded(StatusCode::OK, value).map_err(|e| {
+        Reply(OwnerError::Internal {
             message: format!("reply could not be encoded: {e}"),
         })
-    })?;
-    Ok((
-        StatusCode::OK,
-        [(axum::http::header::CONTENT_TYPE, "application/json")],
-        body,
-    )
-        .into_response())
+    })
 }

@@ -1,6 +1,7 @@
 //! Exec and launch: the request, with the spec's environment beneath its own
 //! and the spec's workdir when it names none, sent to the sandbox's anchor.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rollpoint_proto::anchor::ANCHOR_SOCKET;
@@ -9,7 +10,7 @@ use rollpoint_proto::anchor::{
 };
 
 use super::{LocalBackend, REPLY_MARGIN};
-use crate::{Error, LaunchHandle};
+use crate::{Error, LaunchHandle, SandboxInfo};
 
 pub(super) fn exec(
     backend: &LocalBackend,
@@ -17,13 +18,7 @@ pub(super) fn exec(
     req: &ExecRequest,
 ) -> Result<ExecOutput, Error> {
     let info = backend.info(id)?;
-    let mut env = info.spec.full_env();
-    env.extend(req.env.clone());
-    let cwd = if req.cwd.is_empty() {
-        info.spec.workdir.clone()
-    } else {
-        req.cwd.clone()
-    };
+    let (env, cwd) = in_sandbox(&info, &req.env, &req.cwd);
     let request = AnchorRequest::exec(ExecRequest {
         env,
         cwd,
@@ -44,13 +39,7 @@ pub(super) fn launch(
     req: &LaunchRequest,
 ) -> Result<LaunchHandle, Error> {
     let info = backend.info(id)?;
-    let mut env = info.spec.full_env();
-    env.extend(req.env.clone());
-    let cwd = if req.cwd.is_empty() {
-        info.spec.workdir.clone()
-    } else {
-        req.cwd.clone()
-    };
+    let (env, cwd) = in_sandbox(&info, &req.env, &req.cwd);
     let request = AnchorRequest::launch(LaunchRequest {
         env,
         cwd,
@@ -61,4 +50,22 @@ pub(super) fn launch(
         launch_id: req.launch_id.clone(),
         session: info.control.join(LAUNCHES_DIR).join(&req.launch_id),
     })
+}
+
+/// The environment and working directory a command runs with: the
+/// sandbox's own environment under the request's, and the request's
+/// directory or else the sandbox's workdir.
+fn in_sandbox(
+    info: &SandboxInfo,
+    env: &BTreeMap<String, String>,
+    cwd: &str,
+) -> (BTreeMap<String, String>, String) {
+    let mut full = info.spec.full_env();
+    full.extend(env.clone());
+    let cwd = if cwd.is_empty() {
+        info.spec.workdir.clone()
+    } else {
+        cwd.to_owned()
+    };
+    (full, cwd)
 }

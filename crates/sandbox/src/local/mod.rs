@@ -42,7 +42,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rollpoint_proto::anchor::{
@@ -180,6 +180,20 @@ impl LocalBackend {
 
     fn index_path(&self) -> PathBuf {
         self.dir.join("index.json")
+    }
+
+    /// Runs `f` on the snapshot index, one read-modify-write at a time.
+    fn with_index<T>(
+        &self,
+        f: impl FnOnce(&mut rollpoint_snapshot::SnapshotIndex) -> Result<T, rollpoint_snapshot::Error>,
+    ) -> Result<T, Error> {
+        let _serial = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        rollpoint_snapshot::SnapshotIndex::open(&self.index_path())
+            .and_then(|mut index| f(&mut index))
+            .map_err(|source| Error::Store {
+                sandbox: "-".into(),
+                source,
+            })
     }
 
     fn cgroup_name(&self, id: &str) -> String {

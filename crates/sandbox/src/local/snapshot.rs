@@ -5,8 +5,6 @@
 
 use std::time::Instant;
 
-use rollpoint_snapshot::SnapshotIndex;
-
 use super::LocalBackend;
 use super::record::{self, SnapshotRecord};
 use crate::{Error, SPEC_VERSION, SnapshotRef};
@@ -56,17 +54,7 @@ pub(super) fn snapshot(
 /// Records that `checkpoint` names `snapshot` too, so sweeps keep it while
 /// the checkpoint is retained.
 fn retain(backend: &LocalBackend, checkpoint: &str, snapshot: &str) -> Result<(), Error> {
-    let store_err = |source| Error::Store {
-        sandbox: "-".into(),
-        source,
-    };
-    let _serial = backend
-        .index
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    SnapshotIndex::open(&backend.index_path())
-        .and_then(|mut index| index.add(checkpoint, snapshot))
-        .map_err(store_err)
+    backend.with_index(|index| index.add(checkpoint, snapshot))
 }
 
 pub(super) fn delete_snapshot(backend: &LocalBackend, snapshot: &str) -> Result<(), Error> {

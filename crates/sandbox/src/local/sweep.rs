@@ -9,18 +9,8 @@ pub(super) fn sweep_snapshots(
     backend: &LocalBackend,
     retained: &[&str],
 ) -> Result<Vec<String>, Error> {
-    let store_err = |source| Error::Store {
-        sandbox: "-".into(),
-        source,
-    };
-    let _serial = backend
-        .index
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut index =
-        rollpoint_snapshot::SnapshotIndex::open(&backend.index_path()).map_err(store_err)?;
-    let deleted = rollpoint_snapshot::sweep(&mut index, backend.store.as_ref(), retained)
-        .map_err(store_err)?;
+    let deleted = backend
+        .with_index(|index| rollpoint_snapshot::sweep(index, backend.store.as_ref(), retained))?;
     for snapshot in &deleted {
         let _ = std::fs::remove_file(backend.snapshot_record(snapshot));
     }
