@@ -105,4 +105,25 @@ mod tests {
         let e = parse_tasks(b"\n", p).unwrap_err().to_string();
         assert!(e.contains("no task"), "{e}");
     }
+
+    #[test]
+    fn an_id_that_reads_as_an_attempt_is_refused_by_name() {
+        let p = Path::new("tasks.jsonl");
+        // `task-a1` would be attempt 1 of `task` in every key; explicit ids too.
+        let task_id = GOOD.replace("\"a\"", "\"task-a1\"");
+        let e = parse_tasks(task_id.as_bytes(), p).unwrap_err().to_string();
+        assert!(
+            e.contains("line 1") && e.contains("task.id") && e.contains("-a<digits>"),
+            "{e}"
+        );
+        let explicit = GOOD.replace("{\"v\":1,", "{\"v\":1,\"id\":\"r-a20\",");
+        let e = parse_tasks(explicit.as_bytes(), p).unwrap_err().to_string();
+        assert!(e.contains("task.id") && e.contains("-a<digits>"), "{e}");
+        // Ids that only contain `-a` stay accepted.
+        let fine = GOOD.replace("\"a\"", "\"task-a\"");
+        assert_eq!(
+            parse_tasks(fine.as_bytes(), p).unwrap()[0].rollout(),
+            "task-a"
+        );
+    }
 }

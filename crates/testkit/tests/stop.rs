@@ -67,7 +67,7 @@ fn stop_shape(name: &str, shape: &[&str], cgroups: bool) {
 
 macro_rules! shapes {
     ($($name:ident: [$($step:expr),*];)*) => {
-        mod with_cgroups {
+        mod root_with_cgroups {
             $(#[test] fn $name() {
                 rollpoint_testkit::require_root();
                 super::stop_shape(stringify!($name), &[$($step),*], true);
