@@ -445,6 +445,62 @@ fn root_destroy_and_sweep_leave_nothing_copy() {
     leaves_nothing(Kind::Copy);
 }
 
+/// Whoever starts a sandbox reaps it: destroying a sandbox hands no
+/// process to the host. The test process is made a child subreaper, so
+/// anything orphaned by a destroy (the sandbox's PID 1 outliving its
+/// anchor) would become a zombie child of the test.
+fn hands_nothing_to_the_host(kind: Kind) {
+    nix::sys::prctl::set_child_subreaper(true).unwrap();
+    let fx = Fixture::new(kind);
+    let b = fx.b();
+    let mut handed = Vec::new();
+    for i in 0..4 {
+        let id = format!("z{i}");
+        b.create(&id, &spec()).unwrap();
+        b.launch(
+            &id,
+            &LaunchRequest {
+                launch_id: "busy".into(),
+                argv: vec!["sh".into(), "-c".into(), "sleep 1000 & sleep 1000".into()],
+                env: BTreeMap::new(),
+                cwd: String::new(),
+                freeze: None,
+                options: Vec::new(),
+            },
+        )
+        .unwrap();
+        if i % 2 == 1 {
+            b.snapshot(&id, &format!("ck-{id}"), "ck").unwrap();
+        }
+        b.destroy(&id).unwrap();
+        // Give an orphan time to be re-parented and to die.
+        std::thread::sleep(Duration::from_millis(200));
+        loop {
+            match nix::sys::wait::waitpid(None, Some(nix::sys::wait::WaitPidFlag::WNOHANG)) {
+                Ok(nix::sys::wait::WaitStatus::StillAlive) | Err(nix::errno::Errno::ECHILD) => {
+                    break;
+                }
+                Ok(status) => handed.push((id.clone(), format!("{status:?}"))),
+                Err(e) => panic!("waitpid: {e}"),
+            }
+        }
+    }
+    assert!(
+        handed.is_empty(),
+        "destroyed sandboxes handed processes to their owner's parent: {handed:?}"
+    );
+}
+
+#[test]
+fn root_destroyed_sandboxes_hand_no_process_to_the_host_btrfs() {
+    hands_nothing_to_the_host(Kind::Btrfs);
+}
+
+#[test]
+fn root_destroyed_sandboxes_hand_no_process_to_the_host_copy() {
+    hands_nothing_to_the_host(Kind::Copy);
+}
+
 /// Run by `root_orphans_of_a_crashed_owner_are_swept` in a child process:
 /// makes a sandbox with a running launch and exits without cleaning up.
 #[test]

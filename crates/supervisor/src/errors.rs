@@ -60,6 +60,8 @@ pub enum Error {
     },
     #[error("anchor: the host-side parent exited before the sandbox started")]
     ParentGone,
+    #[error("anchor: refusing to start: {0}")]
+    Refused(String),
     #[error("{0}")]
     Usage(String),
     #[error(transparent)]

@@ -872,3 +872,65 @@ fn root_a_symlinked_mount_point_in_the_root_is_refused() {
     overlay.unmount();
     assert!(overlay.mounts().is_empty(), "{:?}", overlay.mounts());
 }
+
+/// Runs the anchor the wrong way inside a private mount namespace of a
+/// shell (so a regression could not touch the host): the anchor is the
+/// shell's child, sharing its mount namespace and with no new pid
+/// namespace. Returns the anchor's exit code, its stderr, and the shell's
+/// mount count before and after.
+fn anchor_run_wrongly(root: &Path, control: &Path) -> (i32, String, usize, usize) {
+    let script = format!(
+        "before=$(wc -l < /proc/self/mountinfo); \
+         {sup} anchor --root {root} --control {control} --hostname wrong 2>{err}; \
+         code=$?; echo \"$code $before $(wc -l < /proc/self/mountinfo)\"",
+        sup = supervisor_bin().display(),
+        root = root.display(),
+        control = control.display(),
+        err = control.with_extension("err").display(),
+    );
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script])
+        .output()
+        .expect("unshare");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<i64> = text
+        .split_whitespace()
+        .map(|w| w.parse().expect("number"))
+        .collect();
+    let err = std::fs::read_to_string(control.with_extension("err")).unwrap_or_default();
+    let n = |i: usize| usize::try_from(f[i]).expect("count");
+    (i32::try_from(f[0]).expect("code"), err, n(1), n(2))
+}
+
+#[test]
+fn root_the_anchor_refuses_a_missing_root_or_a_shared_namespace() {
+    require_root();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let control = dir.path().join("control");
+    std::fs::create_dir(&control).expect("control");
+
+    let missing = dir.path().join("no-such-root");
+    let (code, err, before, after) = anchor_run_wrongly(&missing, &control);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("refusing") && err.contains("no-such-root"),
+        "{err}"
+    );
+    assert!(!missing.exists(), "the anchor created its missing root");
+    assert_eq!(before, after, "mounts were made: {err}");
+
+    let root = dir.path().join("root");
+    std::fs::create_dir(&root).expect("root");
+    let (code, err, before, after) = anchor_run_wrongly(&root, &control);
+    assert_ne!(code, 0, "{err}");
+    assert!(
+        err.contains("refusing") && err.contains("mount namespace"),
+        "{err}"
+    );
+    assert_eq!(before, after, "mounts were made: {err}");
+    assert!(
+        std::fs::read_dir(&root).expect("root").next().is_none(),
+        "the anchor wrote into the root"
+    );
+}

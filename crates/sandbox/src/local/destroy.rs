@@ -5,6 +5,10 @@
 
 use std::path::Path;
 use std::process::Child;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use nix::unistd::Pid;
 
 use super::LocalBackend;
 use super::cgroups::SandboxCgroups;
@@ -53,6 +57,12 @@ fn teardown_checked(
     cgroups: &SandboxCgroups,
     root: &Path,
 ) -> Result<(), Error> {
+    // The anchor is asked to end first: it forwards the stop to the
+    // sandbox's PID 1, whose exit takes the whole namespace with it, and
+    // reaps PID 1 before it exits itself. Killing the cgroups first could
+    // end the anchor before PID 1 and hand PID 1 to the host's init as a
+    // zombie; whoever starts a sandbox reaps it.
+    let anchor = anchor.and_then(|mut a| (!ended_on_request(&mut a)).then_some(a));
     let killed = cgroups.kill(id);
     if let Some(mut anchor) = anchor {
         if killed.is_err() {
@@ -83,6 +93,33 @@ fn teardown_checked(
             source,
         }),
     }
+}
+
+/// How long an anchor may take to end its sandbox when asked.
+const ANCHOR_STOP: Duration = Duration::from_secs(2);
+
+/// Asks `anchor` to end its sandbox (SIGTERM) and waits up to
+/// [`ANCHOR_STOP`]; true when it exited (and was reaped). A frozen sandbox
+/// cannot answer: the caller then kills its cgroups.
+fn ended_on_request(anchor: &mut Child) -> bool {
+    let Ok(pid) = i32::try_from(anchor.id()) else {
+        return false;
+    };
+    if nix::sys::signal::kill(Pid::from_raw(pid), Signal::SIGTERM).is_err() {
+        return anchor.try_wait().is_ok_and(|s| s.is_some());
+    }
+    let deadline = Instant::now() + ANCHOR_STOP;
+    let mut pause = Duration::from_millis(1);
+    while Instant::now() < deadline {
+        match anchor.try_wait() {
+            Ok(Some(_)) => return true,
+            Ok(None) => {}
+            Err(_) => return false,
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+    false
 }
 
 /// Tears down a sandbox this process did not start (from its record).

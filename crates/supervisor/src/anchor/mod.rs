@@ -46,6 +46,7 @@ fn sys(what: &'static str) -> impl FnOnce(nix::Error) -> Error {
 
 /// Runs the anchor; returns the exit status of the sandbox's PID 1.
 pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
+    check_isolated(opts)?;
     let mut mask = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -75,6 +76,41 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
             inner(opts)
         }
     }
+}
+
+/// The anchor mounts and pivots; it acts only where that cannot touch the
+/// host: its root must exist (nothing is created outside it), it must run in
+/// a mount namespace of its own (not its parent's), and a new pid namespace
+/// must wait for its first child. Otherwise it refuses before doing
+/// anything.
+fn check_isolated(opts: &AnchorOpts) -> Result<(), Error> {
+    let refuse = |why: String| Err(Error::Refused(why));
+    match std::fs::metadata(&opts.root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return refuse(format!("root {} is not a directory", opts.root.display())),
+        Err(e) => return refuse(format!("root {}: {e}", opts.root.display())),
+    }
+    let ns = |path: &str| {
+        std::fs::read_link(path).map_err(|e| {
+            Error::Refused(format!(
+                "cannot read {path} ({e}), so isolation is unproven"
+            ))
+        })
+    };
+    let parent = nix::unistd::getppid();
+    if ns("/proc/self/ns/mnt")? == ns(&format!("/proc/{parent}/ns/mnt"))? {
+        return refuse(format!(
+            "it shares the mount namespace of its parent (pid {parent}); the owner starts it \
+             with new mount, uts, ipc and pid namespaces"
+        ));
+    }
+    if ns("/proc/self/ns/pid")? == ns("/proc/self/ns/pid_for_children")? {
+        return refuse(
+            "no new pid namespace waits for its first child; the owner starts it with one"
+                .to_owned(),
+        );
+    }
+    Ok(())
 }
 
 /// Makes the sandbox die with the host-side parent, however it dies (the
