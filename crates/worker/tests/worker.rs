@@ -459,6 +459,144 @@ fn corrupted_checkpoint_is_refused_naming_the_offset() {
     assert!(!rollpoint_worker::resume_decision(&rollout.checkpoint()).resume);
 }
 
+/// The offsets every framed record of a checkpoint starts at (the framing only, no checks).
+fn record_offsets(bytes: &[u8]) -> Vec<usize> {
+    let mut offsets = Vec::new();
+    let mut pos = 12;
+    while pos + 9 <= bytes.len() {
+        offsets.push(pos);
+        pos += 9 + u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+    }
+    offsets
+}
+
+/// Three bash steps, each appending a line to `side.log`, then an answer.
+fn side_effect_script() -> Vec<Turn> {
+    let mut script: Vec<Turn> = (0..3)
+        .map(|i| bash(&format!("echo step-{i} >> side.log")))
+        .collect();
+    script.push(Turn::Answer("three steps done".to_owned()));
+    script
+}
+
+fn side_log(rollout: &Rollout) -> String {
+    std::fs::read_to_string(rollout.work.join("side.log")).unwrap()
+}
+
+#[test]
+fn corrupted_length_in_the_middle_is_refused_and_the_checkpoint_kept_as_it_is() {
+    let model = ScriptedModel::start(side_effect_script(), Wire::Chat, Duration::ZERO);
+    let rollout = Rollout::new();
+    rollout.write_input(
+        &model.base_url(),
+        "chat_completions",
+        json!({"max_model_calls": 3}),
+    );
+    assert!(rollout.command().status().unwrap().success());
+    assert_eq!(side_log(&rollout), "step-0\nstep-1\nstep-2\n");
+    let mut bytes = std::fs::read(rollout.checkpoint()).unwrap();
+    // Header, snapshot, then (reply, tool start, tool end) three times.
+    let offsets = record_offsets(&bytes);
+    assert_eq!(offsets.len(), 2 + 3 * 3);
+    // The reply to call 1: its length now runs far past the end of the file, as a torn
+    // tail's would, but whole records follow it.
+    let middle = offsets[5];
+    bytes[middle + 3] ^= 0x7f;
+    bytes[middle + 2] ^= 0x10;
+    std::fs::write(rollout.checkpoint(), &bytes).unwrap();
+    std::fs::remove_file(rollout.result()).unwrap();
+    let calls = model.log().len();
+
+    let output = rollout.command().output().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let result = parse_result(&rollout);
+    assert_eq!(result.termination, Termination::Error);
+    let error = result.error.unwrap();
+    assert_eq!(error.kind, ErrorKind::Fatal);
+    assert!(
+        error
+            .message
+            .contains(&format!("offset {middle} is corrupted")),
+        "{}",
+        error.message
+    );
+    // The evidence is kept byte for byte: not truncated, not compacted, nothing beside it.
+    assert_eq!(std::fs::read(rollout.checkpoint()).unwrap(), bytes);
+    assert_eq!(
+        rollout.state_listing(),
+        ["checkpoint", "input.json", "result.json"]
+    );
+    // Nothing was done again: no model call, no tool.
+    assert_eq!(model.log().len(), calls);
+    assert_eq!(side_log(&rollout), "step-0\nstep-1\nstep-2\n");
+    let decision = rollpoint_worker::resume_decision(&rollout.checkpoint());
+    assert!(!decision.resume);
+    assert!(
+        decision.reason.contains(&format!("offset {middle}")),
+        "{}",
+        decision.reason
+    );
+}
+
+#[test]
+fn torn_tail_is_dropped_and_the_run_continues_from_the_last_whole_record() {
+    let whole = {
+        let model = ScriptedModel::start(side_effect_script(), Wire::Chat, Duration::ZERO);
+        let rollout = Rollout::new();
+        rollout.write_input(&model.base_url(), "chat_completions", json!({}));
+        assert!(rollout.command().status().unwrap().success());
+        std::fs::read(rollout.checkpoint()).unwrap()
+    };
+    // The last record is the final answer (call 3). Cut it inside its header and inside its
+    // payload: both are a write cut short by a crash.
+    let offsets = record_offsets(&whole);
+    assert_eq!(offsets.len(), 2 + 3 * 3 + 1);
+    let last = *offsets.last().unwrap();
+    for cut in [
+        last + 5,
+        last + 9 + (whole.len() - last - 9) / 2,
+        whole.len() - 1,
+    ] {
+        let model = ScriptedModel::start(side_effect_script(), Wire::Chat, Duration::ZERO);
+        let rollout = Rollout::new();
+        rollout.write_input(&model.base_url(), "chat_completions", json!({}));
+        std::fs::write(rollout.checkpoint(), &whole[..cut]).unwrap();
+        std::fs::set_permissions(rollout.checkpoint(), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        // The three tools already ran (their lines are there); the relaunch must not rerun them.
+        std::fs::write(rollout.work.join("side.log"), "step-0\nstep-1\nstep-2\n").unwrap();
+        let replayed = journal::replay(&rollout.checkpoint()).unwrap();
+        assert_eq!(replayed.torn_at, Some(last as u64), "cut at {cut}");
+        assert_eq!(replayed.state.usage.model_calls, 3, "cut at {cut}");
+
+        let output = rollout.command().output().unwrap();
+        assert!(
+            output.status.success(),
+            "cut at {cut}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let result = parse_result(&rollout);
+        assert_eq!(result.termination, Termination::Completed, "cut at {cut}");
+        assert_eq!(result.response.as_deref(), Some("three steps done"));
+        assert_eq!(result.usage.model_calls, 4);
+        assert_eq!(result.observations.launches, 2);
+        assert_eq!(tool_statuses(&result), [ToolStatus::Ok; 3]);
+        // Only the torn reply is asked for again; no tool ran again.
+        let positions: Vec<usize> = model.log().iter().map(|l| l.position).collect();
+        assert_eq!(positions, [3], "cut at {cut}");
+        assert_eq!(side_log(&rollout), "step-0\nstep-1\nstep-2\n");
+        // The torn bytes are gone (compacted) and the checkpoint reads whole.
+        let after = journal::replay(&rollout.checkpoint()).unwrap();
+        assert_eq!(after.torn_at, None);
+        assert_eq!(after.state.usage.model_calls, 4);
+    }
+}
+
 #[test]
 fn unreachable_endpoint_ends_transient_within_the_deadline() {
     // Nothing listens on this port: connections are refused.

@@ -389,6 +389,33 @@ mod tests {
     }
 
     #[test]
+    fn corrupted_middle_length_is_refused_not_read_as_a_torn_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("checkpoint");
+        let mut state = State::new("r", None, "p");
+        let mut journal = Journal::create(&path, header(), &state).unwrap();
+        step(&mut state, &mut journal, 0);
+        let middle = journal.len();
+        step(&mut state, &mut journal, 1);
+        step(&mut state, &mut journal, 2);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // The reply to call 1 now claims a length far past the end of the file.
+        bytes[usize::try_from(middle).unwrap() + 3] = 0xee;
+        std::fs::write(&path, &bytes).unwrap();
+        let err = replay(&path).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains(&format!("offset {middle} is corrupted: length")),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            bytes,
+            "replay changes nothing"
+        );
+    }
+
+    #[test]
     fn borrowed_snapshot_encodes_like_the_owned_one() {
         let state = State::new("r", Some("s"), "p");
         let mut borrowed = Vec::new();
