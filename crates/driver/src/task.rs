@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::bookmark::{VerifyMode, check_rollout};
 use crate::errors::DriverError;
+use rollpoint_proto::limits::MAX_TIMEOUT_S;
 
 /// Version of [`RolloutTask`].
 pub const TASK_VERSION: u32 = 1;
@@ -76,10 +77,12 @@ impl RolloutTask {
             }
             other => bad("task.task".to_owned(), other.to_string()),
         })?;
-        if self.harness_timeout_s == Some(0) {
+        if let Some(t) = self.harness_timeout_s
+            && !(1..=MAX_TIMEOUT_S).contains(&t)
+        {
             return Err(bad(
                 "task.harness_timeout_s".to_owned(),
-                "must be above 0".to_owned(),
+                format!("{t} is outside 1..={MAX_TIMEOUT_S}; must be above 0"),
             ));
         }
         match &self.adapter {

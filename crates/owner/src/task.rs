@@ -11,6 +11,7 @@ use crate::errors::OwnerError;
 
 /// Longest task id accepted; session and sandbox ids are built from it.
 pub use rollpoint_proto::limits::MAX_TASK_ID;
+use rollpoint_proto::limits::MAX_TIMEOUT_S;
 
 /// Default time a setup command may run.
 const DEFAULT_SETUP_TIMEOUT_S: u64 = 600;
@@ -92,11 +93,16 @@ impl OwnerTask {
             check_argv(&format!("task.setup[{i}]"), argv)?;
         }
         check_argv("task.verify.command", &self.verify.command)?;
-        if self.verify.timeout_s == 0 {
-            return Err(OwnerError::bad("task.verify.timeout_s", "must be above 0"));
-        }
-        if self.setup_timeout_s == 0 {
-            return Err(OwnerError::bad("task.setup_timeout_s", "must be above 0"));
+        for (field, value) in [
+            ("task.verify.timeout_s", self.verify.timeout_s),
+            ("task.setup_timeout_s", self.setup_timeout_s),
+        ] {
+            if !(1..=MAX_TIMEOUT_S).contains(&value) {
+                return Err(OwnerError::bad(
+                    field,
+                    format!("{value} is outside 1..={MAX_TIMEOUT_S}; must be above 0"),
+                ));
+            }
         }
         Ok(())
     }

@@ -12,6 +12,9 @@ pub const MAX_ATTEMPT_KEY: usize = MAX_ROLLOUT_ID + 12;
 pub const MAX_NAME: usize = 128;
 /// Longest opaque id a service hands out or takes (launch, snapshot parts).
 pub const MAX_OPAQUE_ID: usize = 256;
+/// Longest timeout a task may set for one command or launch, in seconds:
+/// 30 days (every `*_timeout_s` of a task is in `1..=MAX_TIMEOUT_S`).
+pub const MAX_TIMEOUT_S: u64 = 30 * 24 * 3600;
 
 /// Why `name` is not a path component (`^[A-Za-z0-9][A-Za-z0-9._-]*$`, at
 /// most [`MAX_NAME`] bytes), if it is not: checkpoint ids and instance names.

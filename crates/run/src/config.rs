@@ -53,6 +53,13 @@ pub enum ModelSource {
     Script(PathBuf),
 }
 
+/// Most rollouts a run may hold at once.
+pub const MAX_CONCURRENCY: usize = 65_536;
+/// Longest checkpoint interval: one week.
+pub const MAX_CHECKPOINT_EVERY_S: u64 = 7 * 24 * 3600;
+/// Most published checkpoints kept.
+pub const MAX_KEEP: usize = 1_000;
+
 fn default_concurrency() -> usize {
     8
 }
@@ -68,14 +75,15 @@ fn default_keep() -> usize {
 #[serde(deny_unknown_fields)]
 pub struct RunConfig {
     pub v: u32,
-    /// Rollouts running (seeding, running or parked) at once.
+    /// Rollouts running (seeding, running or parked) at once
+    /// (1..=[`MAX_CONCURRENCY`]).
     #[serde(default = "default_concurrency")]
     pub concurrency: usize,
     /// Seconds between checkpoints; 0 turns the timer off (signals still
-    /// checkpoint).
+    /// checkpoint) (0..=[`MAX_CHECKPOINT_EVERY_S`]).
     #[serde(default = "default_every")]
     pub checkpoint_every_s: u64,
-    /// Published checkpoints kept.
+    /// Published checkpoints kept (1..=[`MAX_KEEP`]).
     #[serde(default = "default_keep")]
     pub keep: usize,
     /// Base URL of the model upstream (`http://`, `/v1/...` is appended).
@@ -141,8 +149,9 @@ impl RunConfig {
         };
         let json = if path.extension().is_some_and(|e| e == "toml") {
             let text = std::str::from_utf8(bytes).map_err(|e| bad("", e.to_string()))?;
+            // The whole error: it names the line, the column and the key.
             let value: serde_json::Value =
-                toml::from_str(text).map_err(|e| bad("", e.message().to_owned()))?;
+                toml::from_str(text).map_err(|e| bad("", e.to_string().trim_end().to_owned()))?;
             serde_json::to_vec(&value).map_err(|e| bad("", e.to_string()))?
         } else {
             bytes.to_vec()
@@ -170,11 +179,23 @@ impl RunConfig {
         if self.v != CONFIG_VERSION {
             return bad("v", "unknown version");
         }
-        if self.concurrency == 0 {
-            return bad("concurrency", "must be at least 1");
+        if !(1..=MAX_CONCURRENCY).contains(&self.concurrency) {
+            return bad(
+                "concurrency",
+                &format!("{} is outside 1..={MAX_CONCURRENCY}", self.concurrency),
+            );
         }
-        if self.keep == 0 {
-            return bad("keep", "must be at least 1");
+        if self.checkpoint_every_s > MAX_CHECKPOINT_EVERY_S {
+            return bad(
+                "checkpoint_every_s",
+                &format!(
+                    "{} is outside 0..={MAX_CHECKPOINT_EVERY_S} (0 turns the timer off)",
+                    self.checkpoint_every_s
+                ),
+            );
+        }
+        if !(1..=MAX_KEEP).contains(&self.keep) {
+            return bad("keep", &format!("{} is outside 1..={MAX_KEEP}", self.keep));
         }
         if self.model_upstream.is_some() && self.model_script.is_some() {
             return bad(
@@ -238,5 +259,44 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("field `store`"), "{e}");
+    }
+
+    #[test]
+    fn numbers_out_of_range_are_refused_by_name_with_the_range() {
+        for (json, field, range) in [
+            (
+                r#"{"v":1,"concurrency":18446744073709551615}"#,
+                "concurrency",
+                "1..=65536",
+            ),
+            (
+                r#"{"v":1,"checkpoint_every_s":18446744073709551615}"#,
+                "checkpoint_every_s",
+                "0..=604800",
+            ),
+            (r#"{"v":1,"keep":0}"#, "keep", "1..=1000"),
+            (r#"{"v":1,"keep":100000}"#, "keep", "1..=1000"),
+        ] {
+            let e = RunConfig::parse(json.as_bytes(), Path::new("c.json"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("field `{field}`")) && e.contains(range),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_toml_syntax_error_names_the_line_and_column() {
+        let e = RunConfig::parse(
+            b"v = 1
+concurrency = = 4
+",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("c.toml") && e.contains("line 2"), "{e}");
     }
 }

@@ -41,12 +41,17 @@ impl RunState {
     pub fn load(run_dir: &Path) -> Result<Self, RunError> {
         let path = Self::path(run_dir);
         let bytes = std::fs::read(&path).map_err(|e| RunError::io(&path, e))?;
-        rollpoint_proto::decode("run state", RUN_STATE_VERSION, &bytes).map_err(|e| {
-            RunError::State {
-                path: path.clone(),
-                message: e.to_string(),
-            }
-        })
+        let state: Self =
+            rollpoint_proto::decode("run state", RUN_STATE_VERSION, &bytes).map_err(|e| {
+                RunError::State {
+                    path: path.clone(),
+                    message: e.to_string(),
+                }
+            })?;
+        // The config it holds is checked as a config file would be, so a
+        // value out of range is refused by name rather than acted on.
+        state.config.validate(&path)?;
+        Ok(state)
     }
 
     /// Writes `run.json` atomically (temp file, fsync, rename, fsync of the
@@ -102,6 +107,15 @@ mod tests {
         let e = RunState::load(dir.path()).unwrap_err().to_string();
         assert!(
             e.contains("run.json") && e.contains("unknown version 7"),
+            "{e}"
+        );
+        // A config out of range in run.json is refused by name, not acted on.
+        v["v"] = RUN_STATE_VERSION.into();
+        v["config"]["concurrency"] = u64::MAX.into();
+        std::fs::write(RunState::path(dir.path()), v.to_string()).unwrap();
+        let e = RunState::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("run.json") && e.contains("field `concurrency`"),
             "{e}"
         );
     }

@@ -126,4 +126,39 @@ mod tests {
             "task-a"
         );
     }
+
+    #[test]
+    fn huge_timeouts_are_refused_by_name_with_the_range() {
+        let p = Path::new("tasks.jsonl");
+        let cases = [
+            (
+                GOOD.replace(
+                    "{\"v\":1,",
+                    "{\"v\":1,\"harness_timeout_s\":18446744073709551615,",
+                ),
+                "task.harness_timeout_s",
+            ),
+            (
+                GOOD.replace(
+                    "\"command\":[\"true\"]}",
+                    "\"command\":[\"true\"],\"timeout_s\":18446744073709551615}",
+                ),
+                "task.task.verify.timeout_s",
+            ),
+            (
+                GOOD.replace(
+                    "\"id\":\"a\",",
+                    "\"id\":\"a\",\"setup_timeout_s\":18446744073709551615,",
+                ),
+                "task.task.setup_timeout_s",
+            ),
+        ];
+        for (line, field) in cases {
+            let e = parse_tasks(line.as_bytes(), p).unwrap_err().to_string();
+            assert!(
+                e.contains(field) && e.contains("1..=2592000"),
+                "{field}: {e}"
+            );
+        }
+    }
 }

@@ -188,12 +188,20 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     }))
 }
 
+/// Longest budget accepted, in seconds: one day. Every budget is a number of
+/// seconds in `0..=MAX_BUDGET_S`, fractions allowed.
+pub const MAX_BUDGET_S: f64 = 86_400.0;
+
 fn secs(name: &str, v: &str) -> Result<Duration, Error> {
     v.parse::<f64>()
         .ok()
-        .filter(|s| s.is_finite() && *s >= 0.0)
+        .filter(|s| s.is_finite() && (0.0..=MAX_BUDGET_S).contains(s))
         .map(Duration::from_secs_f64)
-        .ok_or_else(|| Error::Usage(format!("{name} {v:?}: expected a number of seconds")))
+        .ok_or_else(|| {
+            Error::Usage(format!(
+                "{name} {v:?}: expected a number of seconds in 0..={MAX_BUDGET_S}"
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -202,6 +210,29 @@ mod tests {
 
     fn strings(s: &[&str]) -> Vec<String> {
         s.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn budgets_out_of_range_are_refused_by_name() {
+        for v in ["1e300", "-1", "NaN", "inf", "86401", "x"] {
+            let err = parse(&strings(&[
+                "run",
+                "--session",
+                "/s",
+                "--launch",
+                "l",
+                "--stop-grace",
+                v,
+                "--",
+                "true",
+            ]))
+            .expect_err(v);
+            let text = err.to_string();
+            assert!(
+                text.contains("--stop-grace") && text.contains("0..=86400"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

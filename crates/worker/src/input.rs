@@ -227,17 +227,35 @@ fn check(input: &WorkerInput) -> Result<(), (&'static str, String)> {
         return Err(("model.name", "must not be empty".to_owned()));
     }
     let l = &input.limits;
-    let positive: [(&'static str, u64); 6] = [
-        ("limits.max_model_calls", u64::from(l.max_model_calls)),
-        ("limits.context_window", l.context_window),
-        ("limits.wall_clock_secs", l.wall_clock_secs),
-        ("limits.tool_timeout_secs", l.tool_timeout_secs),
-        ("limits.tool_output_cap_bytes", l.tool_output_cap_bytes),
-        ("limits.model_call_timeout_secs", l.model_call_timeout_secs),
+    // Every limit is at least 1 and at most a bound that no clock or buffer
+    // arithmetic can overflow (durations up to 30 days, output up to 1 GiB).
+    const DAYS_30: u64 = 30 * 24 * 3600;
+    let ranged: [(&'static str, u64, u64); 6] = [
+        (
+            "limits.max_model_calls",
+            u64::from(l.max_model_calls),
+            1_000_000,
+        ),
+        ("limits.context_window", l.context_window, 100_000_000),
+        ("limits.wall_clock_secs", l.wall_clock_secs, DAYS_30),
+        ("limits.tool_timeout_secs", l.tool_timeout_secs, DAYS_30),
+        (
+            "limits.tool_output_cap_bytes",
+            l.tool_output_cap_bytes,
+            1 << 30,
+        ),
+        (
+            "limits.model_call_timeout_secs",
+            l.model_call_timeout_secs,
+            DAYS_30,
+        ),
     ];
-    for (name, value) in positive {
+    for (name, value, max) in ranged {
         if value == 0 {
-            return Err((name, "must be greater than 0".to_owned()));
+            return Err((name, format!("must be greater than 0 (1..={max})")));
+        }
+        if value > max {
+            return Err((name, format!("{value} is outside 1..={max}")));
         }
     }
     if l.model_retries > 20 {
@@ -305,5 +323,25 @@ mod tests {
         );
         let tls = GOOD.replacen("http://", "https://", 1);
         assert_eq!(parse_str(&tls).unwrap_err().field(), Some("model.base_url"));
+    }
+
+    #[test]
+    fn huge_limits_are_refused_by_name_with_the_range() {
+        for field in [
+            "wall_clock_secs",
+            "tool_timeout_secs",
+            "model_call_timeout_secs",
+            "tool_output_cap_bytes",
+            "context_window",
+        ] {
+            let huge = GOOD.replacen(
+                "{\"v\":1",
+                &format!("{{\"v\":1,\"limits\":{{\"{field}\":18446744073709551615}}"),
+                1,
+            );
+            let err = parse_str(&huge).unwrap_err();
+            assert_eq!(err.field(), Some(format!("limits.{field}").as_str()));
+            assert!(err.to_string().contains("outside 1..="), "{err}");
+        }
     }
 }
