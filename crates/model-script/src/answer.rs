@@ -33,6 +33,7 @@ pub fn answer(script: &Script, req: &Request, body: &[u8], counter: usize) -> An
     let index = match script.key {
         StepKey::Position => req.position,
         StepKey::Counter => counter,
+        StepKey::ToolResults => req.results,
     };
     let step = script.step(index);
     let seed = hex12(body);

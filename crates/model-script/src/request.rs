@@ -43,6 +43,8 @@ pub struct Request {
     pub include_usage: bool,
     /// Number of model-authored turns already in the conversation.
     pub position: usize,
+    /// Number of tool results in the conversation.
+    pub results: usize,
     pub tools: Vec<OfferedTool>,
 }
 
@@ -70,6 +72,39 @@ impl Request {
                 .and_then(Value::as_array)
                 .map_or(0, |items| responses_turns(items)),
         };
+        let results = match api {
+            Api::Chat => body
+                .get("messages")
+                .and_then(Value::as_array)
+                .map_or(0, |m| {
+                    m.iter()
+                        .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+                        .count()
+                }),
+            Api::Messages => body
+                .get("messages")
+                .and_then(Value::as_array)
+                .map_or(0, |m| {
+                    m.iter()
+                        .filter_map(|m| m.get("content").and_then(Value::as_array))
+                        .flatten()
+                        .filter(|p| p.get("type").and_then(Value::as_str) == Some("tool_result"))
+                        .count()
+                }),
+            Api::Responses => body
+                .get("input")
+                .and_then(Value::as_array)
+                .map_or(0, |items| {
+                    items
+                        .iter()
+                        .filter(|i| {
+                            i.get("type")
+                                .and_then(Value::as_str)
+                                .is_some_and(|t| t.ends_with("_call_output"))
+                        })
+                        .count()
+                }),
+        };
         let tools = body
             .get("tools")
             .and_then(Value::as_array)
@@ -81,6 +116,7 @@ impl Request {
             stream,
             include_usage,
             position,
+            results,
             tools,
         }
     }
@@ -151,5 +187,38 @@ mod tests {
         assert_eq!(req.position, 1);
         assert!(req.stream);
         assert_eq!(req.tools[0].name, "bash");
+    }
+
+    #[test]
+    fn results_count_the_tool_results_of_every_api() {
+        let chat = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "tool_calls": [{"id": "a"}]},
+            {"role": "tool", "tool_call_id": "a", "content": "ok"},
+            {"role": "assistant", "tool_calls": [{"id": "b"}]}
+        ]});
+        assert_eq!(Request::read(Api::Chat, &chat).results, 1);
+        assert_eq!(Request::read(Api::Chat, &chat).position, 2);
+        let messages = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "a"}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a"},
+                                          {"type": "text", "text": "more"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "made up"}]}
+        ]});
+        let m = Request::read(Api::Messages, &messages);
+        assert_eq!(
+            (m.results, m.position),
+            (1, 2),
+            "a made-up turn moves position only"
+        );
+        let responses = json!({"input": [
+            {"type": "message", "role": "user", "content": "go"},
+            {"type": "function_call", "call_id": "a"},
+            {"type": "function_call_output", "call_id": "a"},
+            {"type": "custom_tool_call", "call_id": "b"},
+            {"type": "custom_tool_call_output", "call_id": "b"}
+        ]});
+        assert_eq!(Request::read(Api::Responses, &responses).results, 2);
     }
 }

@@ -22,6 +22,11 @@ pub enum StepKey {
     Position,
     /// Step = number of generation requests this server answered before.
     Counter,
+    /// Step = number of tool results in the request: a model that goes on
+    /// only once it has a call's result, and asks for the call again when
+    /// the conversation lacks it (as a real model does when a harness drops
+    /// an interrupted call). Made-up assistant turns do not move it.
+    ToolResults,
 }
 
 /// One scripted answer.

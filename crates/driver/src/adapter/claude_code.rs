@@ -13,8 +13,12 @@
 //! when it resumes an interrupted turn. The tier is `continue_turn`. Claude
 //! Code also repairs the interrupted turn on its own before that prompt (see
 //! docs/design/harness-claude-code.md); the transcript keeps what it adds.
-//! Parsing the session JSONL is pure ([`parse_session`]); reading it goes
-//! through the sandbox.
+//! That repair drops a `tool_use` a crash interrupted, so before a relaunch
+//! the adapter writes the call's result into the saved session, in Claude
+//! Code's own line format ([`interrupted_results`]): the model is told the
+//! call was interrupted instead of silently losing it (and asking for it
+//! again). Parsing the session JSONL is pure ([`parse_session`]); reading
+//! and writing it go through the sandbox.
 
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
@@ -31,6 +35,10 @@ const NAME: &str = "claude-code";
 
 /// The one user message a relaunch adds.
 pub const CONTINUE_TEXT: &str = "Continue from where you left off.";
+
+/// The result written for a tool call a crash interrupted.
+pub const INTERRUPTED_TEXT: &str = "The command was interrupted: the rollout was restored from a \
+checkpoint taken while it ran, so it may have run in part or not at all, and its output is lost.";
 
 /// The model name Claude Code writes on the assistant messages it makes up
 /// itself (never sent by a model).
@@ -136,6 +144,37 @@ impl Harness for ClaudeCode {
         launch
     }
 
+    fn before_resume<'a>(
+        &'a self,
+        cx: &'a Cx,
+        dir: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, AdapterError>> {
+        async move {
+            let projects = format!("{}/projects", config_dir(dir));
+            let Some((path, text)) = newest_file(NAME, cx, &projects, "*.jsonl", Some(2)).await?
+            else {
+                return Ok(None);
+            };
+            let Some((lines, ids)) = interrupted_results(&text, &now_iso(), &fresh_uuid) else {
+                return Ok(None);
+            };
+            let mut bytes = text.into_bytes();
+            if bytes.last().is_some_and(|b| *b != b'\n') {
+                bytes.push(b'\n');
+            }
+            bytes.extend_from_slice(lines.as_bytes());
+            cx.owner
+                .upload(&cx.session, &path, bytes, SESSION_MODE)
+                .await
+                .map_err(|e| AdapterError::new(NAME, format!("write {path}: {e}")))?;
+            Ok(Some(format!(
+                "wrote an interrupted result for tool call {} into the session",
+                ids.join(", ")
+            )))
+        }
+        .boxed()
+    }
+
     fn collect<'a>(
         &'a self,
         cx: &'a Cx,
@@ -162,6 +201,144 @@ async fn session_text(cx: &Cx, dir: &str) -> Result<Option<String>, AdapterError
     Ok(newest_file(NAME, cx, &projects, "*.jsonl", Some(2))
         .await?
         .map(|(_, text)| text))
+}
+
+/// Mode of a session file, as Claude Code writes it.
+const SESSION_MODE: u32 = 0o600;
+
+/// The session lines that give every tool call of the session's last model
+/// response a result, when that response is the last message (a crash
+/// interrupted its calls), with the ids answered; `None` when nothing is
+/// interrupted. Each line is a `user` line as Claude Code writes a tool
+/// result: chained to the last message by `parentUuid`, the same session,
+/// cwd and version, `is_error` set and the text [`INTERRUPTED_TEXT`].
+pub fn interrupted_results(
+    text: &str,
+    now: &str,
+    uuid: &dyn Fn(&str) -> String,
+) -> Option<(String, Vec<String>)> {
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .collect();
+    let messages: Vec<&Value> = lines
+        .iter()
+        .filter(|v| matches!(v["type"].as_str(), Some("user" | "assistant")))
+        .collect();
+    let last_user = messages.iter().rposition(|v| v["type"] == "user");
+    let tail = &messages[last_user.map_or(0, |i| i + 1)..];
+    let calls: Vec<(&str, &str)> = tail
+        .iter()
+        .flat_map(|v| v["message"]["content"].as_array().into_iter().flatten())
+        .filter(|p| p["type"] == "tool_use")
+        .filter_map(|p| Some((p["id"].as_str()?, p["name"].as_str().unwrap_or_default())))
+        .collect();
+    let last = tail.last()?;
+    if calls.is_empty() {
+        return None;
+    }
+    let mut parent = lines
+        .iter()
+        .rev()
+        .find_map(|v| v["uuid"].as_str())?
+        .to_owned();
+    let mut out = String::new();
+    for (id, name) in &calls {
+        let this = uuid(&parent);
+        let mut line = serde_json::json!({
+            "parentUuid": parent,
+            "isSidechain": false,
+            "type": "user",
+            "message": {"role": "user", "content": [{
+                "tool_use_id": id,
+                "type": "tool_result",
+                "content": INTERRUPTED_TEXT,
+                "is_error": true,
+            }]},
+            "uuid": this,
+            "timestamp": now,
+            "sourceToolAssistantUUID": last["uuid"],
+            "userType": "external",
+            "entrypoint": last["entrypoint"],
+            "cwd": last["cwd"],
+            "sessionId": last["sessionId"],
+            "version": last["version"],
+            "gitBranch": last["gitBranch"],
+        });
+        if *name == "Bash" {
+            line["toolUseResult"] = serde_json::json!({
+                "stdout": "", "stderr": INTERRUPTED_TEXT, "interrupted": true,
+                "isImage": false, "noOutputExpected": false,
+            });
+        }
+        out.push_str(&line.to_string());
+        out.push('\n');
+        parent = this;
+    }
+    Some((out, calls.iter().map(|(id, _)| (*id).to_owned()).collect()))
+}
+
+/// Now, as Claude Code writes timestamps (`2026-12-01T22:08:02.463Z`).
+fn now_iso() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, d) = civil_from_days(i64::try_from(days).unwrap_or(0));
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        now.subsec_millis()
+    )
+}
+
+/// The civil date of a day count since 1970-01-01 (Howard Hinnant's
+/// algorithm; written out here rather than pulling a date crate into the
+/// driver for one timestamp).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (
+        y,
+        u32::try_from(m).unwrap_or(1),
+        u32::try_from(d).unwrap_or(1),
+    )
+}
+
+/// A fresh random-looking UUID (version 4 layout) for a session line: 128
+/// bits hashed from the parent's uuid, the clock, the pid and a counter. It
+/// only has to be unique within one session file.
+fn fresh_uuid(parent: &str) -> String {
+    use std::hash::{BuildHasher as _, Hash as _, Hasher as _};
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let half = |salt: u64| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        (parent, salt, n, std::process::id()).hash(&mut h);
+        std::time::SystemTime::now().hash(&mut h);
+        h.finish()
+    };
+    let (a, b) = (half(1), half(2));
+    let hi = (a & 0xffff_ffff_ffff_0fff) | 0x4000;
+    let lo = (b & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        hi >> 32,
+        (hi >> 16) & 0xffff,
+        hi & 0xffff,
+        lo >> 48,
+        lo & 0xffff_ffff_ffff
+    )
 }
 
 /// What one session file says.
@@ -461,5 +638,63 @@ mod tests {
             }
             other => panic!("the kind is spelled claude-code: {other:?}"),
         }
+    }
+
+    /// The shape of a real 2.1.197 session killed while its second Bash
+    /// call ran (fields cut to those the repair reads and writes).
+    const CUT: &str = r#"{"type":"queue-operation","operation":"dequeue","sessionId":"ada9"}
+{"parentUuid":null,"type":"user","message":{"role":"user","content":"Append the lines."},"uuid":"u1","cwd":"/w","sessionId":"ada9","version":"2.1.197"}
+{"parentUuid":"u1","type":"assistant","message":{"id":"m1","content":[{"id":"c1","input":{"command":"echo 1 >> lines"},"name":"Bash","type":"tool_use"}]},"uuid":"a1","cwd":"/w","sessionId":"ada9","version":"2.1.197"}
+{"parentUuid":"a1","type":"user","message":{"role":"user","content":[{"tool_use_id":"c1","type":"tool_result","content":"(Bash completed with no output)","is_error":false}]},"uuid":"u2","cwd":"/w","sessionId":"ada9","version":"2.1.197"}
+{"parentUuid":"u2","type":"assistant","message":{"id":"m2","content":[{"id":"c2","input":{"command":"echo 2 >> lines; sleep 8"},"name":"Bash","type":"tool_use"}]},"uuid":"a2","entrypoint":"sdk-cli","cwd":"/w","sessionId":"ada9","version":"2.1.197","gitBranch":"HEAD"}
+"#;
+
+    #[test]
+    fn an_interrupted_tool_call_gets_a_result_in_the_session_format() {
+        let uuid = |parent: &str| format!("after-{parent}");
+        let (lines, ids) = interrupted_results(CUT, "2026-12-01T00:00:00.000Z", &uuid).unwrap();
+        assert_eq!(ids, ["c2"]);
+        let v: Value = serde_json::from_str(lines.trim_end()).unwrap();
+        assert_eq!(v["type"], "user");
+        assert_eq!(v["parentUuid"], "a2");
+        assert_eq!(v["uuid"], "after-a2");
+        assert_eq!(v["sourceToolAssistantUUID"], "a2");
+        assert_eq!(
+            (v["sessionId"].as_str(), v["cwd"].as_str()),
+            (Some("ada9"), Some("/w"))
+        );
+        let part = &v["message"]["content"][0];
+        assert_eq!(part["type"], "tool_result");
+        assert_eq!(part["tool_use_id"], "c2");
+        assert_eq!(part["is_error"], true);
+        assert_eq!(part["content"], INTERRUPTED_TEXT);
+        assert_eq!(v["toolUseResult"]["interrupted"], true);
+
+        // Once repaired, nothing is interrupted any more; the transcript
+        // shows the result, and a session whose last message is complete
+        // needs nothing.
+        let repaired = format!("{CUT}{lines}");
+        assert!(interrupted_results(&repaired, "t", &uuid).is_none());
+        let t = parse_session(&repaired, "Append the lines.")
+            .collected
+            .transcript;
+        assert_eq!(t.last().map(|e| e.text.as_str()), Some(INTERRUPTED_TEXT));
+        assert!(interrupted_results(FILE, "t", &uuid).is_none());
+    }
+
+    #[test]
+    fn fresh_uuids_are_distinct_and_shaped() {
+        let a = fresh_uuid("p");
+        let b = fresh_uuid("p");
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 36);
+        assert_eq!(a.as_bytes()[14], b'4');
+        assert!(
+            now_iso().ends_with('Z') && now_iso().len() == 24,
+            "{}",
+            now_iso()
+        );
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(20_788), (2026, 12, 1));
     }
 }

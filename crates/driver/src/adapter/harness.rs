@@ -221,6 +221,19 @@ pub trait Harness: Send + Sync + std::fmt::Debug + 'static {
     /// The state directory, `fresh`, and the binary are filled in already.
     fn launch(&self, settings: &HarnessSettings, launch: Launch, resume: bool) -> Launch;
 
+    /// Makes a saved session ready to be continued, once the decision is to
+    /// resume: a harness whose own repair would drop a tool call the crash
+    /// interrupted writes that call's result here, in its session's own
+    /// format, so the model is told the call was interrupted. Returns what
+    /// it did, for the launch log. Default: nothing.
+    fn before_resume<'a>(
+        &'a self,
+        _cx: &'a Cx,
+        _dir: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, AdapterError>> {
+        async { Ok(None) }.boxed()
+    }
+
     /// Usage, the final answer and the transcript, read once the harness
     /// is done.
     fn collect<'a>(
@@ -309,7 +322,13 @@ impl<H: Harness> Adapter for HarnessAdapter<H> {
         async move {
             let dir = super::state_str(self.harness.name(), state, "dir")?;
             let saved = self.harness.inspect(cx, &self.settings, dir).await?;
-            Ok(decide(self.harness.name(), dir, saved.as_ref()))
+            let mut decision = decide(self.harness.name(), dir, saved.as_ref());
+            if decision.resume
+                && let Some(done) = self.harness.before_resume(cx, dir).await?
+            {
+                decision.reason = format!("{}; {done}", decision.reason);
+            }
+            Ok(decision)
         }
         .boxed()
     }
