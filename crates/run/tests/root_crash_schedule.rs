@@ -1,0 +1,260 @@
+//! A crash schedule: `rollpoint run`, then `rollpoint resume` again and
+//! again, each SIGKILLed at a random moment, then a last resume to the end.
+//! Checked: every task ends in `results.jsonl` exactly once and verified,
+//! and nothing of the run is left (no process, mount, cgroup or loop device;
+//! no sandbox, upper or snapshot but what the retained checkpoints name).
+//! Repeated upstream model calls are counted and printed: a call still
+//! generating at a kill is sent again after it (docs/design/run.md).
+//!
+//! Seeded and printed, so a failure replays: `ROLLPOINT_CRASH_SEED=<seed>`.
+//! `ROLLPOINT_CRASH_KILLS` (default 50) kills, within
+//! `ROLLPOINT_CRASH_BUDGET_S` (default 600) seconds of killing.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::*;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rollpoint_driver::Status;
+use rollpoint_testkit::{mounts_under, require_root, supervisor_bin};
+
+const LIMIT: Duration = Duration::from_secs(300);
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Every snapshot id the retained checkpoints name (index.json).
+fn retained_snapshots(owner: &Path) -> BTreeSet<String> {
+    let Ok(text) = std::fs::read_to_string(owner.join("index.json")) else {
+        return BTreeSet::new();
+    };
+    let v: serde_json::Value = serde_json::from_str(&text).expect("index.json");
+    let mut out = BTreeSet::new();
+    // The index maps checkpoints to snapshots; take every string under it.
+    fn strings(v: &serde_json::Value, out: &mut BTreeSet<String>) {
+        match v {
+            serde_json::Value::String(s) => {
+                out.insert(s.clone());
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            serde_json::Value::Object(m) => m.values().for_each(|x| strings(x, out)),
+            _ => {}
+        }
+    }
+    strings(&v, &mut out);
+    out
+}
+
+fn names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn root_a_crash_schedule_of_runs_and_resumes_loses_and_leaves_nothing() {
+    require_root();
+    let seed = env_u64("ROLLPOINT_CRASH_SEED", fastrand::u64(..));
+    let kills = env_u64("ROLLPOINT_CRASH_KILLS", 50);
+    let budget = Duration::from_secs(env_u64("ROLLPOINT_CRASH_BUDGET_S", 600));
+    eprintln!(
+        "crash schedule seed {seed}: {kills} kills (replay with ROLLPOINT_CRASH_SEED={seed})"
+    );
+    let mut rng = fastrand::Rng::with_seed(seed);
+
+    let dir = tempfile::Builder::new()
+        .prefix("rp")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let tag = format!("s{:04x}", rng.u16(..));
+    let commands = 10;
+    let mut rows: Vec<serde_json::Value> = (0..commands)
+        .map(|i| command_task(&format!("{tag}c{i}"), 150))
+        .collect();
+    rows.push(native_task(&format!("{tag}n")));
+    let tasks = dir.path().join("tasks.jsonl");
+    write_jsonl(&tasks, &rows);
+    std::fs::write(dir.path().join("model.json"), model_script(300).to_string()).expect("script");
+    let config = dir.path().join("run.toml");
+    std::fs::write(
+        &config,
+        "v = 1\nconcurrency = 6\ncheckpoint_every_s = 1\nmodel_script = \"model.json\"\nstore = \"copy\"\n",
+    )
+    .expect("config");
+    let run_dir = dir.path().join("r");
+    let log = dir.path().join("stderr.log");
+    let sup = supervisor_bin();
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+
+    let started = Instant::now();
+    let mut done = 0;
+    let mut finished_early = false;
+    while done < kills && started.elapsed() < budget {
+        let mut child = if done == 0 {
+            spawn(
+                &[
+                    OsStr::new("run"),
+                    tasks.as_os_str(),
+                    OsStr::new("--config"),
+                    config.as_os_str(),
+                    OsStr::new("--run-dir"),
+                    run_dir.as_os_str(),
+                    OsStr::new("--supervisor"),
+                    sup.as_os_str(),
+                ],
+                &log,
+            )
+        } else {
+            spawn(&[OsStr::new("resume"), run_dir.as_os_str()], &log)
+        };
+        let after = rng.u64(0..1500);
+        std::thread::sleep(Duration::from_millis(after));
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            // It ran to its end (or failed) before the kill.
+            assert!(
+                status.success(),
+                "kill {done} (seed {seed}): the process failed by itself ({status}):\n{}",
+                text()
+            );
+            finished_early = true;
+            break;
+        }
+        let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        kill(pid, Signal::SIGKILL).expect("kill");
+        let _ = wait(&mut child, LIMIT, &log);
+        done += 1;
+    }
+    eprintln!(
+        "crash schedule seed {seed}: {done} kills in {:?}{}",
+        started.elapsed(),
+        if finished_early {
+            ", then it finished"
+        } else {
+            ""
+        }
+    );
+    assert!(done >= 1, "no kill landed (seed {seed})");
+
+    let mut last = spawn(&[OsStr::new("resume"), run_dir.as_os_str()], &log);
+    let status = wait(&mut last, LIMIT, &log);
+    assert!(
+        status.success(),
+        "the last resume failed (seed {seed}):\n{}",
+        text()
+    );
+
+    // Every task exactly once, verified.
+    let results = rollpoint_run::read_results(&run_dir).expect("results");
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &results {
+        *seen.entry(r.rollout.clone()).or_default() += 1;
+        assert_eq!(r.status, Status::Verified, "seed {seed}: {r:?}\n{}", text());
+        assert_eq!(
+            r.reward,
+            Some(1.0),
+            "seed {seed}: every line exactly once: {r:?}"
+        );
+    }
+    assert_eq!(
+        seen.len(),
+        commands + 1,
+        "seed {seed}: every task has a row: {seen:?}"
+    );
+    assert!(
+        seen.values().all(|n| *n == 1),
+        "seed {seed}: one row each: {seen:?}"
+    );
+
+    // Nothing left running, mounted, in a cgroup or on a loop device.
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (procs, mounts, groups) =
+            (processes_of(&tag), mounts_under(&run_dir), cgroups_of(&tag));
+        if procs.is_empty() && mounts.is_empty() && groups.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "seed {seed}: left behind: processes {procs:?}, mounts {mounts:?}, cgroups {groups:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let loops = std::process::Command::new("losetup")
+        .arg("-a")
+        .output()
+        .expect("losetup");
+    let loops = String::from_utf8_lossy(&loops.stdout);
+    assert!(
+        !loops.contains(&run_dir.display().to_string()),
+        "seed {seed}: loop devices left: {loops}"
+    );
+
+    // Storage: no sandbox and no upper; every snapshot and snapshot record
+    // is one a retained checkpoint names.
+    let owner = run_dir.join("owner");
+    assert!(
+        names(&owner.join("sandboxes")).is_empty(),
+        "seed {seed}: sandboxes left"
+    );
+    assert!(
+        names(&owner.join("store/uppers")).is_empty(),
+        "seed {seed}: uppers left: {:?}",
+        names(&owner.join("store/uppers"))
+    );
+    let retained = retained_snapshots(&owner);
+    let records: BTreeSet<String> = names(&owner.join("snapshots"))
+        .into_iter()
+        .filter_map(|n| n.strip_suffix(".json").map(str::to_owned))
+        .collect();
+    let stored: BTreeSet<String> = names(&owner.join("store/snapshots"))
+        .into_iter()
+        .filter_map(|n| n.strip_suffix(".tar").map(str::to_owned))
+        .collect();
+    let stray_records: Vec<_> = records.difference(&retained).collect();
+    assert!(
+        stray_records.is_empty(),
+        "seed {seed}: snapshot records no checkpoint names: {stray_records:?}"
+    );
+    let dangling: Vec<_> = records.difference(&stored).collect();
+    assert!(
+        dangling.is_empty(),
+        "seed {seed}: snapshot records whose snapshot is gone: {dangling:?}"
+    );
+    let stray: Vec<_> = stored.difference(&retained).collect();
+    assert!(
+        stray.is_empty(),
+        "seed {seed}: snapshots no checkpoint names: {stray:?}"
+    );
+
+    // Repeated upstream calls: counted (0 unless a kill caught one generating).
+    let log_path = run_dir.join("model-script.log");
+    let mut digests: BTreeMap<String, usize> = BTreeMap::new();
+    for line in std::fs::read_to_string(&log_path)
+        .unwrap_or_default()
+        .lines()
+    {
+        if let Ok(v) = serde_json::from_str::<serde_json::Value>(line)
+            && let Some(d) = v["request_sha256"].as_str()
+        {
+            *digests.entry(d.to_owned()).or_default() += 1;
+        }
+    }
+    let repeated: usize = digests.values().map(|n| n - 1).sum();
+    eprintln!(
+        "crash schedule seed {seed}: {} upstream calls, {repeated} repeated",
+        digests.values().sum::<usize>()
+    );
+}
