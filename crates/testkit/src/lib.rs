@@ -7,6 +7,8 @@
     reason = "test support panics with context"
 )]
 
+pub mod fuzz;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
