@@ -104,11 +104,23 @@ fn check_isolated(opts: &AnchorOpts) -> Result<(), Error> {
              with new mount, uts, ipc and pid namespaces"
         ));
     }
-    if ns("/proc/self/ns/pid")? == ns("/proc/self/ns/pid_for_children")? {
-        return refuse(
-            "no new pid namespace waits for its first child; the owner starts it with one"
-                .to_owned(),
-        );
+    // After unshare(CLONE_NEWPID) and before the first child, the link
+    // `pid_for_children` cannot be read (ENOENT): that is the new namespace
+    // waiting. Readable and equal to our own, there is none.
+    match std::fs::read_link("/proc/self/ns/pid_for_children") {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return refuse(format!(
+                "cannot read /proc/self/ns/pid_for_children ({e}), so isolation is unproven"
+            ));
+        }
+        Ok(children) if children == ns("/proc/self/ns/pid")? => {
+            return refuse(
+                "no new pid namespace waits for its first child; the owner starts it with one"
+                    .to_owned(),
+            );
+        }
+        Ok(_) => {}
     }
     Ok(())
 }
