@@ -60,6 +60,10 @@ pub enum Error {
     },
     #[error("anchor: the host-side parent exited before the sandbox started")]
     ParentGone,
+    #[error(
+        "anchor: its owner (pid {0}, the process that started it) exited before the sandbox started"
+    )]
+    OwnerGone(i32),
     #[error("anchor: refusing to start: {0}")]
     Refused(String),
     #[error("{0}")]

@@ -5,7 +5,7 @@
 //! process and no mount of it is left.
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
+use std::ffi::{CString, OsString};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -202,22 +202,37 @@ struct Sandbox {
 /// environment and the output in `log`, inside `cgroup` when given; `net`
 /// adds a network namespace.
 fn spawn_anchor(args: &[String], cgroup: Option<&SandboxCgroup>, net: bool, log: &Path) -> Child {
-    let log = std::fs::File::create(log).expect("create the anchor log");
+    spawn_logged(anchor_argv(args, cgroup, net), log)
+}
+
+/// The command line that starts the anchor as the host does: a shell joins
+/// `cgroup` and execs `unshare ... rollpoint-supervisor anchor ARGS`.
+fn anchor_argv(args: &[String], cgroup: Option<&SandboxCgroup>, net: bool) -> Vec<OsString> {
     let procs = |d: &Path| d.join("cgroup.procs").display().to_string();
     let (v2, freezer) = cgroup.map_or_else(Default::default, |c| (procs(&c.v2), procs(&c.freezer)));
-    let mut cmd = Command::new("/bin/sh");
-    cmd.arg("-c")
-        .arg(r#"for f in "$1" "$2"; do [ -z "$f" ] || echo $$ > "$f"; done; shift 2; exec "$@""#)
-        .args(["sh", &v2, &freezer])
-        .arg(which("unshare"))
-        .args(["--mount", "--uts", "--ipc", "--pid"]);
+    let mut argv: Vec<OsString> = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        r#"for f in "$1" "$2"; do [ -z "$f" ] || echo $$ > "$f"; done; shift 2; exec "$@""#.into(),
+        "sh".into(),
+        v2.into(),
+        freezer.into(),
+        which("unshare").into(),
+    ];
+    argv.extend(["--mount", "--uts", "--ipc", "--pid"].map(OsString::from));
     if net {
-        cmd.arg("--net");
+        argv.push("--net".into());
     }
-    cmd.arg("--")
-        .arg(supervisor_bin())
-        .arg("anchor")
-        .args(args)
+    argv.extend(["--".into(), supervisor_bin().into(), "anchor".into()]);
+    argv.extend(args.iter().map(OsString::from));
+    argv
+}
+
+/// Spawns `argv` with an empty environment and its output in `log`.
+fn spawn_logged(argv: Vec<OsString>, log: &Path) -> Child {
+    let log = std::fs::File::create(log).expect("create the anchor log");
+    Command::new(&argv[0])
+        .args(&argv[1..])
         .env_clear()
         .stdin(Stdio::null())
         .stdout(log.try_clone().expect("dup log"))
@@ -288,23 +303,7 @@ impl Sandbox {
     }
 
     fn request(&self, req: &AnchorRequest) -> AnchorReply {
-        let mut stream = UnixStream::connect(self.overlay.control.join(ANCHOR_SOCKET))
-            .expect("connect to the anchor");
-        let mut line = serde_json::to_vec(req).expect("encode");
-        line.push(b'\n');
-        stream.write_all(&line).expect("send the request");
-        let mut reply = Vec::new();
-        BufReader::new(stream)
-            .read_until(b'\n', &mut reply)
-            .expect("read the reply");
-        let reply = AnchorReply::decode(&reply).unwrap_or_else(|e| {
-            panic!(
-                "bad anchor reply ({e}): {:?}",
-                String::from_utf8_lossy(&reply)
-            )
-        });
-        assert_eq!(reply.pid, 1, "the anchor is PID 1: {reply:?}");
-        reply
+        request_at(&self.overlay.control, req)
     }
 
     fn exec_with(&self, argv: &[&str], timeout_ms: u64, output_limit: u64) -> AnchorReply {
@@ -330,10 +329,7 @@ impl Sandbox {
     /// and its descendants, which is all of its pid namespace since orphans
     /// are reparented to PID 1.
     fn members(&self) -> Vec<rollpoint_proctree::stat::Stat> {
-        let t = Table::scan();
-        let mut pids = vec![self.pid1];
-        pids.extend(t.descendants([self.pid1]));
-        pids.iter().filter_map(|p| t.get(*p).cloned()).collect()
+        members_of(self.pid1)
     }
 
     /// The host path of a launch's session directory.
@@ -423,6 +419,35 @@ impl Drop for Sandbox {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
+}
+
+/// Every process of the sandbox whose PID 1 has host pid `pid1`.
+fn members_of(pid1: u32) -> Vec<rollpoint_proctree::stat::Stat> {
+    let t = Table::scan();
+    let mut pids = vec![pid1];
+    pids.extend(t.descendants([pid1]));
+    pids.iter().filter_map(|p| t.get(*p).cloned()).collect()
+}
+
+/// One request to the anchor serving in `control`, one reply.
+fn request_at(control: &Path, req: &AnchorRequest) -> AnchorReply {
+    let mut stream =
+        UnixStream::connect(control.join(ANCHOR_SOCKET)).expect("connect to the anchor");
+    let mut line = serde_json::to_vec(req).expect("encode");
+    line.push(b'\n');
+    stream.write_all(&line).expect("send the request");
+    let mut reply = Vec::new();
+    BufReader::new(stream)
+        .read_until(b'\n', &mut reply)
+        .expect("read the reply");
+    let reply = AnchorReply::decode(&reply).unwrap_or_else(|e| {
+        panic!(
+            "bad anchor reply ({e}): {:?}",
+            String::from_utf8_lossy(&reply)
+        )
+    });
+    assert_eq!(reply.pid, 1, "the anchor is PID 1: {reply:?}");
+    reply
 }
 
 /// Asks a launch's supervisor over its control socket (on the host, through
@@ -929,6 +954,382 @@ fn root_the_anchor_refuses_a_missing_root_or_a_shared_namespace() {
         "{err}"
     );
     assert_eq!(before, after, "mounts were made: {err}");
+    assert!(
+        std::fs::read_dir(&root).expect("root").next().is_none(),
+        "the anchor wrote into the root"
+    );
+}
+
+/// Which cgroup an owned sandbox is frozen with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FreezeWith {
+    /// `--cgroup-v2` and `--cgroup-freezer`, as the host passes them: v2.
+    V2,
+    /// `--cgroup-freezer` alone: the v1 freezer.
+    V1,
+}
+
+/// A sandbox whose anchor was started by an owner of its own, a shell that
+/// starts it and waits, so the test can kill the owner as a crash would.
+/// The test process is a child subreaper, so the orphaned anchor becomes its
+/// child and is reaped here.
+struct Owned {
+    overlay: Overlay,
+    cgroup: SandboxCgroup,
+    freeze: FreezeWith,
+    owner: Child,
+    /// The anchor's host-side process (the owner's child).
+    anchor: u32,
+    pid1: u32,
+    log: PathBuf,
+    /// Torn down and checked: nothing for Drop to do.
+    finished: bool,
+}
+
+impl Owned {
+    fn start(prefix: &str, freeze: FreezeWith) -> Self {
+        // SAFETY: prctl(2) with constant arguments.
+        let rc = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+        assert_eq!(rc, 0, "PR_SET_CHILD_SUBREAPER");
+        let overlay = Overlay::new();
+        let name = format!("{prefix}-{}", std::process::id());
+        let cgroup = SandboxCgroup::new(&name);
+        let log = overlay.dir.path().join("anchor.log");
+        let mut args = vec![
+            "--root".to_owned(),
+            overlay.merged.display().to_string(),
+            "--control".to_owned(),
+            overlay.control.display().to_string(),
+            "--hostname".to_owned(),
+            name,
+        ];
+        if freeze == FreezeWith::V2 {
+            args.extend(["--cgroup-v2".to_owned(), cgroup.v2.display().to_string()]);
+        }
+        args.extend([
+            "--cgroup-freezer".to_owned(),
+            cgroup.freezer.display().to_string(),
+        ]);
+        // Only the anchor joins the sandbox's cgroups; the owner stays in
+        // the test's.
+        let mut argv: Vec<OsString> = ["/bin/sh", "-c", r#""$@" & wait"#, "owner"]
+            .map(OsString::from)
+            .into();
+        argv.extend(anchor_argv(&args, Some(&cgroup), false));
+        let mut owner = spawn_logged(argv, &log);
+        let socket = overlay.control.join(ANCHOR_SOCKET);
+        wait_for(LONG, "the anchor socket", || {
+            if let Some(status) = owner.try_wait().expect("try_wait") {
+                panic!(
+                    "the owner exited ({status}) before the anchor served: {}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            UnixStream::connect(&socket).ok()
+        });
+        let t = Table::scan();
+        let anchor = match t.children(owner.id()) {
+            [one] => *one,
+            other => panic!("the owner's children: {other:?}"),
+        };
+        let cmdline = std::fs::read(format!("/proc/{anchor}/cmdline")).expect("cmdline");
+        assert!(
+            cmdline.split(|b| *b == 0).any(|a| a == b"anchor"),
+            "the owner's child is the anchor: {:?}",
+            String::from_utf8_lossy(&cmdline)
+        );
+        let pid1 = wait_for(LONG, "the sandbox's PID 1", || {
+            Table::scan().children(anchor).first().copied()
+        });
+        Self {
+            overlay,
+            cgroup,
+            freeze,
+            owner,
+            anchor,
+            pid1,
+            log,
+            finished: false,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The host path of `pid`'s cgroup in the hierarchy the sandbox is
+    /// frozen with, from /proc/PID/cgroup.
+    fn cgroup_of(&self, pid: u32) -> Option<PathBuf> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+        let (root, controller) = match self.freeze {
+            FreezeWith::V2 => (rollpoint_proctree::cgroup::v2_root()?, ""),
+            FreezeWith::V1 => (rollpoint_proctree::cgroup::v1_freezer_root()?, "freezer"),
+        };
+        text.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
+            (names.split(',').any(|n| n == controller) || names == controller)
+                .then(|| root.join(path.trim_start_matches('/')))
+        })
+    }
+
+    /// The sandbox's cgroup in that hierarchy.
+    fn sandbox_cgroup(&self) -> &Path {
+        match self.freeze {
+            FreezeWith::V2 => &self.cgroup.v2,
+            FreezeWith::V1 => &self.cgroup.freezer,
+        }
+    }
+
+    /// The kernel reports the cgroup `dir` frozen.
+    fn frozen(&self, dir: &Path) -> bool {
+        match self.freeze {
+            FreezeWith::V2 => std::fs::read_to_string(dir.join("cgroup.events"))
+                .is_ok_and(|e| e.lines().any(|l| l.trim() == "frozen 1")),
+            FreezeWith::V1 => std::fs::read_to_string(dir.join("freezer.state"))
+                .is_ok_and(|s| s.trim() == "FROZEN"),
+        }
+    }
+
+    /// Waits for the orphaned anchor (the test's child now) to exit and
+    /// returns its exit code.
+    fn reap_anchor(&self) -> i32 {
+        let pid = i32::try_from(self.anchor).expect("pid");
+        let status = wait_for(LONG, "the anchor to exit", || {
+            let mut status = 0;
+            // SAFETY: waitpid(2) on a child of this process, with a valid
+            // status pointer.
+            let rc = unsafe { libc::waitpid(pid, &raw mut status, libc::WNOHANG) };
+            assert!(
+                rc >= 0,
+                "waitpid {pid}: {}",
+                std::io::Error::last_os_error()
+            );
+            (rc == pid).then_some(status)
+        });
+        assert!(libc::WIFEXITED(status), "anchor status {status:#x}");
+        libc::WEXITSTATUS(status)
+    }
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        // A failed test: kill everything, thaw a v1 freezer so the killed
+        // can die, reap the anchor, then let the guards clean up.
+        let _ = self.owner.kill();
+        let _ = self.owner.wait();
+        let _ = std::fs::write(self.cgroup.v2.join("cgroup.kill"), "1");
+        for pid in members_of(self.pid1)
+            .iter()
+            .map(|m| m.pid)
+            .chain([self.anchor])
+        {
+            if let Ok(pid) = i32::try_from(pid) {
+                // SAFETY: kill(2) with a pid; at worst ESRCH.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+        }
+        let _ = std::fs::write(self.cgroup.freezer.join("freezer.state"), "THAWED");
+        // Whatever is orphaned to this subreaper is reaped here.
+        let end = std::time::Instant::now() + LONG;
+        while std::time::Instant::now() < end {
+            // SAFETY: waitpid(2) with a null status pointer.
+            while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
+            if [self.pid1, self.anchor]
+                .iter()
+                .all(|p| !Path::new(&format!("/proc/{p}")).exists())
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// A crashed owner's sandbox stops acting at once: the anchor sees its
+/// parent die, freezes the whole sandbox (a launch's supervisor and harness
+/// in their nested cgroups included), logs it and stays, keeping every
+/// process; then the sandbox is torn down as a sweep does and nothing is
+/// left.
+fn a_dead_owner_freezes_its_sandbox(freeze: FreezeWith) {
+    let prefix = match freeze {
+        FreezeWith::V2 => "anchor-owner-v2",
+        FreezeWith::V1 => "anchor-owner-v1",
+    };
+    let mut sb = Owned::start(prefix, freeze);
+    let reply = request_at(
+        &sb.overlay.control,
+        &AnchorRequest::launch(LaunchRequest {
+            launch_id: "ticker".into(),
+            argv: vec![
+                HARNESS.into(),
+                "tick".into(),
+                "/tmp/ticks".into(),
+                "50".into(),
+                "100000".into(),
+            ],
+            env: env(),
+            cwd: "/tmp".into(),
+            freeze: None,
+            options: Vec::new(),
+        }),
+    );
+    assert_eq!(reply.error, None, "{reply:?}");
+    let ticks = sb.overlay.upper.join("tmp/ticks");
+    wait_for(LONG, "ticks", || {
+        (rollpoint_testkit::lines(&ticks) > 3).then_some(())
+    });
+    let members = members_of(sb.pid1);
+    assert!(
+        members.len() >= 3,
+        "PID 1, the launch's supervisor and the harness: {members:?}"
+    );
+    let ns = std::fs::read_link(format!("/proc/{}/ns/pid", sb.pid1)).expect("pid ns");
+
+    // The crash: the owner is SIGKILLed.
+    sb.owner.kill().expect("SIGKILL the owner");
+    sb.owner.wait().expect("reap the owner");
+    let sandbox = sb.sandbox_cgroup().to_owned();
+    wait_for(
+        Duration::from_secs(10),
+        "the sandbox's cgroup frozen",
+        || sb.frozen(&sandbox).then_some(()),
+    );
+    wait_for(Duration::from_secs(10), "the freeze logged", || {
+        sb.log().contains("sandbox frozen").then_some(())
+    });
+    let log = sb.log();
+    assert!(
+        log.contains(&format!("owner (pid {}) is gone", sb.owner.id())),
+        "{log}"
+    );
+
+    // It stopped acting: the file no longer grows.
+    let size = || std::fs::metadata(&ticks).expect("ticks").len();
+    let held = size();
+    for _ in 0..2 {
+        std::thread::sleep(Duration::from_millis(500));
+        assert_eq!(size(), held, "a frozen sandbox ticked");
+    }
+    // Every process is still there, in a cgroup the kernel reports frozen,
+    // and none was added.
+    for m in &members {
+        let now = rollpoint_proctree::scan::read_stat(m.pid);
+        assert!(
+            now.as_ref()
+                .is_some_and(|s| s.start_time == m.start_time && s.state != 'Z'),
+            "pid {} is gone: {now:?}",
+            m.pid
+        );
+        let cg = sb.cgroup_of(m.pid).expect("its cgroup");
+        assert!(
+            cg.starts_with(&sandbox) && sb.frozen(&cg),
+            "pid {} in {} is not frozen",
+            m.pid,
+            cg.display()
+        );
+    }
+    let now: Vec<u32> = members_of(sb.pid1).iter().map(|m| m.pid).collect();
+    let before: Vec<u32> = members.iter().map(|m| m.pid).collect();
+    assert_eq!(now, before);
+    // The anchor stays, itself outside the frozen cgroup.
+    let anchor = rollpoint_proctree::scan::read_stat(sb.anchor).expect("the anchor stays");
+    assert_ne!(anchor.state, 'Z');
+    assert_eq!(
+        sb.cgroup_of(sb.anchor).as_deref(),
+        sandbox.parent(),
+        "the anchor left for the parent cgroup"
+    );
+
+    // Teardown: as a sweep does on v2 (cgroup.kill ends frozen tasks); on
+    // v1, where frozen tasks die only once thawed, by asking the anchor.
+    match freeze {
+        FreezeWith::V2 => std::fs::write(sandbox.join("cgroup.kill"), "1").expect("cgroup.kill"),
+        FreezeWith::V1 => {
+            // SAFETY: kill(2) on the anchor, a child of this process now.
+            let rc = unsafe { libc::kill(i32::try_from(sb.anchor).expect("pid"), libc::SIGTERM) };
+            assert_eq!(rc, 0, "SIGTERM to the anchor");
+        }
+    }
+    let code = sb.reap_anchor();
+    assert_eq!(
+        code,
+        128 + libc::SIGKILL,
+        "PID 1 was killed; log: {}",
+        sb.log()
+    );
+    let left: Vec<u32> = members
+        .iter()
+        .filter(|m| {
+            rollpoint_proctree::scan::read_stat(m.pid).is_some_and(|s| s.start_time == m.start_time)
+        })
+        .map(|m| m.pid)
+        .collect();
+    assert!(left.is_empty(), "left: {left:?}");
+    let in_ns: Vec<u32> = rollpoint_proctree::scan::list_pids()
+        .into_iter()
+        .filter(|p| std::fs::read_link(format!("/proc/{p}/ns/pid")).is_ok_and(|l| l == ns))
+        .collect();
+    assert!(in_ns.is_empty(), "left in the sandbox: {in_ns:?}");
+    sb.overlay.unmount();
+    let mounts = sb.overlay.mounts();
+    assert!(mounts.is_empty(), "mounts left: {mounts:?}");
+    let dirs = [sb.cgroup.v2.clone(), sb.cgroup.freezer.clone()];
+    sb.finished = true;
+    drop(sb);
+    for d in dirs {
+        assert!(!d.exists(), "cgroup left: {}", d.display());
+    }
+}
+
+#[test]
+fn root_a_dead_owner_freezes_its_sandbox_v2() {
+    a_dead_owner_freezes_its_sandbox(FreezeWith::V2);
+}
+
+#[test]
+fn root_a_dead_owner_freezes_its_sandbox_v1() {
+    a_dead_owner_freezes_its_sandbox(FreezeWith::V1);
+}
+
+#[test]
+fn root_the_anchor_refuses_an_existing_pid_namespace() {
+    require_root();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (root, control) = (dir.path().join("root"), dir.path().join("control"));
+    for d in [&root, &control] {
+        std::fs::create_dir(d).expect("mkdir");
+    }
+    // A mount namespace of its own, but inside a pid namespace whose init
+    // (the shell) already runs: its first child would not be PID 1.
+    let script = format!(
+        "unshare --mount {sup} anchor --root {root} --control {control} --hostname pidns; \
+         code=$?; exit $code",
+        sup = supervisor_bin().display(),
+        root = root.display(),
+        control = control.display(),
+    );
+    let out = Command::new(which("unshare"))
+        .args([
+            "--mount",
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .output()
+        .expect("unshare");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{out:?}");
+    assert!(
+        err.contains("refusing") && err.contains("no new pid namespace"),
+        "{err}"
+    );
     assert!(
         std::fs::read_dir(&root).expect("root").next().is_none(),
         "the anchor wrote into the root"

@@ -3,6 +3,13 @@
 //! the sandbox's cgroups before its first instruction, so nothing it starts
 //! can escape them. The supervisor forks the namespace's first process and
 //! does the in-sandbox mounts and `pivot_root` itself.
+//!
+//! The anchor takes its parent for the sandbox's owner: when that process
+//! dies it freezes the sandbox and keeps it for the sweep. So the anchor is
+//! spawned directly by the process that owns the sandbox (the backend's
+//! owner, recorded in `sandbox.json` and checked by the sweep), from any of
+//! its threads, never through a helper process that exits (the sandbox
+//! would freeze at once).
 
 use std::fs::File;
 use std::path::Path;

@@ -16,6 +16,10 @@
 //! PID 1 carries a parent-death signal (SIGKILL), so the sandbox never
 //! outlives the host-side pid, even when that is SIGKILLed.
 //!
+//! The host-side process polls its signals (a signalfd) together with a
+//! pidfd of its own parent, the sandbox's owner: when the owner dies, it
+//! freezes the sandbox and stays ([`owner`]).
+//!
 //! Signals are blocked before the fork: neither side can lose one, and PID 1,
 //! which gets no default signal actions, still receives the ones it waits for
 //! (a blocked signal is queued even for a namespace's init).
@@ -23,12 +27,14 @@
 mod exec;
 mod launch;
 mod mounts;
+mod owner;
 mod reaper;
 mod serve;
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
+use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::prctl;
@@ -47,6 +53,9 @@ fn sys(what: &'static str) -> impl FnOnce(nix::Error) -> Error {
 /// Runs the anchor; returns the exit status of the sandbox's PID 1.
 pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
     check_isolated(opts)?;
+    // Both on the host's view, before PID 1 pivots it away.
+    let owner = owner::Owner::watch()?;
+    let freezer = owner::Freezer::open(opts)?;
     let mut mask = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -65,11 +74,15 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
     match unsafe { fork() }.map_err(sys("fork the sandbox's first process"))? {
         ForkResult::Parent { child } => {
             drop(alive_rx);
-            let status = outer(child, &mask);
+            let status = outer(opts, child, &mask, Some(owner), freezer.as_ref());
             drop(alive_tx);
             status
         }
         ForkResult::Child => {
+            // The sandbox's processes can read PID 1's descriptors: none of
+            // the host's may stay open in it.
+            drop(owner);
+            drop(freezer);
             drop(alive_tx);
             tie_to_parent(&alive_rx)?;
             drop(alive_rx);
@@ -138,25 +151,77 @@ fn tie_to_parent(alive: &OwnedFd) -> Result<(), Error> {
 }
 
 /// The host-side parent: forwards SIGTERM and SIGINT to PID 1 and exits with
-/// its status (128+N when signal N ended it).
-fn outer(child: Pid, mask: &SigSet) -> Result<i32, Error> {
+/// its status (128+N when signal N ended it). When the owner dies it freezes
+/// the sandbox and stays; a SIGTERM or SIGINT then ends the frozen sandbox
+/// (PID 1 could not act on a forwarded one).
+fn outer(
+    opts: &AnchorOpts,
+    child: Pid,
+    mask: &SigSet,
+    mut owner: Option<owner::Owner>,
+    freezer: Option<&owner::Freezer>,
+) -> Result<i32, Error> {
+    let signals = SignalFd::with_flags(mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
+        .map_err(sys("create the anchor's signalfd"))?;
+    let mut frozen = false;
     loop {
-        match mask.wait().map_err(sys("wait for signals"))? {
-            Signal::SIGCHLD => match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(_, code)) => return Ok(code),
-                Ok(WaitStatus::Signaled(_, sig, _)) => return Ok(128 + sig as i32),
-                Ok(_) => {}
-                Err(e) => {
-                    return Err(Error::Sys {
-                        what: "wait for the sandbox's first process",
-                        source: e,
-                    });
-                }
-            },
-            sig @ (Signal::SIGTERM | Signal::SIGINT) => {
-                let _ = kill(child, sig);
+        let mut ready = false;
+        {
+            let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+            let pidfd = owner.as_ref().map(owner::Owner::fd);
+            if let Some(Some(fd)) = pidfd {
+                fds.push(PollFd::new(fd, PollFlags::POLLIN));
             }
-            _ => {}
+            // Without a pidfd, getppid() is checked every 100 ms.
+            let timeout = match pidfd {
+                Some(None) => PollTimeout::from(100u16),
+                _ => PollTimeout::NONE,
+            };
+            match poll(&mut fds, timeout) {
+                Ok(_) | Err(Errno::EINTR) => {}
+                Err(e) => return Err(sys("poll the signals and the owner")(e)),
+            }
+            if let Some(f) = fds.get(1) {
+                ready = f.revents().is_some_and(|r| !r.is_empty());
+            }
+        }
+        if let Some(o) = owner.take_if(|o| ready || o.gone()) {
+            frozen = owner::orphaned(&opts.hostname, o.pid(), child, freezer);
+        }
+        while let Some(info) = signals
+            .read_signal()
+            .map_err(sys("read the anchor's signalfd"))?
+        {
+            let sig = i32::try_from(info.ssi_signo).ok().map(Signal::try_from);
+            match (sig, freezer) {
+                (Some(Ok(Signal::SIGTERM | Signal::SIGINT)), Some(f)) if frozen => {
+                    eprintln!(
+                        "rollpoint-supervisor: anchor of {}: signal {}: ending the frozen sandbox",
+                        opts.hostname, info.ssi_signo
+                    );
+                    if let Err(e) = f.end(child) {
+                        eprintln!(
+                            "rollpoint-supervisor: anchor of {}: failed to end it: {e}",
+                            opts.hostname
+                        );
+                    }
+                }
+                (Some(Ok(sig @ (Signal::SIGTERM | Signal::SIGINT))), _) => {
+                    let _ = kill(child, sig);
+                }
+                _ => {}
+            }
+        }
+        match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => return Ok(code),
+            Ok(WaitStatus::Signaled(_, sig, _)) => return Ok(128 + sig as i32),
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(e) => {
+                return Err(Error::Sys {
+                    what: "wait for the sandbox's first process",
+                    source: e,
+                });
+            }
         }
     }
 }

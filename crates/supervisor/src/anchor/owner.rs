@@ -1,0 +1,355 @@
+//! The sandbox's owner and what happens when it dies.
+//!
+//! The owner is the process that started the anchor: its parent. It drives
+//! the sandbox and destroys it; when it dies (a crash, a SIGKILL) nobody is
+//! left to do either, and the sandbox must stop acting at once. The
+//! host-side process holds a pidfd of its parent, polled with its signals;
+//! when the owner is gone it freezes the whole sandbox (its v2 cgroup, else
+//! its v1 freezer cgroup), confirms the freeze, logs it and stays: the
+//! sandbox's processes are kept, frozen, for the next sweep (which kills and
+//! removes it) or a debugging look. A sandbox without a cgroup, or whose
+//! freeze cannot be confirmed, is ended instead (SIGKILL of its PID 1).
+//!
+//! Not PR_SET_PDEATHSIG: it fires when the parent *thread* that forked the
+//! anchor exits, and the host spawns anchors from short-lived threads. The
+//! pidfd reports the death of the whole process; `getppid()` changing (the
+//! anchor is re-parented only when that process is gone) is the fallback
+//! check and covers a kernel without `pidfd_open`.
+//!
+//! The cgroup directory is opened before the fork: after PID 1's
+//! `pivot_root` the host-side process shares the sandbox's mount namespace
+//! and root, where the host's cgroup paths no longer resolve. Before
+//! freezing, the host-side process moves itself to the parent cgroup, so it
+//! is not frozen with the sandbox and can confirm the freeze and go on
+//! reaping PID 1.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, open, openat};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::stat::Mode;
+use nix::unistd::{Pid, getpid, getppid};
+
+use crate::args::AnchorOpts;
+use crate::errors::Error;
+
+/// How long the kernel may take to confirm a freeze (a task in
+/// uninterruptible sleep delays it until its syscall returns).
+const CONFIRM: Duration = Duration::from_secs(30);
+
+/// The anchor's parent, watched for its death.
+#[derive(Debug)]
+pub struct Owner {
+    pid: Pid,
+    /// None on a kernel without `pidfd_open` (before 5.3): then only
+    /// `getppid()` tells, checked on every wakeup.
+    fd: Option<OwnedFd>,
+}
+
+impl Owner {
+    /// Watches the current parent; refuses when it is already gone.
+    pub fn watch() -> Result<Self, Error> {
+        let pid = getppid();
+        // SAFETY: pidfd_open(2) takes a pid and flags and returns a new
+        // descriptor (close-on-exec) or -1; checked before use.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
+        let errno = Errno::last();
+        // Re-parenting happens only on the owner's death: a parent that
+        // died before the pidfd was opened shows here, whatever the pid
+        // named by then.
+        if getppid() != pid {
+            return Err(Error::OwnerGone(pid.as_raw()));
+        }
+        let fd = match i32::try_from(raw) {
+            // SAFETY: a fresh descriptor that nothing else owns.
+            Ok(fd) if fd >= 0 => Some(unsafe { OwnedFd::from_raw_fd(fd) }),
+            _ if errno == Errno::ENOSYS => None,
+            _ => {
+                return Err(Error::Sys {
+                    what: "open a pidfd of the anchor's owner",
+                    source: errno,
+                });
+            }
+        };
+        Ok(Self { pid, fd })
+    }
+
+    pub fn pid(&self) -> Pid {
+        self.pid
+    }
+
+    /// The pidfd to poll, readable once the owner has exited.
+    pub fn fd(&self) -> Option<BorrowedFd<'_>> {
+        self.fd.as_ref().map(AsFd::as_fd)
+    }
+
+    /// The owner is gone (the anchor was re-parented).
+    pub fn gone(&self) -> bool {
+        getppid() != self.pid
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    V2,
+    V1,
+}
+
+/// The sandbox's freezer cgroup, opened on the host's view.
+#[derive(Debug)]
+pub struct Freezer {
+    kind: Kind,
+    /// The host path, for messages only: it may not resolve any more.
+    path: PathBuf,
+    dir: OwnedFd,
+    /// The parent cgroup's `cgroup.procs`, where the host-side process goes
+    /// before freezing.
+    parent_procs: Option<File>,
+}
+
+impl Freezer {
+    /// Opens the cgroup the sandbox is frozen with: the v2 one when the
+    /// sandbox has it (a sweep's `cgroup.kill` ends frozen v2 tasks), else
+    /// the v1 freezer; None without either. Call before the fork.
+    pub fn open(opts: &AnchorOpts) -> Result<Option<Self>, Error> {
+        let (kind, path) = match (&opts.cgroup_v2, &opts.cgroup_freezer) {
+            (Some(p), _) => (Kind::V2, p),
+            (None, Some(p)) => (Kind::V1, p),
+            (None, None) => return Ok(None),
+        };
+        let dir = open(
+            path.as_path(),
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|source| Error::Setup {
+            what: "open the sandbox's cgroup",
+            path: path.clone(),
+            source,
+        })?;
+        let parent_procs = path.parent().and_then(|p| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(p.join("cgroup.procs"))
+                .ok()
+        });
+        Ok(Some(Self {
+            kind,
+            path: path.clone(),
+            dir,
+            parent_procs,
+        }))
+    }
+
+    pub fn describe(&self) -> String {
+        match self.kind {
+            Kind::V2 => format!("cgroup {} (cgroup.freeze)", self.path.display()),
+            Kind::V1 => format!("v1 freezer cgroup {} (freezer.state)", self.path.display()),
+        }
+    }
+
+    fn file(&self, name: &str, write: bool) -> Result<File, String> {
+        let flags = if write {
+            OFlag::O_WRONLY
+        } else {
+            OFlag::O_RDONLY
+        } | OFlag::O_CLOEXEC;
+        openat(&self.dir, name, flags, Mode::empty())
+            .map(File::from)
+            .map_err(|e| format!("open {}: {e}", self.path.join(name).display()))
+    }
+
+    fn write(&self, name: &str, value: &str) -> Result<(), String> {
+        self.file(name, true)?
+            .write_all(value.as_bytes())
+            .map_err(|e| format!("write {value} to {}: {e}", self.path.join(name).display()))
+    }
+
+    fn read(&self, name: &str) -> Result<String, String> {
+        let mut text = String::new();
+        self.file(name, false)?
+            .read_to_string(&mut text)
+            .map_err(|e| format!("read {}: {e}", self.path.join(name).display()))?;
+        Ok(text)
+    }
+
+    /// Moves the calling process out of the sandbox's cgroup into its
+    /// parent, so freezing the sandbox does not freeze it.
+    pub fn leave(&self) -> Result<(), String> {
+        let mut procs = self
+            .parent_procs
+            .as_ref()
+            .ok_or_else(|| format!("no parent cgroup of {} opened", self.path.display()))?;
+        procs
+            .write_all(getpid().to_string().as_bytes())
+            .map_err(|e| format!("move to the parent of {}: {e}", self.path.display()))
+    }
+
+    fn frozen(&self) -> Result<bool, String> {
+        Ok(match self.kind {
+            Kind::V2 => self
+                .read("cgroup.events")?
+                .lines()
+                .any(|l| l.trim() == "frozen 1"),
+            Kind::V1 => self.read("freezer.state")?.trim() == "FROZEN",
+        })
+    }
+
+    /// Freezes every process of the sandbox and waits for the kernel to
+    /// confirm it; returns how long that took.
+    pub fn freeze(&self) -> Result<Duration, String> {
+        let start = Instant::now();
+        let (file, value) = match self.kind {
+            Kind::V2 => ("cgroup.freeze", "1"),
+            Kind::V1 => ("freezer.state", "FROZEN"),
+        };
+        self.write(file, value)?;
+        let mut pause = Duration::from_millis(1);
+        loop {
+            if self.frozen()? {
+                return Ok(start.elapsed());
+            }
+            if start.elapsed() >= CONFIRM {
+                return Err(format!(
+                    "{} did not confirm within {}s",
+                    self.describe(),
+                    CONFIRM.as_secs()
+                ));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(50));
+        }
+    }
+
+    /// Ends the sandbox: SIGKILL to PID 1 takes its whole pid namespace.
+    /// Frozen v2 tasks die of SIGKILL; frozen v1 tasks only once thawed, so
+    /// the v1 freezer is thawed after the signal is queued (a thawed task
+    /// dies on its way back to user space).
+    pub fn end(&self, pid1: Pid) -> Result<(), String> {
+        kill(pid1, Signal::SIGKILL).map_err(|e| format!("kill the sandbox's PID 1: {e}"))?;
+        if self.kind == Kind::V1 {
+            self.write("freezer.state", "THAWED")?;
+        }
+        Ok(())
+    }
+}
+
+/// What the host-side process does once the owner is gone: freeze the
+/// sandbox and stay, or end it when it cannot be frozen. Every step is
+/// logged (stderr is the anchor's log). Returns whether the sandbox is
+/// frozen.
+pub fn orphaned(hostname: &str, owner: Pid, pid1: Pid, freezer: Option<&Freezer>) -> bool {
+    let log = |m: String| eprintln!("rollpoint-supervisor: anchor of {hostname}: {m}");
+    let Some(freezer) = freezer else {
+        log(format!(
+            "its owner (pid {owner}) is gone and it has no cgroup to freeze: ending the sandbox"
+        ));
+        if let Err(e) = kill(pid1, Signal::SIGKILL) {
+            log(format!("failed to kill the sandbox's PID 1: {e}"));
+        }
+        return false;
+    };
+    log(format!(
+        "its owner (pid {owner}) is gone: freezing the sandbox, {}",
+        freezer.describe()
+    ));
+    if let Err(e) = freezer.leave() {
+        // Frozen with the sandbox, this process cannot confirm anything,
+        // but the sandbox stops all the same.
+        log(format!(
+            "cannot leave the sandbox's cgroup ({e}): freezing it with the anchor inside, \
+             unconfirmed"
+        ));
+    }
+    match freezer.freeze() {
+        Ok(took) => {
+            log(format!(
+                "sandbox frozen (confirmed after {took:?}); it stays frozen, its processes \
+                 kept, until it is swept or the anchor is sent SIGTERM"
+            ));
+            true
+        }
+        Err(e) => {
+            log(format!("cannot freeze the sandbox ({e}): ending it"));
+            if let Err(e) = freezer.end(pid1) {
+                log(format!("failed to end the sandbox: {e}"));
+            }
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn opts(v2: Option<&Path>, v1: Option<&Path>) -> AnchorOpts {
+        AnchorOpts {
+            root: PathBuf::from("/"),
+            control: PathBuf::from("/"),
+            hostname: "h".into(),
+            cgroup_v2: v2.map(Path::to_owned),
+            cgroup_freezer: v1.map(Path::to_owned),
+            isolated_net: false,
+        }
+    }
+
+    #[test]
+    fn v2_is_preferred_and_a_missing_cgroup_is_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (dir.path().join("v2"), dir.path().join("v1"));
+        std::fs::create_dir(&a).expect("v2");
+        std::fs::create_dir(&b).expect("v1");
+        let f = Freezer::open(&opts(Some(&a), Some(&b)))
+            .expect("opens")
+            .expect("a freezer");
+        assert_eq!((f.kind, f.path.as_path()), (Kind::V2, a.as_path()));
+        let f = Freezer::open(&opts(None, Some(&b)))
+            .expect("opens")
+            .expect("a freezer");
+        assert_eq!(f.kind, Kind::V1);
+        assert!(Freezer::open(&opts(None, None)).expect("opens").is_none());
+        let missing = dir.path().join("missing");
+        let err = Freezer::open(&opts(Some(&missing), None)).expect_err("missing");
+        assert!(err.to_string().contains("missing"), "{err}");
+    }
+
+    #[test]
+    fn freezing_writes_and_confirms_through_the_open_directory() {
+        // A plain directory standing in for a v2 cgroup, renamed after it
+        // was opened: every later access goes through the descriptor.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cg = dir.path().join("cg");
+        std::fs::create_dir(&cg).expect("cg");
+        std::fs::write(cg.join("cgroup.freeze"), "0").expect("freeze file");
+        std::fs::write(cg.join("cgroup.events"), "populated 1\nfrozen 1\n").expect("events");
+        std::fs::write(dir.path().join("cgroup.procs"), "").expect("parent procs");
+        let f = Freezer::open(&opts(Some(&cg), None))
+            .expect("opens")
+            .expect("a freezer");
+        std::fs::rename(&cg, dir.path().join("moved")).expect("rename");
+        f.freeze().expect("confirmed");
+        let written = std::fs::read_to_string(dir.path().join("moved/cgroup.freeze"));
+        assert_eq!(written.expect("written"), "1");
+        f.leave().expect("leaves");
+        let procs = std::fs::read_to_string(dir.path().join("cgroup.procs")).expect("procs");
+        assert_eq!(procs, std::process::id().to_string());
+    }
+
+    #[test]
+    fn the_owner_is_the_parent_and_alive() {
+        let owner = Owner::watch().expect("the test runner is alive");
+        assert_eq!(owner.pid(), getppid());
+        assert!(!owner.gone());
+        let fd = owner.fd().expect("a pidfd on this kernel");
+        let mut fds = [nix::poll::PollFd::new(fd, nix::poll::PollFlags::POLLIN)];
+        let n = nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).expect("poll");
+        assert_eq!(n, 0, "a live owner's pidfd is not readable");
+    }
+}
