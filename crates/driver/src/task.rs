@@ -42,22 +42,11 @@ impl RolloutTask {
         self
     }
 
-    /// Reads a task, rejecting unknown versions and fields by name.
+    /// Reads a task, rejecting unknown versions and fields by name. A bad
+    /// field is named by its full path (`task.adapter.env.X`).
     pub fn decode(bytes: &[u8]) -> Result<Self, DriverError> {
-        let task: Self =
-            rollpoint_proto::decode("rollout task", TASK_VERSION, bytes).map_err(|e| {
-                DriverError::Task {
-                    field: match &e {
-                        rollpoint_proto::FormatError::Field { path, .. } => format!("task.{path}"),
-                        rollpoint_proto::FormatError::MissingVersion { .. }
-                        | rollpoint_proto::FormatError::UnknownVersion { .. } => {
-                            "task.v".to_owned()
-                        }
-                        rollpoint_proto::FormatError::Json { .. } => "task".to_owned(),
-                    },
-                    message: e.to_string(),
-                }
-            })?;
+        let task: Self = rollpoint_proto::decode("rollout task", TASK_VERSION, bytes)
+            .map_err(|e| decode_error(bytes, e))?;
         task.validate()?;
         Ok(task)
     }
@@ -95,5 +84,45 @@ impl RolloutTask {
             | AdapterSpec::Pi(s) => s.validate(),
         }
         .map_err(|(field, message)| bad(format!("task.adapter.{field}"), message))
+    }
+}
+
+/// A task that did not decode, as the error naming its field. A path
+/// tracker sees a bad field inside `adapter` only as `adapter` (the adapter
+/// object is decoded by [`AdapterSpec::from_value`]), so that one is decoded
+/// again on its own for the path inside it.
+fn decode_error(bytes: &[u8], e: rollpoint_proto::FormatError) -> DriverError {
+    use rollpoint_proto::FormatError;
+    let field = match &e {
+        FormatError::Field { path, .. } if path == "adapter" => {
+            let adapter = serde_json::from_slice::<serde_json::Value>(bytes)
+                .ok()
+                .and_then(|mut v| v.get_mut("adapter").map(serde_json::Value::take));
+            if let Some(Err(inner)) = adapter.map(AdapterSpec::from_value) {
+                let field = match inner.field.as_str() {
+                    "." => "adapter".to_owned(),
+                    f => format!("adapter.{f}"),
+                };
+                return DriverError::Task {
+                    message: format!("rollout task: field `{field}`: {}", inner.message),
+                    field: format!("task.{field}"),
+                };
+            }
+            "task.adapter".to_owned()
+        }
+        FormatError::Field { path, source, .. } => {
+            match rollpoint_proto::field_path(path, source).as_str() {
+                "." => "task".to_owned(),
+                f => format!("task.{f}"),
+            }
+        }
+        FormatError::MissingVersion { .. } | FormatError::UnknownVersion { .. } => {
+            "task.v".to_owned()
+        }
+        FormatError::Json { .. } => "task".to_owned(),
+    };
+    DriverError::Task {
+        field,
+        message: e.to_string(),
     }
 }
