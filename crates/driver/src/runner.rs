@@ -215,6 +215,16 @@ impl Runner {
         };
         self.ran
             .insert(launch_id.to_owned(), ran.saturating_add(started.elapsed()));
+        if let Event::Ended { exit_code } = event
+            && let Some(error) = dir.start_error().await
+        {
+            return Event::StartFailed {
+                launch_id: launch_id.to_owned(),
+                exit_code,
+                error,
+                tier: self.adapter.recovery_tier(),
+            };
+        }
         event
     }
 
@@ -335,6 +345,22 @@ impl Runner {
                 error: format!("prepare: {e}"),
             };
         }
+        match self.adapter.missing(&cx, &state).await {
+            Ok(None) => {}
+            Ok(Some(missing)) => {
+                return Event::StartFailed {
+                    launch_id,
+                    exit_code: None,
+                    error: missing,
+                    tier: self.adapter.recovery_tier(),
+                };
+            }
+            Err(e) => {
+                return Event::Failed {
+                    error: format!("prepare: {e}"),
+                };
+            }
+        }
         let cmd = match self.adapter.command(&state, resume) {
             Ok(c) => c,
             Err(e) => {
@@ -420,8 +446,19 @@ impl Runner {
                     }
                     PauseOutcome::Confirmed
                 }
-                Outcome::AlreadyEnded => PauseOutcome::AlreadyEnded {
-                    exit_code: receipt.exit_code,
+                Outcome::AlreadyEnded => match dir.start_error().await {
+                    // Its harness never started: nothing was paused.
+                    Some(error) => {
+                        return Event::StartFailed {
+                            launch_id: launch_id.to_owned(),
+                            exit_code: receipt.exit_code,
+                            error,
+                            tier: self.adapter.recovery_tier(),
+                        };
+                    }
+                    None => PauseOutcome::AlreadyEnded {
+                        exit_code: receipt.exit_code,
+                    },
                 },
                 Outcome::Failed => PauseOutcome::Failed {
                     reason: receipt

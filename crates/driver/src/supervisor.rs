@@ -6,6 +6,7 @@ use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rollpoint_proto::anchor::LAUNCH_OUTPUT;
 use rollpoint_proto::control::{CONTROL_SOCKET, Reply, Request, Verb};
 use rollpoint_proto::launch::LaunchRecord;
 use rollpoint_proto::session::{LAUNCH_FILE, PAUSE_FILE};
@@ -16,6 +17,19 @@ use crate::errors::ControlError;
 
 /// How long a freshly started supervisor may take to open its socket.
 const SOCKET_WAIT: Duration = Duration::from_secs(30);
+/// How long a supervisor that could not start its harness may take to
+/// write why, after its record says so.
+const START_ERROR_WAIT: Duration = Duration::from_secs(2);
+
+/// The supervisor's message about a harness it could not start, from the
+/// launch's output log (which holds nothing else: the harness never ran).
+fn spawn_message(log: &str) -> Option<String> {
+    log.lines()
+        .rev()
+        .filter_map(|l| l.trim().strip_prefix("rollpoint-supervisor: "))
+        .find(|l| l.contains("start the harness"))
+        .map(str::to_owned)
+}
 
 /// One launch's session directory on the host.
 #[derive(Debug, Clone)]
@@ -140,6 +154,44 @@ impl LaunchDir {
         }
     }
 
+    /// Why the harness of this launch could not be started, once its record
+    /// says so: it ended without a process ever started (no pid, no start
+    /// time), which is how the supervisor records a failed spawn (a missing
+    /// or unexecutable binary). Its own message, written to the launch's
+    /// output log right after the record, names the binary and the error;
+    /// without one the record's argv\[0\] is named. `None` for a launch that
+    /// started (or has not ended).
+    pub async fn start_error(&self) -> Option<String> {
+        let record = self.record().await?;
+        let ended = record.ended.as_ref()?;
+        if record.pid.is_some() || record.started_at_ms.is_some() {
+            return None;
+        }
+        let log = self.dir.join(LAUNCH_OUTPUT);
+        let started = tokio::time::Instant::now();
+        loop {
+            let text = tokio::fs::read(&log)
+                .await
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            if let Some(message) = spawn_message(&text) {
+                return Some(message);
+            }
+            if started.elapsed() >= START_ERROR_WAIT {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let argv0 = record.argv.first().map_or("", String::as_str);
+        Some(format!(
+            "the supervisor could not start the harness {argv0:?} (exit code {}; see {})",
+            ended
+                .exit_code
+                .map_or_else(|| "none".to_owned(), |c| c.to_string()),
+            log.display()
+        ))
+    }
+
     /// Waits until the launch record says the harness ended (or never
     /// started); returns its exit code.
     pub async fn ended(&self) -> Option<i32> {
@@ -154,5 +206,21 @@ impl LaunchDir {
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spawn_message;
+
+    #[test]
+    fn the_supervisor_message_about_a_failed_start_is_found() {
+        let log = "rollpoint-supervisor: cgroup v2: not available\n\
+                   rollpoint-supervisor: failed to start the harness \"nope\": No such file or directory (os error 2)\n";
+        assert_eq!(
+            spawn_message(log).as_deref(),
+            Some("failed to start the harness \"nope\": No such file or directory (os error 2)")
+        );
+        assert_eq!(spawn_message("hello\n"), None);
     }
 }

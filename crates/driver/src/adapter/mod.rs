@@ -16,6 +16,7 @@ pub mod spec;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use rollpoint_owner::Owner;
 
@@ -62,6 +63,19 @@ pub trait Adapter: Send + Sync + std::fmt::Debug {
         cx: &'a Cx,
         state: &'a serde_json::Value,
     ) -> BoxFuture<'a, Result<(), AdapterError>>;
+
+    /// What the launch needs in the sandbox that is not there (an input
+    /// file, the binary), checked after `prepare`: `Some` names it, and the
+    /// launch fails without being started. Only reads. A binary the
+    /// supervisor cannot start is reported by the supervisor itself, so
+    /// most adapters check nothing here.
+    fn missing<'a>(
+        &'a self,
+        _cx: &'a Cx,
+        _state: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<Option<String>, AdapterError>> {
+        futures_util::future::ready(Ok(None)).boxed()
+    }
 
     /// Whether the saved session can be continued, and why.
     fn resume_decision<'a>(

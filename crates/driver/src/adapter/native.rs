@@ -25,6 +25,21 @@ fn default_worker() -> String {
     "rollpoint-worker".to_owned()
 }
 
+/// Exit code of [`MISSING_SCRIPT`] when something is missing; its stdout
+/// says what.
+const MISSING_EXIT: i32 = 3;
+
+/// `$1` the input file, `$2` the worker: each must be there before the
+/// worker starts (else it would only fail, reading nothing, graded as if it
+/// had run).
+const MISSING_SCRIPT: &str = r#"if [ ! -e "$1" ]; then echo "input file $1 is missing"; exit 3; fi
+if [ ! -f "$1" ] || [ ! -r "$1" ]; then echo "input file $1 is not a readable file"; exit 3; fi
+case "$2" in
+  */*) [ -f "$2" ] && [ -x "$2" ] || { echo "worker $2 is missing or not executable"; exit 3; } ;;
+  *) command -v "$2" >/dev/null 2>&1 || { echo "worker $2 is not on PATH"; exit 3; } ;;
+esac
+exit 0"#;
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NativeSettings {
@@ -104,6 +119,50 @@ impl Adapter for NativeAdapter {
                 ));
             }
             Ok(())
+        }
+        .boxed()
+    }
+
+    fn missing<'a>(
+        &'a self,
+        cx: &'a Cx,
+        state: &'a serde_json::Value,
+    ) -> BoxFuture<'a, Result<Option<String>, AdapterError>> {
+        async move {
+            let input = state_str(NAME, state, "input")?;
+            let req = rollpoint_proto::anchor::ExecRequest {
+                argv: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    MISSING_SCRIPT.into(),
+                    "native".into(),
+                    input.into(),
+                    self.settings.worker.clone(),
+                ],
+                // The launch's own environment, so PATH is the one it runs with.
+                env: self.settings.env.clone(),
+                cwd: cx.workdir.clone(),
+                timeout_ms: 30_000,
+                output_limit: 4096,
+                stdin: None,
+            };
+            let out = cx
+                .owner
+                .exec(&cx.session, req)
+                .await
+                .map_err(|e| AdapterError::new(NAME, format!("check {input}: {e}")))?;
+            match out.exit_code {
+                Some(0) => Ok(None),
+                Some(MISSING_EXIT) => Ok(Some(format!(
+                    "adapter {NAME}: {} in the sandbox of session {}",
+                    out.stdout.trim(),
+                    cx.session
+                ))),
+                code => Err(AdapterError::new(
+                    NAME,
+                    format!("check {input}: exit {code:?}: {}", out.stderr.trim()),
+                )),
+            }
         }
         .boxed()
     }

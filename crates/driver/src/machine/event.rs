@@ -40,6 +40,18 @@ pub enum Event {
     Ended {
         exit_code: Option<i32>,
     },
+    /// The harness of this launch could not be started (its binary or an
+    /// input file is missing): the launch is logged as failed, naming why,
+    /// and the rollout fails without grading.
+    StartFailed {
+        launch_id: String,
+        /// The supervisor's exit code for it, when it got that far.
+        exit_code: Option<i32>,
+        /// What is missing or why the start failed.
+        error: String,
+        /// The adapter's recovery tier, for a launch not yet logged.
+        tier: Option<RecoveryTier>,
+    },
     /// The launch ran past the task's time limit.
     TimedOut,
     Paused(PauseOutcome),
@@ -138,13 +150,14 @@ pub enum Effect {
     Access { session: String },
     /// Ask the adapter whether to resume. `Decided` or `Failed`.
     ResumeDecision { session: String },
-    /// Prepare and start a launch. `Launched` or `Failed`.
+    /// Prepare and start a launch. `Launched`, `StartFailed` or `Failed`.
     Launch {
         session: String,
         launch_id: String,
         resume: bool,
     },
-    /// Wait for the launch to end. `Ended`, or a park or cancel request.
+    /// Wait for the launch to end. `Ended` (`StartFailed` when its harness
+    /// never started), or a park or cancel request.
     Wait { launch_id: String },
     /// Pause the launch (with `hold`, write the pause file first).
     /// `Paused`.

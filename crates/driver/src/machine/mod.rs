@@ -206,6 +206,12 @@ impl Machine {
                 }
                 self.enter_verify(now_ms)
             }
+            Event::StartFailed {
+                launch_id,
+                exit_code,
+                error,
+                tier,
+            } => self.on_start_failed(now_ms, launch_id, exit_code, error, tier),
             Event::TimedOut => {
                 if self.phase != Phase::Waiting {
                     return Vec::new();
@@ -430,6 +436,63 @@ impl Machine {
         }
         self.phase = Phase::Waiting;
         vec![record, Effect::Wait { launch_id }]
+    }
+
+    /// The launch's harness never started: the launch is logged as failed
+    /// with why (a new entry when it failed before it was logged), and the
+    /// rollout fails without grading, since nothing ran.
+    fn on_start_failed(
+        &mut self,
+        now_ms: u64,
+        launch_id: String,
+        exit_code: Option<i32>,
+        error: String,
+        tier: Option<RecoveryTier>,
+    ) -> Vec<Effect> {
+        let note = format!("not started: {error}");
+        match self.phase.clone() {
+            Phase::Launching { resume, reason } => {
+                let attempt = self.mark.attempt;
+                if let Some(p) = self.progress_mut() {
+                    let mut entry = LaunchEntry {
+                        launch_id: launch_id.clone(),
+                        attempt,
+                        sandbox: p.session.sandbox.clone(),
+                        resumed: resume,
+                        reason,
+                        tier,
+                        started_at_ms: now_ms,
+                        ended_at_ms: None,
+                        end: None,
+                        exit_code: None,
+                        pauses: 0,
+                        paused_ms: 0,
+                        note: None,
+                    };
+                    entry.close(LaunchEnd::Failed, exit_code, now_ms, Some(note));
+                    p.launches.push(entry);
+                }
+            }
+            Phase::Waiting | Phase::Pausing { .. } => {
+                if self.current_launch_id() != launch_id {
+                    return Vec::new();
+                }
+                if let Some(l) = self.open_launch_mut() {
+                    l.close(LaunchEnd::Failed, exit_code, now_ms, Some(note));
+                }
+            }
+            _ => return Vec::new(),
+        }
+        if self.cancel {
+            return self.cancel_now(now_ms);
+        }
+        self.finish(
+            now_ms,
+            Status::Failed,
+            None,
+            Collected::default(),
+            Some(format!("launch {launch_id}: {error}")),
+        )
     }
 
     fn on_paused(&mut self, now_ms: u64, outcome: PauseOutcome) -> Vec<Effect> {
