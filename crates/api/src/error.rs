@@ -1,7 +1,8 @@
 //! The error reply of the rollout, coordinator and run-control routes:
 //! `{"error": {"code", "message", "field"?}}`, the same shape as the
-//! checkpoint routes' replies, with a machine-readable code that fixes the
-//! HTTP status.
+//! checkpoint routes' and the owner routes' replies (the owner adds its
+//! own details inside the error object), with a machine-readable code that
+//! fixes the HTTP status.
 
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;

@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 
 use crate::decode::decode_json;
 use crate::errors::OwnerError;
-use crate::http::wire::{CreateBody, ErrorBody, SnapshotBody};
+use crate::http::wire::{CreateBody, ErrorReply, SnapshotBody, client_code};
 use crate::owner::{Access, Launched, Owner, OwnerResult, SessionInfo};
 use crate::record::SessionRecord;
 use crate::task::OwnerTask;
@@ -90,13 +90,9 @@ impl HttpOwner {
         if status.is_success() {
             return Ok(body);
         }
-        Err(match decode_json::<ErrorBody>(&body) {
+        Err(match decode_json::<ErrorReply>(&body) {
             Ok(err) => err.into_error(url.as_str(), status.as_u16()),
-            Err(_) => OwnerError::Remote {
-                url: url.to_string(),
-                status: status.as_u16(),
-                message: String::from_utf8_lossy(&body).into_owned(),
-            },
+            Err(_) => unreadable(&url, status, &body),
         })
     }
 
@@ -120,6 +116,36 @@ impl HttpOwner {
             .map_err(|e| OwnerError::Internal {
                 message: format!("request could not be encoded: {e}"),
             })
+    }
+}
+
+/// The error for a failed reply that is not an owner's error reply (a
+/// route that does not exist, a proxy, another service at the URL): a
+/// client error keeps its kind and status, anything else is remote.
+fn unreadable(url: &Url, status: reqwest::StatusCode, body: &[u8]) -> OwnerError {
+    let text = String::from_utf8_lossy(body);
+    let message = match text.trim() {
+        "" => status
+            .canonical_reason()
+            .unwrap_or("no reason given")
+            .to_owned(),
+        t => t.to_owned(),
+    };
+    if status == reqwest::StatusCode::UNAUTHORIZED {
+        return OwnerError::Unauthorized;
+    }
+    if status.is_client_error() {
+        return OwnerError::Refused {
+            url: url.to_string(),
+            status: status.as_u16(),
+            code: client_code(None, status.as_u16()),
+            message,
+        };
+    }
+    OwnerError::Remote {
+        url: url.to_string(),
+        status: status.as_u16(),
+        message,
     }
 }
 

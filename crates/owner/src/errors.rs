@@ -45,7 +45,20 @@ pub enum OwnerError {
     Internal { message: String },
     #[error("{url}: {message}")]
     Transport { url: String, message: String },
-    /// An error the server reported that has no closer match here.
+    /// The owner refused the request as a client error (4xx) this client
+    /// cannot rebuild as a closer variant (the reply lacks a detail it
+    /// needs, or is not an owner's reply: a wrong route or base URL). Its
+    /// kind (`code`, as [`OwnerError::kind`]) and status are kept, so a
+    /// relay refuses it the same way rather than as a server error.
+    #[error("owner at {url} refused the request ({status} {code}): {message}")]
+    Refused {
+        url: String,
+        status: u16,
+        code: &'static str,
+        message: String,
+    },
+    /// A server error (or an unreadable reply) the owner reported that has
+    /// no closer match here.
     #[error("owner at {url} answered {status}: {message}")]
     Remote {
         url: String,
@@ -62,7 +75,8 @@ impl OwnerError {
         }
     }
 
-    /// A short machine-readable name of the error's kind, carried on the wire.
+    /// A short machine-readable name of the error's kind, snake_case: the
+    /// `code` of the error reply on the wire.
     pub fn kind(&self) -> &'static str {
         match self {
             Self::NotFound { .. } => "not_found",
@@ -75,6 +89,7 @@ impl OwnerError {
             Self::Setup { .. } => "setup",
             Self::Join { .. } | Self::Internal { .. } => "internal",
             Self::Transport { .. } => "transport",
+            Self::Refused { code, .. } => code,
             Self::Remote { .. } => "remote",
         }
     }

@@ -71,7 +71,7 @@ async fn every_route_wants_the_token() {
         for token in [None, Some("wrong"), Some(""), Some("s3cret-token-and-more")] {
             let (status, reply) = raw(method.clone(), &s.url(&path), token, body).await;
             assert_eq!(status, 401, "{method} {path} with {token:?}");
-            assert_eq!(reply["kind"], "unauthorized");
+            assert_eq!(reply["error"]["code"], "unauthorized");
         }
     }
     // Nothing reached the backend beyond the one seed.
@@ -115,9 +115,14 @@ async fn unknown_sessions_are_404_on_every_session_route() {
         }
         let (status, reply) = raw(method.clone(), &s.url(&path), Some(TOKEN), body).await;
         assert_eq!(status, 404, "{method} {path}: {reply}");
-        assert_eq!(reply["kind"], "not_found");
-        assert_eq!(reply["session"], "no-such-session");
-        assert!(reply["error"].as_str().unwrap().contains("no-such-session"));
+        assert_eq!(reply["error"]["code"], "not_found");
+        assert_eq!(reply["error"]["session"], "no-such-session");
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no-such-session")
+        );
     }
     assert!(s.fake.calls().is_empty());
     let err = s.client.verify("no-such-session").await.unwrap_err();
@@ -128,9 +133,9 @@ async fn unknown_sessions_are_404_on_every_session_route() {
 async fn bad_field(s: &Served, method: Method, path: &str, body: &str) -> String {
     let (status, reply) = raw(method, &s.url(path), Some(TOKEN), Some(body)).await;
     assert_eq!(status, 400, "{path} {body}: {reply}");
-    assert_eq!(reply["kind"], "bad_request");
-    assert!(!reply["error"].as_str().unwrap().is_empty());
-    reply["field"].as_str().unwrap().to_owned()
+    assert_eq!(reply["error"]["code"], "bad_request");
+    assert!(!reply["error"]["message"].as_str().unwrap().is_empty());
+    reply["error"]["field"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -37,8 +37,8 @@ async fn a_backend_failure_is_500_with_the_message() {
     )
     .await;
     assert_eq!(status, 500);
-    assert_eq!(reply["kind"], "backend");
-    let message = reply["error"].as_str().unwrap();
+    assert_eq!(reply["error"]["code"], "backend");
+    let message = reply["error"]["message"].as_str().unwrap();
     assert!(message.contains(&info.session), "{message}");
     assert!(message.contains(&info.sandbox), "{message}");
     assert!(message.contains("injected exec failure"), "{message}");

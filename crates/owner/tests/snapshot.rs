@@ -168,9 +168,9 @@ async fn records_of_an_unknown_version_are_rejected_by_name() {
     )
     .await;
     assert_eq!(status, 400);
-    assert_eq!(body["field"], "v");
+    assert_eq!(body["error"]["field"], "v");
     assert!(
-        body["error"]
+        body["error"]["message"]
             .as_str()
             .unwrap()
             .contains("unknown version 2")
@@ -187,7 +187,7 @@ async fn records_of_an_unknown_version_are_rejected_by_name() {
     )
     .await;
     assert_eq!(status, 400);
-    assert_eq!(body["field"], "task.verify.timeout_s");
+    assert_eq!(body["error"]["field"], "task.verify.timeout_s");
     value["task"]["verify"]["timeout_s"] = json!(5);
     value.as_object_mut().unwrap().remove("snapshot");
     let (status, body) = raw(
@@ -198,7 +198,7 @@ async fn records_of_an_unknown_version_are_rejected_by_name() {
     )
     .await;
     assert_eq!(status, 400);
-    assert_eq!(body["field"], "snapshot");
+    assert_eq!(body["error"]["field"], "snapshot");
     // No fork was attempted for any of them.
     assert!(!s.fake.calls().iter().any(|c| matches!(c, Call::Fork(..))));
 }

@@ -125,6 +125,6 @@ async fn a_failing_setup_fails_the_seed_with_its_stderr_and_destroys_the_sandbox
     )
     .await;
     assert_eq!(status, 422);
-    assert_eq!(body["kind"], "setup");
-    assert_eq!(body["setup"]["stderr_tail"], "nope: not found\n");
+    assert_eq!(body["error"]["code"], "setup");
+    assert_eq!(body["error"]["setup"]["stderr_tail"], "nope: not found\n");
 }

@@ -32,31 +32,71 @@ pub(crate) struct SetupFailure {
     pub stderr_tail: String,
 }
 
-/// Body of every error reply.
+/// Body of every error reply, the one shape of every rollpoint surface:
+/// `{"error": {"code", "message", "field"?, ...}}`, with the owner's own
+/// details inside the error object.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct ErrorReply {
+    pub error: ErrorObject,
+}
+
+/// The error object of an [`ErrorReply`].
 #[derive(Debug, Default, Serialize, Deserialize)]
-pub(crate) struct ErrorBody {
-    pub error: String,
-    pub kind: String,
+pub(crate) struct ErrorObject {
+    /// The error's kind, snake_case ([`OwnerError::kind`]).
+    pub code: String,
+    /// The error's text.
+    pub message: String,
     /// For a bad request: the field path it is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
-    /// For a bad request: what is wrong with the field.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
+    /// The session it is about (not found, not capturable, setup, backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// For a body over the limit: the limit, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// For a failed seed: the setup command that failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub setup: Option<SetupFailure>,
 }
 
-impl ErrorBody {
+/// The codes of client errors (4xx) a reply may carry.
+const CLIENT_CODES: [&str; 9] = [
+    "bad_request",
+    "unauthorized",
+    "not_found",
+    "conflict",
+    "not_capturable",
+    "too_large",
+    "setup",
+    "unprocessable",
+    "refused",
+];
+
+/// The kind of a client error (4xx) the owner refused a request with: the
+/// reply's own code when it is a client-error code, else the status's.
+pub(crate) fn client_code(code: Option<&str>, status: u16) -> &'static str {
+    if let Some(known) = code.and_then(|c| CLIENT_CODES.iter().find(|k| **k == c)) {
+        return known;
+    }
+    match status {
+        400 => "bad_request",
+        401 => "unauthorized",
+        404 => "not_found",
+        409 => "conflict",
+        413 => "too_large",
+        422 => "unprocessable",
+        _ => "refused",
+    }
+}
+
+impl ErrorReply {
     pub fn of(err: &OwnerError) -> Self {
-        let mut body = Self {
-            error: err.to_string(),
-            kind: err.kind().to_owned(),
-            ..Self::default()
+        let mut body = ErrorObject {
+            code: err.kind().to_owned(),
+            message: err.to_string(),
+            ..ErrorObject::default()
         };
         match err {
             OwnerError::NotFound { session } | OwnerError::NotCapturable { session } => {
@@ -65,10 +105,7 @@ impl ErrorBody {
             OwnerError::Backend { session, .. } | OwnerError::Join { session, .. } => {
                 body.session = Some(session.clone()).filter(|s| !s.is_empty());
             }
-            OwnerError::BadRequest { field, message } => {
-                body.field = Some(field.clone());
-                body.message = Some(message.clone());
-            }
+            OwnerError::BadRequest { field, .. } => body.field = Some(field.clone()),
             OwnerError::TooLarge { limit } => body.limit = Some(*limit),
             OwnerError::Setup {
                 session,
@@ -89,26 +126,37 @@ impl ErrorBody {
             | OwnerError::SnapshotBackend { .. }
             | OwnerError::Internal { .. }
             | OwnerError::Transport { .. }
+            | OwnerError::Refused { .. }
             | OwnerError::Remote { .. } => {}
         }
-        body
+        Self { error: body }
     }
 
-    /// The error a client reports for this reply from `url`.
+    /// The error a client reports for this reply from `url` with HTTP
+    /// `status`: the variant the server had, when the reply carries what
+    /// it needs; else, for a client error (4xx), [`OwnerError::Refused`]
+    /// with its kind and status; else [`OwnerError::Remote`].
     pub fn into_error(self, url: &str, status: u16) -> OwnerError {
-        match (
-            self.kind.as_str(),
-            self.session,
-            self.field,
-            self.setup,
-            self.limit,
-        ) {
+        let ErrorObject {
+            code,
+            message,
+            field,
+            session,
+            limit,
+            setup,
+        } = self.error;
+        match (code.as_str(), session, field, setup, limit) {
             ("not_found", Some(session), ..) => OwnerError::NotFound { session },
             ("not_capturable", Some(session), ..) => OwnerError::NotCapturable { session },
-            ("bad_request", _, Some(field), ..) => OwnerError::BadRequest {
-                field,
-                message: self.message.unwrap_or(self.error),
-            },
+            ("bad_request", _, Some(field), ..) => {
+                // The text is the error's whole display; the variant holds
+                // what follows the field.
+                let prefix = format!("bad request: field `{field}`: ");
+                let message = message
+                    .strip_prefix(&prefix)
+                    .map_or_else(|| message.clone(), str::to_owned);
+                OwnerError::BadRequest { field, message }
+            }
             ("unauthorized", ..) => OwnerError::Unauthorized,
             ("too_large", .., Some(limit)) => OwnerError::TooLarge { limit },
             ("setup", Some(session), _, Some(s), _) => OwnerError::Setup {
@@ -118,10 +166,16 @@ impl ErrorBody {
                 status: s.status,
                 stderr_tail: s.stderr_tail,
             },
+            (code, ..) if (400..500).contains(&status) => OwnerError::Refused {
+                url: url.to_owned(),
+                status,
+                code: client_code(Some(code), status),
+                message,
+            },
             _ => OwnerError::Remote {
                 url: url.to_owned(),
                 status,
-                message: self.error,
+                message,
             },
         }
     }
@@ -139,17 +193,25 @@ impl HttpError for OwnerError {
             OwnerError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             OwnerError::NotCapturable { .. } => StatusCode::CONFLICT,
             OwnerError::Setup { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            // Relayed as the owner that refused it answered.
+            OwnerError::Refused { status, .. } => StatusCode::from_u16(*status)
+                .ok()
+                .filter(StatusCode::is_client_error)
+                .unwrap_or(StatusCode::BAD_REQUEST),
+            OwnerError::Remote { status, .. } => StatusCode::from_u16(*status)
+                .ok()
+                .filter(StatusCode::is_server_error)
+                .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             OwnerError::Backend { .. }
             | OwnerError::SnapshotBackend { .. }
             | OwnerError::Join { .. }
             | OwnerError::Internal { .. }
-            | OwnerError::Transport { .. }
-            | OwnerError::Remote { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            | OwnerError::Transport { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
     fn body(&self) -> Vec<u8> {
-        serde_json::to_vec(&ErrorBody::of(self)).unwrap_or_default()
+        serde_json::to_vec(&ErrorReply::of(self)).unwrap_or_default()
     }
 }
 
