@@ -30,6 +30,9 @@ pub struct AnchorOpts {
     pub cgroup_freezer: Option<PathBuf>,
     /// The sandbox has its own network namespace: bring `lo` up.
     pub isolated_net: bool,
+    /// The pid of the sandbox's owner, which must be the anchor's parent
+    /// (`--owner`; without it, whatever parent the anchor has at start).
+    pub owner: Option<i32>,
 }
 
 #[derive(Debug)]
@@ -137,6 +140,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let usage = |m: String| Error::Usage(m);
     let (mut root, mut control, mut hostname) = (None, None, None);
     let (mut cgroup_v2, mut cgroup_freezer, mut isolated_net) = (None, None, false);
+    let mut owner = None;
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -151,6 +155,13 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
             "--cgroup-v2" => cgroup_v2 = Some(PathBuf::from(value("--cgroup-v2")?)),
             "--cgroup-freezer" => cgroup_freezer = Some(PathBuf::from(value("--cgroup-freezer")?)),
             "--isolated-net" => isolated_net = true,
+            "--owner" => {
+                let v = value("--owner")?;
+                let pid = v.parse::<i32>().ok().filter(|p| *p > 0);
+                owner = Some(pid.ok_or_else(|| {
+                    usage(format!("--owner {v:?}: expected a pid (a positive number)"))
+                })?);
+            }
             "-h" | "--help" => return Ok(Parsed::Help),
             other => return Err(usage(format!("anchor: unknown option {other:?}"))),
         }
@@ -185,6 +196,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
         cgroup_v2,
         cgroup_freezer,
         isolated_net,
+        owner,
     }))
 }
 
@@ -321,5 +333,18 @@ mod tests {
         let err = parse(&strings(&["anchor", "--root", "m", "--control", "/c"]))
             .expect_err("relative root");
         assert!(err.to_string().contains("--root"), "{err}");
+
+        let mut owned = strings(&base);
+        owned.extend(strings(&["--hostname", "h", "--owner", "4242"]));
+        let Ok(Parsed::Anchor(a)) = parse(&owned) else {
+            panic!("not anchor")
+        };
+        assert_eq!(a.owner, Some(4242));
+        for bad in ["0", "-3", "x"] {
+            let mut argv = strings(&base);
+            argv.extend(strings(&["--hostname", "h", "--owner", bad]));
+            let err = parse(&argv).expect_err("bad owner");
+            assert!(err.to_string().contains("--owner"), "{bad}: {err}");
+        }
     }
 }

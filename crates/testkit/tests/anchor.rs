@@ -1012,7 +1012,7 @@ impl Owned {
         ]);
         // Only the anchor joins the sandbox's cgroups; the owner stays in
         // the test's.
-        let mut argv: Vec<OsString> = ["/bin/sh", "-c", r#""$@" & wait"#, "owner"]
+        let mut argv: Vec<OsString> = ["/bin/sh", "-c", r#""$@" --owner $$ & wait"#, "owner"]
             .map(OsString::from)
             .into();
         argv.extend(anchor_argv(&args, Some(&cgroup), false));
@@ -1112,6 +1112,37 @@ impl Owned {
     }
 }
 
+impl Owned {
+    /// After the anchor was reaped: checks that no process of `members` and
+    /// none of the pid namespace `ns` is left, unmounts the overlay and
+    /// removes the cgroups, and checks that no mount and no cgroup is left.
+    fn finish(mut self, members: &[rollpoint_proctree::stat::Stat], ns: &Path) {
+        let left: Vec<u32> = members
+            .iter()
+            .filter(|m| {
+                rollpoint_proctree::scan::read_stat(m.pid)
+                    .is_some_and(|s| s.start_time == m.start_time)
+            })
+            .map(|m| m.pid)
+            .collect();
+        assert!(left.is_empty(), "left: {left:?}");
+        let in_ns: Vec<u32> = rollpoint_proctree::scan::list_pids()
+            .into_iter()
+            .filter(|p| std::fs::read_link(format!("/proc/{p}/ns/pid")).is_ok_and(|l| l == ns))
+            .collect();
+        assert!(in_ns.is_empty(), "left in the sandbox: {in_ns:?}");
+        self.overlay.unmount();
+        let mounts = self.overlay.mounts();
+        assert!(mounts.is_empty(), "mounts left: {mounts:?}");
+        let dirs = [self.cgroup.v2.clone(), self.cgroup.freezer.clone()];
+        self.finished = true;
+        drop(self);
+        for d in dirs {
+            assert!(!d.exists(), "cgroup left: {}", d.display());
+        }
+    }
+}
+
 impl Drop for Owned {
     fn drop(&mut self) {
         if self.finished {
@@ -1132,7 +1163,7 @@ impl Drop for Owned {
                 unsafe { libc::kill(pid, libc::SIGKILL) };
             }
         }
-        let _ = std::fs::write(self.cgroup.freezer.join("freezer.state"), "THAWED");
+        thaw_tree(&self.cgroup.freezer);
         // Whatever is orphaned to this subreaper is reaped here.
         let end = std::time::Instant::now() + LONG;
         while std::time::Instant::now() < end {
@@ -1145,6 +1176,19 @@ impl Drop for Owned {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+/// Thaws a v1 freezer cgroup and every cgroup below it (a frozen v1 task
+/// cannot die).
+fn thaw_tree(dir: &Path) {
+    let _ = std::fs::write(dir.join("freezer.state"), "THAWED");
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                thaw_tree(&e.path());
+            }
         }
     }
 }
@@ -1261,28 +1305,7 @@ fn a_dead_owner_freezes_its_sandbox(freeze: FreezeWith) {
         "PID 1 was killed; log: {}",
         sb.log()
     );
-    let left: Vec<u32> = members
-        .iter()
-        .filter(|m| {
-            rollpoint_proctree::scan::read_stat(m.pid).is_some_and(|s| s.start_time == m.start_time)
-        })
-        .map(|m| m.pid)
-        .collect();
-    assert!(left.is_empty(), "left: {left:?}");
-    let in_ns: Vec<u32> = rollpoint_proctree::scan::list_pids()
-        .into_iter()
-        .filter(|p| std::fs::read_link(format!("/proc/{p}/ns/pid")).is_ok_and(|l| l == ns))
-        .collect();
-    assert!(in_ns.is_empty(), "left in the sandbox: {in_ns:?}");
-    sb.overlay.unmount();
-    let mounts = sb.overlay.mounts();
-    assert!(mounts.is_empty(), "mounts left: {mounts:?}");
-    let dirs = [sb.cgroup.v2.clone(), sb.cgroup.freezer.clone()];
-    sb.finished = true;
-    drop(sb);
-    for d in dirs {
-        assert!(!d.exists(), "cgroup left: {}", d.display());
-    }
+    sb.finish(&members, &ns);
 }
 
 #[test]
@@ -1334,4 +1357,95 @@ fn root_the_anchor_refuses_an_existing_pid_namespace() {
         std::fs::read_dir(&root).expect("root").next().is_none(),
         "the anchor wrote into the root"
     );
+}
+
+#[test]
+fn root_the_anchor_refuses_an_owner_that_is_not_its_parent() {
+    // The owner died before the anchor looked: its parent is whoever
+    // adopted it, not the pid the host named.
+    let mut overlay = Overlay::new();
+    let log = overlay.dir.path().join("anchor.log");
+    let args = [
+        "--root".to_owned(),
+        overlay.merged.display().to_string(),
+        "--control".to_owned(),
+        overlay.control.display().to_string(),
+        "--hostname".to_owned(),
+        "adopted".to_owned(),
+        "--owner".to_owned(),
+        "1".to_owned(),
+    ];
+    let mut anchor = spawn_anchor(&args, None, false, &log);
+    let status = wait_for(LONG, "the anchor to refuse", || {
+        anchor.try_wait().expect("try_wait")
+    });
+    assert!(!status.success(), "{status}");
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(text.contains("owner (pid 1"), "{text}");
+    assert!(
+        !overlay.control.join(ANCHOR_SOCKET).exists(),
+        "it served: {text}"
+    );
+    overlay.unmount();
+    assert!(overlay.mounts().is_empty(), "{:?}", overlay.mounts());
+}
+
+/// A freeze the kernel cannot confirm must not hold up the sandbox's end:
+/// the anchor goes on reaping while it waits for the confirmation, so when a
+/// sweep kills PID 1 the anchor exits at once. The unconfirmable task here
+/// is a host process in the sandbox's cgroup held by a v1 freezer cgroup of
+/// its own, which the v2 freezer cannot count and SIGKILL cannot end.
+#[test]
+fn root_a_sweep_during_an_unconfirmed_freeze_is_not_held_up() {
+    let mut sb = Owned::start("anchor-owner-stuck", FreezeWith::V2);
+    let mut held = Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .expect("spawn a sleep");
+    let stuck = sb.cgroup.freezer.join("stuck");
+    std::fs::create_dir(&stuck).expect("a v1 freezer cgroup of its own");
+    for procs in [
+        sb.cgroup.v2.join("cgroup.procs"),
+        stuck.join("cgroup.procs"),
+    ] {
+        std::fs::write(&procs, held.id().to_string()).expect("move the sleep");
+    }
+    std::fs::write(stuck.join("freezer.state"), "FROZEN").expect("v1 freeze");
+    wait_for(LONG, "the sleep frozen by v1", || {
+        std::fs::read_to_string(stuck.join("freezer.state"))
+            .is_ok_and(|s| s.trim() == "FROZEN")
+            .then_some(())
+    });
+    let members = members_of(sb.pid1);
+    let ns = std::fs::read_link(format!("/proc/{}/ns/pid", sb.pid1)).expect("pid ns");
+
+    sb.owner.kill().expect("SIGKILL the owner");
+    sb.owner.wait().expect("reap the owner");
+    wait_for(Duration::from_secs(10), "the freeze asked for", || {
+        sb.log().contains("freezing the sandbox").then_some(())
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        !sb.frozen(&sb.cgroup.v2) && !sb.log().contains("sandbox frozen"),
+        "confirmed: {}",
+        sb.log()
+    );
+
+    // A sweep kills the cgroup: PID 1 dies, the held sleep cannot.
+    let started = std::time::Instant::now();
+    std::fs::write(sb.cgroup.v2.join("cgroup.kill"), "1").expect("cgroup.kill");
+    let code = sb.reap_anchor();
+    assert_eq!(code, 128 + libc::SIGKILL, "log: {}", sb.log());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the anchor exited {:?} after PID 1 was killed; log: {}",
+        started.elapsed(),
+        sb.log()
+    );
+    assert!(!sb.log().contains("did not confirm"), "{}", sb.log());
+    // Thawed, the killed sleep dies.
+    std::fs::write(stuck.join("freezer.state"), "THAWED").expect("thaw");
+    let status = held.wait().expect("reap the sleep");
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+    sb.finish(&members, &ns);
 }

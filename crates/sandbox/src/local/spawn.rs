@@ -4,12 +4,14 @@
 //! can escape them. The supervisor forks the namespace's first process and
 //! does the in-sandbox mounts and `pivot_root` itself.
 //!
-//! The anchor takes its parent for the sandbox's owner: when that process
-//! dies it freezes the sandbox and keeps it for the sweep. So the anchor is
+//! The anchor's parent is the sandbox's owner: when that process dies the
+//! anchor freezes the sandbox and keeps it for the sweep. So the anchor is
 //! spawned directly by the process that owns the sandbox (the backend's
 //! owner, recorded in `sandbox.json` and checked by the sweep), from any of
 //! its threads, never through a helper process that exits (the sandbox
-//! would freeze at once).
+//! would freeze at once). `--owner` names this process, so an anchor whose
+//! owner died before it looked refuses to start instead of watching
+//! whoever adopted it.
 
 use std::fs::File;
 use std::path::Path;
@@ -40,7 +42,9 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
         .arg("--control")
         .arg(args.control)
         .arg("--hostname")
-        .arg(args.hostname);
+        .arg(args.hostname)
+        .arg("--owner")
+        .arg(std::process::id().to_string());
     if let Some(dir) = args.cgroup_v2 {
         cmd.arg("--cgroup-v2").arg(dir);
     }

@@ -41,7 +41,7 @@ use nix::sys::prctl;
 use nix::sys::signal::{SigSet, Signal, kill};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Pid, fork, pipe2};
+use nix::unistd::{ForkResult, fork, pipe2};
 
 use crate::args::AnchorOpts;
 use crate::errors::Error;
@@ -54,7 +54,7 @@ fn sys(what: &'static str) -> impl FnOnce(nix::Error) -> Error {
 pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
     check_isolated(opts)?;
     // Both on the host's view, before PID 1 pivots it away.
-    let owner = owner::Owner::watch()?;
+    let owner = owner::Owner::watch(opts.owner)?;
     let freezer = owner::Freezer::open(opts)?;
     let mut mask = SigSet::empty();
     for s in [
@@ -74,7 +74,12 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
     match unsafe { fork() }.map_err(sys("fork the sandbox's first process"))? {
         ForkResult::Parent { child } => {
             drop(alive_rx);
-            let status = outer(opts, child, &mask, Some(owner), freezer.as_ref());
+            let sandbox = owner::Sandbox {
+                hostname: &opts.hostname,
+                pid1: child,
+                freezer: freezer.as_ref(),
+            };
+            let status = outer(&sandbox, &mask, owner);
             drop(alive_tx);
             status
         }
@@ -154,62 +159,37 @@ fn tie_to_parent(alive: &OwnedFd) -> Result<(), Error> {
 /// its status (128+N when signal N ended it). When the owner dies it freezes
 /// the sandbox and stays; a SIGTERM or SIGINT then ends the frozen sandbox
 /// (PID 1 could not act on a forwarded one).
-fn outer(
-    opts: &AnchorOpts,
-    child: Pid,
-    mask: &SigSet,
-    mut owner: Option<owner::Owner>,
-    freezer: Option<&owner::Freezer>,
-) -> Result<i32, Error> {
+fn outer(sandbox: &owner::Sandbox<'_>, mask: &SigSet, owner: owner::Owner) -> Result<i32, Error> {
+    let child = sandbox.pid1;
     let signals = SignalFd::with_flags(mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK)
         .map_err(sys("create the anchor's signalfd"))?;
-    let mut frozen = false;
+    let mut watch = owner::Watch::Owned(owner);
     loop {
-        let mut ready = false;
-        {
+        let ready = {
             let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
-            let pidfd = owner.as_ref().map(owner::Owner::fd);
-            if let Some(Some(fd)) = pidfd {
+            if let Some(fd) = watch.pidfd() {
                 fds.push(PollFd::new(fd, PollFlags::POLLIN));
             }
-            // Without a pidfd, getppid() is checked every 100 ms.
-            let timeout = match pidfd {
-                Some(None) => PollTimeout::from(100u16),
-                _ => PollTimeout::NONE,
-            };
-            match poll(&mut fds, timeout) {
+            match poll(&mut fds, watch.timeout()) {
                 Ok(_) | Err(Errno::EINTR) => {}
                 Err(e) => return Err(sys("poll the signals and the owner")(e)),
             }
-            if let Some(f) = fds.get(1) {
-                ready = f.revents().is_some_and(|r| !r.is_empty());
-            }
-        }
-        if let Some(o) = owner.take_if(|o| ready || o.gone()) {
-            frozen = owner::orphaned(&opts.hostname, o.pid(), child, freezer);
-        }
+            fds.get(1)
+                .and_then(PollFd::revents)
+                .is_some_and(|r| !r.is_empty())
+        };
+        watch = watch.step(ready, sandbox);
         while let Some(info) = signals
             .read_signal()
             .map_err(sys("read the anchor's signalfd"))?
         {
-            let sig = i32::try_from(info.ssi_signo).ok().map(Signal::try_from);
-            match (sig, freezer) {
-                (Some(Ok(Signal::SIGTERM | Signal::SIGINT)), Some(f)) if frozen => {
-                    eprintln!(
-                        "rollpoint-supervisor: anchor of {}: signal {}: ending the frozen sandbox",
-                        opts.hostname, info.ssi_signo
-                    );
-                    if let Err(e) = f.end(child) {
-                        eprintln!(
-                            "rollpoint-supervisor: anchor of {}: failed to end it: {e}",
-                            opts.hostname
-                        );
-                    }
-                }
-                (Some(Ok(sig @ (Signal::SIGTERM | Signal::SIGINT))), _) => {
+            let sig = i32::try_from(info.ssi_signo).map(Signal::try_from);
+            if let Ok(Ok(sig @ (Signal::SIGTERM | Signal::SIGINT))) = sig {
+                if watch.holds_frozen() {
+                    watch = sandbox.end(&format!("{sig} while frozen"));
+                } else {
                     let _ = kill(child, sig);
                 }
-                _ => {}
             }
         }
         match waitpid(child, Some(WaitPidFlag::WNOHANG)) {

@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, open, openat};
+use nix::poll::PollTimeout;
 use nix::sys::signal::{Signal, kill};
 use nix::sys::stat::Mode;
 use nix::unistd::{Pid, getpid, getppid};
@@ -52,9 +53,15 @@ pub struct Owner {
 }
 
 impl Owner {
-    /// Watches the current parent; refuses when it is already gone.
-    pub fn watch() -> Result<Self, Error> {
+    /// Watches the current parent; refuses when it is already gone, or is
+    /// not `expected` (the host's `--owner`: without it, a parent that died
+    /// before this check would leave the anchor watching whoever adopted
+    /// it).
+    pub fn watch(expected: Option<i32>) -> Result<Self, Error> {
         let pid = getppid();
+        if let Some(owner) = expected.filter(|o| *o != pid.as_raw()) {
+            return Err(Error::OwnerGone(owner));
+        }
         // SAFETY: pidfd_open(2) takes a pid and flags and returns a new
         // descriptor (close-on-exec) or -1; checked before use.
         let raw = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0) };
@@ -190,6 +197,7 @@ impl Freezer {
             .map_err(|e| format!("move to the parent of {}: {e}", self.path.display()))
     }
 
+    /// The kernel reports every process of the sandbox frozen.
     fn frozen(&self) -> Result<bool, String> {
         Ok(match self.kind {
             Kind::V2 => self
@@ -200,29 +208,12 @@ impl Freezer {
         })
     }
 
-    /// Freezes every process of the sandbox and waits for the kernel to
-    /// confirm it; returns how long that took.
-    pub fn freeze(&self) -> Result<Duration, String> {
-        let start = Instant::now();
-        let (file, value) = match self.kind {
-            Kind::V2 => ("cgroup.freeze", "1"),
-            Kind::V1 => ("freezer.state", "FROZEN"),
-        };
-        self.write(file, value)?;
-        let mut pause = Duration::from_millis(1);
-        loop {
-            if self.frozen()? {
-                return Ok(start.elapsed());
-            }
-            if start.elapsed() >= CONFIRM {
-                return Err(format!(
-                    "{} did not confirm within {}s",
-                    self.describe(),
-                    CONFIRM.as_secs()
-                ));
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(50));
+    /// Asks the kernel to freeze every process of the sandbox; [`Self::frozen`]
+    /// confirms it.
+    fn start(&self) -> Result<(), String> {
+        match self.kind {
+            Kind::V2 => self.write("cgroup.freeze", "1"),
+            Kind::V1 => self.write("freezer.state", "FROZEN"),
         }
     }
 
@@ -239,48 +230,137 @@ impl Freezer {
     }
 }
 
-/// What the host-side process does once the owner is gone: freeze the
-/// sandbox and stay, or end it when it cannot be frozen. Every step is
-/// logged (stderr is the anchor's log). Returns whether the sandbox is
-/// frozen.
-pub fn orphaned(hostname: &str, owner: Pid, pid1: Pid, freezer: Option<&Freezer>) -> bool {
-    let log = |m: String| eprintln!("rollpoint-supervisor: anchor of {hostname}: {m}");
-    let Some(freezer) = freezer else {
-        log(format!(
-            "its owner (pid {owner}) is gone and it has no cgroup to freeze: ending the sandbox"
-        ));
-        if let Err(e) = kill(pid1, Signal::SIGKILL) {
-            log(format!("failed to kill the sandbox's PID 1: {e}"));
+/// The sandbox the host-side process watches over.
+#[derive(Debug, Clone, Copy)]
+pub struct Sandbox<'a> {
+    pub hostname: &'a str,
+    pub pid1: Pid,
+    pub freezer: Option<&'a Freezer>,
+}
+
+impl Sandbox<'_> {
+    /// One line in the anchor's log (its stderr).
+    fn log(&self, message: &str) {
+        eprintln!(
+            "rollpoint-supervisor: anchor of {}: {message}",
+            self.hostname
+        );
+    }
+
+    /// Ends the sandbox: SIGKILL to PID 1 takes its whole pid namespace
+    /// (thawing a v1 freezer after it, see [`Freezer::end`]).
+    pub fn end(&self, why: &str) -> Watch {
+        self.log(&format!("{why}: ending the sandbox"));
+        let ended = match self.freezer {
+            Some(f) => f.end(self.pid1),
+            None => kill(self.pid1, Signal::SIGKILL)
+                .map_err(|e| format!("kill the sandbox's PID 1: {e}")),
+        };
+        if let Err(e) = ended {
+            self.log(&format!("failed to end the sandbox: {e}"));
         }
-        return false;
+        Watch::Ended
+    }
+}
+
+/// Where the host-side process stands with the owner. Every step is
+/// logged, and none blocks: the process goes on reaping PID 1 and reading
+/// its signals meanwhile (a sweep may kill the sandbox at any moment).
+#[derive(Debug)]
+pub enum Watch {
+    /// The owner lives.
+    Owned(Owner),
+    /// The owner is gone and the freeze was asked for at this instant; the
+    /// kernel has not confirmed it yet.
+    Freezing(Instant),
+    /// The sandbox is frozen and stays so.
+    Frozen,
+    /// The sandbox is being ended, or nothing more can be done.
+    Ended,
+}
+
+impl Watch {
+    /// The pidfd to poll, while the owner lives.
+    pub fn pidfd(&self) -> Option<BorrowedFd<'_>> {
+        match self {
+            Self::Owned(o) => o.fd(),
+            _ => None,
+        }
+    }
+
+    /// How long the next poll may wait.
+    pub fn timeout(&self) -> PollTimeout {
+        match self {
+            // Without a pidfd only getppid() tells.
+            Self::Owned(o) if o.fd().is_none() => PollTimeout::from(100u16),
+            Self::Freezing(_) => PollTimeout::from(10u16),
+            _ => PollTimeout::NONE,
+        }
+    }
+
+    /// The sandbox is frozen or being frozen: a forwarded SIGTERM could not
+    /// be acted on.
+    pub fn holds_frozen(&self) -> bool {
+        matches!(self, Self::Freezing(_) | Self::Frozen)
+    }
+
+    /// After every wakeup; `ready` is whether the pidfd polled readable.
+    pub fn step(self, ready: bool, sandbox: &Sandbox<'_>) -> Self {
+        match self {
+            Self::Owned(o) if ready || o.gone() => orphaned(o.pid(), sandbox),
+            Self::Freezing(since) => confirm(since, sandbox),
+            other => other,
+        }
+    }
+}
+
+/// The owner is gone: freeze the sandbox (or end it when it cannot be).
+fn orphaned(owner: Pid, sandbox: &Sandbox<'_>) -> Watch {
+    let Some(freezer) = sandbox.freezer else {
+        return sandbox.end(&format!(
+            "its owner (pid {owner}) is gone and it has no cgroup to freeze"
+        ));
     };
-    log(format!(
+    sandbox.log(&format!(
         "its owner (pid {owner}) is gone: freezing the sandbox, {}",
         freezer.describe()
     ));
-    if let Err(e) = freezer.leave() {
+    let inside = freezer.leave().err();
+    if let Some(e) = &inside {
         // Frozen with the sandbox, this process cannot confirm anything,
         // but the sandbox stops all the same.
-        log(format!(
+        sandbox.log(&format!(
             "cannot leave the sandbox's cgroup ({e}): freezing it with the anchor inside, \
              unconfirmed"
         ));
     }
-    match freezer.freeze() {
-        Ok(took) => {
-            log(format!(
-                "sandbox frozen (confirmed after {took:?}); it stays frozen, its processes \
-                 kept, until it is swept or the anchor is sent SIGTERM"
+    match freezer.start() {
+        Err(e) => sandbox.end(&format!("cannot freeze the sandbox ({e})")),
+        Ok(()) if inside.is_some() => Watch::Frozen,
+        Ok(()) => confirm(Instant::now(), sandbox),
+    }
+}
+
+fn confirm(since: Instant, sandbox: &Sandbox<'_>) -> Watch {
+    let Some(freezer) = sandbox.freezer else {
+        return Watch::Ended;
+    };
+    match freezer.frozen() {
+        Ok(true) => {
+            sandbox.log(&format!(
+                "sandbox frozen (confirmed after {:?}); it stays frozen, its processes kept, \
+                 until it is swept or the anchor is sent SIGTERM",
+                since.elapsed()
             ));
-            true
+            Watch::Frozen
         }
-        Err(e) => {
-            log(format!("cannot freeze the sandbox ({e}): ending it"));
-            if let Err(e) = freezer.end(pid1) {
-                log(format!("failed to end the sandbox: {e}"));
-            }
-            false
-        }
+        Ok(false) if since.elapsed() < CONFIRM => Watch::Freezing(since),
+        Ok(false) => sandbox.end(&format!(
+            "cannot freeze the sandbox ({} did not confirm within {}s)",
+            freezer.describe(),
+            CONFIRM.as_secs()
+        )),
+        Err(e) => sandbox.end(&format!("cannot confirm the freeze ({e})")),
     }
 }
 
@@ -297,6 +377,7 @@ mod tests {
             cgroup_v2: v2.map(Path::to_owned),
             cgroup_freezer: v1.map(Path::to_owned),
             isolated_net: false,
+            owner: None,
         }
     }
 
@@ -334,7 +415,8 @@ mod tests {
             .expect("opens")
             .expect("a freezer");
         std::fs::rename(&cg, dir.path().join("moved")).expect("rename");
-        f.freeze().expect("confirmed");
+        f.start().expect("written");
+        assert_eq!(f.frozen(), Ok(true));
         let written = std::fs::read_to_string(dir.path().join("moved/cgroup.freeze"));
         assert_eq!(written.expect("written"), "1");
         f.leave().expect("leaves");
@@ -344,7 +426,9 @@ mod tests {
 
     #[test]
     fn the_owner_is_the_parent_and_alive() {
-        let owner = Owner::watch().expect("the test runner is alive");
+        let err = Owner::watch(Some(1)).expect_err("init is not the parent");
+        assert!(err.to_string().contains("pid 1"), "{err}");
+        let owner = Owner::watch(Some(getppid().as_raw())).expect("the test runner is alive");
         assert_eq!(owner.pid(), getppid());
         assert!(!owner.gone());
         let fd = owner.fd().expect("a pidfd on this kernel");
