@@ -13,7 +13,9 @@
 //!   - `local::mounts`: the overlay mount and its private `/tmp`;
 //!   - `local::cgroups`: a sandbox's cgroups: limits, freeze, kill, remove;
 //!   - `local::base`: the overlay's lower layer, tarballs unpacked once;
-//!   - `local::record`: sandbox and snapshot records on disk.
+//!   - `local::record`: sandbox and snapshot records on disk;
+//!   - `local::crash`: the named steps a crash may split, which the tests
+//!     crash at one by one.
 //!
 //! See docs/design/local-sandboxes.md and docs/design/sandbox-files.md.
 #![deny(unsafe_code)]

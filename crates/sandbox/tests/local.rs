@@ -382,6 +382,34 @@ fn root_limits_apply_to_the_whole_sandbox() {
     assert_eq!(limit.trim(), (256u64 << 20).to_string());
 }
 
+/// A sandbox frozen through the v1 freezer (whose tasks take no signal
+/// until thawed) and through v2 is still destroyed, leaving nothing.
+#[test]
+fn root_a_frozen_sandbox_is_destroyed() {
+    let fx = Fixture::new(Kind::Copy);
+    let b = fx.b();
+    let info = b.create("frozen", &spec()).unwrap();
+    sh(b, "frozen", "sleep 1000 >/dev/null 2>&1 &");
+    let cgroups = sandbox_cgroups(|name| name.ends_with("-frozen"));
+    for dir in &cgroups {
+        for (file, value) in [("freezer.state", "FROZEN"), ("cgroup.freeze", "1")] {
+            if dir.join(file).exists() {
+                std::fs::write(dir.join(file), value).unwrap();
+            }
+        }
+    }
+    let started = std::time::Instant::now();
+    b.destroy("frozen").unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(!Path::new(&format!("/proc/{}", info.anchor_pid)).exists());
+    let left = sandbox_cgroups(|name| name.ends_with("-frozen"));
+    assert!(left.is_empty(), "{left:?}");
+}
+
 fn leaves_nothing(kind: Kind) {
     let fx = Fixture::new(kind);
     let b = fx.b();

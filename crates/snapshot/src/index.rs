@@ -126,6 +126,33 @@ impl SnapshotIndex {
         Ok(known)
     }
 
+    /// Forgets every checkpoint not in `retained` and writes the index when
+    /// that changed it; returns the checkpoints forgotten.
+    pub fn forget_all_but(&mut self, retained: &[&str]) -> Result<Vec<String>, Error> {
+        let forgotten: Vec<String> = self
+            .checkpoints
+            .keys()
+            .filter(|c| !retained.contains(&c.as_str()))
+            .cloned()
+            .collect();
+        if forgotten.is_empty() {
+            return Ok(forgotten);
+        }
+        for checkpoint in &forgotten {
+            self.checkpoints.remove(checkpoint);
+        }
+        self.write()?;
+        Ok(forgotten)
+    }
+
+    /// Whether a checkpoint in `retained` names `snapshot`.
+    pub fn names(&self, retained: &[&str], snapshot: &str) -> bool {
+        retained
+            .iter()
+            .filter_map(|c| self.checkpoints.get(*c))
+            .any(|set| set.contains(snapshot))
+    }
+
     fn write(&self) -> Result<(), Error> {
         let disk = OnDisk {
             v: INDEX_VERSION,
@@ -176,13 +203,7 @@ pub fn sweep(
     store: &dyn SnapshotStore,
     retained: &[&str],
 ) -> Result<Vec<String>, Error> {
-    let before = index.checkpoints.len();
-    index
-        .checkpoints
-        .retain(|checkpoint, _| retained.contains(&checkpoint.as_str()));
-    if index.checkpoints.len() != before {
-        index.write()?;
-    }
+    index.forget_all_but(retained)?;
     let listed = store.list()?.snapshots;
     let doomed = plan_sweep(&index.checkpoints, &listed, retained);
     for snapshot in &doomed {
@@ -214,6 +235,27 @@ mod tests {
         assert_eq!(plan_sweep(&index, &listed, &["ck2"]), ["s1", "s4", "s5"]);
         assert_eq!(plan_sweep(&index, &listed, &["ck1", "ck3"]), ["s3", "s5"]);
         assert_eq!(plan_sweep(&index, &listed, &["unknown"]), listed);
+    }
+
+    #[test]
+    fn forget_all_but_writes_only_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("index.json");
+        let mut index = SnapshotIndex::open(&path).unwrap();
+        assert!(index.forget_all_but(&[]).unwrap().is_empty());
+        assert!(!path.exists(), "nothing to forget writes nothing");
+        index.retain("ck1", &["s1"]).unwrap();
+        index.retain("ck2", &["s2", "s3"]).unwrap();
+        index.retain("ck3", &["s3"]).unwrap();
+        assert_eq!(
+            index.forget_all_but(&["ck2", "gone"]).unwrap(),
+            ["ck1", "ck3"]
+        );
+        let again = SnapshotIndex::open(&path).unwrap();
+        assert_eq!(again.checkpoints(), &map(&[("ck2", &["s2", "s3"])]));
+        assert!(again.names(&["ck2"], "s3"));
+        assert!(!again.names(&["ck2"], "s1"));
+        assert!(!again.names(&["ck1"], "s1"));
     }
 
     #[test]

@@ -25,6 +25,19 @@ pub(crate) struct SandboxCgroups {
 /// How long destroy waits for a killed sandbox's cgroup to empty.
 const DRAIN: Duration = Duration::from_secs(10);
 
+/// The parent of every sandbox cgroup in each hierarchy this host has.
+fn parents() -> impl Iterator<Item = PathBuf> {
+    [
+        cgroup::v2_root(),
+        cgroup::v1_freezer_root(),
+        cgroup::v1_root("memory"),
+        cgroup::v1_root("pids"),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|root| root.join("rollpoint"))
+}
+
 impl SandboxCgroups {
     /// The cgroup paths `name` would have on this host (nothing created).
     pub fn locate(name: &str) -> Self {
@@ -35,6 +48,22 @@ impl SandboxCgroups {
             memory: at(cgroup::v1_root("memory")),
             pids: at(cgroup::v1_root("pids")),
         }
+    }
+
+    /// What follows `prefix` in the name of every sandbox cgroup, in any
+    /// hierarchy, whose name starts with it; sorted, each once.
+    pub fn names_after(prefix: &str) -> Vec<String> {
+        let mut names: Vec<String> = parents()
+            .filter_map(|parent| std::fs::read_dir(parent).ok())
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter_map(|name| name.strip_prefix(prefix).map(str::to_owned))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
     }
 
     fn all(&self) -> impl Iterator<Item = &PathBuf> {
@@ -112,7 +141,10 @@ impl SandboxCgroups {
         thaw_cgroup(kind, dir, Budgets::default()).map_err(|e| freezer_error(sandbox, e))
     }
 
-    /// Kills every process in the sandbox and waits until none is left.
+    /// Kills every process in the sandbox and waits until none is left. A
+    /// frozen sandbox (a crash mid-snapshot, paused launches) is thawed
+    /// once the kill is sent, so its processes die (a task frozen by the v1
+    /// freezer takes no signal until thawed) and never run again.
     pub fn kill(&self, sandbox: &str) -> Result<(), Error> {
         let deadline = Instant::now() + DRAIN;
         loop {
@@ -141,8 +173,24 @@ impl SandboxCgroups {
                     }
                 }
             }
+            self.thaw_all();
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// Thaws every cgroup of the sandbox, launch cgroups included, without
+    /// waiting; a cgroup without the file is left as it is.
+    fn thaw_all(&self) {
+        let thaw = |dir: &Option<PathBuf>, file: &str, value: &str| {
+            for sub in dir.as_deref().map(subtree).unwrap_or_default() {
+                let path = sub.join(file);
+                if path.exists() {
+                    let _ = std::fs::write(path, value);
+                }
+            }
+        };
+        thaw(&self.v2, "cgroup.freeze", "0");
+        thaw(&self.freezer, "freezer.state", "THAWED");
     }
 
     /// Every pid in the sandbox's cgroups and their descendants.

@@ -1,8 +1,10 @@
-//! Create: a fresh upper from the store over the spec's base, then bringing
-//! a sandbox up on an upper (shared with fork): the record first, the
-//! overlay, the workdir and control directories, the cgroups with their
-//! limits, the anchor started inside them, and a wait until it answers.
-//! Whatever fails half-way is torn down again.
+//! Create: the sandbox's directory claimed first (what a sweep finds it by),
+//! then a fresh upper from the store over the spec's base, then bringing a
+//! sandbox up on an upper (shared with fork): the record, the overlay, the
+//! workdir and control directories, the cgroups with their limits, the
+//! anchor started inside them, and a wait until it answers. Whatever fails
+//! half-way is torn down again; whatever a crash leaves half-way is in the
+//! claimed directory's name, so the sweep tears it down.
 
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
@@ -14,7 +16,7 @@ use rollpoint_snapshot::UpperDirs;
 
 use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
-use super::{Live, LocalBackend, REPLY_MARGIN, anchor, destroy, mounts, spawn};
+use super::{Live, LocalBackend, REPLY_MARGIN, anchor, crash, destroy, mounts, spawn};
 use crate::{Error, SPEC_VERSION, SandboxInfo, SandboxSpec, sandbox_relative};
 
 pub(super) fn create(
@@ -22,28 +24,57 @@ pub(super) fn create(
     id: &str,
     spec: &SandboxSpec,
 ) -> Result<SandboxInfo, Error> {
-    if backend.lock().contains_key(id) || backend.sandbox_dir(id).exists() {
-        return Err(Error::SandboxExists {
-            sandbox: id.to_owned(),
-        });
-    }
+    let _working = backend.working();
     // Resolve the base before making anything that would need undoing.
     backend
         .bases
         .lower(id, &spec.base, &backend.dir.join("bases"))?;
-    let store_err = |source| Error::Store {
-        sandbox: id.to_owned(),
-        source,
-    };
-    let dirs = backend.store.create_upper(id).map_err(store_err)?;
-    if let Err(e) = mounts::private_tmp(id, &dirs.upper) {
-        let _ = backend.store.destroy_upper(id);
-        return Err(e);
+    claim(backend, id)?;
+    crash::point("create: claimed");
+    let made = backend
+        .store
+        .create_upper(id)
+        .map_err(|source| Error::Store {
+            sandbox: id.to_owned(),
+            source,
+        })
+        .and_then(|dirs| {
+            crash::point("create: upper made");
+            mounts::private_tmp(id, &dirs.upper).map(|()| dirs)
+        });
+    match made {
+        Ok(dirs) => start(backend, id, spec, &dirs, None),
+        Err(e) => {
+            let _ = destroy::teardown_stale(backend, id);
+            Err(e)
+        }
     }
-    start(backend, id, spec, &dirs, None)
 }
 
-/// Brings up a sandbox on an upper the store has just made.
+/// Makes `sandboxes/<id>/`, refusing an id in use. Everything a sandbox
+/// has is made after its directory and removed before it, so a sweep that
+/// lists these directories finds whatever a crash left of a sandbox.
+pub(super) fn claim(backend: &LocalBackend, id: &str) -> Result<(), Error> {
+    let exists = || Error::SandboxExists {
+        sandbox: id.to_owned(),
+    };
+    if backend.lock().contains_key(id) {
+        return Err(exists());
+    }
+    let sbdir = backend.sandbox_dir(id);
+    match std::fs::DirBuilder::new().mode(0o700).create(&sbdir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(exists()),
+        Err(source) => Err(Error::Setup {
+            sandbox: id.to_owned(),
+            what: format!("create {}", sbdir.display()),
+            source,
+        }),
+    }
+}
+
+/// Brings up a sandbox on an upper the store has just made, in the
+/// directory [`claim`] made.
 pub(super) fn start(
     backend: &LocalBackend,
     id: &str,
@@ -51,91 +82,36 @@ pub(super) fn start(
     dirs: &UpperDirs,
     forked_from: Option<String>,
 ) -> Result<SandboxInfo, Error> {
-    let lower = backend
-        .bases
-        .lower(id, &spec.base, &backend.dir.join("bases"))?;
     let sbdir = backend.sandbox_dir(id);
-    let setup = |what: String| {
-        move |source| Error::Setup {
-            sandbox: id.to_owned(),
-            what,
-            source,
-        }
-    };
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&sbdir)
-        .map_err(setup(format!("create {}", sbdir.display())))?;
-    let mut rec = SandboxRecord {
-        v: SPEC_VERSION,
-        id: id.to_owned(),
-        spec: spec.clone(),
-        forked_from: forked_from.clone(),
-        lower: lower.clone(),
-        upper: dirs.upper.clone(),
-        work: dirs.work.clone(),
-        owner_pid: backend.owner.0,
-        owner_start: backend.owner.1,
-        anchor_pid: 0,
-    };
-    let record_path = sbdir.join("sandbox.json");
-    record::write(&record_path, &rec)?;
-
     let root = sbdir.join("root");
     let control = sbdir.join("control");
     let cgroups = SandboxCgroups::locate(&backend.cgroup_name(id));
-    let started = (|| {
-        mounts::mount_overlay(id, &lower, &dirs.upper, &dirs.work, &root)?;
-        let workdir = root.join(sandbox_relative(Path::new(&spec.workdir))?);
-        std::fs::create_dir_all(&workdir)
-            .map_err(setup(format!("create workdir {}", spec.workdir)))?;
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(control.join(LAUNCHES_DIR).as_path())
-            .or_else(|_| {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(control.join(LAUNCHES_DIR))
-            })
-            .map_err(setup(format!("create {}", control.display())))?;
-        cgroups.create(id, &spec.limits)?;
-        let log_path = sbdir.join("anchor.log");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&log_path)
-            .map_err(setup(format!("open {}", log_path.display())))?;
-        let anchor = spawn::spawn_anchor(
-            id,
-            spawn::AnchorArgs {
-                supervisor: &backend.options.supervisor,
-                root: &root,
-                control: &control,
-                hostname: &spec.hostname,
-                cgroup_v2: cgroups.v2.as_deref(),
-                cgroup_freezer: cgroups.freezer.as_deref(),
-                network: spec.network,
-                log,
-                join: cgroups.procs_files(id)?,
-            },
-        )?;
-        Ok::<_, Error>(anchor)
-    })();
-    let mut anchor = match started {
-        Ok(anchor) => anchor,
+    let started = bring_up(backend, id, spec, dirs, forked_from.as_deref(), &cgroups);
+    let (mut anchor, mut rec) = match started {
+        Ok(up) => up,
         Err(e) => {
             destroy::teardown(backend, id, None, &cgroups, &root);
             return Err(e);
         }
     };
-    if let Err(e) = wait_ready(backend, id, &control, &mut anchor, &sbdir) {
+    let waited = wait_ready(
+        id,
+        backend.options.start_timeout,
+        &control,
+        &mut anchor,
+        &sbdir,
+    );
+    if let Err(e) = waited {
         destroy::teardown(backend, id, Some(anchor), &cgroups, &root);
         return Err(e);
     }
+    crash::point("start: anchor ready");
     rec.anchor_pid = anchor.id();
-    record::write(&record_path, &rec)?;
+    let record_path = sbdir.join("sandbox.json");
+    if let Err(e) = record::write(&record_path, &rec) {
+        destroy::teardown(backend, id, Some(anchor), &cgroups, &root);
+        return Err(e);
+    }
     let info = SandboxInfo {
         id: id.to_owned(),
         root,
@@ -155,15 +131,92 @@ pub(super) fn start(
     Ok(info)
 }
 
-fn wait_ready(
+/// The steps of [`start`] up to a started anchor: the record, the overlay,
+/// the directories, the cgroups and the anchor in them.
+fn bring_up(
     backend: &LocalBackend,
     id: &str,
+    spec: &SandboxSpec,
+    dirs: &UpperDirs,
+    forked_from: Option<&str>,
+    cgroups: &SandboxCgroups,
+) -> Result<(Child, SandboxRecord), Error> {
+    let lower = backend
+        .bases
+        .lower(id, &spec.base, &backend.dir.join("bases"))?;
+    let sbdir = backend.sandbox_dir(id);
+    let setup = |what: String| {
+        move |source| Error::Setup {
+            sandbox: id.to_owned(),
+            what,
+            source,
+        }
+    };
+    let rec = SandboxRecord {
+        v: SPEC_VERSION,
+        id: id.to_owned(),
+        spec: spec.clone(),
+        forked_from: forked_from.map(str::to_owned),
+        lower: lower.clone(),
+        upper: dirs.upper.clone(),
+        work: dirs.work.clone(),
+        owner_pid: backend.owner.0,
+        owner_start: backend.owner.1,
+        anchor_pid: 0,
+    };
+    let record_path = sbdir.join("sandbox.json");
+    record::write(&record_path, &rec)?;
+    crash::point("start: recorded");
+
+    let root = sbdir.join("root");
+    let control = sbdir.join("control");
+    mounts::mount_overlay(id, &lower, &dirs.upper, &dirs.work, &root)?;
+    crash::point("start: mounted");
+    let workdir = root.join(sandbox_relative(Path::new(&spec.workdir))?);
+    std::fs::create_dir_all(&workdir).map_err(setup(format!("create workdir {}", spec.workdir)))?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(control.join(LAUNCHES_DIR))
+        .map_err(setup(format!("create {}", control.display())))?;
+    cgroups.create(id, &spec.limits)?;
+    crash::point("start: cgroups made");
+    let log_path = sbdir.join("anchor.log");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(&log_path)
+        .map_err(setup(format!("open {}", log_path.display())))?;
+    let anchor = spawn::spawn_anchor(
+        id,
+        spawn::AnchorArgs {
+            supervisor: &backend.options.supervisor,
+            root: &root,
+            control: &control,
+            hostname: &spec.hostname,
+            cgroup_v2: cgroups.v2.as_deref(),
+            cgroup_freezer: cgroups.freezer.as_deref(),
+            network: spec.network,
+            log,
+            join: cgroups.procs_files(id)?,
+        },
+    )?;
+    crash::point("start: anchor started");
+    Ok((anchor, rec))
+}
+
+/// Waits until the anchor answers on its socket; names why it did not (its
+/// exit status, the tail of its log).
+fn wait_ready(
+    id: &str,
+    start_timeout: Duration,
     control: &Path,
     anchor: &mut Child,
     sbdir: &Path,
 ) -> Result<(), Error> {
     let socket = control.join(ANCHOR_SOCKET);
-    let deadline = Instant::now() + backend.options.start_timeout;
+    let deadline = Instant::now() + start_timeout;
     let mut pause = Duration::from_micros(200);
     loop {
         if socket.exists()
@@ -182,10 +235,7 @@ fn wait_ready(
                     Some(status) => {
                         format!("anchor exited ({status}) before answering: {tail}")
                     }
-                    None => format!(
-                        "anchor did not answer within {:?}: {tail}",
-                        backend.options.start_timeout
-                    ),
+                    None => format!("anchor did not answer within {start_timeout:?}: {tail}"),
                 },
             });
         }

@@ -1,7 +1,9 @@
 //! Destroy: kill everything in the sandbox's cgroups, wait for its anchor,
-//! unmount the overlay, remove the cgroups, the upper and the sandbox's
-//! directory. The same teardown undoes a start that failed half-way and
-//! removes what a crashed owner left (from its record).
+//! unmount the overlay, remove the cgroups, the upper and, last, the
+//! sandbox's directory, so a crash half-way leaves the directory a sweep
+//! finds. The same teardown undoes a start that failed half-way and
+//! removes what a crashed owner left; it needs only the sandbox's id, so
+//! it also removes an upper or cgroups left without a directory.
 
 use std::path::Path;
 use std::process::Child;
@@ -10,12 +12,13 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
-use super::LocalBackend;
 use super::cgroups::SandboxCgroups;
 use super::mounts;
+use super::{LocalBackend, crash};
 use crate::Error;
 
 pub(super) fn destroy(backend: &LocalBackend, id: &str) -> Result<(), Error> {
+    let _working = backend.working();
     let live = backend.lock().remove(id);
     match live {
         Some(l) => {
@@ -71,8 +74,11 @@ fn teardown_checked(
         let _ = anchor.wait();
     }
     killed?;
+    crash::point("teardown: killed");
     mounts::unmount(id, root)?;
+    crash::point("teardown: unmounted");
     cgroups.remove(id)?;
+    crash::point("teardown: cgroups removed");
     match backend.store.destroy_upper(id) {
         Ok(()) => {}
         Err(rollpoint_snapshot::Error::NoUpper { .. }) => {}
@@ -83,6 +89,7 @@ fn teardown_checked(
             });
         }
     }
+    crash::point("teardown: upper destroyed");
     let sbdir = backend.sandbox_dir(id);
     match std::fs::remove_dir_all(&sbdir) {
         Ok(()) => Ok(()),

@@ -1,8 +1,10 @@
 //! Fork: a new sandbox on the store's fork of a snapshot, with the spec the
-//! snapshot was taken with, so every in-sandbox path is the same.
+//! snapshot was taken with, so every in-sandbox path is the same. As in
+//! create, the sandbox's directory is claimed before the store makes its
+//! upper, so a crash in between leaves nothing a sweep cannot find.
 
 use super::record::{self, SnapshotRecord};
-use super::{LocalBackend, create};
+use super::{LocalBackend, crash, create, destroy};
 use crate::{Error, SandboxInfo};
 
 pub(super) fn fork(
@@ -10,18 +12,21 @@ pub(super) fn fork(
     snapshot: &str,
     new_id: &str,
 ) -> Result<SandboxInfo, Error> {
-    if backend.lock().contains_key(new_id) || backend.sandbox_dir(new_id).exists() {
-        return Err(Error::SandboxExists {
-            sandbox: new_id.to_owned(),
-        });
-    }
+    let _working = backend.working();
     let rec: SnapshotRecord = record::read("snapshot record", &backend.snapshot_record(snapshot))?;
-    let dirs = backend
-        .store
-        .fork(snapshot, new_id)
-        .map_err(|source| Error::Store {
-            sandbox: new_id.to_owned(),
-            source,
-        })?;
+    create::claim(backend, new_id)?;
+    crash::point("fork: claimed");
+    let forked = backend.store.fork(snapshot, new_id);
+    let dirs = match forked {
+        Ok(dirs) => dirs,
+        Err(source) => {
+            let _ = destroy::teardown_stale(backend, new_id);
+            return Err(Error::Store {
+                sandbox: new_id.to_owned(),
+                source,
+            });
+        }
+    };
+    crash::point("fork: upper made");
     create::start(backend, new_id, &rec.spec, &dirs, Some(snapshot.to_owned()))
 }

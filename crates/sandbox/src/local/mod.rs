@@ -8,7 +8,8 @@
 //! and every in-sandbox path is the same in a fork. Layout of the directory:
 //!
 //! ```text
-//! sandboxes/<id>/sandbox.json   record (spec, layers, owner), written first
+//! sandboxes/<id>/              made first: the sweep finds a sandbox by it
+//! sandboxes/<id>/sandbox.json   record (spec, layers, owner)
 //! sandboxes/<id>/root/          the overlay mount
 //! sandboxes/<id>/control/       /run/rollpoint inside: anchor.sock, launches/
 //! sandboxes/<id>/anchor.log     the anchor's own output
@@ -18,6 +19,9 @@
 //! index.json                    which checkpoint names which snapshots
 //! ```
 //!
+//! Every step is ordered so a crash between any two leaves only what a
+//! sweep finds (`crash` names the steps; docs/design/local-sandboxes.md).
+//!
 //! One verb per file: `create` (and the start a fork shares), `fork`,
 //! `exec` (and launch), `transfer` (upload, download), `snapshot` (and
 //! delete), `destroy` (and teardown), `list`, `sweep`. This file keeps the
@@ -26,6 +30,7 @@
 mod anchor;
 mod base;
 mod cgroups;
+mod crash;
 mod create;
 mod destroy;
 mod exec;
@@ -42,7 +47,7 @@ use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::Child;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use rollpoint_proto::anchor::{
@@ -99,6 +104,11 @@ pub struct LocalBackend {
     /// Serialises read-modify-write of the snapshot index: snapshots of
     /// several sandboxes for one checkpoint run concurrently.
     index: Mutex<()>,
+    /// Held shared by every verb that makes or removes something (create,
+    /// fork, snapshot, delete, destroy) and exclusively by the sweeps, so
+    /// a sweep never takes another thread's half-made sandbox or snapshot
+    /// for a crash's leftover.
+    sweeps: RwLock<()>,
     owner: (u32, u64),
 }
 
@@ -152,6 +162,7 @@ impl LocalBackend {
             bases: Bases::default(),
             live: Mutex::new(HashMap::new()),
             index: Mutex::new(()),
+            sweeps: RwLock::new(()),
             owner: owner_identity(),
         })
     }
@@ -185,19 +196,38 @@ impl LocalBackend {
     /// Runs `f` on the snapshot index, one read-modify-write at a time.
     fn with_index<T>(
         &self,
-        f: impl FnOnce(&mut rollpoint_snapshot::SnapshotIndex) -> Result<T, rollpoint_snapshot::Error>,
+        f: impl FnOnce(&mut rollpoint_snapshot::SnapshotIndex) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let _serial = self.index.lock().unwrap_or_else(PoisonError::into_inner);
-        rollpoint_snapshot::SnapshotIndex::open(&self.index_path())
-            .and_then(|mut index| f(&mut index))
-            .map_err(|source| Error::Store {
-                sandbox: "-".into(),
-                source,
-            })
+        let mut index =
+            rollpoint_snapshot::SnapshotIndex::open(&self.index_path()).map_err(store_error)?;
+        f(&mut index)
+    }
+
+    /// Taken by a verb that makes or removes sandboxes or snapshots.
+    fn working(&self) -> RwLockReadGuard<'_, ()> {
+        self.sweeps.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Taken by a sweep: no verb is half-way.
+    fn sweeping(&self) -> RwLockWriteGuard<'_, ()> {
+        self.sweeps.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn cgroup_name(&self, id: &str) -> String {
         format!("sandbox-{}-{id}", self.key)
+    }
+
+    /// Removes a snapshot's record; one already gone is no error.
+    fn remove_snapshot_record(&self, snapshot: &str) -> Result<(), Error> {
+        match std::fs::remove_file(self.snapshot_record(snapshot)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::Setup {
+                sandbox: "-".into(),
+                what: format!("remove the record of snapshot {snapshot}"),
+                source: e,
+            }),
+            _ => Ok(()),
+        }
     }
 
     fn info(&self, id: &str) -> Result<SandboxInfo, Error> {
@@ -209,14 +239,16 @@ impl LocalBackend {
             })
     }
 
-    /// Deletes every snapshot no checkpoint in `retained` names. Returns the
-    /// snapshot ids deleted.
+    /// Deletes every snapshot no checkpoint in `retained` names, and every
+    /// snapshot record whose snapshot is gone. Returns the ids of the
+    /// snapshots removed (their store snapshot, their record, or both).
     pub fn sweep_snapshots(&self, retained: &[&str]) -> Result<Vec<String>, Error> {
         sweep::sweep_snapshots(self, retained)
     }
 
-    /// Destroys every sandbox whose owner process is gone (a crashed run's).
-    /// Returns their ids.
+    /// Destroys every sandbox whose owner process is gone (a crashed run's),
+    /// and every upper or cgroup of this directory that no sandbox
+    /// directory names (a crash's leftovers). Returns their ids.
     pub fn sweep_orphans(&self) -> Result<Vec<String>, Error> {
         sweep::sweep_orphans(self)
     }
@@ -276,5 +308,13 @@ impl Backend for LocalBackend {
 
     fn list(&self) -> Result<BackendListing, Error> {
         list::list(self)
+    }
+}
+
+/// A store error not about one sandbox.
+fn store_error(source: rollpoint_snapshot::Error) -> Error {
+    Error::Store {
+        sandbox: "-".into(),
+        source,
     }
 }

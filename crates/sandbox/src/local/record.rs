@@ -120,6 +120,7 @@ pub(crate) fn write<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
     file.set_permissions(std::fs::Permissions::from_mode(0o600))
         .map_err(io)?;
     file.write_all(&bytes).map_err(io)?;
+    super::crash::point("record: written, not committed");
     file.commit().map_err(io)
 }
 

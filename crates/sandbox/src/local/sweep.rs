@@ -1,41 +1,195 @@
-//! Sweeps: snapshots no retained checkpoint names, and sandboxes whose owner
-//! process is gone (a crashed run's).
+//! Sweeps: what a crashed run left. Each lists every place a leftover can
+//! be, not only the records a finished step writes, so a crash between any
+//! two steps is found:
+//!
+//! - sandboxes: every sandbox directory whose owner process is gone, every
+//!   upper in the store and every cgroup of this directory that no sandbox
+//!   directory names (torn down as a sandbox is: processes, mount, cgroups,
+//!   upper, directory);
+//! - snapshots: every snapshot in the store that no retained checkpoint
+//!   names, every record whose snapshot is gone, and torn temporary files
+//!   of the records and the index.
 
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
-use super::{LocalBackend, destroy, list};
+use super::{LocalBackend, crash, destroy, list, snapshot, store_error};
 use crate::Error;
 
 pub(super) fn sweep_snapshots(
     backend: &LocalBackend,
     retained: &[&str],
 ) -> Result<Vec<String>, Error> {
-    let deleted = backend
-        .with_index(|index| rollpoint_snapshot::sweep(index, backend.store.as_ref(), retained))?;
-    for snapshot in &deleted {
-        let _ = std::fs::remove_file(backend.snapshot_record(snapshot));
+    let _sweeping = backend.sweeping();
+    backend.with_index(|index| {
+        // The index is written first, so an interrupted sweep is finished
+        // by the next one.
+        index.forget_all_but(retained).map_err(store_error)?;
+        crash::point("sweep: index written");
+        let listed = backend.store.list().map_err(store_error)?.snapshots;
+        let mut removed = Vec::new();
+        for id in &listed {
+            if !index.names(retained, id) {
+                snapshot::remove(backend, id)?;
+                removed.push(id.clone());
+            }
+        }
+        // A record outlives its snapshot only when a crash came between
+        // their deletions (or the snapshot was lost): it names nothing.
+        let present: BTreeSet<&String> = listed
+            .iter()
+            .filter(|id| index.names(retained, id))
+            .collect();
+        for id in records(backend)? {
+            if !present.contains(&id) {
+                backend.remove_snapshot_record(&id)?;
+                crash::point("sweep: record removed");
+                removed.push(id);
+            }
+        }
+        remove_torn(backend)?;
+        removed.sort();
+        removed.dedup();
+        Ok(removed)
+    })
+}
+
+/// Ids of the snapshot records in `snapshots/`.
+fn records(backend: &LocalBackend) -> Result<Vec<String>, Error> {
+    Ok(names(&backend.dir.join("snapshots"))?
+        .into_iter()
+        .filter(|name| !name.starts_with('.'))
+        .filter_map(|name| name.strip_suffix(".json").map(str::to_owned))
+        .collect())
+}
+
+/// Removes what a write killed half-way left: the temporary files
+/// (`.<name>.<random>`) of the snapshot records, the index and the store
+/// record. (A sandbox record's goes with its sandbox's directory.)
+fn remove_torn(backend: &LocalBackend) -> Result<(), Error> {
+    remove_temporaries(&backend.dir.join("snapshots"), |name| {
+        name.ends_with(".json")
+    })?;
+    remove_temporaries(&backend.dir, |name| {
+        name == "index.json" || name == "store.json"
+    })
+}
+
+/// Removes every `.<name>.<random>` in `dir` whose `<name>` `of` accepts.
+fn remove_temporaries(dir: &Path, of: impl Fn(&str) -> bool) -> Result<(), Error> {
+    for entry in names(dir)? {
+        let torn = entry
+            .strip_prefix('.')
+            .and_then(|rest| rest.rsplit_once('.'))
+            .is_some_and(|(name, _random)| of(name));
+        if !torn {
+            continue;
+        }
+        let path = dir.join(&entry);
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::Setup {
+                    sandbox: "-".into(),
+                    what: format!("remove {}", path.display()),
+                    source: e,
+                });
+            }
+            _ => {}
+        }
     }
-    Ok(deleted)
+    Ok(())
+}
+
+fn names(dir: &Path) -> Result<Vec<String>, Error> {
+    let entries = std::fs::read_dir(dir).map_err(|source| Error::Setup {
+        sandbox: "-".into(),
+        what: format!("list {}", dir.display()),
+        source,
+    })?;
+    Ok(entries
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect())
 }
 
 pub(super) fn sweep_orphans(backend: &LocalBackend) -> Result<Vec<String>, Error> {
+    let _sweeping = backend.sweeping();
+    let directories = list::list(backend)?.sandboxes;
+    // Uppers and cgroups are made after their sandbox's directory and
+    // removed before it: one without a directory is a crash's leftover.
+    let uppers = backend.store.list().map_err(store_error)?.uppers;
+    let cgroups = SandboxCgroups::names_after(&backend.cgroup_name(""));
+    let mut candidates: BTreeSet<String> = directories.iter().cloned().collect();
+    candidates.extend(uppers);
+    candidates.extend(cgroups);
     let mut swept = Vec::new();
-    for id in list::list(backend)?.sandboxes {
+    for id in candidates {
         if backend.lock().contains_key(&id) {
             continue;
         }
-        let path = backend.sandbox_dir(&id).join("sandbox.json");
-        let alive = match record::read::<SandboxRecord>("sandbox record", &path) {
-            Ok(r) => {
-                rollpoint_proctree::scan::read_stat(r.owner_pid)
-                    .is_some_and(|s| s.start_time == r.owner_start)
-                    && (r.owner_pid, r.owner_start) != backend.owner
-            }
-            Err(_) => false,
-        };
-        if !alive {
-            destroy::teardown_stale(backend, &id)?;
-            swept.push(id);
+        if directories.contains(&id) && owner_alive(backend, &id) {
+            continue;
         }
+        destroy::teardown_stale(backend, &id)?;
+        swept.push(id);
     }
     Ok(swept)
+}
+
+/// Whether the sandbox's record names an owner process other than this one
+/// that still runs.
+fn owner_alive(backend: &LocalBackend, id: &str) -> bool {
+    let path = backend.sandbox_dir(id).join("sandbox.json");
+    match record::read::<SandboxRecord>("sandbox record", &path) {
+        Ok(r) => {
+            rollpoint_proctree::scan::read_stat(r.owner_pid)
+                .is_some_and(|s| s.start_time == r.owner_start)
+                && (r.owner_pid, r.owner_start) != backend.owner
+        }
+        Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_temporaries_of_the_named_files_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = [
+            ".index.json.Xa81kq",
+            ".ck1--a.json.p0Qz",
+            "ck1--a.json",
+            ".keep",
+            ".notes.txt.1",
+            "index.json",
+        ];
+        for name in all {
+            std::fs::write(dir.path().join(name), "x").unwrap();
+        }
+        remove_temporaries(dir.path(), |name| {
+            name.ends_with(".json") && name != "index.json"
+        })
+        .unwrap();
+        let mut left = names(dir.path()).unwrap();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ".index.json.Xa81kq",
+                ".keep",
+                ".notes.txt.1",
+                "ck1--a.json",
+                "index.json"
+            ]
+        );
+        remove_temporaries(dir.path(), |name| name == "index.json").unwrap();
+        let mut left = names(dir.path()).unwrap();
+        left.sort();
+        assert_eq!(left, [".keep", ".notes.txt.1", "ck1--a.json", "index.json"]);
+    }
 }
