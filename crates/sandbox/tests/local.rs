@@ -382,6 +382,58 @@ fn root_limits_apply_to_the_whole_sandbox() {
     assert_eq!(limit.trim(), (256u64 << 20).to_string());
 }
 
+fn exec(backend: &LocalBackend, id: &str, argv: &[&str]) -> ExecOutput {
+    backend
+        .exec(
+            id,
+            &ExecRequest {
+                argv: argv.iter().map(|a| (*a).to_owned()).collect(),
+                env: BTreeMap::new(),
+                cwd: String::new(),
+                timeout_ms: 60_000,
+                output_limit: 1 << 16,
+                stdin: None,
+            },
+        )
+        .unwrap()
+}
+
+#[test]
+fn root_a_command_past_the_memory_limit_is_said_to_be_killed_by_it() {
+    let fx = Fixture::new(Kind::Copy);
+    let b = fx.b();
+    let mut spec = spec();
+    spec.limits.memory_bytes = Some(64 << 20);
+    b.create("small", &spec).unwrap();
+    // 512 MiB, every page written.
+    let grow = "x = b'\\x01' * (512 << 20)";
+    let out = exec(b, "small", &["python3", "-c", grow]);
+    assert_eq!(out.signal, Some(9), "{out:?}");
+    assert!(
+        out.stderr.ends_with(
+            "rollpoint: the command was killed by its memory limit of 64 MiB \
+             (memory.limit_in_bytes; 1 OOM kill)\n"
+        ),
+        "{out:?}"
+    );
+    // A shell that outlives the killed process exits 137.
+    let script = format!("python3 -c \"{grow}\"; exit $?");
+    let out = exec(b, "small", &["/bin/sh", "-c", &script]);
+    assert_eq!(out.exit_code, Some(137), "{out:?}");
+    assert!(
+        out.stderr.contains(
+            "rollpoint: a process of the command's sandbox was killed by its memory limit of \
+             64 MiB (memory.limit_in_bytes; 1 OOM kill)"
+        ),
+        "only the kill during this command counts: {out:?}"
+    );
+    // Failures of another kind say nothing of memory.
+    let out = exec(b, "small", &["/bin/sh", "-c", "exit 3"]);
+    assert_eq!(out.exit_code, Some(3));
+    assert!(!out.stderr.contains("memory"), "{out:?}");
+    assert_eq!(stdout(b, "small", "echo still here"), "still here");
+}
+
 /// A sandbox frozen through the v1 freezer (whose tasks take no signal
 /// until thawed) and through v2 is still destroyed, leaving nothing.
 #[test]

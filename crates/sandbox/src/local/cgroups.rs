@@ -3,6 +3,8 @@
 //! and v1 `memory` and `pids` cgroups carrying the spec's limits (this host
 //! keeps those controllers on v1). Launch cgroups nest beneath the v2 and
 //! freezer ones, created by the launch's supervisor inside the sandbox.
+//! The memory cgroup also says whether the kernel's OOM killer ended a
+//! process of the sandbox, so an error can name the limit.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -64,6 +66,43 @@ impl SandboxCgroups {
         names.sort();
         names.dedup();
         names
+    }
+
+    /// Processes of the sandbox the kernel's OOM killer has ended so far, as
+    /// its memory cgroup counts them; 0 when it counts none.
+    pub fn oom_kills(&self) -> u64 {
+        self.memory_kills().map_or(0, |k| k.kills)
+    }
+
+    /// When the OOM killer ended a process of the sandbox after it had
+    /// counted `since` kills: "killed by its memory limit of 64 MiB
+    /// (memory.limit_in_bytes; 1 OOM kill)".
+    pub fn oom_note(&self, since: u64) -> Option<String> {
+        let kills = self.memory_kills()?;
+        (kills.kills > since).then(|| kills.describe(kills.kills - since))
+    }
+
+    /// The v1 memory cgroup's count (`oom_kill` in `memory.oom_control`),
+    /// else the v2 cgroup's (`oom_kill` in `memory.events`, present when
+    /// the memory controller is enabled there), with the limit beside it.
+    fn memory_kills(&self) -> Option<MemoryKills> {
+        let read = |dir: &Path, file: &str| std::fs::read_to_string(dir.join(file)).ok();
+        if let Some(dir) = &self.memory
+            && let Some(kills) = read(dir, "memory.oom_control").and_then(|t| field(&t, "oom_kill"))
+        {
+            return Some(MemoryKills {
+                kills,
+                limit: read(dir, "memory.limit_in_bytes").and_then(|t| limit(&t)),
+                file: "memory.limit_in_bytes",
+            });
+        }
+        let dir = self.v2.as_deref()?;
+        let kills = read(dir, "memory.events").and_then(|t| field(&t, "oom_kill"))?;
+        Some(MemoryKills {
+            kills,
+            limit: read(dir, "memory.max").and_then(|t| limit(&t)),
+            file: "memory.max",
+        })
     }
 
     fn all(&self) -> impl Iterator<Item = &PathBuf> {
@@ -233,6 +272,57 @@ impl SandboxCgroups {
     }
 }
 
+/// OOM kills counted by a memory cgroup and the limit it enforces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MemoryKills {
+    kills: u64,
+    /// `None` when unlimited.
+    limit: Option<u64>,
+    /// The file holding the limit.
+    file: &'static str,
+}
+
+impl MemoryKills {
+    fn describe(&self, kills: u64) -> String {
+        let count = match kills {
+            1 => "1 OOM kill".to_owned(),
+            n => format!("{n} OOM kills"),
+        };
+        match self.limit {
+            Some(bytes) => format!(
+                "killed by its memory limit of {} ({}; {count})",
+                size(bytes),
+                self.file
+            ),
+            None => format!("killed by the kernel's OOM killer ({count}; no memory limit set)"),
+        }
+    }
+}
+
+/// The number after `key` on its own line of a `key value` file.
+fn field(text: &str, key: &str) -> Option<u64> {
+    text.lines()
+        .filter_map(|line| line.split_once(' '))
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| v.trim().parse().ok())
+}
+
+/// A limit file's value; `max` (v2) and v1's page-rounded `i64::MAX` are
+/// no limit.
+fn limit(text: &str) -> Option<u64> {
+    text.trim().parse().ok().filter(|&bytes| bytes < 1 << 62)
+}
+
+/// Bytes in the largest binary unit that divides them exactly.
+fn size(bytes: u64) -> String {
+    for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} bytes")
+}
+
 /// `dir` and every cgroup beneath it, parents before children.
 fn subtree(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -262,5 +352,70 @@ fn freezer_error(sandbox: &str, e: rollpoint_proctree::Error) -> Error {
     Error::Invalid {
         sandbox: sandbox.to_owned(),
         message: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oom_kills_are_read_and_described_with_the_limit() {
+        let oom_control = "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n";
+        assert_eq!(field(oom_control, "oom_kill"), Some(2));
+        assert_eq!(field(oom_control, "under_oom"), Some(0));
+        let events = "low 0\nhigh 0\nmax 5\noom 1\noom_kill 1\noom_group_kill 0\n";
+        assert_eq!(field(events, "oom_kill"), Some(1));
+        assert_eq!(field(events, "oom_group"), None);
+        assert_eq!(limit("67108864\n"), Some(64 << 20));
+        assert_eq!(limit("max\n"), None);
+        assert_eq!(limit("9223372036854771712\n"), None);
+        assert_eq!(size(64 << 20), "64 MiB");
+        assert_eq!(size(2 << 30), "2 GiB");
+        assert_eq!(size(1536), "1536 bytes");
+        assert_eq!(size(4096 + 1), "4097 bytes");
+        let kills = MemoryKills {
+            kills: 3,
+            limit: Some(64 << 20),
+            file: "memory.max",
+        };
+        assert_eq!(
+            kills.describe(1),
+            "killed by its memory limit of 64 MiB (memory.max; 1 OOM kill)"
+        );
+        let unlimited = MemoryKills {
+            limit: None,
+            ..kills
+        };
+        assert_eq!(
+            unlimited.describe(2),
+            "killed by the kernel's OOM killer (2 OOM kills; no memory limit set)"
+        );
+    }
+
+    #[test]
+    fn oom_notes_come_from_the_memory_cgroup_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = dir.path().join("memory");
+        std::fs::create_dir(&memory).unwrap();
+        let cgroups = SandboxCgroups {
+            memory: Some(memory.clone()),
+            ..SandboxCgroups::default()
+        };
+        assert_eq!(cgroups.oom_kills(), 0, "no files: nothing counted");
+        assert_eq!(cgroups.oom_note(0), None);
+        std::fs::write(
+            memory.join("memory.oom_control"),
+            "oom_kill_disable 0\noom_kill 1\n",
+        )
+        .unwrap();
+        std::fs::write(memory.join("memory.limit_in_bytes"), "67108864\n").unwrap();
+        assert_eq!(cgroups.oom_kills(), 1);
+        assert_eq!(cgroups.oom_note(1), None, "no kill since");
+        assert_eq!(
+            cgroups.oom_note(0).unwrap(),
+            "killed by its memory limit of 64 MiB (memory.limit_in_bytes; 1 OOM kill)"
+        );
     }
 }

@@ -100,6 +100,7 @@ pub(super) fn start(
         &control,
         &mut anchor,
         &sbdir,
+        &cgroups,
     );
     if let Err(e) = waited {
         destroy::teardown(backend, id, Some(anchor), &cgroups, &root);
@@ -207,13 +208,15 @@ fn bring_up(
 }
 
 /// Waits until the anchor answers on its socket; names why it did not (its
-/// exit status, the tail of its log).
+/// exit status, its memory limit when the OOM killer ended it, the tail of
+/// its log).
 fn wait_ready(
     id: &str,
     start_timeout: Duration,
     control: &Path,
     anchor: &mut Child,
     sbdir: &Path,
+    cgroups: &SandboxCgroups,
 ) -> Result<(), Error> {
     let socket = control.join(ANCHOR_SOCKET);
     let deadline = Instant::now() + start_timeout;
@@ -232,14 +235,74 @@ fn wait_ready(
                 sandbox: id.to_owned(),
                 socket,
                 message: match exited {
-                    Some(status) => {
-                        format!("anchor exited ({status}) before answering: {tail}")
-                    }
+                    // The sandbox is new: every kill its cgroup counted is
+                    // one of its start.
+                    Some(status) => match cgroups.oom_note(0) {
+                        Some(note) => {
+                            format!("anchor exited ({status}) before answering, {note}: {tail}")
+                        }
+                        None => format!("anchor exited ({status}) before answering: {tail}"),
+                    },
                     None => format!("anchor did not answer within {start_timeout:?}: {tail}"),
                 },
             });
         }
         std::thread::sleep(pause);
         pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    /// An anchor that dies by SIGKILL before answering, in a sandbox whose
+    /// memory cgroup counted an OOM kill.
+    #[test]
+    fn an_anchor_killed_by_the_memory_limit_at_start_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let memory = dir.path().join("memory");
+        std::fs::create_dir(&memory).unwrap();
+        std::fs::write(dir.path().join("anchor.log"), "starting\n").unwrap();
+        let cgroups = SandboxCgroups {
+            memory: Some(memory.clone()),
+            ..SandboxCgroups::default()
+        };
+        let start = |cgroups: &SandboxCgroups| {
+            let mut anchor = std::process::Command::new("/bin/sh")
+                .args(["-c", "kill -9 $$"])
+                .spawn()
+                .unwrap();
+            let control = dir.path().join("control");
+            let err = wait_ready(
+                "sb",
+                Duration::from_secs(10),
+                &control,
+                &mut anchor,
+                dir.path(),
+                cgroups,
+            )
+            .unwrap_err();
+            err.to_string()
+        };
+        let plain = start(&cgroups);
+        assert!(plain.contains("anchor exited (signal: 9"), "{plain}");
+        assert!(plain.ends_with("before answering: starting"), "{plain}");
+
+        std::fs::write(
+            memory.join("memory.oom_control"),
+            "oom_kill_disable 0\noom_kill 1\n",
+        )
+        .unwrap();
+        std::fs::write(memory.join("memory.limit_in_bytes"), "16777216\n").unwrap();
+        let oom = start(&cgroups);
+        assert!(
+            oom.contains(
+                "before answering, killed by its memory limit of 16 MiB \
+                 (memory.limit_in_bytes; 1 OOM kill): starting"
+            ),
+            "{oom}"
+        );
     }
 }

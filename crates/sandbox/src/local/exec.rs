@@ -1,5 +1,7 @@
 //! Exec and launch: the request, with the spec's environment beneath its own
 //! and the spec's workdir when it names none, sent to the sandbox's anchor.
+//! A command that failed while the kernel's OOM killer ended a process of
+//! the sandbox gets a last stderr line naming the memory limit.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -25,12 +27,31 @@ pub(super) fn exec(
         ..req.clone()
     });
     let timeout = Duration::from_millis(req.timeout_ms) + REPLY_MARGIN;
-    let reply = backend.ask(id, &request, timeout)?;
-    reply.exec.ok_or_else(|| Error::Anchor {
+    let (reply, oom) = backend.ask(id, &request, timeout)?;
+    let mut out = reply.exec.ok_or_else(|| Error::Anchor {
         sandbox: id.to_owned(),
         socket: info.control.join(ANCHOR_SOCKET),
         message: "exec reply without output".into(),
-    })
+    })?;
+    if let Some(note) = oom
+        && out.exit_code != Some(0)
+    {
+        note_oom(&mut out, &note);
+    }
+    Ok(out)
+}
+
+/// Adds the OOM note as the last line of the command's stderr (beyond its
+/// output limit: it is the backend's line, not the command's).
+fn note_oom(out: &mut ExecOutput, note: &str) {
+    if !out.stderr.is_empty() && !out.stderr.ends_with('\n') {
+        out.stderr.push('\n');
+    }
+    let who = match out.signal {
+        Some(9) => "the command was",
+        _ => "a process of the command's sandbox was",
+    };
+    out.stderr.push_str(&format!("rollpoint: {who} {note}\n"));
 }
 
 pub(super) fn launch(

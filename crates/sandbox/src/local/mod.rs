@@ -258,14 +258,39 @@ impl LocalBackend {
         destroy::destroy_all(self)
     }
 
+    /// Asks the sandbox's anchor. When the kernel's OOM killer ended a
+    /// process of the sandbox meanwhile, an error says so and names the
+    /// memory limit, and a reply comes with that note.
     fn ask(
         &self,
         id: &str,
         request: &AnchorRequest,
         timeout: Duration,
-    ) -> Result<rollpoint_proto::anchor::AnchorReply, Error> {
-        let info = self.info(id)?;
-        anchor::ask(id, &info.control.join(ANCHOR_SOCKET), request, timeout)
+    ) -> Result<(rollpoint_proto::anchor::AnchorReply, Option<String>), Error> {
+        let (control, cgroups) = {
+            let live = self.lock();
+            let l = live.get(id).ok_or_else(|| Error::UnknownSandbox {
+                sandbox: id.to_owned(),
+            })?;
+            (l.info.control.clone(), l.cgroups.clone())
+        };
+        let before = cgroups.oom_kills();
+        match anchor::ask(id, &control.join(ANCHOR_SOCKET), request, timeout) {
+            Ok(reply) => Ok((reply, cgroups.oom_note(before))),
+            Err(Error::Anchor {
+                sandbox,
+                socket,
+                message,
+            }) => Err(Error::Anchor {
+                sandbox,
+                socket,
+                message: match cgroups.oom_note(before) {
+                    Some(note) => format!("{message} (a process of the sandbox was {note})"),
+                    None => message,
+                },
+            }),
+            Err(e) => Err(e),
+        }
     }
 }
 
