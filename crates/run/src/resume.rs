@@ -1,13 +1,22 @@
 //! `rollpoint resume`: after any crash, sweep what the crashed process left,
-//! decide per task what to do ([`crate::plan`]), restore the latest
-//! checkpoint's attempts as their next attempts, start the rest over, and
-//! drive the loop to the end.
+//! decide per task what to do ([`crate::plan`]), restore the newest intact
+//! checkpoint's attempts (or the one asked for) as their next attempts, start
+//! the rest over, and drive the loop to the end.
+//!
+//! A checkpoint is intact when its document, every manifest and every
+//! record verify ([`store::verify`]) and its records decode. A damaged one
+//! is named on stderr with what is wrong, marked
+//! (`checkpoints/<id>/DAMAGED`, nothing of it deleted) and passed over for
+//! the next older published one; with none intact every unfinished rollout
+//! starts over. A checkpoint asked for by id must be published and intact,
+//! or the resume fails before changing anything.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rollpoint_checkpoint::store;
+use rollpoint_checkpoint::StoreError;
+use rollpoint_checkpoint::store::{self, CheckpointDoc, Published};
 use rollpoint_driver::RolloutTask;
 use rollpoint_proto::key::RolloutId;
 
@@ -16,14 +25,160 @@ use crate::endpoint;
 use crate::errors::RunError;
 use crate::plan::{drop_unsaved_sessions, plan_resume};
 use crate::results::read_results;
-use crate::saved::{retained_checkpoints, saved_sessions};
+use crate::saved::{Saved, Sessions, retained_checkpoints, saved_sessions};
 use crate::stack::{Stack, open_backend};
 use crate::state::RunState;
 use crate::tasks::load_tasks;
 
-/// `rollpoint resume`: continues the run in `run_dir`.
+/// The checkpoint a resume restores from, verified, and what it saved.
+#[derive(Debug)]
+pub struct Source {
+    pub id: String,
+    pub doc: CheckpointDoc,
+    pub sessions: Sessions,
+    pub saved: Saved,
+}
+
+/// Whether a checkpoint can be restored from.
+enum Check {
+    Intact(Box<Source>),
+    Damaged(String),
+}
+
+fn checkpoint_error(id: &str, message: impl std::fmt::Display) -> RunError {
+    RunError::Checkpoint {
+        checkpoint: id.to_owned(),
+        message: message.to_string(),
+    }
+}
+
+/// Verifies published checkpoint `p`: an error only when it could not be
+/// read (not damage), so nothing is decided on a passing I/O failure.
+fn check(run_dir: &Path, p: Published) -> Result<Check, RunError> {
+    let id = p.id;
+    let classify = |e: StoreError| {
+        if e.is_damage() {
+            Ok(Check::Damaged(e.to_string()))
+        } else {
+            Err(checkpoint_error(&id, e))
+        }
+    };
+    let doc = match p.doc {
+        Ok(doc) => doc,
+        Err(e) => return classify(e),
+    };
+    if let Err(e) = store::verify(run_dir, &id) {
+        return classify(e);
+    }
+    // Every record verified: one the participants' formats cannot read is
+    // as unusable as a damaged one.
+    match saved_sessions(run_dir, &id) {
+        Ok((sessions, saved)) => Ok(Check::Intact(Box::new(Source {
+            id,
+            doc,
+            sessions,
+            saved,
+        }))),
+        Err(RunError::Checkpoint { message, .. }) => Ok(Check::Damaged(message)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The checkpoint to restore from: `asked` (published and intact, else an
+/// error naming it, nothing changed), or the newest intact published one,
+/// each damaged one on the way named on stderr and marked. `None`: nothing
+/// was published, or nothing published is intact.
+pub fn choose_source(run_dir: &Path, asked: Option<&str>) -> Result<Option<Source>, RunError> {
+    let list = store::published(run_dir).map_err(|e| checkpoint_error("LATEST", e))?;
+    if let Some(id) = asked {
+        let names: Vec<&str> = list.iter().map(|p| p.id.as_str()).collect();
+        let Some(at) = list.iter().position(|p| p.id == id) else {
+            return Err(checkpoint_error(
+                id,
+                format!(
+                    "no such published checkpoint in {} (published: {}); nothing was changed",
+                    store::checkpoints_dir(run_dir).display(),
+                    if names.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        names.join(", ")
+                    }
+                ),
+            ));
+        };
+        if let Some(reason) = store::damaged(run_dir, id).map_err(|e| checkpoint_error(id, e))? {
+            return Err(checkpoint_error(
+                id,
+                format!(
+                    "marked damaged by an earlier resume ({reason}; see {}); nothing was changed",
+                    store::checkpoint_dir(run_dir, id)
+                        .join(store::DAMAGED_FILE)
+                        .display()
+                ),
+            ));
+        }
+        let p = list
+            .into_iter()
+            .nth(at)
+            .ok_or_else(|| checkpoint_error(id, "vanished"))?;
+        return match check(run_dir, p)? {
+            Check::Intact(source) => Ok(Some(*source)),
+            Check::Damaged(why) => Err(checkpoint_error(
+                id,
+                format!("damaged: {why}; nothing was changed"),
+            )),
+        };
+    }
+    let mut passed = Vec::new();
+    for p in list {
+        let id = p.id.clone();
+        if let Some(reason) = store::damaged(run_dir, &id).map_err(|e| checkpoint_error(&id, e))? {
+            eprintln!(
+                "rollpoint: checkpoint {id} was found damaged by an earlier resume ({reason}); passed over"
+            );
+            passed.push(id);
+            continue;
+        }
+        match check(run_dir, p)? {
+            Check::Intact(source) => {
+                if !passed.is_empty() {
+                    eprintln!(
+                        "rollpoint: resuming from checkpoint {}, the newest intact one (passed over: {})",
+                        source.id,
+                        passed.join(", ")
+                    );
+                }
+                return Ok(Some(*source));
+            }
+            Check::Damaged(why) => {
+                store::mark_damaged(run_dir, &id, &why).map_err(|e| checkpoint_error(&id, e))?;
+                let marker = store::checkpoint_dir(run_dir, &id).join(store::DAMAGED_FILE);
+                let kept = if marker.exists() {
+                    format!("; nothing of it is deleted, marked in {}", marker.display())
+                } else {
+                    String::new()
+                };
+                eprintln!(
+                    "rollpoint: checkpoint {id} is damaged: {why}; falling back to an older checkpoint{kept}"
+                );
+                passed.push(id);
+            }
+        }
+    }
+    if !passed.is_empty() {
+        eprintln!(
+            "rollpoint: no intact checkpoint (damaged: {}): every unfinished rollout starts over as its next attempt",
+            passed.join(", ")
+        );
+    }
+    Ok(None)
+}
+
+/// `rollpoint resume`: continues the run in `run_dir` from checkpoint
+/// `checkpoint` (default: the newest intact one).
 pub async fn resume(
     run_dir: &Path,
+    checkpoint: Option<&str>,
     supervisor: Option<PathBuf>,
     env: BTreeMap<String, String>,
     inputs: Inputs,
@@ -40,6 +195,24 @@ pub async fn resume(
             ),
         });
     }
+    // Read (and refuse) before anything is swept or restored.
+    let order: Vec<RolloutId> = tasks
+        .tasks
+        .iter()
+        .map(|t| {
+            RolloutId::new(t.rollout()).map_err(|e| RunError::Task {
+                path: tasks.path.clone(),
+                line: 0,
+                field: "task.id".to_owned(),
+                message: e.to_string(),
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let finished: std::collections::BTreeSet<String> = read_results(&run_dir)?
+        .into_iter()
+        .map(|r| r.rollout)
+        .collect();
+    let source = choose_source(&run_dir, checkpoint)?;
     let supervisor = supervisor
         .or_else(|| state.config.supervisor.clone())
         .ok_or_else(|| RunError::setup("supervisor", "no supervisor binary given"))?;
@@ -59,53 +232,21 @@ pub async fn resume(
         .sweep_snapshots(&keep)
         .map_err(|e| RunError::setup("sweep", e))?;
 
-    let finished: std::collections::BTreeSet<String> = read_results(&run_dir)?
-        .into_iter()
-        .map(|r| r.rollout)
-        .collect();
-    let latest = store::latest(&run_dir).map_err(|e| RunError::Checkpoint {
-        checkpoint: "LATEST".to_owned(),
-        message: e.to_string(),
-    })?;
-    let doc = match &latest {
-        Some(id) => {
-            Some(
-                store::read_checkpoint(&run_dir, id).map_err(|e| RunError::Checkpoint {
-                    checkpoint: id.clone(),
-                    message: e.to_string(),
-                })?,
-            )
-        }
-        None => None,
-    };
-    let order: Vec<RolloutId> = tasks
-        .tasks
-        .iter()
-        .map(|t| {
-            RolloutId::new(t.rollout()).map_err(|e| RunError::Task {
-                path: tasks.path.clone(),
-                line: 0,
-                field: "task.id".to_owned(),
-                message: e.to_string(),
-            })
-        })
-        .collect::<Result<_, _>>()?;
     let mut plan = plan_resume(
         &order,
         &finished,
         &state.attempts,
-        doc.as_ref().map(|d| d.scope.as_slice()),
+        source.as_ref().map(|s| s.doc.scope.as_slice()),
     );
-    if let Some(source) = &latest
-        && !plan.restore.is_empty()
-    {
-        let (sessions, saved) = saved_sessions(&run_dir, source)?;
-        for k in drop_unsaved_sessions(&mut plan, &sessions, &saved) {
+    if let Some(src) = &source {
+        for k in drop_unsaved_sessions(&mut plan, &src.sessions, &src.saved) {
             eprintln!(
-                "rollpoint: {k}: checkpoint {source} holds no sandbox for its session; it starts over"
+                "rollpoint: {k}: checkpoint {} holds no sandbox for its session; it starts over",
+                src.id
             );
         }
     }
+    let source = source.map(|s| s.id);
     let by_id: BTreeMap<String, RolloutTask> = tasks
         .tasks
         .into_iter()
@@ -119,11 +260,11 @@ pub async fn resume(
         state.clone(),
         order.len(),
         finished.len(),
-        latest.clone(),
+        source.clone(),
         env,
     )?;
 
-    if let (Some(source), false) = (&latest, plan.restore.is_empty()) {
+    if let (Some(source), false) = (&source, plan.restore.is_empty()) {
         let id = format!("restore-{}", now_ms());
         let restored = lp
             .stack

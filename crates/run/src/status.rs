@@ -1,6 +1,7 @@
 //! `rollpoint status RUN_DIR`: what a run holds, read from disk only (no
 //! process of the run needs to be alive): tasks, result rows and rewards,
-//! the latest checkpoint, and the rollouts not finished.
+//! the latest checkpoint (verified in full: a damaged one is said to be),
+//! and the rollouts not finished.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -20,8 +21,12 @@ pub struct RunStatus {
     pub by_status: BTreeMap<String, usize>,
     pub reward_sum: f64,
     pub rewarded: usize,
-    /// Latest published checkpoint: id, creation time and scope size.
+    /// Latest published checkpoint: id, creation time and scope size (0 and
+    /// 0 when its document cannot be read).
     pub latest: Option<(String, u64, usize)>,
+    /// What is wrong with the latest checkpoint, when it is damaged (a
+    /// resume falls back to an older one).
+    pub latest_damaged: Option<String>,
     /// Unfinished rollouts with the attempt they were last dispatched as.
     pub unfinished: Vec<(String, u32)>,
 }
@@ -44,15 +49,36 @@ pub fn read_status(run_dir: &Path) -> Result<RunStatus, RunError> {
             rewarded += 1;
         }
     }
+    let mut latest_damaged = None;
     let latest = match store::latest(run_dir) {
         Ok(Some(id)) => {
-            let doc = store::read_checkpoint(run_dir, &id).map_err(|e| RunError::Checkpoint {
+            let marked = store::damaged(run_dir, &id).map_err(|e| RunError::Checkpoint {
                 checkpoint: id.clone(),
                 message: e.to_string(),
             })?;
-            Some((id, doc.created_unix_ms, doc.scope.len()))
+            match (marked, store::verify(run_dir, &id)) {
+                (None, Ok(doc)) => Some((id, doc.created_unix_ms, doc.scope.len())),
+                (Some(reason), Ok(doc)) => {
+                    latest_damaged = Some(format!("marked damaged: {reason}"));
+                    Some((id, doc.created_unix_ms, doc.scope.len()))
+                }
+                (_, Err(e)) if e.is_damage() => {
+                    latest_damaged = Some(e.to_string());
+                    Some((id, 0, 0))
+                }
+                (_, Err(e)) => {
+                    return Err(RunError::Checkpoint {
+                        checkpoint: id,
+                        message: e.to_string(),
+                    });
+                }
+            }
         }
         Ok(None) => None,
+        Err(e) if e.is_damage() => {
+            latest_damaged = Some(e.to_string());
+            Some((store::LATEST_FILE.to_owned(), 0, 0))
+        }
         Err(e) => {
             return Err(RunError::Checkpoint {
                 checkpoint: "LATEST".to_owned(),
@@ -74,6 +100,7 @@ pub fn read_status(run_dir: &Path) -> Result<RunStatus, RunError> {
         reward_sum,
         rewarded,
         latest,
+        latest_damaged,
         unfinished,
     })
 }
@@ -91,11 +118,15 @@ impl std::fmt::Display for RunStatus {
             let mean = self.reward_sum / self.rewarded as f64;
             writeln!(f, "reward: mean {mean:.3} over {} rows", self.rewarded)?;
         }
-        match &self.latest {
-            Some((id, at, n)) => {
+        match (&self.latest, &self.latest_damaged) {
+            (Some((id, _, _)), Some(why)) => writeln!(
+                f,
+                "latest checkpoint: {id} DAMAGED ({why}); a resume falls back to the newest intact one"
+            )?,
+            (Some((id, at, n)), None) => {
                 writeln!(f, "latest checkpoint: {id} ({n} rollouts, created {at} ms)")?
             }
-            None => writeln!(f, "latest checkpoint: none")?,
+            (None, _) => writeln!(f, "latest checkpoint: none")?,
         }
         writeln!(f, "not finished: {}", self.unfinished.len())?;
         for (r, a) in &self.unfinished {

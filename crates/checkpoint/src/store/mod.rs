@@ -8,7 +8,10 @@
 //! ```
 //!
 //! A checkpoint exists once `LATEST` names it; everything before that step
-//! is invisible to a reader and removed by [`prune`].
+//! is invisible to a reader and removed by [`prune`]. A published checkpoint
+//! found damaged keeps its files and gains `<id>/DAMAGED` ([`mark_damaged`]):
+//! a resume falls back past it ([`published`] lists the candidates) and
+//! retention leaves it alone.
 
 mod fsio;
 mod published;
@@ -19,8 +22,8 @@ mod versioned;
 use std::path::{Path, PathBuf};
 
 pub use published::{
-    CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointDoc, LATEST_FILE, Member, latest, publish,
-    read_checkpoint, verify,
+    CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointDoc, DAMAGED_FILE, LATEST_FILE, Member,
+    Published, damaged, latest, mark_damaged, publish, published, read_checkpoint, verify,
 };
 pub use records::{
     MANIFEST_FILE, MANIFEST_VERSION, Manifest, participant_dir, read, read_manifest, write,
@@ -48,5 +51,25 @@ fn check_component(what: &'static str, value: &str) -> Result<(), StoreError> {
             message,
         }),
         None => Ok(()),
+    }
+}
+
+impl StoreError {
+    /// Whether this says what was read is damaged or missing, rather than
+    /// that it could not be read just now (an I/O error other than a missing
+    /// file) or that an export was refused.
+    pub fn is_damage(&self) -> bool {
+        match self {
+            Self::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            Self::Json { .. }
+            | Self::Version { .. }
+            | Self::Mismatch { .. }
+            | Self::Digest { .. }
+            | Self::Count { .. }
+            | Self::Record { .. }
+            | Self::Invalid { .. }
+            | Self::Name { .. } => true,
+            Self::Export { .. } => false,
+        }
     }
 }

@@ -129,3 +129,137 @@ pub fn verify(run_dir: &Path, id: &str) -> Result<CheckpointDoc, StoreError> {
     }
     Ok(doc)
 }
+
+/// The file a resume leaves in a checkpoint it found damaged, saying why.
+/// Nothing else of the checkpoint is touched, so it stays for inspection;
+/// retention neither counts it among the kept nor deletes it, and no resume
+/// restores from it.
+pub const DAMAGED_FILE: &str = "DAMAGED";
+
+/// Marks checkpoint `id` damaged (`checkpoints/<id>/DAMAGED`, 0600,
+/// fsynced, never replaced: the first reason stays). Nothing is written
+/// when there is no such checkpoint directory.
+pub fn mark_damaged(run_dir: &Path, id: &str, reason: &str) -> Result<(), StoreError> {
+    super::check_component("checkpoint", id)?;
+    let dir = super::checkpoint_dir(run_dir, id);
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    fsio::publish(&dir.join(DAMAGED_FILE), format!("{reason}\n").as_bytes()).map(|_| ())
+}
+
+/// Why checkpoint `id` was marked damaged, if it was.
+pub fn damaged(run_dir: &Path, id: &str) -> Result<Option<String>, StoreError> {
+    if super::check_component("checkpoint", id).is_err() {
+        return Ok(None);
+    }
+    let path = super::checkpoint_dir(run_dir, id).join(DAMAGED_FILE);
+    match std::fs::read(&path) {
+        Ok(b) => Ok(Some(String::from_utf8_lossy(&b).trim_end().to_owned())),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(StoreError::io(&path)(e)),
+    }
+}
+
+/// When checkpoint `id` was created, by its `checkpoint.json` alone.
+fn created_ms(run_dir: &Path, id: &str) -> Option<u64> {
+    let path = super::checkpoint_dir(run_dir, id).join(CHECKPOINT_FILE);
+    let bytes = fsio::read(&path).ok()?;
+    versioned::decode::<CheckpointDoc>(&path, &bytes, CHECKPOINT_VERSION)
+        .ok()
+        .map(|d| d.created_unix_ms)
+}
+
+/// A published checkpoint as a resume finds it: its document, or why that
+/// cannot be read.
+#[derive(Debug)]
+pub struct Published {
+    /// The checkpoint's id; [`LATEST_FILE`] when `LATEST` itself is damaged.
+    pub id: String,
+    pub doc: Result<CheckpointDoc, StoreError>,
+}
+
+/// Every published checkpoint of `run_dir`, newest first: the one `LATEST`
+/// names, then the others no newer than it by creation time (one newer
+/// never reached the publish point; one whose manifests are damaged is
+/// still dated by its `checkpoint.json`), then those whose `checkpoint.json`
+/// cannot be read. When the latest's document cannot be read, the time
+/// `LATEST` was written bounds the others. A directory without
+/// `checkpoint.json` was never published and is left out; so is everything
+/// when `LATEST` does not exist. Documents are read as [`read_checkpoint`]
+/// does (manifests checked, records not: see [`verify`]).
+pub fn published(run_dir: &Path) -> Result<Vec<Published>, StoreError> {
+    let root = super::checkpoints_dir(run_dir);
+    let latest_path = root.join(LATEST_FILE);
+    let written_ms = match std::fs::metadata(&latest_path) {
+        Ok(m) => m
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(u64::MAX, |d| {
+                u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+            }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(StoreError::io(&latest_path)(e)),
+    };
+    let mut out = Vec::new();
+    let latest = match latest(run_dir) {
+        Ok(id) => id,
+        Err(e) if e.is_damage() => {
+            out.push(Published {
+                id: LATEST_FILE.to_owned(),
+                doc: Err(e),
+            });
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    let mut bound = written_ms;
+    if let Some(id) = &latest {
+        if let Some(created) = created_ms(run_dir, id) {
+            bound = created;
+        }
+        out.push(Published {
+            id: id.clone(),
+            doc: read_checkpoint(run_dir, id),
+        });
+    }
+    let entries = std::fs::read_dir(&root).map_err(StoreError::io(&root))?;
+    let mut older = Vec::new();
+    let mut undated = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(StoreError::io(&root))?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let path = entry.path();
+        if Some(&name) == latest.as_ref()
+            || name.starts_with('.')
+            || !path.is_dir()
+            || !path.join(CHECKPOINT_FILE).exists()
+            || super::check_component("checkpoint", &name).is_err()
+        {
+            continue;
+        }
+        // Dated by its own document, so one whose manifests are damaged
+        // keeps its place.
+        let doc = read_checkpoint(run_dir, &name);
+        match created_ms(run_dir, &name) {
+            Some(created) if created <= bound => older.push((created, name, doc)),
+            Some(_) => {}
+            None => undated.push(Published { id: name, doc }),
+        }
+    }
+    older.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
+    out.extend(older.into_iter().map(|(_, id, doc)| Published { id, doc }));
+    undated.sort_by(|a, b| b.id.cmp(&a.id));
+    out.extend(undated);
+    Ok(out)
+}

@@ -1,7 +1,8 @@
 //! `rollpoint resume RUN_DIR`: continues a run after a crash or a stop.
 //! Orphaned sandboxes are swept first; finished rollouts are never run
-//! again; those in the latest checkpoint continue from it as their next
-//! attempt; the rest start over as their next attempt.
+//! again; those in the newest intact checkpoint (or the one `--checkpoint`
+//! names) continue from it as their next attempt; the rest start over as
+//! their next attempt.
 
 use std::path::PathBuf;
 
@@ -13,6 +14,11 @@ use super::run::{ControlArgs, finish, harness_env, inputs};
 pub struct ResumeArgs {
     /// The run directory `rollpoint run` wrote.
     pub run_dir: PathBuf,
+    /// Restore from this published checkpoint (an id under
+    /// RUN_DIR/checkpoints) instead of the newest intact one; one unknown or
+    /// damaged is an error and nothing is changed.
+    #[arg(long, value_name = "ID")]
+    pub checkpoint: Option<String>,
     /// The static supervisor binary (default: the one the run used).
     #[arg(long)]
     pub supervisor: Option<PathBuf>,
@@ -27,6 +33,7 @@ pub fn run(args: &ResumeArgs) -> anyhow::Result<()> {
         anyhow::Ok(
             rollpoint_run::resume(
                 &args.run_dir,
+                args.checkpoint.as_deref(),
                 args.supervisor.clone(),
                 harness_env()?,
                 inputs,
