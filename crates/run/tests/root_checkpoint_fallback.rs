@@ -38,16 +38,7 @@ fn setup(dir: &Path, tag: &str, count: usize) -> (PathBuf, PathBuf) {
 
 fn start(tasks: &Path, config: &Path, run_dir: &Path, log: &Path) -> Child {
     let sup = supervisor_bin();
-    let args: Vec<&OsStr> = vec![
-        OsStr::new("run"),
-        tasks.as_os_str(),
-        OsStr::new("--config"),
-        config.as_os_str(),
-        OsStr::new("--run-dir"),
-        run_dir.as_os_str(),
-        OsStr::new("--supervisor"),
-        sup.as_os_str(),
-    ];
+    let args: Vec<&OsStr> = run_args(tasks, config, run_dir, &sup);
     let child = spawn(&args, log);
     wait_file(&run_dir.join("run.json"), LIMIT, log);
     child

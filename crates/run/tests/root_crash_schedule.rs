@@ -104,19 +104,7 @@ fn root_a_crash_schedule_of_runs_and_resumes_loses_and_leaves_nothing() {
     let mut finished_early = false;
     while done < kills && started.elapsed() < budget {
         let mut child = if done == 0 {
-            spawn(
-                &[
-                    OsStr::new("run"),
-                    tasks.as_os_str(),
-                    OsStr::new("--config"),
-                    config.as_os_str(),
-                    OsStr::new("--run-dir"),
-                    run_dir.as_os_str(),
-                    OsStr::new("--supervisor"),
-                    sup.as_os_str(),
-                ],
-                &log,
-            )
+            spawn(&run_args(&tasks, &config, &run_dir, &sup), &log)
         } else {
             spawn(&[OsStr::new("resume"), run_dir.as_os_str()], &log)
         };

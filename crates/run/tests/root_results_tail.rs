@@ -53,19 +53,7 @@ fn root_a_whole_last_row_is_kept_a_torn_one_moved_aside_and_middle_damage_refuse
     let run_dir = dir.path().join("r");
     let log = dir.path().join("stderr.log");
     let sup = supervisor_bin();
-    let mut child = spawn(
-        &[
-            OsStr::new("run"),
-            tasks.as_os_str(),
-            OsStr::new("--config"),
-            config.as_os_str(),
-            OsStr::new("--run-dir"),
-            run_dir.as_os_str(),
-            OsStr::new("--supervisor"),
-            sup.as_os_str(),
-        ],
-        &log,
-    );
+    let mut child = spawn(&run_args(&tasks, &config, &run_dir, &sup), &log);
     let status = wait(&mut child, LIMIT, &log);
     assert!(
         status.success(),

@@ -46,24 +46,6 @@ fn setup(
     (tasks, config)
 }
 
-fn run_args<'a>(
-    tasks: &'a Path,
-    config: &'a Path,
-    run_dir: &'a Path,
-    sup: &'a Path,
-) -> Vec<&'a OsStr> {
-    vec![
-        OsStr::new("run"),
-        tasks.as_os_str(),
-        OsStr::new("--config"),
-        config.as_os_str(),
-        OsStr::new("--run-dir"),
-        run_dir.as_os_str(),
-        OsStr::new("--supervisor"),
-        sup.as_os_str(),
-    ]
-}
-
 fn resume(run_dir: &Path, log: &Path) {
     let mut child = spawn(&[OsStr::new("resume"), run_dir.as_os_str()], log);
     let status = wait(&mut child, LIMIT, log);

@@ -49,6 +49,10 @@ pub struct Harness {
     /// What the launch log says when the saved session holds no model
     /// response (any of these).
     pub no_response: &'static [&'static str],
+    /// How long after a tool has started the harness may take to write the
+    /// call into its session: a mid-tool checkpoint waits this long, so the
+    /// snapshot holds the call (docs/design/harness-claude-code.md).
+    pub session_lag_ms: u64,
 }
 
 /// Rollpoint's own worker on the same script: the benchmark's baseline.
@@ -59,6 +63,7 @@ pub const NATIVE: Harness = Harness {
     continue_turns: &[],
     processes: &["rollpoint"],
     no_response: &[],
+    session_lag_ms: 0,
 };
 
 /// OpenCode: continues its saved session with no message added.
@@ -69,6 +74,7 @@ pub const OPENCODE: Harness = Harness {
     continue_turns: &[],
     processes: &["opencode"],
     no_response: &["holds no completed model response"],
+    session_lag_ms: 0,
 };
 
 /// Pi: continues from its last tool result with no message added.
@@ -79,6 +85,7 @@ pub const PI: Harness = Harness {
     continue_turns: &[],
     processes: &["pi", "node"],
     no_response: &["no saved pi session"],
+    session_lag_ms: 0,
 };
 
 /// Codex CLI: continues its saved session with no message added.
@@ -92,6 +99,7 @@ pub const CODEX: Harness = Harness {
         "holds no completed model response",
         "no saved codex session",
     ],
+    session_lag_ms: 0,
 };
 
 /// Claude Code: one documented continue turn per relaunch.
@@ -105,6 +113,7 @@ pub const CLAUDE_CODE: Harness = Harness {
         "holds no completed model response",
         "no saved claude-code session",
     ],
+    session_lag_ms: 300,
 };
 
 /// One model step: its shell command appends line `n`, then sleeps.
@@ -511,6 +520,7 @@ pub fn crash_after_mid_tool_checkpoint(h: Harness) {
     case.wait_until("the harness did not run its third step", || {
         case.lines() >= 3
     });
+    std::thread::sleep(std::time::Duration::from_millis(h.session_lag_ms));
     case.checkpoint_by_signal(&child);
     case.wait_until("the harness did not run its fourth step", || {
         case.lines() >= 4

@@ -203,3 +203,24 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some(utime + stime)
 }
+
+/// The argv of `rollpoint run TASKS --config CONFIG --run-dir RUN_DIR
+/// --supervisor SUP`.
+pub fn run_args<'a>(
+    tasks: &'a Path,
+    config: &'a Path,
+    run_dir: &'a Path,
+    sup: &'a Path,
+) -> Vec<&'a std::ffi::OsStr> {
+    use std::ffi::OsStr;
+    vec![
+        OsStr::new("run"),
+        tasks.as_os_str(),
+        OsStr::new("--config"),
+        config.as_os_str(),
+        OsStr::new("--run-dir"),
+        run_dir.as_os_str(),
+        OsStr::new("--supervisor"),
+        sup.as_os_str(),
+    ]
+}
