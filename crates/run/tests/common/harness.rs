@@ -536,13 +536,6 @@ pub fn crash_after_mid_tool_checkpoint(h: Harness) {
     case.resume();
     let r = check_continued(&case);
     let last = r.launches.last().expect("launches");
-    if h.kind == CLAUDE_CODE.kind {
-        assert!(
-            last.reason
-                .contains("wrote an interrupted result for tool call"),
-            "the relaunch answered the interrupted call in the session: {last:?}"
-        );
-    }
     assert_ne!(
         last.sandbox, r.launches[0].sandbox,
         "the relaunch runs in a sandbox forked from the snapshot: {:?}",
