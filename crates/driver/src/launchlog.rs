@@ -65,6 +65,34 @@ pub struct LaunchEntry {
 }
 
 impl LaunchEntry {
+    /// The entry of a launch starting at `started_at_ms`: not ended, never
+    /// paused.
+    pub fn started(
+        launch_id: String,
+        attempt: u32,
+        sandbox: String,
+        resumed: bool,
+        reason: String,
+        tier: Option<RecoveryTier>,
+        started_at_ms: u64,
+    ) -> Self {
+        Self {
+            launch_id,
+            attempt,
+            sandbox,
+            resumed,
+            reason,
+            tier,
+            started_at_ms,
+            ended_at_ms: None,
+            end: None,
+            exit_code: None,
+            pauses: 0,
+            paused_ms: 0,
+            note: None,
+        }
+    }
+
     /// Wall time from start to end (or to `now_ms` while it runs).
     pub fn duration_ms(&self, now_ms: u64) -> u64 {
         self.ended_at_ms

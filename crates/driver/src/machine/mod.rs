@@ -393,21 +393,15 @@ impl Machine {
         };
         let attempt = self.mark.attempt;
         if let Some(p) = self.progress_mut() {
-            p.launches.push(LaunchEntry {
-                launch_id: launch_id.clone(),
+            p.launches.push(LaunchEntry::started(
+                launch_id.clone(),
                 attempt,
-                sandbox: p.session.sandbox.clone(),
-                resumed: resume,
+                p.session.sandbox.clone(),
+                resume,
                 reason,
                 tier,
-                started_at_ms: now_ms,
-                ended_at_ms: None,
-                end: None,
-                exit_code: None,
-                pauses: 0,
-                paused_ms: 0,
-                note: None,
-            });
+                now_ms,
+            ));
             // From now on there may be a saved session to continue.
             p.resume = true;
         }
@@ -454,21 +448,15 @@ impl Machine {
             Phase::Launching { resume, reason } => {
                 let attempt = self.mark.attempt;
                 if let Some(p) = self.progress_mut() {
-                    let mut entry = LaunchEntry {
-                        launch_id: launch_id.clone(),
+                    let mut entry = LaunchEntry::started(
+                        launch_id.clone(),
                         attempt,
-                        sandbox: p.session.sandbox.clone(),
-                        resumed: resume,
+                        p.session.sandbox.clone(),
+                        resume,
                         reason,
                         tier,
-                        started_at_ms: now_ms,
-                        ended_at_ms: None,
-                        end: None,
-                        exit_code: None,
-                        pauses: 0,
-                        paused_ms: 0,
-                        note: None,
-                    };
+                        now_ms,
+                    );
                     entry.close(LaunchEnd::Failed, exit_code, now_ms, Some(note));
                     p.launches.push(entry);
                 }
