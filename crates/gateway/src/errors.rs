@@ -55,6 +55,8 @@ pub enum GatewayError {
     },
     #[error("upstream url `{url}` is not a plain http url")]
     BadUpstream { url: String },
+    #[error("gateway control {url}: {message}")]
+    Control { url: String, message: String },
     #[error("failed to build the upstream http client")]
     Client(#[source] reqwest::Error),
 }

@@ -100,6 +100,20 @@ impl Gateway {
         self.shared.gate.deliveries_drained().await;
     }
 
+    /// Takes no new call from now on (each is answered 503 `gateway_closed`) and resolves
+    /// once every call already sent upstream is recorded and committed. Calls still waiting
+    /// at a closed gate never went upstream and stay unanswered.
+    pub async fn drain(&self) {
+        self.shared.close_for_good();
+        self.shared.recorded().await;
+    }
+
+    /// How many calls sent upstream are not yet recorded.
+    #[must_use]
+    pub fn recording(&self) -> usize {
+        self.shared.recording()
+    }
+
     /// Every ledger record of `rollout`: its calls and the bodies they reference.
     pub async fn export(&self, rollout: &str) -> Result<Vec<LedgerRecord>, GatewayError> {
         let rollout = rollout.to_owned();

@@ -7,6 +7,8 @@
 //! Modules:
 //!
 //! - [`capture`]: capture keys, the attempt keys that name a rollout's attempt in each URL.
+//! - [`control`]: the gateway's own control routes (keys, status) and their client, for a
+//!   controller in another process.
 //! - [`config`]: the upstream, its API family, the ledger path and limits.
 //! - [`conversation`]: routes, and reading a request's conversation (digests, fingerprints).
 //! - [`digest`]: SHA-256 and canonical JSON.
@@ -24,6 +26,7 @@
 
 pub mod capture;
 pub mod config;
+pub mod control;
 pub mod conversation;
 pub mod digest;
 pub mod errors;
@@ -39,6 +42,7 @@ pub mod sse;
 
 pub use capture::CaptureKey;
 pub use config::{GatewayConfig, UpstreamApi};
+pub use control::GatewayClient;
 pub use errors::GatewayError;
 pub use gate::{CloseReport, InFlight, Phase, TailPolicy};
 pub use gateway::Gateway;

@@ -2,6 +2,7 @@
 //! gate, the registered attempts and the per-key call counters.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::StatusCode;
@@ -25,6 +26,21 @@ pub(crate) struct Shared {
     /// Next sequence number per capture key, loaded from the ledger on first use, so a
     /// call's id is known without waiting for the ledger.
     seqs: Mutex<HashMap<String, i64>>,
+    /// Calls sent upstream whose reply is not yet committed to the ledger.
+    recording: tokio::sync::watch::Sender<usize>,
+    /// Set when the gateway takes no new call (its run's controller is gone).
+    closed: AtomicBool,
+}
+
+/// One call sent upstream and not yet recorded; dropping it says the recording ended.
+pub(crate) struct Recording {
+    count: tokio::sync::watch::Sender<usize>,
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        self.count.send_modify(|n| *n = n.saturating_sub(1));
+    }
 }
 
 impl std::fmt::Debug for Shared {
@@ -51,7 +67,38 @@ impl Shared {
             client,
             keys: Mutex::new(HashMap::new()),
             seqs: Mutex::new(HashMap::new()),
+            recording: tokio::sync::watch::Sender::new(0),
+            closed: AtomicBool::new(false),
         }
+    }
+
+    /// Counts a call going upstream until the returned guard is dropped.
+    pub(crate) fn start_recording(&self) -> Recording {
+        self.recording.send_modify(|n| *n += 1);
+        Recording {
+            count: self.recording.clone(),
+        }
+    }
+
+    /// How many calls sent upstream are not yet recorded.
+    pub(crate) fn recording(&self) -> usize {
+        *self.recording.borrow()
+    }
+
+    /// Resolves once every call sent upstream is recorded.
+    pub(crate) async fn recorded(&self) {
+        let mut rx = self.recording.subscribe();
+        let _closed = rx.wait_for(|n| *n == 0).await;
+    }
+
+    /// Takes no new call from now on.
+    pub(crate) fn close_for_good(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether new calls are refused.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
     }
 
     fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {

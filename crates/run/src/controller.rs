@@ -60,6 +60,8 @@ pub struct Inputs {
     pub signals: mpsc::UnboundedReceiver<Signal>,
     /// Serve the control endpoint (its requests arrive on `signals`).
     pub listen: Option<Listen>,
+    /// The `rollpoint` binary: its `gateway` subcommand is the run's gateway process.
+    pub program: PathBuf,
 }
 
 /// How the loop ended.
@@ -104,7 +106,14 @@ pub async fn run(
         });
     }
     let backend = open_backend(&run_dir, &config, supervisor)?;
-    let stack = Stack::build(&run_dir, &config, backend, config.gateway_port).await?;
+    let stack = Stack::build(
+        &run_dir,
+        &config,
+        backend,
+        &inputs.program,
+        config.gateway_port,
+    )
+    .await?;
     let state = RunState {
         v: RUN_STATE_VERSION,
         tasks_path: tasks.path.clone(),
@@ -124,7 +133,7 @@ pub async fn run(
     };
     let mut lp = Loop::new(run_dir, stack, state, tasks.tasks.len(), 0, None, env)?;
     for task in tasks.tasks {
-        lp.register(task)?;
+        lp.register(task).await?;
     }
     let ending = lp.drive(inputs.signals).await;
     drop(serving);
@@ -204,25 +213,22 @@ impl Loop {
         Ok(())
     }
 
-    pub(crate) fn register_key(&self, rollout: &str, attempt: u32) -> Result<(), RunError> {
+    pub(crate) async fn register_key(&self, rollout: &str, attempt: u32) -> Result<(), RunError> {
         if let Some(g) = &self.stack.gateway {
             let key = CaptureKey::of(rollout, attempt).map_err(|e| RunError::Rollout {
                 rollout: rollout.to_owned(),
                 message: e.to_string(),
             })?;
-            g.register(&key).map_err(|e| RunError::Rollout {
-                rollout: rollout.to_owned(),
-                message: format!("gateway registration of {key}: {e}"),
-            })?;
+            g.register(&key).await?;
         }
         Ok(())
     }
 
     /// Dispatches a task as attempt 0.
-    pub(crate) fn register(&mut self, task: RolloutTask) -> Result<(), RunError> {
+    pub(crate) async fn register(&mut self, task: RolloutTask) -> Result<(), RunError> {
         let task = task.with_env(&self.env);
         let rollout = task.rollout().to_owned();
-        self.register_key(&rollout, 0)?;
+        self.register_key(&rollout, 0).await?;
         let handle = self
             .stack
             .runs
@@ -235,11 +241,15 @@ impl Loop {
     }
 
     /// Starts a retired rollout over from its seed as attempt `last + 1`.
-    pub(crate) fn start_over(&mut self, task: RolloutTask, last: u32) -> Result<(), RunError> {
+    pub(crate) async fn start_over(
+        &mut self,
+        task: RolloutTask,
+        last: u32,
+    ) -> Result<(), RunError> {
         let task = task.with_env(&self.env);
         let rollout = task.rollout().to_owned();
         let next = last.saturating_add(1);
-        self.register_key(&rollout, next)?;
+        self.register_key(&rollout, next).await?;
         self.state.attempts.insert(rollout.clone(), next);
         self.state.save(&self.run_dir)?;
         let mark = Bookmark::seed(&rollout, last, now_ms());

@@ -1,9 +1,9 @@
 //! The run controller: `rollpoint run`, `rollpoint resume` and
-//! `rollpoint status` as a library. One process holds everything (the
-//! embedded default): the scripted model or an upstream, the gateway and its
-//! model participant, the local owner and its resources participant, the
-//! drivers and their agent participant, and the checkpoint coordinator over
-//! in-process controls. The controller dispatches a file of tasks, writes a
+//! `rollpoint status` as a library. The runner process holds the local owner
+//! and its resources participant, the drivers and their agent participant,
+//! and the checkpoint coordinator; the gateway (with the scripted model, if
+//! any) is a process of its own that outlives a crash of the runner, the
+//! `model` participant over its control routes. The controller dispatches a file of tasks, writes a
 //! result row per finished rollout, checkpoints every in-flight rollout on a
 //! timer and on signals, and after a crash continues from the latest
 //! checkpoint so every task finishes exactly once.
@@ -16,7 +16,8 @@
 //! | [`results`] | `results.jsonl`, one row per finished rollout |
 //! | [`plan`] | what a resume does with each task (pure) |
 //! | `saved` | what a published checkpoint saved, read through the participants' formats |
-//! | [`stack`] | builds the participants of the embedded run |
+//! | [`gateway`] | the run's gateway process: started, waited for after a crash, stopped |
+//! | [`stack`] | builds the participants of the run |
 //! | [`controller`] | a new run and the loop: dispatch, checkpoint, results |
 //! | [`resume`](mod@resume) | `rollpoint resume`: sweep, plan, restore, then the loop |
 //! | [`endpoint`] | the run's HTTP control endpoint and the requests it sends the loop |
@@ -30,6 +31,7 @@ pub mod config;
 pub mod controller;
 pub mod endpoint;
 mod errors;
+pub mod gateway;
 pub mod plan;
 pub mod progress;
 pub mod results;

@@ -253,7 +253,14 @@ pub async fn resume(
         .map(|t| (t.rollout().to_owned(), t))
         .collect();
 
-    let stack = Stack::build(&run_dir, &state.config, backend, state.gateway_port).await?;
+    let stack = Stack::build(
+        &run_dir,
+        &state.config,
+        backend,
+        &inputs.program,
+        state.gateway_port,
+    )
+    .await?;
     let mut lp = Loop::new(
         run_dir.clone(),
         stack,
@@ -311,7 +318,7 @@ pub async fn resume(
             let Some(task) = by_id.get(k.rollout().as_str()) else {
                 continue;
             };
-            lp.start_over(task.clone(), k.attempt())?;
+            lp.start_over(task.clone(), k.attempt()).await?;
         }
         lp.reporter.line(&format!(
             "{} rollouts start over as their next attempt",
@@ -320,7 +327,7 @@ pub async fn resume(
     }
     for rollout in &plan.fresh {
         if let Some(task) = by_id.get(rollout.as_str()) {
-            lp.register(task.clone())?;
+            lp.register(task.clone()).await?;
         }
     }
     // Pin the new attempts at once, so a crash now resumes them, not the

@@ -1,10 +1,9 @@
-//! Builds the embedded default: every participant in this process. The
-//! scripted model (when the config names a script) or an upstream, the
-//! gateway on 127.0.0.1 as the `model` participant, the local sandboxes and
-//! their owner as `resources`, the drivers as `agent`, each behind a
-//! `ParticipantHost`, and the coordinator over all of them.
+//! Builds the embedded default: the local sandboxes and their owner as
+//! `resources` and the drivers as `agent`, each behind a `ParticipantHost` in
+//! this process; the gateway (with the scripted model when the config names a
+//! script) as a process of its own on 127.0.0.1, the `model` participant over
+//! its control routes (crate::gateway); and the coordinator over all of them.
 
-use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -12,37 +11,27 @@ use rollpoint_checkpoint::{
     Control, Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantHost,
 };
 use rollpoint_driver::{AgentParticipant, DriverConfig, Runs};
-use rollpoint_gateway::config::UpstreamApi;
-use rollpoint_gateway::{Gateway, GatewayConfig, ModelParticipant};
-use rollpoint_model_script::{Script, ScriptServer};
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
 use rollpoint_sandbox::Backend;
 use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
-use tokio::task::JoinHandle;
 
-use crate::config::{ModelApi, ModelSource, RunConfig};
+use crate::config::{ModelSource, RunConfig};
 use crate::errors::RunError;
+use crate::gateway::{GatewayProcess, Upstream};
 
 /// Where the owner keeps its sandboxes inside a run directory.
 pub const OWNER_DIR: &str = "owner";
-/// The scripted model's request log (one JSON line per request, all runs).
-pub const MODEL_LOG: &str = "model-script.log";
-/// The gateway's call ledger.
-pub const LEDGER: &str = "gateway/ledger.sqlite";
-
-/// Every participant of a run, in this process.
+/// Every participant of a run.
 #[derive(Debug)]
 pub struct Stack {
     pub backend: Arc<LocalBackend>,
     pub owner: Arc<LocalOwner>,
     pub runs: Runs,
     pub agent: Arc<AgentParticipant>,
-    pub gateway: Option<Gateway>,
+    pub gateway: Option<GatewayProcess>,
     /// The gateway's port (0 when there is no gateway).
     pub gateway_port: u16,
     pub coordinator: Coordinator,
-    model: Option<ScriptServer>,
-    serving: Option<JoinHandle<()>>,
 }
 
 /// Opens the run's sandboxes (nothing else started), for sweeping first.
@@ -59,42 +48,35 @@ pub fn open_backend(
 }
 
 impl Stack {
-    /// Starts the model (if scripted), the gateway on `gateway_port` (0:
-    /// any) and every participant over `backend`.
+    /// Starts the gateway process (`program gateway`, on `gateway_port`, 0:
+    /// any) when the run has a model, and every participant over `backend`.
     pub async fn build(
         run_dir: &Path,
         config: &RunConfig,
         backend: Arc<LocalBackend>,
+        program: &Path,
         gateway_port: u16,
     ) -> Result<Self, RunError> {
-        let (model, upstream) = match config.model() {
-            ModelSource::None => (None, None),
-            ModelSource::Upstream(url) => (None, Some(url)),
+        let upstream = match config.model() {
+            ModelSource::None => None,
+            ModelSource::Upstream(url) => Some(Upstream::Url(url)),
             ModelSource::Script(path) => {
-                let script = Script::load(&path).map_err(|e| RunError::Config {
+                // Checked here so a bad script is named before anything starts.
+                rollpoint_model_script::Script::load(&path).map_err(|e| RunError::Config {
                     path: path.clone(),
                     field: "model_script".to_owned(),
                     message: e.to_string(),
                 })?;
-                let server = ScriptServer::start(
-                    script,
-                    SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
-                    Some(run_dir.join(MODEL_LOG)),
-                )
-                .await
-                .map_err(|e| RunError::setup("scripted model", e))?;
-                let url = server.base_url();
-                (Some(server), Some(url))
+                Some(Upstream::Script(path))
             }
         };
-        let (gateway, port, serving) = match upstream {
-            None => (None, 0, None),
-            Some(url) => {
-                let (gateway, port, task) =
-                    start_gateway(run_dir, config, &url, gateway_port).await?;
-                (Some(gateway), port, Some(task))
+        let gateway = match &upstream {
+            None => None,
+            Some(upstream) => {
+                Some(GatewayProcess::start(run_dir, config, program, upstream, gateway_port).await?)
             }
         };
+        let port = gateway.as_ref().map_or(0, GatewayProcess::port);
 
         let owner = Arc::new(LocalOwner::new(Arc::clone(&backend) as Arc<dyn Backend>));
         let runs = Runs::new(
@@ -119,10 +101,7 @@ impl Stack {
             local(Arc::clone(&agent) as Arc<dyn Participant>)?,
         ];
         if let Some(g) = &gateway {
-            controls.push(local(Arc::new(ModelParticipant::new(
-                Arc::new(g.clone()),
-                "model0",
-            )))?);
+            controls.push(g.control()?);
         }
         let mut cc = CoordinatorConfig::new(run_dir);
         cc.keep = config.keep;
@@ -137,8 +116,6 @@ impl Stack {
             gateway,
             gateway_port: port,
             coordinator,
-            model,
-            serving,
         })
     }
 
@@ -153,47 +130,10 @@ impl Stack {
         })
     }
 
-    /// Stops serving the gateway and the scripted model.
+    /// Stops the gateway process.
     pub async fn shutdown(mut self) {
-        if let Some(task) = self.serving.take() {
-            task.abort();
-        }
-        if let Some(model) = self.model.take() {
-            model.shutdown().await;
+        if let Some(gateway) = self.gateway.take() {
+            gateway.stop().await;
         }
     }
-}
-
-async fn start_gateway(
-    run_dir: &Path,
-    config: &RunConfig,
-    upstream: &str,
-    port: u16,
-) -> Result<(Gateway, u16, JoinHandle<()>), RunError> {
-    let ledger = run_dir.join(LEDGER);
-    if let Some(dir) = ledger.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| RunError::io(dir, e))?;
-    }
-    let api = match config.model_api {
-        ModelApi::All => UpstreamApi::All,
-        ModelApi::Openai => UpstreamApi::OpenAi,
-        ModelApi::Anthropic => UpstreamApi::Anthropic,
-    };
-    let gateway = Gateway::new(GatewayConfig::new(upstream, api, ledger))
-        .map_err(|e| RunError::setup("gateway", e))?;
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| RunError::setup("gateway", format!("bind {addr}: {e}")))?;
-    let port = listener
-        .local_addr()
-        .map_err(|e| RunError::setup("gateway", e))?
-        .port();
-    let serving = gateway.clone();
-    let task = tokio::spawn(async move {
-        if let Err(e) = serving.serve(listener).await {
-            eprintln!("rollpoint: gateway on 127.0.0.1:{port} failed: {e}");
-        }
-    });
-    Ok((gateway, port, task))
 }

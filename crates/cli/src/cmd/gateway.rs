@@ -1,9 +1,16 @@
-//! `rollpoint gateway`: runs the model gateway on its own in front of one upstream, with its
-//! ledger in a SQLite file; with `--run-dir` and `--control-token-file` it also answers the
-//! checkpoint control routes (`/v1/checkpoint/...`) as the model participant.
+//! `rollpoint gateway`: runs the model gateway on its own in front of one upstream (or of a
+//! scripted model it serves itself), with its ledger in a SQLite file; with `--run-dir` and
+//! `--control-token-file` it also answers the checkpoint control routes
+//! (`/v1/checkpoint/...`) as the model participant and its own (`/v1/gateway/...`).
+//!
+//! `rollpoint run` starts one such process per run so the gateway and its ledger outlive a
+//! crash of the runner: with `--owner PID` it watches that process (its parent) and, once it
+//! is gone, takes no new call, records every call already sent upstream, and exits. The port
+//! is taken before the ledger is opened, so two gateways of a run never share it.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
@@ -12,6 +19,7 @@ use std::sync::Arc;
 use axum::serve::ListenerExt as _;
 use rollpoint_checkpoint::{Control, HostConfig, Participant, ParticipantHost};
 use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, ModelParticipant, UpstreamApi};
+use rollpoint_model_script::{Script, ScriptServer};
 
 /// The API family of the upstream.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -24,12 +32,25 @@ enum Api {
     All,
 }
 
+/// Longest `--bind-wait-s` and `--drain-s`: an hour.
+const MAX_WAIT_S: u64 = 3600;
+
+/// How often the owner is looked at.
+const OWNER_POLL: Duration = Duration::from_millis(100);
+
 /// Run the recording model gateway in front of one upstream.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("source").required(true).args(["upstream", "model_script"])))]
 pub struct GatewayArgs {
     /// Base URL of the upstream model server (plain http), e.g. http://127.0.0.1:8000.
     #[arg(long)]
-    upstream: String,
+    upstream: Option<String>,
+    /// Serve this model script in this process and use it as the upstream.
+    #[arg(long)]
+    model_script: Option<PathBuf>,
+    /// With --model-script: append one JSON line per request it answers to this file.
+    #[arg(long, requires = "model_script")]
+    model_log: Option<PathBuf>,
     /// Which API the upstream speaks.
     #[arg(long, value_enum, default_value = "openai")]
     api: Api,
@@ -39,6 +60,9 @@ pub struct GatewayArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
+    /// While the address is taken, retry binding it for up to this many seconds (0..=3600).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=MAX_WAIT_S))]
+    bind_wait_s: u64,
     /// Write the bound port to this file (atomically).
     #[arg(long)]
     port_file: Option<PathBuf>,
@@ -57,23 +81,90 @@ pub struct GatewayArgs {
     /// The run directory checkpoints are written under (with --control-token-file).
     #[arg(long, requires = "control_token_file")]
     run_dir: Option<PathBuf>,
-    /// File holding the bearer token of the checkpoint control routes.
+    /// File holding the bearer token of the control routes.
     #[arg(long, requires = "run_dir")]
     control_token_file: Option<PathBuf>,
+    /// The process this gateway serves (its parent): when it is gone, take no new call,
+    /// record the calls in flight and exit.
+    #[arg(long)]
+    owner: Option<u32>,
+    /// After the owner is gone, wait at most this many seconds (0..=3600) for calls in
+    /// flight to be recorded.
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(0..=MAX_WAIT_S))]
+    drain_s: u64,
+}
+
+/// Binds `addr`, retrying while it is in use for up to `wait`.
+async fn bind(addr: SocketAddr, wait: Duration) -> anyhow::Result<tokio::net::TcpListener> {
+    let until = Instant::now() + wait;
+    let mut said = false;
+    loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => return Ok(listener),
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < until => {
+                if !said {
+                    eprintln!(
+                        "gateway: {addr} is in use (a previous gateway of the run may still be recording its calls); waiting up to {}s",
+                        wait.as_secs()
+                    );
+                    said = true;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("failed to bind the gateway on {addr}"));
+            }
+        }
+    }
+}
+
+/// Resolves when `owner` is no longer this process's parent (it died; the orphan was
+/// re-parented). Checked before anything starts, so a gateway whose owner is already gone
+/// never serves.
+async fn owner_gone(owner: u32) {
+    while std::os::unix::process::parent_id() == owner {
+        tokio::time::sleep(OWNER_POLL).await;
+    }
 }
 
 pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
+    if let Some(owner) = args.owner {
+        let parent = std::os::unix::process::parent_id();
+        anyhow::ensure!(
+            parent == owner,
+            "--owner {owner}: the gateway's parent is {parent}; the owner is gone or is not the parent"
+        );
+    }
     let api = match args.api {
         Api::Openai => UpstreamApi::OpenAi,
         Api::Anthropic => UpstreamApi::Anthropic,
         Api::All => UpstreamApi::All,
     };
-    let mut config = GatewayConfig::new(args.upstream, api, args.db);
-    config.max_body_bytes = args.max_body_bytes;
-    config.replay = !args.no_replay;
-    config.open_keys = args.open_keys;
+    let script = match &args.model_script {
+        Some(path) => Some(Script::load(path)?),
+        None => None,
+    };
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     runtime.block_on(async {
+        // The port first: it keeps a second gateway of the run off the ledger.
+        let listener = bind(args.listen, Duration::from_secs(args.bind_wait_s)).await?;
+        let addr = listener
+            .local_addr()
+            .context("failed to read the bound address")?;
+        let (model, upstream) = match (script, &args.upstream) {
+            (Some(script), _) => {
+                let local = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+                let server = ScriptServer::start(script, local, args.model_log.clone()).await?;
+                let url = server.base_url();
+                (Some(server), url)
+            }
+            (None, Some(url)) => (None, url.clone()),
+            (None, None) => anyhow::bail!("give --upstream or --model-script"),
+        };
+        let mut config = GatewayConfig::new(upstream, api, args.db.clone());
+        config.max_body_bytes = args.max_body_bytes;
+        config.replay = !args.no_replay;
+        config.open_keys = args.open_keys;
         let gateway = Gateway::new(config)?;
         for key in &args.keys {
             gateway.register(&CaptureKey::parse(key)?)?;
@@ -90,23 +181,55 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
                 ParticipantHost::new(participant, HostConfig::new(run_dir))
                     .context("cannot start the checkpoint control routes")?,
             );
-            app = app.merge(rollpoint_checkpoint::router(control, token));
+            app = app
+                .merge(rollpoint_checkpoint::router(control, token))
+                .merge(rollpoint_gateway::control::router(gateway.clone(), token));
         }
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .with_context(|| format!("failed to bind the gateway on {}", args.listen))?;
-        let addr = listener
-            .local_addr()
-            .context("failed to read the bound address")?;
         if let Some(file) = &args.port_file {
             super::model_script::write_port_file(file, addr.port())?;
         }
         eprintln!("gateway: listening on http://{addr}/r/<capture key>/v1/...");
+        // A task of its own: it goes on serving replies in flight while the gateway drains.
+        let mut serving = tokio::spawn(
+            axum::serve(
+                listener.tap_io(|tcp| {
+                    let _ignored = tcp.set_nodelay(true);
+                }),
+                app,
+            )
+            .into_future(),
+        );
+        let owner = async {
+            match args.owner {
+                Some(pid) => owner_gone(pid).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            r = axum::serve(listener.tap_io(|tcp| { let _ignored = tcp.set_nodelay(true); }), app) => r.context("gateway server failed")?,
+            r = &mut serving => r.context("gateway server task failed")?.context("gateway server failed")?,
             r = super::model_script::stop_signal() => r?,
+            () = owner => {
+                let pid = args.owner.unwrap_or_default();
+                eprintln!(
+                    "gateway: owner {pid} is gone: taking no new call; recording {} calls sent upstream",
+                    gateway.recording()
+                );
+                let limit = Duration::from_secs(args.drain_s);
+                let drained = tokio::time::timeout(limit, gateway.drain()).await;
+                if drained.is_err() {
+                    eprintln!(
+                        "gateway: {} calls still unrecorded after {}s; exiting",
+                        gateway.recording(),
+                        limit.as_secs()
+                    );
+                }
+            }
         }
+        serving.abort();
         gateway.flush().await?;
+        if let Some(model) = model {
+            model.shutdown().await;
+        }
         Ok(())
     })
 }

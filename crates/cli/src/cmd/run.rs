@@ -107,6 +107,7 @@ pub fn inputs(control: &ControlArgs) -> anyhow::Result<Inputs> {
     Ok(Inputs {
         signals: rx,
         listen,
+        program: std::env::current_exe().context("cannot locate the rollpoint binary")?,
     })
 }
 

@@ -114,12 +114,20 @@ impl Ledger {
 
     /// Waits until every job queued before is committed.
     pub async fn flush(&self) -> Result<(), GatewayError> {
-        self.run(|conn| {
-            if !conn.is_autocommit() {
-                conn.execute_batch("COMMIT; BEGIN")
-                    .map_err(GatewayError::ledger("flush"))?;
-            }
-            Ok(())
+        self.run(commit_now).await
+    }
+
+    /// Runs `f` on the writer thread and answers once it is committed, with every job
+    /// queued before it.
+    pub async fn run_committed<R, F>(&self, f: F) -> Result<R, GatewayError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&Connection) -> Result<R, GatewayError> + Send + 'static,
+    {
+        self.run(move |conn| {
+            let out = f(conn)?;
+            commit_now(conn)?;
+            Ok(out)
         })
         .await
     }
@@ -131,6 +139,15 @@ impl Ledger {
     {
         let _ = self.tx.send(Box::new(f));
     }
+}
+
+/// Commits the open transaction (if any) and opens the next, mid-batch.
+fn commit_now(conn: &Connection) -> Result<(), GatewayError> {
+    if !conn.is_autocommit() {
+        conn.execute_batch("COMMIT; BEGIN")
+            .map_err(GatewayError::ledger("commit"))?;
+    }
+    Ok(())
 }
 
 fn writer(conn: &Connection, rx: &mpsc::Receiver<Job>) {

@@ -1,21 +1,19 @@
 //! Delivering a reply to the caller through the gate: headers wait until the gate is open,
-//! each later chunk waits only if the closer asked to hold tails. The delivering stream reads
-//! the upstream itself; whenever it has to wait (gate closed) or the caller leaves, reading
-//! passes to a pump task so the reply is still read to its end and recorded. A broken SSE
-//! upstream ends the stream with an `error` event naming the call; other bodies are cut.
+//! each later chunk waits only if the closer asked to hold tails. The reply's chunks come from
+//! its pump (which reads and records the upstream reply to its end whatever the caller does)
+//! or from the ledger (a replay). A broken SSE upstream ends the stream with an `error` event
+//! naming the call; other bodies are cut.
 
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
-use futures_util::{FutureExt as _, StreamExt as _};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-use super::record::{Recorder, pump};
 use super::reply::{CALL_ID, REPLAYED_FROM, is_hop};
-use super::types::{Chunk, Chunks, now_ms};
+use super::types::{Chunk, now_ms};
 use crate::gate::Ticket;
 use crate::ledger::{self, CallStatus, Replay};
 use crate::shared::Shared;
@@ -23,33 +21,8 @@ use crate::shared::Shared;
 /// Most bytes joined into one write when chunks are already waiting.
 const COALESCE_LIMIT: usize = 64 * 1024;
 
-/// Where a reply's chunks come from.
-pub(crate) enum Source {
-    /// The upstream, read by the delivering stream itself.
-    Direct { chunks: Chunks, recorder: Recorder },
-    /// A pump task (or a recorded reply) feeding a channel.
-    Pumped(mpsc::UnboundedReceiver<Chunk>),
-    /// Nothing more.
-    Done,
-}
-
-impl Source {
-    /// Hands reading the upstream to a pump task, so the reply is read and recorded while
-    /// nobody delivers it.
-    fn detach(&mut self) {
-        match std::mem::replace(self, Self::Done) {
-            Self::Direct { chunks, recorder } => {
-                let (tx, rx) = mpsc::unbounded_channel();
-                tokio::spawn(pump(chunks, recorder, Some(tx)));
-                *self = Self::Pumped(rx);
-            }
-            other => *self = other,
-        }
-    }
-}
-
 struct Delivery {
-    source: Source,
+    chunks: mpsc::UnboundedReceiver<Chunk>,
     /// An error met while joining chunks, for the next pull.
     stashed: Option<Chunk>,
     ticket: Ticket,
@@ -59,50 +32,14 @@ struct Delivery {
     done: bool,
 }
 
-impl Drop for Delivery {
-    fn drop(&mut self) {
-        // The caller left mid-reply: read the rest anyway, for the ledger.
-        if let Source::Direct { chunks, recorder } =
-            std::mem::replace(&mut self.source, Source::Done)
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            runtime.spawn(pump(chunks, recorder, None));
-        }
-    }
-}
-
 impl Delivery {
     /// The next chunk, after any hold of the tail.
     async fn pull(&mut self) -> Option<Chunk> {
         if let Some(stashed) = self.stashed.take() {
             return Some(stashed);
         }
-        let chunk = match &mut self.source {
-            Source::Direct { chunks, recorder } => match chunks.next().await {
-                Some(Ok(bytes)) => {
-                    recorder.push(&bytes);
-                    Some(Ok(bytes))
-                }
-                Some(Err(e)) => Some(Err(recorder.broken(&e))),
-                None => None,
-            },
-            Source::Pumped(rx) => rx.recv().await,
-            Source::Done => None,
-        };
-        let chunk = match chunk {
-            Some(Ok(first)) => Some(Ok(self.join_ready(first))),
-            other => other,
-        };
-        if !matches!(chunk, Some(Ok(_))) {
-            // The reply ended (or broke): nothing more to read; record it if read here.
-            if let Source::Direct { recorder, .. } =
-                std::mem::replace(&mut self.source, Source::Done)
-            {
-                recorder.finish(chunk.as_ref().and_then(|c| c.as_ref().err().cloned()));
-            }
-        }
+        let chunk = self.chunks.recv().await;
         if !self.ticket.tail_flows() {
-            self.source.detach();
             self.ticket.tail().await;
         }
         match chunk {
@@ -111,49 +48,10 @@ impl Delivery {
         }
     }
 
-    /// Joins chunks the upstream already sent in the same burst to `first` (recording them),
-    /// so a burst costs one write to the caller. Never waits for more.
-    fn join_ready(&mut self, first: Bytes) -> Bytes {
-        let Source::Direct { chunks, recorder } = &mut self.source else {
-            return first;
-        };
-        let mut joined: Option<bytes::BytesMut> = None;
-        let mut end = None;
-        while joined.as_ref().map_or(first.len(), bytes::BytesMut::len) < COALESCE_LIMIT {
-            match chunks.next().now_or_never() {
-                Some(Some(Ok(more))) => {
-                    recorder.push(&more);
-                    joined
-                        .get_or_insert_with(|| bytes::BytesMut::from(&first[..]))
-                        .extend_from_slice(&more);
-                }
-                Some(Some(Err(e))) => {
-                    end = Some(Some(recorder.broken(&e)));
-                    break;
-                }
-                Some(None) => {
-                    end = Some(None);
-                    break;
-                }
-                None => break,
-            }
-        }
-        if let Some(broken) = end
-            && let Source::Direct { recorder, .. } =
-                std::mem::replace(&mut self.source, Source::Done)
-        {
-            self.stashed = broken.clone().map(Err);
-            recorder.finish(broken);
-        }
-        joined.map_or(first, bytes::BytesMut::freeze)
-    }
-
     /// Joins chunks a pump already queued to `first`, so a burst costs one write to the
     /// caller instead of one per chunk. Never waits for more.
     fn coalesce(&mut self, first: Bytes) -> Bytes {
-        let Source::Pumped(rx) = &mut self.source else {
-            return first;
-        };
+        let rx = &mut self.chunks;
         let stashed = &mut self.stashed;
         let mut joined: Option<bytes::BytesMut> = None;
         while joined.as_ref().map_or(first.len(), bytes::BytesMut::len) < COALESCE_LIMIT {
@@ -213,7 +111,7 @@ fn response(status: StatusCode, headers: HeaderMap, delivery: Delivery) -> Respo
     resp
 }
 
-/// Delivers an upstream reply read from `source`.
+/// Delivers an upstream reply its pump sends on `chunks`.
 pub(crate) async fn upstream(
     shared: &Arc<Shared>,
     ticket: Ticket,
@@ -221,11 +119,10 @@ pub(crate) async fn upstream(
     status: StatusCode,
     upstream_headers: &HeaderMap,
     sse: bool,
-    mut source: Source,
+    chunks: mpsc::UnboundedReceiver<Chunk>,
 ) -> Response {
     if !ticket.try_deliver() {
-        // Held: keep reading (and recording) the reply until the gate opens.
-        source.detach();
+        // Held until the gate opens; the pump goes on reading and recording the reply.
         ticket.deliver().await;
     }
     let mut headers = HeaderMap::with_capacity(upstream_headers.len() + 1);
@@ -238,7 +135,7 @@ pub(crate) async fn upstream(
         headers.insert(CALL_ID, v);
     }
     let delivery = Delivery {
-        source,
+        chunks,
         stashed: None,
         ticket,
         shared: shared.clone(),
@@ -294,7 +191,7 @@ pub(crate) async fn replay(
     }
     let status = StatusCode::from_u16(replay.http_status).unwrap_or(StatusCode::OK);
     let delivery = Delivery {
-        source: Source::Pumped(rx),
+        chunks: rx,
         stashed: None,
         ticket,
         shared: shared.clone(),

@@ -7,8 +7,8 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::Response;
 
-use super::deliver::{self, Source};
-use super::record::Recorder;
+use super::deliver;
+use super::record::{Recorder, pump};
 use super::reply::{error_response, skip_upstream};
 use super::types::now_ms;
 use crate::conversation::{Route, Turn};
@@ -59,6 +59,7 @@ pub(crate) async fn forward(
         }
     }
     let upstream_ms = now_ms();
+    let recording = shared.start_recording();
     let response = match request.body(body).send().await {
         Ok(r) => r,
         Err(e) => {
@@ -72,8 +73,9 @@ pub(crate) async fn forward(
             let id = call_id.clone();
             let _ = shared
                 .ledger
-                .run(move |c| ledger::finish(c, &id, &finish))
+                .run_committed(move |c| ledger::finish(c, &id, &finish))
                 .await;
+            drop(recording);
             return error_response(
                 StatusCode::BAD_GATEWAY,
                 CallStatus::UpstreamUnreachable.as_str(),
@@ -102,10 +104,9 @@ pub(crate) async fn forward(
         upstream_ms,
         body: Vec::new(),
         first_byte_ms: None,
+        recording,
     };
-    let source = Source::Direct {
-        chunks: Box::pin(response.bytes_stream()),
-        recorder,
-    };
-    deliver::upstream(shared, ticket, call_id, status, &headers, sse, source).await
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(pump(Box::pin(response.bytes_stream()), recorder, tx));
+    deliver::upstream(shared, ticket, call_id, status, &headers, sse, rx).await
 }

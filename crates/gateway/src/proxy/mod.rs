@@ -38,6 +38,15 @@ pub(crate) async fn handle(
     req: Request,
 ) -> Response {
     let admitted_ms = now_ms();
+    if shared.is_closed() {
+        let msg = format!("the gateway takes no new call: the run it serves is gone (key {key})");
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "gateway_closed",
+            &msg,
+            None,
+        );
+    }
     let (parts, body) = req.into_parts();
     let route = Route::from_path(&parts.method, &rest);
     let mut read = None;

@@ -1,7 +1,9 @@
 //! Recording a reply while it streams: the bytes so far, and at its end the ledger's finish
-//! (status, usage, output fingerprint). The reply is read either by the delivering stream
-//! itself or, when nobody can deliver it (gate closed, caller gone), by a pump task that reads
-//! it to the end, so every reply that the upstream completes is in the ledger.
+//! (status, usage, output fingerprint). A pump task reads every reply to its end whatever the
+//! caller does (gate closed, caller slow, frozen or gone), so every reply the upstream
+//! completes is in the ledger. The pump keeps one chunk in hand and sends it on only when the
+//! next arrives, and the last one only once the reply is committed: a caller never holds the
+//! end of a reply the ledger could lose. The cost is one chunk's gap of latency per chunk.
 
 use std::sync::Arc;
 
@@ -14,7 +16,7 @@ use super::types::{Chunk, Chunks, now_ms};
 use crate::conversation::{Route, Turn, fingerprint};
 use crate::ledger::{self, CallStatus, Finish};
 use crate::response::read_response;
-use crate::shared::Shared;
+use crate::shared::{Recording, Shared};
 
 /// One reply being recorded.
 pub(crate) struct Recorder {
@@ -28,6 +30,8 @@ pub(crate) struct Recorder {
     pub upstream_ms: i64,
     pub body: Vec<u8>,
     pub first_byte_ms: Option<i64>,
+    /// Held until the reply is committed.
+    pub recording: Recording,
 }
 
 impl Recorder {
@@ -44,18 +48,9 @@ impl Recorder {
         )
     }
 
-    /// Records the end of the reply; `broken` says why it ended early. Reading the reply for
-    /// usage and lineage runs as a task of its own, off the delivery path.
-    pub(crate) fn finish(self, broken: Option<String>) {
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move { self.record(broken) });
-            }
-            Err(_) => self.record(broken),
-        }
-    }
-
-    fn record(self, broken: Option<String>) {
+    /// Records the end of the reply (`broken` says why it ended early) and returns once it
+    /// is committed.
+    pub(crate) async fn finish(self, broken: Option<String>) {
         let view = read_response(self.route, self.stream, &self.body);
         let (status, error) = match (broken, self.status.is_success()) {
             (Some(msg), _) => (CallStatus::UpstreamBroken, Some(msg)),
@@ -89,40 +84,47 @@ impl Recorder {
             finished_ms: now_ms(),
         };
         let id = self.call_id;
-        self.shared.ledger.post(move |c| {
-            if let Err(e) = ledger::finish(c, &id, &finish) {
-                eprintln!("ledger: failed to record the end of call {id}: {e}");
-            }
-        });
+        let committed = self
+            .shared
+            .ledger
+            .run_committed({
+                let id = id.clone();
+                move |c| ledger::finish(c, &id, &finish)
+            })
+            .await;
+        if let Err(e) = committed {
+            eprintln!("ledger: failed to record the end of call {id}: {e}");
+        }
+        drop(self.recording);
     }
 }
 
-/// Reads the rest of `chunks` into `recorder`, handing each chunk to `tx` if there is one
-/// (and ignoring a caller that left), then records the end.
+/// Reads `chunks` to the end into `recorder`, sending each chunk to `tx` once the next one
+/// is read, and the last (or the reason the upstream broke off) once the reply is committed.
+/// A caller that left is ignored: the reply is still read and recorded.
 pub(crate) async fn pump(
     mut chunks: Chunks,
     mut recorder: Recorder,
-    tx: Option<mpsc::UnboundedSender<Chunk>>,
+    tx: mpsc::UnboundedSender<Chunk>,
 ) {
-    while let Some(chunk) = chunks.next().await {
-        match chunk {
-            Ok(bytes) => {
+    let mut held: Option<Bytes> = None;
+    let broken = loop {
+        match chunks.next().await {
+            Some(Ok(bytes)) => {
                 recorder.push(&bytes);
-                if let Some(tx) = &tx {
-                    let _ = tx.send(Ok(bytes));
+                if let Some(previous) = held.replace(bytes) {
+                    let _gone = tx.send(Ok(previous));
                 }
             }
-            Err(e) => {
-                let message = recorder.broken(&e);
-                if let Some(tx) = &tx {
-                    let _ = tx.send(Err(message.clone()));
-                }
-                drop(tx);
-                recorder.finish(Some(message));
-                return;
-            }
+            Some(Err(e)) => break Some(recorder.broken(&e)),
+            None => break None,
         }
+    };
+    recorder.finish(broken.clone()).await;
+    if let Some(last) = held {
+        let _gone = tx.send(Ok(last));
     }
-    drop(tx);
-    recorder.finish(None);
+    if let Some(message) = broken {
+        let _gone = tx.send(Err(message));
+    }
 }

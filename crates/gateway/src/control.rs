@@ -1,0 +1,178 @@
+//! The gateway's own control routes, for a run controller in another process: registering
+//! the attempts whose calls it takes, and reading its state (the controller waits on
+//! `recording` before it lets a gateway go). Served behind the same bearer token as the
+//! checkpoint routes; [`GatewayClient`] is their client.
+//!
+//! - `POST /v1/gateway/keys` `{v: 1, keys: [capture key]}`: registers each key in order (a
+//!   later attempt fences the earlier ones); 409 `conflict` naming `keys[i]` for an attempt
+//!   older than the registered one. Reply `{v: 1, registered: [...]}`.
+//! - `GET /v1/gateway/status`: `{v: 1, pid, open, in_flight, recording}`.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::Response;
+use axum::routing::{get, post};
+use rollpoint_api::error::{ApiError, ErrorCode, authorized, json, versioned};
+use serde::{Deserialize, Serialize};
+
+use crate::capture::CaptureKey;
+use crate::errors::GatewayError;
+use crate::gateway::Gateway;
+
+/// Version of the control bodies.
+pub const CONTROL_VERSION: u32 = 1;
+
+/// `POST /v1/gateway/keys`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeysRequest {
+    pub v: u32,
+    pub keys: Vec<CaptureKey>,
+}
+
+/// The reply to [`KeysRequest`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeysReply {
+    pub v: u32,
+    pub registered: Vec<CaptureKey>,
+}
+
+/// `GET /v1/gateway/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayStatus {
+    pub v: u32,
+    pub pid: u32,
+    /// Whether the admission gate is open.
+    pub open: bool,
+    /// Requests waiting, upstream or delivering.
+    pub in_flight: usize,
+    /// Calls sent upstream whose reply is not yet committed.
+    pub recording: usize,
+}
+
+/// The control routes of `gateway`, behind `Authorization: Bearer <token>`.
+pub fn router(gateway: Gateway, token: &str) -> Router {
+    let routes = Router::new()
+        .route("/v1/gateway/keys", post(keys))
+        .route("/v1/gateway/status", get(status))
+        .with_state(gateway);
+    authorized(routes, token)
+}
+
+async fn keys(State(gateway): State<Gateway>, body: Body) -> Result<Response, ApiError> {
+    let req: KeysRequest = versioned("gateway keys request", CONTROL_VERSION, body).await?;
+    for (i, key) in req.keys.iter().enumerate() {
+        gateway.register(key).map_err(|e| {
+            let mut error = ApiError::new(ErrorCode::Conflict, e.to_string());
+            error.field = Some(format!("keys[{i}]"));
+            error
+        })?;
+    }
+    Ok(json(
+        StatusCode::OK,
+        &KeysReply {
+            v: CONTROL_VERSION,
+            registered: req.keys,
+        },
+    ))
+}
+
+async fn status(State(gateway): State<Gateway>) -> Response {
+    json(
+        StatusCode::OK,
+        &GatewayStatus {
+            v: CONTROL_VERSION,
+            pid: std::process::id(),
+            open: gateway.is_open(),
+            in_flight: gateway.in_flight().len(),
+            recording: gateway.recording(),
+        },
+    )
+}
+
+/// How long a control call may take.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A client of a gateway's control routes.
+#[derive(Debug, Clone)]
+pub struct GatewayClient {
+    base: String,
+    token: String,
+    client: reqwest::Client,
+}
+
+impl GatewayClient {
+    /// A client of the routes at `base` (`http://host:port`).
+    pub fn new(base: &str, token: &str) -> Result<Self, GatewayError> {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .timeout(CALL_TIMEOUT)
+            .build()
+            .map_err(GatewayError::Client)?;
+        Ok(Self {
+            base: base.trim_end_matches('/').to_owned(),
+            token: token.to_owned(),
+            client,
+        })
+    }
+
+    fn failed(&self, route: &str, message: impl std::fmt::Display) -> GatewayError {
+        GatewayError::Control {
+            url: format!("{}{route}", self.base),
+            message: message.to_string(),
+        }
+    }
+
+    async fn reply<T: serde::de::DeserializeOwned>(
+        &self,
+        route: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, GatewayError> {
+        let response = request
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| self.failed(route, e))?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(|e| self.failed(route, e))?;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+            return Err(self.failed(route, format!("{status}: {message}")));
+        }
+        rollpoint_proto::decode("gateway control reply", CONTROL_VERSION, &bytes)
+            .map_err(|e| self.failed(route, e))
+    }
+
+    /// Registers `keys` in order.
+    pub async fn register(&self, keys: &[CaptureKey]) -> Result<(), GatewayError> {
+        let route = "/v1/gateway/keys";
+        let body = KeysRequest {
+            v: CONTROL_VERSION,
+            keys: keys.to_vec(),
+        };
+        let body = serde_json::to_vec(&body).map_err(|e| self.failed(route, e))?;
+        let request = self
+            .client
+            .post(format!("{}{route}", self.base))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
+        let _reply: KeysReply = self.reply(route, request).await?;
+        Ok(())
+    }
+
+    /// The gateway's state.
+    pub async fn status(&self) -> Result<GatewayStatus, GatewayError> {
+        let route = "/v1/gateway/status";
+        let request = self.client.get(format!("{}{route}", self.base));
+        self.reply(route, request).await
+    }
+}

@@ -1,0 +1,328 @@
+//! The run's gateway as a process of its own (`rollpoint gateway`), so that it and its ledger
+//! outlive a crash of the runner. When the runner dies, the harnesses' sandboxes freeze and
+//! the gateway, which watches its parent, takes no new call, reads every call already sent
+//! upstream to its end, commits it and exits. `rollpoint resume` waits until that gateway is
+//! gone, then starts the next on the same ledger and port, and the resumed attempts get those
+//! replies from the ledger instead of asking the model again.
+//!
+//! Files under `RUN_DIR/gateway/`: `ledger.sqlite`; `process.json` (`{v, pid, port}`, written
+//! once the gateway listens); `control.token` (the bearer token of its control routes, new
+//! for each process, mode 0600); `gateway.log` (its stderr); `port`.
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rollpoint_checkpoint::{Control, HttpControl};
+use rollpoint_gateway::{CaptureKey, GatewayClient};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ModelApi, RunConfig};
+use crate::errors::RunError;
+
+/// The gateway's directory under the run directory.
+pub const GATEWAY_DIR: &str = "gateway";
+/// The gateway's call ledger.
+pub const LEDGER: &str = "gateway/ledger.sqlite";
+/// The scripted model's request log (one JSON line per request, all runs).
+pub const MODEL_LOG: &str = "model-script.log";
+const PROCESS: &str = "gateway/process.json";
+const TOKEN: &str = "gateway/control.token";
+const LOG: &str = "gateway/gateway.log";
+const PORT: &str = "gateway/port";
+
+/// Version of `process.json`.
+const PROCESS_VERSION: u32 = 1;
+
+/// How long a gateway whose runner died may take to record its calls (its `--drain-s`).
+const DRAIN: Duration = Duration::from_secs(600);
+/// How long a new gateway waits for its port while an older one frees it.
+const BIND_WAIT: Duration = Duration::from_secs(30);
+/// How long a gateway may take to start listening.
+const START: Duration = Duration::from_secs(60);
+/// How long a gateway may take to stop after SIGTERM before it is killed.
+const STOP: Duration = Duration::from_secs(30);
+
+/// `RUN_DIR/gateway/process.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProcessRecord {
+    v: u32,
+    pid: u32,
+    port: u16,
+}
+
+/// Where the model comes from.
+#[derive(Debug, Clone)]
+pub enum Upstream {
+    /// A model server the gateway forwards to.
+    Url(String),
+    /// A model script the gateway process serves itself.
+    Script(PathBuf),
+}
+
+/// A running gateway process of the run.
+#[derive(Debug)]
+pub struct GatewayProcess {
+    child: tokio::process::Child,
+    pid: u32,
+    port: u16,
+    token: String,
+    client: GatewayClient,
+    run_dir: PathBuf,
+}
+
+/// 32 random bytes from the kernel, as hex.
+fn fresh_token() -> Result<String, RunError> {
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|e| RunError::io("/dev/urandom", e))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn write_private(path: &Path, text: &str) -> Result<(), RunError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::PermissionsExt as _;
+    let mut file =
+        atomic_write_file::AtomicWriteFile::open(path).map_err(|e| RunError::io(path, e))?;
+    file.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| RunError::io(path, e))?;
+    file.write_all(text.as_bytes())
+        .map_err(|e| RunError::io(path, e))?;
+    file.commit().map_err(|e| RunError::io(path, e))
+}
+
+/// Whether `pid` is a live gateway process serving `ledger`.
+fn is_gateway_of(pid: u32, ledger: &Path) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    // A zombie has an empty command line: it is gone.
+    let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+    args.contains(&b"gateway".as_slice()) && args.contains(&ledger.as_os_str().as_encoded_bytes())
+}
+
+/// The last lines of the gateway's log, for an error.
+fn log_tail(run_dir: &Path) -> String {
+    let text = std::fs::read_to_string(run_dir.join(LOG)).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(5)..].join("\n")
+}
+
+/// Waits until the gateway `process.json` names (a crashed runner's) is gone: it is
+/// recording the calls it had sent upstream, and the next gateway must find them in the
+/// ledger.
+async fn wait_previous(run_dir: &Path) -> Result<(), RunError> {
+    let path = run_dir.join(PROCESS);
+    let Ok(bytes) = std::fs::read(&path) else {
+        return Ok(());
+    };
+    let record: ProcessRecord =
+        rollpoint_proto::decode("gateway process record", PROCESS_VERSION, &bytes).map_err(
+            |e| RunError::State {
+                path: path.clone(),
+                message: e.to_string(),
+            },
+        )?;
+    let ledger = run_dir.join(LEDGER);
+    if !is_gateway_of(record.pid, &ledger) {
+        return Ok(());
+    }
+    eprintln!(
+        "rollpoint: the previous gateway (pid {}) is still recording the calls it sent upstream; waiting for it",
+        record.pid
+    );
+    let until = Instant::now() + DRAIN + STOP;
+    while is_gateway_of(record.pid, &ledger) {
+        if Instant::now() >= until {
+            return Err(RunError::setup(
+                "gateway",
+                format!(
+                    "the previous gateway (pid {}, {}) did not exit within {}s",
+                    record.pid,
+                    path.display(),
+                    (DRAIN + STOP).as_secs()
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+impl GatewayProcess {
+    /// Starts `program gateway` for the run on 127.0.0.1:`port` (0: any), after any
+    /// previous gateway of the run is gone.
+    pub async fn start(
+        run_dir: &Path,
+        config: &RunConfig,
+        program: &Path,
+        upstream: &Upstream,
+        port: u16,
+    ) -> Result<Self, RunError> {
+        let dir = run_dir.join(GATEWAY_DIR);
+        std::fs::create_dir_all(&dir).map_err(|e| RunError::io(&dir, e))?;
+        wait_previous(run_dir).await?;
+        let token = fresh_token()?;
+        let token_file = run_dir.join(TOKEN);
+        write_private(&token_file, &token)?;
+        let port_file = run_dir.join(PORT);
+        match std::fs::remove_file(&port_file) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(RunError::io(&port_file, e));
+            }
+            _ => {}
+        }
+        let log_path = run_dir.join(LOG);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .map_err(|e| RunError::io(&log_path, e))?;
+        let api = match config.model_api {
+            ModelApi::All => "all",
+            ModelApi::Openai => "openai",
+            ModelApi::Anthropic => "anthropic",
+        };
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.arg("gateway")
+            .arg("--db")
+            .arg(run_dir.join(LEDGER))
+            .args(["--api", api])
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--bind-wait-s")
+            .arg(BIND_WAIT.as_secs().to_string())
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--run-dir")
+            .arg(run_dir)
+            .arg("--control-token-file")
+            .arg(&token_file)
+            .arg("--owner")
+            .arg(std::process::id().to_string())
+            .arg("--drain-s")
+            .arg(DRAIN.as_secs().to_string());
+        match upstream {
+            Upstream::Url(url) => {
+                cmd.arg("--upstream").arg(url);
+            }
+            Upstream::Script(path) => {
+                cmd.arg("--model-script")
+                    .arg(path)
+                    .arg("--model-log")
+                    .arg(run_dir.join(MODEL_LOG));
+            }
+        }
+        // Its own process group: a ^C meant for the runner does not stop the gateway; the
+        // runner stops it at the end.
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .process_group(0);
+        let mut child = cmd.spawn().map_err(|e| {
+            RunError::setup(
+                "gateway",
+                format!("cannot start {}: {e}", program.display()),
+            )
+        })?;
+        let pid = child
+            .id()
+            .ok_or_else(|| RunError::setup("gateway", "the gateway exited at once"))?;
+        let until = Instant::now() + START + BIND_WAIT;
+        let port = loop {
+            if let Ok(text) = std::fs::read_to_string(&port_file)
+                && let Ok(port) = text.trim().parse::<u16>()
+            {
+                break port;
+            }
+            if let Some(status) = child
+                .try_wait()
+                .map_err(|e| RunError::setup("gateway", e))?
+            {
+                return Err(RunError::setup(
+                    "gateway",
+                    format!(
+                        "the gateway (pid {pid}) exited ({status}) before listening; {}:\n{}",
+                        log_path.display(),
+                        log_tail(run_dir)
+                    ),
+                ));
+            }
+            if Instant::now() >= until {
+                let _ = child.start_kill();
+                return Err(RunError::setup(
+                    "gateway",
+                    format!(
+                        "the gateway (pid {pid}) did not listen within {}s; see {}",
+                        (START + BIND_WAIT).as_secs(),
+                        log_path.display()
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        let record = ProcessRecord {
+            v: PROCESS_VERSION,
+            pid,
+            port,
+        };
+        let text = serde_json::to_string(&record).map_err(|e| RunError::setup("gateway", e))?;
+        write_private(&run_dir.join(PROCESS), &text)?;
+        let client = GatewayClient::new(&format!("http://127.0.0.1:{port}"), &token)
+            .map_err(|e| RunError::setup("gateway", e))?;
+        Ok(Self {
+            child,
+            pid,
+            port,
+            token,
+            client,
+            run_dir: run_dir.to_owned(),
+        })
+    }
+
+    /// The port it listens on.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its checkpoint control routes, as the run's `model` participant.
+    pub fn control(&self) -> Result<Arc<dyn Control>, RunError> {
+        HttpControl::new(&format!("http://127.0.0.1:{}", self.port), &self.token)
+            .map(|c| Arc::new(c) as Arc<dyn Control>)
+            .map_err(|e| RunError::setup("gateway control", e))
+    }
+
+    /// Lets `key`'s attempt call the model (an earlier attempt of the rollout is fenced).
+    pub async fn register(&self, key: &CaptureKey) -> Result<(), RunError> {
+        self.client
+            .register(std::slice::from_ref(key))
+            .await
+            .map_err(|e| RunError::Rollout {
+                rollout: key.rollout().to_string(),
+                message: format!("gateway registration of {key}: {e}"),
+            })
+    }
+
+    /// Stops the gateway (SIGTERM; SIGKILL after a while) and waits for it.
+    pub async fn stop(mut self) {
+        let pid = Pid::from_raw(i32::try_from(self.pid).unwrap_or(i32::MAX));
+        let _gone = kill(pid, Signal::SIGTERM);
+        if tokio::time::timeout(STOP, self.child.wait()).await.is_err() {
+            eprintln!(
+                "rollpoint: the gateway (pid {}) did not stop within {}s; killing it",
+                self.pid,
+                STOP.as_secs()
+            );
+            let _gone = self.child.kill().await;
+        }
+        let _gone = std::fs::remove_file(self.run_dir.join(PROCESS));
+    }
+}
