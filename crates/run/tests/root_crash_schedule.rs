@@ -3,8 +3,9 @@
 //! Checked: every task ends in `results.jsonl` exactly once and verified,
 //! and nothing of the run is left (no process, mount, cgroup or loop device;
 //! no sandbox, upper or snapshot but what the retained checkpoints name).
-//! Repeated upstream model calls are counted and printed: a call still
-//! generating at a kill is sent again after it (docs/design/run.md).
+//! No model call reaches the upstream twice: the run's gateway is a process
+//! of its own that records the calls in flight at a kill, and no gateway of
+//! the run is left at the end (docs/design/gateway.md).
 //!
 //! Seeded and printed, so a failure replays: `ROLLPOINT_CRASH_SEED=<seed>`.
 //! `ROLLPOINT_CRASH_KILLS` (default 50) kills, within
@@ -84,10 +85,18 @@ fn root_a_crash_schedule_of_runs_and_resumes_loses_and_leaves_nothing() {
     let mut rows: Vec<serde_json::Value> = (0..commands)
         .map(|i| command_task(&format!("{tag}c{i}"), 150))
         .collect();
-    rows.push(native_task(&format!("{tag}n")));
+    let natives = 3;
+    for i in 0..natives {
+        rows.push(native_task(&format!("{tag}n{i}")));
+    }
     let tasks = dir.path().join("tasks.jsonl");
     write_jsonl(&tasks, &rows);
-    std::fs::write(dir.path().join("model.json"), model_script(300).to_string()).expect("script");
+    // Each answer takes 200 ms, so kills land while calls are generating.
+    let mut script = model_script(300);
+    for step in script["steps"].as_array_mut().expect("steps") {
+        step["delay_ms"] = serde_json::json!(200);
+    }
+    std::fs::write(dir.path().join("model.json"), script.to_string()).expect("script");
     let config = dir.path().join("run.toml");
     std::fs::write(
         &config,
@@ -158,7 +167,7 @@ fn root_a_crash_schedule_of_runs_and_resumes_loses_and_leaves_nothing() {
     }
     assert_eq!(
         seen.len(),
-        commands + 1,
+        commands + natives,
         "seed {seed}: every task has a row: {seen:?}"
     );
     assert!(
@@ -245,4 +254,21 @@ fn root_a_crash_schedule_of_runs_and_resumes_loses_and_leaves_nothing() {
         "crash schedule seed {seed}: {} upstream calls, {repeated} repeated",
         digests.values().sum::<usize>()
     );
+    assert_eq!(
+        repeated, 0,
+        "seed {seed}: model calls sent upstream more than once"
+    );
+    let ledger = run_dir.join("gateway/ledger.sqlite").display().to_string();
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let left = rollpoint_testkit::processes_naming(&ledger);
+        if left.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "seed {seed}: gateways of the run left: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -70,7 +70,9 @@ async fn embedded(n: usize, rounds: usize) -> Samples {
     };
     let backend =
         open_backend(dir.path(), &config, rollpoint_testkit::supervisor_bin()).expect("sandboxes");
-    let stack = Stack::build(dir.path(), &config, Arc::clone(&backend), 0)
+    // No model: no gateway process is started.
+    let program = rollpoint_testkit::rollpoint_bin();
+    let stack = Stack::build(dir.path(), &config, Arc::clone(&backend), &program, 0)
         .await
         .expect("stack");
     let ids: Vec<String> = (0..n).map(|i| format!("e{i}")).collect();

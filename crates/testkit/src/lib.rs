@@ -316,6 +316,21 @@ pub fn processes_with_env(name: &str, prefix: &str) -> Vec<u32> {
         .collect()
 }
 
+/// Live processes whose command line holds `needle` (a run directory's
+/// ledger path names the run's gateway, say).
+pub fn processes_naming(needle: &str) -> Vec<u32> {
+    let needle = needle.as_bytes();
+    Table::scan()
+        .iter()
+        .filter(|s| {
+            !matches!(s.state, 'Z' | 'X')
+                && std::fs::read(format!("/proc/{}/cmdline", s.pid))
+                    .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
+        })
+        .map(|s| s.pid)
+        .collect()
+}
+
 /// Fails naming the log when a request reached the scripted model twice
 /// (the same `request_sha256` in its `--log`); returns how many requests
 /// it saw.

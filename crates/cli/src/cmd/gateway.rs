@@ -216,7 +216,9 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
                 );
                 let limit = Duration::from_secs(args.drain_s);
                 let drained = tokio::time::timeout(limit, gateway.drain()).await;
-                if drained.is_err() {
+                if drained.is_ok() {
+                    eprintln!("gateway: every call sent upstream is recorded; exiting");
+                } else {
                     eprintln!(
                         "gateway: {} calls still unrecorded after {}s; exiting",
                         gateway.recording(),

@@ -1,5 +1,6 @@
-//! Forwarding a call upstream byte-exact: the request bytes go as they came, and the reply
-//! is handed to delivery together with its recorder.
+//! Forwarding a call upstream byte-exact: the request bytes go as they came, from a task of
+//! the call's own that no departing caller cancels, and the reply is handed to delivery
+//! while its pump records it.
 
 use std::sync::Arc;
 
@@ -10,11 +11,11 @@ use axum::response::Response;
 use super::deliver;
 use super::record::{Recorder, pump};
 use super::reply::{error_response, skip_upstream};
-use super::types::now_ms;
+use super::types::{Chunk, now_ms};
 use crate::conversation::{Route, Turn};
 use crate::gate::Ticket;
 use crate::ledger::{self, CallStatus, Finish};
-use crate::shared::Shared;
+use crate::shared::{Recording, Shared};
 
 /// Where and how to send the call.
 pub(crate) struct Target {
@@ -60,53 +61,136 @@ pub(crate) async fn forward(
     }
     let upstream_ms = now_ms();
     let recording = shared.start_recording();
-    let response = match request.body(body).send().await {
-        Ok(r) => r,
-        Err(e) => {
-            let message = format!("upstream {url} unreachable for call {call_id}: {e}");
-            let finish = Finish {
-                http_status: Some(StatusCode::BAD_GATEWAY.as_u16()),
-                error: Some(message.clone()),
-                upstream_ms: Some(upstream_ms),
-                ..Finish::ended(CallStatus::UpstreamUnreachable, now_ms())
-            };
-            let id = call_id.clone();
-            let _ = shared
-                .ledger
-                .run_committed(move |c| ledger::finish(c, &id, &finish))
-                .await;
-            drop(recording);
-            return error_response(
-                StatusCode::BAD_GATEWAY,
-                CallStatus::UpstreamUnreachable.as_str(),
-                &message,
-                Some(&call_id),
-            );
-        }
-    };
-    let status = response.status();
-    let headers = response.headers().clone();
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    let sse = content_type
-        .as_deref()
-        .is_some_and(|c| c.starts_with("text/event-stream"));
-    let recorder = Recorder {
+    let (head_tx, head_rx) = tokio::sync::oneshot::channel();
+    // The upstream call runs as a task of its own: a caller that leaves (or whose sandbox is
+    // swept) before the reply starts does not cancel a call the model is already answering;
+    // it is read to its end and recorded all the same.
+    let upstream = Upstream {
         shared: shared.clone(),
         call_id: call_id.clone(),
         route,
-        stream: stream || sse,
+        stream,
         model_turns,
-        status,
-        content_type,
         upstream_ms,
-        body: Vec::new(),
-        first_byte_ms: None,
         recording,
     };
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(pump(Box::pin(response.bytes_stream()), recorder, tx));
-    deliver::upstream(shared, ticket, call_id, status, &headers, sse, rx).await
+    tokio::spawn(upstream.run(request.body(body), url, head_tx));
+    match head_rx.await {
+        Ok(Ok(head)) => {
+            deliver::upstream(
+                shared,
+                ticket,
+                call_id,
+                head.status,
+                &head.headers,
+                head.sse,
+                head.chunks,
+            )
+            .await
+        }
+        Ok(Err(message)) => error_response(
+            StatusCode::BAD_GATEWAY,
+            CallStatus::UpstreamUnreachable.as_str(),
+            &message,
+            Some(&call_id),
+        ),
+        Err(_) => error_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            CallStatus::UpstreamBroken.as_str(),
+            &format!("the upstream task of call {call_id} ended without a reply"),
+            Some(&call_id),
+        ),
+    }
+}
+
+/// The start of an upstream reply, for delivery.
+struct Head {
+    status: StatusCode,
+    headers: HeaderMap,
+    sse: bool,
+    chunks: tokio::sync::mpsc::UnboundedReceiver<Chunk>,
+}
+
+/// One call on its way upstream.
+struct Upstream {
+    shared: Arc<Shared>,
+    call_id: String,
+    route: Route,
+    stream: bool,
+    model_turns: Vec<Turn>,
+    upstream_ms: i64,
+    recording: Recording,
+}
+
+impl Upstream {
+    /// Sends the call, hands the reply's head to `head` and pumps the reply to its end.
+    async fn run(
+        self,
+        request: reqwest::RequestBuilder,
+        url: String,
+        head: tokio::sync::oneshot::Sender<Result<Head, String>>,
+    ) {
+        let Self {
+            shared,
+            call_id,
+            route,
+            stream,
+            model_turns,
+            upstream_ms,
+            recording,
+        } = self;
+        let response = match request.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                let message = format!("upstream {url} unreachable for call {call_id}: {e}");
+                let finish = Finish {
+                    http_status: Some(StatusCode::BAD_GATEWAY.as_u16()),
+                    error: Some(message.clone()),
+                    upstream_ms: Some(upstream_ms),
+                    ..Finish::ended(CallStatus::UpstreamUnreachable, now_ms())
+                };
+                let id = call_id.clone();
+                if let Err(e) = shared
+                    .ledger
+                    .run_committed(move |c| ledger::finish(c, &id, &finish))
+                    .await
+                {
+                    eprintln!("ledger: failed to record the end of call {call_id}: {e}");
+                }
+                drop(recording);
+                let _gone = head.send(Err(message));
+                return;
+            }
+        };
+        let status = response.status();
+        let headers = response.headers().clone();
+        let content_type = headers
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let sse = content_type
+            .as_deref()
+            .is_some_and(|c| c.starts_with("text/event-stream"));
+        let recorder = Recorder {
+            shared,
+            call_id,
+            route,
+            stream: stream || sse,
+            model_turns,
+            status,
+            content_type,
+            upstream_ms,
+            body: Vec::new(),
+            first_byte_ms: None,
+            recording,
+        };
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let _gone = head.send(Ok(Head {
+            status,
+            headers,
+            sse,
+            chunks: rx,
+        }));
+        pump(Box::pin(response.bytes_stream()), recorder, tx).await;
+    }
 }

@@ -33,7 +33,7 @@ pub fn native_task(id: &str) -> serde_json::Value {
     let input = serde_json::json!({
         "v": 1,
         "rollout_id": id,
-        "task": {"prompt": "Append the steps to work.txt."},
+        "task": {"prompt": format!("Append the steps to work.txt ({id}).")},
         "model": {"base_url": "@MODEL@", "api": "chat_completions", "name": "scripted"},
         "workdir": "/workspace"
     });
