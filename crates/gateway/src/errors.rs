@@ -31,6 +31,8 @@ pub enum GatewayError {
     },
     #[error("ledger row {call_id} has unknown status `{value}`")]
     UnknownStatus { call_id: String, value: String },
+    #[error("ledger commit failed: {message}")]
+    CommitFailed { message: String },
     #[error("ledger writer thread is gone")]
     LedgerGone,
     #[error("ledger record line {line}: {message}")]

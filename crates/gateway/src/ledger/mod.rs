@@ -42,7 +42,11 @@ pub use replay::Replay;
 pub use schema::SCHEMA_VERSION;
 pub use status::CallStatus;
 
-type Job = Box<dyn FnOnce(&Connection) + Send>;
+/// Told whether the transaction its job ran in was committed.
+type Waiter = Box<dyn FnOnce(Result<(), GatewayError>) + Send>;
+
+/// A job, and where it leaves a waiter for the commit of its transaction.
+type Job = Box<dyn FnOnce(&Connection, &mut Vec<Waiter>) + Send>;
 
 /// Jobs committed in one transaction at most.
 const BATCH: usize = 1024;
@@ -105,7 +109,7 @@ impl Ledger {
     {
         let (reply, answer) = tokio::sync::oneshot::channel();
         self.tx
-            .send(Box::new(move |conn| {
+            .send(Box::new(move |conn, _| {
                 let _ = reply.send(f(conn));
             }))
             .map_err(|_| GatewayError::LedgerGone)?;
@@ -117,19 +121,28 @@ impl Ledger {
         self.run(commit_now).await
     }
 
-    /// Runs `f` on the writer thread and answers once it is committed, with every job
-    /// queued before it.
+    /// Runs `f` on the writer thread and answers once its transaction is committed, with
+    /// every job queued before it. The writer stops lingering for more jobs while anyone waits
+    /// on a commit, so this costs no batching delay; jobs already queued share the commit.
     pub async fn run_committed<R, F>(&self, f: F) -> Result<R, GatewayError>
     where
         R: Send + 'static,
         F: FnOnce(&Connection) -> Result<R, GatewayError> + Send + 'static,
     {
-        self.run(move |conn| {
-            let out = f(conn)?;
-            commit_now(conn)?;
-            Ok(out)
-        })
-        .await
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.tx
+            .send(Box::new(move |conn, waiters: &mut Vec<Waiter>| {
+                match f(conn) {
+                    Ok(out) => waiters.push(Box::new(move |committed| {
+                        let _ = reply.send(committed.map(|()| out));
+                    })),
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                }
+            }))
+            .map_err(|_| GatewayError::LedgerGone)?;
+        answer.await.map_err(|_| GatewayError::LedgerGone)?
     }
 
     /// Queues `f` without waiting for it.
@@ -137,7 +150,7 @@ impl Ledger {
     where
         F: FnOnce(&Connection) + Send + 'static,
     {
-        let _ = self.tx.send(Box::new(f));
+        let _ = self.tx.send(Box::new(move |conn, _| f(conn)));
     }
 }
 
@@ -151,22 +164,49 @@ fn commit_now(conn: &Connection) -> Result<(), GatewayError> {
 }
 
 fn writer(conn: &Connection, rx: &mpsc::Receiver<Job>) {
+    let mut waiters: Vec<Waiter> = Vec::new();
     while let Ok(first) = rx.recv() {
         // A failed BEGIN leaves autocommit on: each job then commits alone.
         let batched = conn.execute_batch("BEGIN").is_ok();
-        first(conn);
+        first(conn, &mut waiters);
         let deadline = std::time::Instant::now() + LINGER;
         for _ in 1..BATCH {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(job) => job(conn),
-                Err(_) => break,
+            // Someone waits on this commit: take only what is already queued.
+            let next = if waiters.is_empty() {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                rx.recv_timeout(left).ok()
+            } else {
+                rx.try_recv().ok()
+            };
+            match next {
+                Some(job) => job(conn, &mut waiters),
+                None => break,
             }
         }
-        if batched && let Err(e) = conn.execute_batch("COMMIT") {
-            // Nothing to hand the error to: the jobs already answered. Say it once.
+        let committed = if batched {
+            conn.execute_batch("COMMIT").map_err(|e| {
+                let _ = conn.execute_batch("ROLLBACK");
+                GatewayError::Ledger {
+                    context: "commit",
+                    source: e,
+                }
+            })
+        } else {
+            Ok(())
+        };
+        if let Err(e) = &committed
+            && waiters.is_empty()
+        {
+            // Nobody to hand the error to: the jobs already answered. Say it once.
             eprintln!("ledger: commit failed: {e}");
-            let _ = conn.execute_batch("ROLLBACK");
+        }
+        for waiter in waiters.drain(..) {
+            waiter(match &committed {
+                Ok(()) => Ok(()),
+                Err(e) => Err(GatewayError::CommitFailed {
+                    message: e.to_string(),
+                }),
+            });
         }
     }
 }
