@@ -31,6 +31,11 @@ pub enum DriverError {
     },
     #[error("rollout task field `{field}`: {message}")]
     Task { field: String, message: String },
+    #[error("driver setting `{field}`: {message}")]
+    Config {
+        field: &'static str,
+        message: String,
+    },
     #[error("rollout {rollout}: already registered")]
     Duplicate { rollout: String },
     #[error("rollout {rollout}: not registered")]

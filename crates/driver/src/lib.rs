@@ -43,5 +43,5 @@ pub use participant::{AgentParticipant, AgentRecord};
 pub use result::{
     Collected, RESULT_VERSION, RolloutResult, Status, Timings, TranscriptEntry, Usage,
 };
-pub use runs::{Ctl, DriverConfig, ParkReport, ParkState, RunHandle, RunStatus, Runs};
+pub use runs::{Ctl, DriverConfig, MAX_SLOTS, ParkReport, ParkState, RunHandle, RunStatus, Runs};
 pub use task::{AdapterSpec, RolloutTask, TASK_VERSION};

@@ -22,12 +22,15 @@ use crate::runner::{Budgets, Runner, now_ms};
 use crate::store::Store;
 use crate::task::RolloutTask;
 
+/// Most slots a registry may have.
+pub const MAX_SLOTS: usize = 65_536;
+
 /// Settings of a registry.
 #[derive(Debug, Clone)]
 pub struct DriverConfig {
     /// Off: every run is a restart (never parked, stops its sandbox).
     pub checkpointing: bool,
-    /// Runs that may hold a slot (seeding, running or parked) at once.
+    /// Runs that may hold a slot (seeding, running or parked) at once (1..=[`MAX_SLOTS`]).
     pub slots: usize,
     /// How long `request_park` waits for one run to park.
     pub park_timeout: Duration,
@@ -136,6 +139,12 @@ pub struct Runs {
 
 impl Runs {
     pub fn new(owner: Arc<dyn Owner>, config: DriverConfig) -> Result<Self, DriverError> {
+        if !(1..=MAX_SLOTS).contains(&config.slots) {
+            return Err(DriverError::Config {
+                field: "slots",
+                message: format!("{} is outside 1..={MAX_SLOTS}", config.slots),
+            });
+        }
         let store = match &config.bookmarks_dir {
             Some(dir) => Some(Arc::new(Store::open(dir)?)),
             None => None,
@@ -143,7 +152,7 @@ impl Runs {
         Ok(Self {
             inner: Arc::new(Inner {
                 owner,
-                slots: Arc::new(Semaphore::new(config.slots.max(1))),
+                slots: Arc::new(Semaphore::new(config.slots)),
                 config,
                 store,
                 runs: Mutex::new(BTreeMap::new()),

@@ -54,7 +54,7 @@ pub enum ModelSource {
 }
 
 /// Most rollouts a run may hold at once.
-pub const MAX_CONCURRENCY: usize = 65_536;
+pub const MAX_CONCURRENCY: usize = rollpoint_driver::MAX_SLOTS;
 /// Longest checkpoint interval: one week.
 pub const MAX_CHECKPOINT_EVERY_S: u64 = 7 * 24 * 3600;
 /// Most published checkpoints kept.

@@ -140,6 +140,32 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         Api::Anthropic => UpstreamApi::Anthropic,
         Api::All => UpstreamApi::All,
     };
+    // Everything the arguments name is checked before the port or the ledger is touched.
+    let keys = args
+        .keys
+        .iter()
+        .map(|k| CaptureKey::parse(k))
+        .collect::<Result<Vec<_>, _>>()?;
+    let token = match &args.control_token_file {
+        Some(file) => {
+            let token = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the token file {}", file.display()))?;
+            let token = token.trim().to_owned();
+            anyhow::ensure!(
+                !token.is_empty(),
+                "the token file {} is empty",
+                file.display()
+            );
+            Some(token)
+        }
+        None => None,
+    };
+    if let Some(upstream) = &args.upstream {
+        anyhow::ensure!(
+            upstream.starts_with("http://"),
+            "--upstream {upstream}: not a plain http URL"
+        );
+    }
     let script = match &args.model_script {
         Some(path) => Some(Script::load(path)?),
         None => None,
@@ -166,15 +192,11 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         config.replay = !args.no_replay;
         config.open_keys = args.open_keys;
         let gateway = Gateway::new(config)?;
-        for key in &args.keys {
-            gateway.register(&CaptureKey::parse(key)?)?;
+        for key in &keys {
+            gateway.register(key)?;
         }
         let mut app = gateway.router();
-        if let (Some(run_dir), Some(token_file)) = (&args.run_dir, &args.control_token_file) {
-            let token = std::fs::read_to_string(token_file)
-                .with_context(|| format!("cannot read the token file {}", token_file.display()))?;
-            let token = token.trim();
-            anyhow::ensure!(!token.is_empty(), "the token file {} is empty", token_file.display());
+        if let (Some(run_dir), Some(token)) = (&args.run_dir, token.as_deref()) {
             let participant: Arc<dyn Participant> =
                 Arc::new(ModelParticipant::new(Arc::new(gateway.clone()), "gateway"));
             let control: Arc<dyn Control> = Arc::new(

@@ -48,8 +48,8 @@ pub struct AgentArgs {
     /// Base URL of the gateway, given to harnesses as ROLLPOINT_GATEWAY.
     #[arg(long)]
     gateway: Option<String>,
-    /// Rollouts holding a slot at once.
-    #[arg(long, default_value_t = 8)]
+    /// Rollouts holding a slot at once (1..=65536).
+    #[arg(long, default_value_t = 8, value_parser = concurrency)]
     concurrency: usize,
     /// This agent's name among the run's agents.
     #[arg(long, default_value = "agent")]
@@ -148,7 +148,10 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
         Some(f) => read_token(f)?,
         None => token.clone(),
     };
-    create_dir(&args.run_dir)?;
+    let owner: Arc<dyn Owner> = Arc::new(
+        HttpOwner::new(&args.owner, &owner_token)
+            .with_context(|| format!("bad owner URL {}", args.owner))?,
+    );
     let mut env = super::run::harness_env()?;
     if let Some(gateway) = &args.gateway {
         env.insert(
@@ -156,10 +159,8 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
             rollpoint_driver::runner::gateway_base(gateway),
         );
     }
-    let owner: Arc<dyn Owner> = Arc::new(
-        HttpOwner::new(&args.owner, &owner_token)
-            .with_context(|| format!("bad owner URL {}", args.owner))?,
-    );
+    // Created only once every argument is known good.
+    create_dir(&args.run_dir)?;
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     runtime.block_on(async {
         let service = AgentService::new(
@@ -222,4 +223,13 @@ fn coordinator(args: &CoordinatorArgs) -> anyhow::Result<()> {
             r = stop_signal() => r,
         }
     })
+}
+
+/// `--concurrency`: 1..=`MAX_SLOTS`.
+fn concurrency(text: &str) -> Result<usize, String> {
+    let max = rollpoint_driver::MAX_SLOTS;
+    match text.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number in 1..={max}")),
+    }
 }
