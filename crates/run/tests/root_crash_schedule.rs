@@ -15,7 +15,6 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -31,38 +30,6 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// Every snapshot id the retained checkpoints name (index.json).
-fn retained_snapshots(owner: &Path) -> BTreeSet<String> {
-    let Ok(text) = std::fs::read_to_string(owner.join("index.json")) else {
-        return BTreeSet::new();
-    };
-    let v: serde_json::Value = serde_json::from_str(&text).expect("index.json");
-    let mut out = BTreeSet::new();
-    // The index maps checkpoints to snapshots; take every string under it.
-    fn strings(v: &serde_json::Value, out: &mut BTreeSet<String>) {
-        match v {
-            serde_json::Value::String(s) => {
-                out.insert(s.clone());
-            }
-            serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
-            serde_json::Value::Object(m) => m.values().for_each(|x| strings(x, out)),
-            _ => {}
-        }
-    }
-    strings(&v, &mut out);
-    out
-}
-
-fn names(dir: &Path) -> BTreeSet<String> {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[test]

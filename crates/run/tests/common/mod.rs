@@ -2,6 +2,7 @@
 //! for one test, and waiting on the process with a generous limit.
 #![allow(dead_code, reason = "each test uses its part")]
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -223,4 +224,36 @@ pub fn run_args<'a>(
         OsStr::new("--supervisor"),
         sup.as_os_str(),
     ]
+}
+
+/// Every snapshot id the retained checkpoints name (index.json).
+pub fn retained_snapshots(owner: &Path) -> BTreeSet<String> {
+    let Ok(text) = std::fs::read_to_string(owner.join("index.json")) else {
+        return BTreeSet::new();
+    };
+    let v: serde_json::Value = serde_json::from_str(&text).expect("index.json");
+    let mut out = BTreeSet::new();
+    // The index maps checkpoints to snapshots; take every string under it.
+    fn strings(v: &serde_json::Value, out: &mut BTreeSet<String>) {
+        match v {
+            serde_json::Value::String(s) => {
+                out.insert(s.clone());
+            }
+            serde_json::Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+            serde_json::Value::Object(m) => m.values().for_each(|x| strings(x, out)),
+            _ => {}
+        }
+    }
+    strings(&v, &mut out);
+    out
+}
+
+pub fn names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
