@@ -99,6 +99,7 @@ pub async fn run(
 ) -> Result<Ending, RunError> {
     create_dir(run_dir)?;
     let run_dir = std::fs::canonicalize(run_dir).map_err(|e| RunError::io(run_dir, e))?;
+    let _lock = crate::lock::RunLock::acquire(&run_dir)?;
     if RunState::path(&run_dir).exists() {
         return Err(RunError::State {
             path: RunState::path(&run_dir),

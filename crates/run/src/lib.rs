@@ -17,6 +17,7 @@
 //! | [`plan`] | what a resume does with each task (pure) |
 //! | `saved` | what a published checkpoint saved, read through the participants' formats |
 //! | [`gateway`] | the run's gateway process: started, waited for after a crash, stopped |
+//! | [`lock`] | `RUN_DIR/lock`: one process drives a run at a time |
 //! | [`stack`] | builds the participants of the run |
 //! | [`controller`] | a new run and the loop: dispatch, checkpoint, results |
 //! | [`resume`](mod@resume) | `rollpoint resume`: sweep, plan, restore, then the loop |
@@ -32,6 +33,7 @@ pub mod controller;
 pub mod endpoint;
 mod errors;
 pub mod gateway;
+pub mod lock;
 pub mod plan;
 pub mod progress;
 pub mod results;

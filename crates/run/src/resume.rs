@@ -184,6 +184,7 @@ pub async fn resume(
     inputs: Inputs,
 ) -> Result<Ending, RunError> {
     let run_dir = std::fs::canonicalize(run_dir).map_err(|e| RunError::io(run_dir, e))?;
+    let _lock = crate::lock::RunLock::acquire(&run_dir)?;
     let mut state = RunState::load(&run_dir)?;
     let tasks = load_tasks(&state.tasks_path)?;
     if tasks.sha256 != state.tasks_sha256 {

@@ -212,3 +212,47 @@ fn root_sigusr1_checkpoints_sigterm_stops_with_exit_75_and_resume_finishes() {
     check_model_log(&run_dir);
     check_nothing_left(&run_dir, &tag);
 }
+
+#[test]
+fn root_a_second_process_on_a_live_run_is_refused_and_changes_nothing() {
+    require_root();
+    let dir = tempfile::Builder::new()
+        .prefix("rl")
+        .tempdir_in("/var/tmp")
+        .expect("tempdir");
+    let tag = format!("l{:04x}", fastrand::u16(..));
+    let tasks = dir.path().join("tasks.jsonl");
+    write_jsonl(&tasks, &[command_task(&format!("{tag}c0"), 150)]);
+    let config = dir.path().join("run.toml");
+    std::fs::write(&config, "v = 1\ncheckpoint_every_s = 1\n").expect("config");
+    let run_dir = dir.path().join("r");
+    let log = dir.path().join("stderr.log");
+    let sup = supervisor_bin();
+    let mut run = spawn(&run_args(&tasks, &config, &run_dir, &sup), &log);
+    wait_file(&run_dir.join("run.json"), LIMIT, &log);
+    for args in [
+        vec![OsStr::new("resume"), run_dir.as_os_str()],
+        vec![OsStr::new("sweep"), run_dir.as_os_str()],
+    ] {
+        let out = std::process::Command::new(rollpoint_bin())
+            .args(&args)
+            .env("ROLLPOINT_SUPERVISOR", &sup)
+            .output()
+            .expect("second process");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} ran beside the live run");
+        assert!(
+            err.contains("another rollpoint process") && err.contains("lock"),
+            "{args:?}: {err}"
+        );
+    }
+    let status = wait(&mut run, LIMIT, &log);
+    assert!(
+        status.success(),
+        "the live run was disturbed ({status}):\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let results = rollpoint_run::read_results(&run_dir).expect("results");
+    assert_eq!(results.len(), 1);
+    assert_eq!(results[0].status, Status::Verified, "{results:?}");
+}

@@ -44,6 +44,8 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
         args.run_dir.display(),
         owner_dir.display()
     );
+    // Never under a live run: its sandboxes are not orphans.
+    let _lock = rollpoint_run::lock::RunLock::acquire(&args.run_dir)?;
     // Sweeping starts nothing, but the backend checks its supervisor exists.
     let supervisor = locate::supervisor(None)?;
     let backend = LocalBackend::open(&owner_dir, LocalOptions::new(supervisor))
