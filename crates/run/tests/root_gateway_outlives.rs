@@ -45,9 +45,10 @@ fn root_a_call_generating_when_the_runner_dies_is_recorded_and_never_sent_again(
     let tag = format!("g{:04x}", fastrand::u16(..));
     let tasks = dir.path().join("tasks.jsonl");
     write_jsonl(&tasks, &[native_task(&format!("{tag}n"))]);
-    // Step 3's answer takes 3 s: the kill lands while it is generating.
+    // Step 3's answer takes 5 s: the kill lands while it is generating, and the resume
+    // reaches the gateway before it has recorded it.
     let mut script = model_script(0);
-    script["steps"][2]["delay_ms"] = serde_json::json!(3000);
+    script["steps"][2]["delay_ms"] = serde_json::json!(5000);
     std::fs::write(dir.path().join("model.json"), script.to_string()).expect("script");
     let config = dir.path().join("run.toml");
     std::fs::write(
