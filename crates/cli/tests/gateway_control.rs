@@ -9,26 +9,33 @@ use std::process::{Command, Stdio};
 use assert_cmd::cargo::cargo_bin;
 use support::wait_for_port;
 
-#[tokio::test(flavor = "multi_thread")]
-async fn gateway_answers_checkpoint_routes_as_the_model() {
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
+/// `rollpoint gateway` with its control routes (token `gw-token`) in `dir`, and its port.
+fn control_gateway(dir: &std::path::Path, extra: &[&str]) -> (std::process::Child, u16) {
+    let token_file = dir.join("token");
     std::fs::write(&token_file, "gw-token\n").unwrap();
-    let port_file = dir.path().join("port");
-    let mut child = Command::new(cargo_bin("rollpoint"))
-        .args(["gateway", "--upstream", "http://127.0.0.1:9", "--open-keys"])
+    let port_file = dir.join("port");
+    let child = Command::new(cargo_bin("rollpoint"))
+        .args(["gateway", "--upstream", "http://127.0.0.1:9"])
+        .args(extra)
         .arg("--db")
-        .arg(dir.path().join("ledger.db"))
+        .arg(dir.join("ledger.db"))
         .arg("--port-file")
         .arg(&port_file)
         .arg("--run-dir")
-        .arg(dir.path().join("run"))
+        .arg(dir.join("run"))
         .arg("--control-token-file")
         .arg(&token_file)
         .stdin(Stdio::null())
         .spawn()
         .unwrap();
     let port = wait_for_port(&port_file);
+    (child, port)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gateway_answers_checkpoint_routes_as_the_model() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, port) = control_gateway(dir.path(), &["--open-keys"]);
     let base = format!("http://127.0.0.1:{port}/v1/checkpoint");
     let http = reqwest::Client::new();
     let status = http
@@ -70,23 +77,7 @@ fn chat(text: &str) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn gateway_registers_keys_and_reports_its_state_over_its_own_routes() {
     let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, "gw-token\n").unwrap();
-    let port_file = dir.path().join("port");
-    let mut child = Command::new(cargo_bin("rollpoint"))
-        .args(["gateway", "--upstream", "http://127.0.0.1:9"])
-        .arg("--db")
-        .arg(dir.path().join("ledger.db"))
-        .arg("--port-file")
-        .arg(&port_file)
-        .arg("--run-dir")
-        .arg(dir.path().join("run"))
-        .arg("--control-token-file")
-        .arg(&token_file)
-        .stdin(Stdio::null())
-        .spawn()
-        .unwrap();
-    let port = wait_for_port(&port_file);
+    let (mut child, port) = control_gateway(dir.path(), &[]);
     let base = format!("http://127.0.0.1:{port}/v1/gateway");
     let client =
         rollpoint_gateway::GatewayClient::new(&format!("http://127.0.0.1:{port}"), "gw-token")

@@ -147,17 +147,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         .map(|k| CaptureKey::parse(k))
         .collect::<Result<Vec<_>, _>>()?;
     let token = match &args.control_token_file {
-        Some(file) => {
-            let token = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read the token file {}", file.display()))?;
-            let token = token.trim().to_owned();
-            anyhow::ensure!(
-                !token.is_empty(),
-                "the token file {} is empty",
-                file.display()
-            );
-            Some(token)
-        }
+        Some(file) => Some(super::locate::token(file)?),
         None => None,
     };
     if let Some(upstream) = &args.upstream {

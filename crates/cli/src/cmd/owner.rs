@@ -47,14 +47,7 @@ pub struct OwnerArgs {
 }
 
 pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
-    let token = std::fs::read_to_string(&args.token_file)
-        .with_context(|| format!("cannot read the token file {}", args.token_file.display()))?;
-    let token = token.trim().to_owned();
-    anyhow::ensure!(
-        !token.is_empty(),
-        "the token file {} is empty",
-        args.token_file.display()
-    );
+    let token = locate::token(&args.token_file)?;
     let choice: StoreChoice = args.store.parse()?;
     let mut options = LocalOptions::new(locate::supervisor(args.supervisor.as_ref())?);
     options.store = StoreOptions {

@@ -103,18 +103,6 @@ pub fn run(serve: Serve) -> anyhow::Result<()> {
     }
 }
 
-fn read_token(file: &Path) -> anyhow::Result<String> {
-    let token = std::fs::read_to_string(file)
-        .with_context(|| format!("cannot read the token file {}", file.display()))?;
-    let token = token.trim().to_owned();
-    anyhow::ensure!(
-        !token.is_empty(),
-        "the token file {} is empty",
-        file.display()
-    );
-    Ok(token)
-}
-
 fn create_dir(dir: &Path) -> anyhow::Result<()> {
     use std::os::unix::fs::DirBuilderExt as _;
     std::fs::DirBuilder::new()
@@ -143,9 +131,9 @@ async fn bind(
 }
 
 fn agent(args: &AgentArgs) -> anyhow::Result<()> {
-    let token = read_token(&args.token_file)?;
+    let token = super::locate::token(&args.token_file)?;
     let owner_token = match &args.owner_token_file {
-        Some(f) => read_token(f)?,
+        Some(f) => super::locate::token(f)?,
         None => token.clone(),
     };
     let owner: Arc<dyn Owner> = Arc::new(
@@ -190,9 +178,9 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
 }
 
 fn coordinator(args: &CoordinatorArgs) -> anyhow::Result<()> {
-    let token = read_token(&args.token_file)?;
+    let token = super::locate::token(&args.token_file)?;
     let participant_token = match &args.participant_token_file {
-        Some(f) => read_token(f)?,
+        Some(f) => super::locate::token(f)?,
         None => token.clone(),
     };
     create_dir(&args.run_dir)?;
