@@ -1,6 +1,12 @@
-//! Gateway configuration: the one upstream, its API family, the ledger path and limits.
+//! Gateway configuration: the one upstream, its API family, its TLS roots and credential, the
+//! ledger path and limits.
 
 use std::path::PathBuf;
+
+pub use crate::credential::Credential;
+
+/// Most calls a gateway may have upstream at once (`max_upstream_calls`).
+pub const MAX_UPSTREAM_CALLS: usize = 65_536;
 
 /// Which API family the upstream speaks; decides which routes are served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +35,8 @@ impl UpstreamApi {
 /// How the gateway runs.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
-    /// Base URL of the upstream, e.g. `http://127.0.0.1:8000` (the `/v1/...` path is appended).
+    /// Base URL of the upstream, `http://` or `https://`, e.g. `http://127.0.0.1:8000` (the
+    /// `/v1/...` path is appended).
     pub upstream: String,
     pub api: UpstreamApi,
     pub ledger: PathBuf,
@@ -39,6 +46,13 @@ pub struct GatewayConfig {
     pub replay: bool,
     /// Accept any well-formed capture key without registration (standalone use).
     pub open_keys: bool,
+    /// PEM certificates trusted for an `https://` upstream besides the system's roots.
+    pub ca_file: Option<PathBuf>,
+    /// The upstream's credential, sent instead of whatever key a harness sent.
+    pub credential: Option<Credential>,
+    /// Calls upstream at once; more wait their turn (0: no limit; at most
+    /// [`MAX_UPSTREAM_CALLS`]).
+    pub max_upstream_calls: usize,
 }
 
 impl GatewayConfig {
@@ -52,6 +66,9 @@ impl GatewayConfig {
             max_body_bytes: 32 * 1024 * 1024,
             replay: true,
             open_keys: false,
+            ca_file: None,
+            credential: None,
+            max_upstream_calls: 0,
         }
     }
 }

@@ -55,8 +55,17 @@ pub enum GatewayError {
         attempt: u32,
         current: u32,
     },
-    #[error("upstream url `{url}` is not a plain http url")]
+    #[error("upstream url `{url}` is not an http:// or https:// url")]
     BadUpstream { url: String },
+    #[error("upstream credential from {origin}: {message}")]
+    Credential { origin: String, message: String },
+    #[error("CA file {path}: {message}")]
+    CaFile {
+        path: std::path::PathBuf,
+        message: String,
+    },
+    #[error("max_upstream_calls {value} is outside 0..={max}")]
+    UpstreamCalls { value: usize, max: usize },
     #[error("gateway control {url}: {message}")]
     Control { url: String, message: String },
     #[error("failed to build the upstream http client")]

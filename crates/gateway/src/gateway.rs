@@ -25,22 +25,10 @@ pub struct Gateway {
 impl Gateway {
     /// Opens the ledger and prepares the upstream client.
     pub fn new(config: GatewayConfig) -> Result<Self, GatewayError> {
-        let upstream = config.upstream.trim_end_matches('/').to_owned();
-        if !upstream.starts_with("http://") {
-            return Err(GatewayError::BadUpstream {
-                url: config.upstream.clone(),
-            });
-        }
+        let upstream = crate::upstream::Upstream::new(&config)?;
         let ledger = Ledger::open(&config.ledger)?;
-        let client = reqwest::Client::builder()
-            .tcp_nodelay(true)
-            // A proxy passes redirects on; it does not follow them.
-            .redirect(reqwest::redirect::Policy::none())
-            .pool_max_idle_per_host(1024)
-            .build()
-            .map_err(GatewayError::Client)?;
         Ok(Self {
-            shared: Arc::new(Shared::new(config, upstream, ledger, client)),
+            shared: Arc::new(Shared::new(config, upstream, ledger)),
         })
     }
 

@@ -10,6 +10,7 @@
 //! - [`control`]: the gateway's own control routes (keys, status) and their client, for a
 //!   controller in another process.
 //! - [`config`]: the upstream, its API family, the ledger path and limits.
+//! - [`credential`]: the upstream's key, held by the gateway and never by a sandbox.
 //! - [`conversation`]: routes, and reading a request's conversation (digests, fingerprints).
 //! - [`digest`]: SHA-256 and canonical JSON.
 //! - [`errors`]: the library's error type.
@@ -21,6 +22,7 @@
 //! - `proxy`: the path of one request: checks, admission, forward or replay, delivery.
 //! - [`response`]: reading a recorded reply for its usage and model turn.
 //! - `shared`: the state every request shares (config, client, ledger, gate, keys).
+//! - `upstream`: the upstream's client: TLS roots, HTTP/2, connect retries, the limit of calls.
 //! - [`sse`]: reading the events of a recorded server-sent event stream.
 #![forbid(unsafe_code)]
 
@@ -28,6 +30,7 @@ pub mod capture;
 pub mod config;
 pub mod control;
 pub mod conversation;
+pub mod credential;
 pub mod digest;
 pub mod errors;
 pub mod gate;
@@ -39,6 +42,7 @@ mod proxy;
 pub mod response;
 mod shared;
 pub mod sse;
+mod upstream;
 
 pub use capture::CaptureKey;
 pub use config::{GatewayConfig, UpstreamApi};

@@ -13,14 +13,14 @@ use crate::errors::GatewayError;
 use crate::gate::Gate;
 use crate::ledger::{self, CallStatus, Ledger};
 use crate::proxy::types::Refusal;
+use crate::upstream::Upstream;
 
 pub(crate) struct Shared {
     pub config: GatewayConfig,
-    /// Upstream base URL without a trailing slash.
-    pub upstream: String,
+    /// The upstream's client, base URL and limit.
+    pub upstream: Upstream,
     pub ledger: Ledger,
     pub gate: Arc<Gate>,
-    pub client: reqwest::Client,
     /// Registered rollouts and their current attempt.
     keys: Mutex<HashMap<String, u32>>,
     /// Next sequence number per capture key, loaded from the ledger on first use, so a
@@ -46,25 +46,19 @@ impl Drop for Recording {
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared")
-            .field("upstream", &self.upstream)
+            .field("upstream", &self.upstream.base)
             .field("ledger", &self.ledger.path())
             .finish_non_exhaustive()
     }
 }
 
 impl Shared {
-    pub(crate) fn new(
-        config: GatewayConfig,
-        upstream: String,
-        ledger: Ledger,
-        client: reqwest::Client,
-    ) -> Self {
+    pub(crate) fn new(config: GatewayConfig, upstream: Upstream, ledger: Ledger) -> Self {
         Self {
             config,
             upstream,
             ledger,
             gate: Arc::new(Gate::default()),
-            client,
             keys: Mutex::new(HashMap::new()),
             seqs: Mutex::new(HashMap::new()),
             recording: tokio::sync::watch::Sender::new(0),

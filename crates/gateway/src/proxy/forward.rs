@@ -50,15 +50,23 @@ pub(crate) async fn forward(
         model_turns,
     } = call;
     let url = match &target.query {
-        Some(q) => format!("{}/{}?{q}", shared.upstream, target.rest),
-        None => format!("{}/{}", shared.upstream, target.rest),
+        Some(q) => format!("{}/{}?{q}", shared.upstream.base, target.rest),
+        None => format!("{}/{}", shared.upstream.base, target.rest),
     };
-    let mut request = shared.client.request(target.method, &url);
+    let mut headers = axum::http::HeaderMap::with_capacity(target.headers.len());
     for (name, value) in &target.headers {
         if !skip_upstream(name) {
-            request = request.header(name, value);
+            headers.append(name, value.clone());
         }
     }
+    if let Some(credential) = &shared.config.credential {
+        credential.apply(route, &mut headers);
+    }
+    let request = shared
+        .upstream
+        .client()
+        .request(target.method, &url)
+        .headers(headers);
     let upstream_ms = now_ms();
     let recording = shared.start_recording();
     let (head_tx, head_rx) = tokio::sync::oneshot::channel();
@@ -139,10 +147,15 @@ impl Upstream {
             upstream_ms,
             recording,
         } = self;
-        let response = match request.send().await {
+        // The turn is held until the reply is read to its end.
+        let _turn = shared.upstream.turn().await;
+        let response = match shared.upstream.send(request).await {
             Ok(r) => r,
             Err(e) => {
-                let message = format!("upstream {url} unreachable for call {call_id}: {e}");
+                let message = format!(
+                    "upstream {url} unreachable for call {call_id}: {}",
+                    chain(&e)
+                );
                 let finish = Finish {
                     http_status: Some(StatusCode::BAD_GATEWAY.as_u16()),
                     error: Some(message.clone()),
@@ -193,4 +206,16 @@ impl Upstream {
         }));
         pump(Box::pin(response.bytes_stream()), recorder, tx).await;
     }
+}
+
+/// An error with its causes, so a TLS failure says why (an unknown issuer, say).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
