@@ -10,11 +10,48 @@ use clap::Parser;
 #[derive(Debug, Parser)]
 #[command(name = "rollpoint", version, about)]
 struct Cli {
+    /// On an error, also print where in the code it arose (the backtrace captured when
+    /// RUST_BACKTRACE=1); without this flag errors print as one message whatever
+    /// RUST_BACKTRACE says.
+    #[arg(long, global = true)]
+    backtrace: bool,
     #[command(subcommand)]
     command: cmd::Command,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    cmd::run(cli.command)
+    let backtrace = cli.backtrace;
+    match cmd::run(cli.command) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // One message with its causes; the backtrace only when asked for.
+            eprintln!("Error: {}", message(&e));
+            if backtrace {
+                let trace = e.backtrace();
+                if trace.status() == std::backtrace::BacktraceStatus::Captured {
+                    eprintln!("\n{trace}");
+                } else {
+                    eprintln!("(no backtrace was captured: set RUST_BACKTRACE=1 as well)");
+                }
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// `e` and each cause its text does not already hold, joined by `: ` (many errors name their
+/// cause in their own message as well).
+fn message(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
 }

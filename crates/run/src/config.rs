@@ -55,6 +55,8 @@ pub enum ModelSource {
 
 /// Most rollouts a run may hold at once.
 pub const MAX_CONCURRENCY: usize = rollpoint_driver::MAX_SLOTS;
+/// Largest `model_max_calls`.
+pub const MAX_MODEL_CALLS: usize = rollpoint_gateway::config::MAX_UPSTREAM_CALLS;
 /// Longest checkpoint interval: one week.
 pub const MAX_CHECKPOINT_EVERY_S: u64 = 7 * 24 * 3600;
 /// Most published checkpoints kept.
@@ -86,9 +88,23 @@ pub struct RunConfig {
     /// Published checkpoints kept (1..=[`MAX_KEEP`]).
     #[serde(default = "default_keep")]
     pub keep: usize,
-    /// Base URL of the model upstream (`http://`, `/v1/...` is appended).
+    /// Base URL of the model upstream (`http://` or `https://`, `/v1/...` is appended).
     #[serde(default)]
     pub model_upstream: Option<String>,
+    /// PEM certificates trusted for an `https://` upstream besides the system's roots.
+    #[serde(default)]
+    pub model_ca_file: Option<PathBuf>,
+    /// Environment variable holding the upstream's API key: read by the gateway process,
+    /// sent in the header the API expects, never given to a sandbox.
+    #[serde(default)]
+    pub model_credential_env: Option<String>,
+    /// A file only its owner may read (0600) holding the upstream's API key.
+    #[serde(default)]
+    pub model_credential_file: Option<PathBuf>,
+    /// Model calls upstream at once; more wait their turn; 0: no limit
+    /// (0..=[`MAX_MODEL_CALLS`]).
+    #[serde(default)]
+    pub model_max_calls: usize,
     #[serde(default)]
     pub model_api: ModelApi,
     /// A model script to serve in process instead of an upstream.
@@ -113,6 +129,10 @@ impl Default for RunConfig {
             checkpoint_every_s: default_every(),
             keep: default_keep(),
             model_upstream: None,
+            model_ca_file: None,
+            model_credential_env: None,
+            model_credential_file: None,
+            model_max_calls: 0,
             model_api: ModelApi::All,
             model_script: None,
             store: StoreKind::Auto,
@@ -129,9 +149,14 @@ impl RunConfig {
         let mut config = Self::parse(&bytes, path)?;
         // Paths in a config file are relative to the file.
         let base = path.parent().unwrap_or(Path::new("."));
-        for p in [&mut config.model_script, &mut config.supervisor]
-            .into_iter()
-            .flatten()
+        for p in [
+            &mut config.model_script,
+            &mut config.supervisor,
+            &mut config.model_ca_file,
+            &mut config.model_credential_file,
+        ]
+        .into_iter()
+        .flatten()
         {
             if p.is_relative() {
                 *p = base.join(&*p);
@@ -204,9 +229,36 @@ impl RunConfig {
             );
         }
         if let Some(url) = &self.model_upstream
-            && !url.starts_with("http://")
+            && !(url.starts_with("http://") || url.starts_with("https://"))
         {
-            return bad("model_upstream", "must be a plain http:// URL");
+            return bad("model_upstream", "must be an http:// or https:// URL");
+        }
+        if self.model_credential_env.is_some() && self.model_credential_file.is_some() {
+            return bad(
+                "model_credential_file",
+                "give model_credential_env or model_credential_file, not both",
+            );
+        }
+        if let Some(name) = &self.model_credential_env {
+            let mut chars = name.chars();
+            let good = chars
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !good {
+                return bad(
+                    "model_credential_env",
+                    &format!(
+                        "{name:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
+                    ),
+                );
+            }
+        }
+        if self.model_max_calls > MAX_MODEL_CALLS {
+            return bad(
+                "model_max_calls",
+                &format!("{} is outside 0..={MAX_MODEL_CALLS}", self.model_max_calls),
+            );
         }
         Ok(())
     }

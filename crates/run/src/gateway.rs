@@ -220,6 +220,20 @@ impl GatewayProcess {
                     .arg(run_dir.join(MODEL_LOG));
             }
         }
+        if let Some(ca) = &config.model_ca_file {
+            cmd.arg("--ca-file").arg(ca);
+        }
+        // The key's name or path only: a command line is readable by every user.
+        if let Some(name) = &config.model_credential_env {
+            cmd.arg("--credential-env").arg(name);
+        }
+        if let Some(path) = &config.model_credential_file {
+            cmd.arg("--credential-file").arg(path);
+        }
+        if config.model_max_calls > 0 {
+            cmd.arg("--max-upstream-calls")
+                .arg(config.model_max_calls.to_string());
+        }
         // Its own process group: a ^C meant for the runner does not stop the gateway; the
         // runner stops it at the end.
         cmd.stdin(Stdio::null())

@@ -79,6 +79,44 @@ fn bad_tasks_and_configs_are_refused_naming_the_line_and_field() {
         err.contains("run.json") && err.contains("field `keep`"),
         "{err}"
     );
+    for (text, field, says) in [
+        (
+            "v = 1\nmodel_upstream = \"ftp://m\"\n",
+            "model_upstream",
+            "https://",
+        ),
+        (
+            "v = 1\nmodel_credential_env = \"K\"\nmodel_credential_file = \"k\"\n",
+            "model_credential_file",
+            "not both",
+        ),
+        (
+            "v = 1\nmodel_credential_env = \"NOT A NAME\"\n",
+            "model_credential_env",
+            "[A-Za-z_]",
+        ),
+        (
+            "v = 1\nmodel_max_calls = 70000\n",
+            "model_max_calls",
+            "0..=65536",
+        ),
+    ] {
+        let config = d.join("model.toml");
+        std::fs::write(&config, text).expect("config");
+        let (ok, err) = run(
+            &[
+                tasks.to_str().expect("utf-8"),
+                "--config",
+                config.to_str().expect("utf-8"),
+            ],
+            d,
+        );
+        assert!(!ok, "{text}");
+        assert!(
+            err.contains("model.toml") && err.contains(field) && err.contains(says),
+            "{text}: {err}"
+        );
+    }
     assert!(
         !d.join("run").join("run.json").exists(),
         "nothing was started"

@@ -42,7 +42,7 @@ const OWNER_POLL: Duration = Duration::from_millis(100);
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["upstream", "model_script"])))]
 pub struct GatewayArgs {
-    /// Base URL of the upstream model server (plain http), e.g. http://127.0.0.1:8000.
+    /// Base URL of the upstream model server (http:// or https://), e.g. http://127.0.0.1:8000.
     #[arg(long)]
     upstream: Option<String>,
     /// Serve this model script in this process and use it as the upstream.
@@ -51,6 +51,19 @@ pub struct GatewayArgs {
     /// With --model-script: append one JSON line per request it answers to this file.
     #[arg(long, requires = "model_script")]
     model_log: Option<PathBuf>,
+    /// PEM certificates to trust for an https:// upstream besides the system's roots.
+    #[arg(long)]
+    ca_file: Option<PathBuf>,
+    /// Environment variable holding the upstream's API key (sent instead of any key a
+    /// caller sends).
+    #[arg(long, conflicts_with = "credential_file")]
+    credential_env: Option<String>,
+    /// File (mode 0600) holding the upstream's API key.
+    #[arg(long)]
+    credential_file: Option<PathBuf>,
+    /// Calls upstream at once; more wait their turn (0: no limit; 0..=65536).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=65_536))]
+    max_upstream_calls: u64,
     /// Which API the upstream speaks.
     #[arg(long, value_enum, default_value = "openai")]
     api: Api,
@@ -152,10 +165,15 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
     };
     if let Some(upstream) = &args.upstream {
         anyhow::ensure!(
-            upstream.starts_with("http://"),
-            "--upstream {upstream}: not a plain http URL"
+            upstream.starts_with("http://") || upstream.starts_with("https://"),
+            "--upstream {upstream}: not an http:// or https:// URL"
         );
     }
+    let credential = match (&args.credential_env, &args.credential_file) {
+        (Some(name), _) => Some(rollpoint_gateway::credential::Credential::from_env(name)?),
+        (None, Some(path)) => Some(rollpoint_gateway::credential::Credential::from_file(path)?),
+        (None, None) => None,
+    };
     let script = match &args.model_script {
         Some(path) => Some(Script::load(path)?),
         None => None,
@@ -181,6 +199,9 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         config.max_body_bytes = args.max_body_bytes;
         config.replay = !args.no_replay;
         config.open_keys = args.open_keys;
+        config.ca_file = args.ca_file.clone();
+        config.credential = credential;
+        config.max_upstream_calls = usize::try_from(args.max_upstream_calls)?;
         let gateway = Gateway::new(config)?;
         for key in &keys {
             gateway.register(key)?;

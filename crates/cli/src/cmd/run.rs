@@ -168,11 +168,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(v) = args.gateway_port {
         config.gateway_port = v;
     }
-    if let Some(script) = &config.model_script {
-        config.model_script = Some(
-            std::path::absolute(script)
-                .with_context(|| format!("cannot resolve {}", script.display()))?,
-        );
+    // Absolute, so a resume from another directory finds them.
+    for path in [
+        &mut config.model_script,
+        &mut config.model_ca_file,
+        &mut config.model_credential_file,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        *path = std::path::absolute(&*path)
+            .with_context(|| format!("cannot resolve {}", path.display()))?;
     }
     let supervisor = locate::supervisor(config.supervisor.as_ref())?;
     config.supervisor = Some(supervisor.clone());
