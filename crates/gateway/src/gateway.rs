@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use axum::Router;
+use axum::response::IntoResponse as _;
 use axum::routing::any;
 use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
@@ -36,6 +37,7 @@ impl Gateway {
     pub fn router(&self) -> Router {
         Router::new()
             .route("/r/{key}/{*rest}", any(crate::proxy::handle))
+            .route("/metrics", axum::routing::get(metrics))
             .with_state(self.shared.clone())
     }
 
@@ -151,4 +153,21 @@ impl Gateway {
             .run(move |c| ledger::body(c, &digest))
             .await
     }
+}
+
+/// `GET /metrics`: the gateway's metrics as OpenMetrics text.
+async fn metrics(
+    axum::extract::State(shared): axum::extract::State<Arc<Shared>>,
+) -> axum::response::Response {
+    let text = shared
+        .metrics
+        .render(shared.gate.in_flight().len(), shared.recording());
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
 }

@@ -18,6 +18,7 @@
 //! - `gateway`: the [`Gateway`] value: its router and the in-process control API.
 //! - [`ledger`]: the SQLite call ledger, its writer thread and one file per verb.
 //! - [`lineage`]: resolving a call's parent from candidate calls (pure).
+//! - `metrics`: the Prometheus metrics served at `GET /metrics`.
 //! - `participant`: [`ModelParticipant`], the gateway as a checkpoint participant.
 //! - `proxy`: the path of one request: checks, admission, forward or replay, delivery.
 //! - [`response`]: reading a recorded reply for its usage and model turn.
@@ -37,6 +38,7 @@ pub mod gate;
 mod gateway;
 pub mod ledger;
 pub mod lineage;
+mod metrics;
 mod participant;
 mod proxy;
 pub mod response;

@@ -12,6 +12,7 @@ use crate::config::GatewayConfig;
 use crate::errors::GatewayError;
 use crate::gate::Gate;
 use crate::ledger::{self, CallStatus, Ledger};
+use crate::metrics::Metrics;
 use crate::proxy::types::Refusal;
 use crate::upstream::Upstream;
 
@@ -30,6 +31,7 @@ pub(crate) struct Shared {
     recording: tokio::sync::watch::Sender<usize>,
     /// Set when the gateway takes no new call (its run's controller is gone).
     closed: AtomicBool,
+    pub metrics: Metrics,
 }
 
 /// One call sent upstream and not yet recorded; dropping it says the recording ended.
@@ -63,6 +65,7 @@ impl Shared {
             seqs: Mutex::new(HashMap::new()),
             recording: tokio::sync::watch::Sender::new(0),
             closed: AtomicBool::new(false),
+            metrics: Metrics::new(),
         }
     }
 

@@ -154,6 +154,7 @@ pub(crate) async fn replay(
     replay: Replay,
 ) -> Response {
     ticket.deliver().await;
+    shared.metrics.ended(CallStatus::Replayed.as_str());
     let sse = replay
         .content_type
         .as_deref()

@@ -171,6 +171,9 @@ impl Upstream {
                     eprintln!("ledger: failed to record the end of call {call_id}: {e}");
                 }
                 drop(recording);
+                shared
+                    .metrics
+                    .ended(CallStatus::UpstreamUnreachable.as_str());
                 let _gone = head.send(Err(message));
                 return;
             }

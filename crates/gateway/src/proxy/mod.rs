@@ -39,6 +39,7 @@ pub(crate) async fn handle(
 ) -> Response {
     let admitted_ms = now_ms();
     if shared.is_closed() {
+        shared.metrics.ended("gateway_closed");
         let msg = format!("the gateway takes no new call: the run it serves is gone (key {key})");
         return error_response(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -207,6 +208,7 @@ async fn refuse(
     refusal: Refusal,
     admitted_ms: i64,
 ) -> Response {
+    shared.metrics.ended(refusal.code.as_str());
     let call_id = match shared.next_seq(key).await {
         Ok(seq) => {
             let rejected = Rejected {

@@ -63,6 +63,9 @@ impl Recorder {
                 )),
             ),
         };
+        self.shared.metrics.ended(status.as_str());
+        let seconds = (now_ms() - self.upstream_ms).max(0) as f64 / 1000.0;
+        self.shared.metrics.answered(seconds, view.usage.as_ref());
         let output_fp = (status == CallStatus::Ok)
             .then_some(view.turn)
             .flatten()
