@@ -157,6 +157,7 @@ pub(crate) struct Loop {
     pub(crate) tx: mpsc::UnboundedSender<Finished>,
     pub(crate) rx: mpsc::UnboundedReceiver<Finished>,
     pub(crate) lost: Vec<String>,
+    pub(crate) metrics: crate::metrics::RunMetrics,
     /// Added to every harness's environment.
     pub(crate) env: BTreeMap<String, String>,
 }
@@ -195,6 +196,7 @@ impl Loop {
             tx,
             rx,
             lost: Vec::new(),
+            metrics: crate::metrics::RunMetrics::new(),
             env,
         })
     }
@@ -291,18 +293,25 @@ impl Loop {
             continues: self.continues.clone(),
             stop,
         };
-        let done = self
+        let done = match self
             .stack
             .coordinator
             .checkpoint_kept_paused(&plan, hold)
             .await
-            .map_err(|error| CheckpointFailed { id, error })?;
+        {
+            Ok(done) => done,
+            Err(error) => {
+                self.metrics.failed();
+                return Err(CheckpointFailed { id, error });
+            }
+        };
         let took = started.elapsed();
         if !done.pruned.is_empty() {
             self.sweep_snapshots();
         }
         let reply = done.reply(took);
         let t = &reply.timings;
+        self.metrics.published(t);
         self.progress.checkpoints += 1;
         self.progress.last_checkpoint = Some((reply.id.clone(), took));
         self.reporter.line(&format!(
@@ -350,6 +359,7 @@ impl Loop {
         match result {
             Ok(result) => {
                 self.results.append(&result)?;
+                self.metrics.result(result.status.as_str());
                 self.progress.done += 1;
                 self.progress.in_flight = self.in_flight.len();
                 self.reporter.line(&format!(
@@ -467,6 +477,10 @@ impl Loop {
                     Some(Signal::Control(EndpointRequest::Status { reply })) => {
                         self.count();
                         let _asker_gone: Result<(), _> = reply.send(StatusReport::of(&self.progress));
+                    }
+                    Some(Signal::Control(EndpointRequest::Metrics { reply })) => {
+                        self.count();
+                        let _asker_gone: Result<(), _> = reply.send(self.metrics.render(&self.progress));
                     }
                     Some(Signal::Stop) => {
                         let id = self.stop(None).await?.id;

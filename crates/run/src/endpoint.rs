@@ -90,6 +90,8 @@ pub enum EndpointRequest {
     Status {
         reply: oneshot::Sender<StatusReport>,
     },
+    /// The run's metrics as OpenMetrics text.
+    Metrics { reply: oneshot::Sender<String> },
 }
 
 /// `control.json`: where the endpoint listens.
@@ -173,6 +175,7 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
         Router::new()
             .route("/v1/coordinator/checkpoint", post(checkpoint))
             .route("/v1/run/status", get(status))
+            .route("/metrics", get(metrics))
             .with_state(loop_tx),
         &token,
     );
@@ -226,6 +229,27 @@ async fn status(State(loop_tx): State<mpsc::UnboundedSender<Signal>>) -> Respons
     }
     match answer.await {
         Ok(report) => json(StatusCode::OK, &report),
+        Err(_) => ending(),
+    }
+}
+
+async fn metrics(State(loop_tx): State<mpsc::UnboundedSender<Signal>>) -> Response {
+    let (reply, answer) = oneshot::channel();
+    if loop_tx
+        .send(Signal::Control(EndpointRequest::Metrics { reply }))
+        .is_err()
+    {
+        return ending();
+    }
+    match answer.await {
+        Ok(text) => (
+            [(
+                axum::http::header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
         Err(_) => ending(),
     }
 }

@@ -18,6 +18,7 @@
 //! | `saved` | what a published checkpoint saved, read through the participants' formats |
 //! | [`gateway`] | the run's gateway process: started, waited for after a crash, stopped |
 //! | [`lock`] | `RUN_DIR/lock`: one process drives a run at a time |
+//! | `metrics` | the run's Prometheus metrics, at `GET /metrics` on the control endpoint |
 //! | [`stack`] | builds the participants of the run |
 //! | [`controller`] | a new run and the loop: dispatch, checkpoint, results |
 //! | [`resume`](mod@resume) | `rollpoint resume`: sweep, plan, restore, then the loop |
@@ -34,6 +35,7 @@ pub mod endpoint;
 mod errors;
 pub mod gateway;
 pub mod lock;
+mod metrics;
 pub mod plan;
 pub mod progress;
 pub mod results;

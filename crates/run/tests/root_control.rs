@@ -259,3 +259,138 @@ fn root_a_checkpoint_with_stop_over_http_ends_the_run_and_resume_finishes_it() {
         assert_eq!(r.attempt, 1, "continued from ck-stop: {r:?}");
     }
 }
+
+/// `value` of the sample of `metric` with `label`, from the run's `/metrics`.
+fn metric(text: &str, metric: &str, label: (&str, &str)) -> f64 {
+    let scrape =
+        prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("parse");
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == metric && s.labels.get(label.0) == Some(label.1))
+        .map(|s| match &s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => *v,
+            prometheus_parse::Value::Histogram(b) => b.last().map_or(0.0, |b| b.count),
+            prometheus_parse::Value::Summary(_) => f64::NAN,
+        })
+        .sum()
+}
+
+fn scrape(run_dir: &Path) -> String {
+    let (code, body) = control(run_dir, TOKEN, "GET", "/metrics", None);
+    assert_eq!(code, 200, "{body}");
+    body.as_str().expect("text").to_owned()
+}
+
+#[test]
+fn root_the_run_s_metrics_follow_its_checkpoints_and_rollouts_across_a_crash() {
+    require_root();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (mut child, run_dir, log) = start(tmp.path(), "cme", 3, 300);
+    let end = Instant::now() + LIMIT;
+    while lines_files(&run_dir).len() < 3 {
+        assert!(Instant::now() < end, "the rollouts did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let text = scrape(&run_dir);
+    assert_eq!(
+        metric(&text, "rollpoint_run_rollouts", ("state", "total")),
+        3.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "rollpoint_run_checkpoints_total",
+            ("outcome", "published")
+        ),
+        0.0
+    );
+    let _report = checkpoint_kept_paused(&run_dir, TOKEN, 0);
+    let text = scrape(&run_dir);
+    assert_eq!(
+        metric(
+            &text,
+            "rollpoint_run_checkpoints_total",
+            ("outcome", "published")
+        ),
+        1.0,
+        "{text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "rollpoint_run_checkpoint_phase_seconds",
+            ("phase", "total")
+        ),
+        1.0,
+        "one checkpoint timed: {text}"
+    );
+    assert_eq!(
+        metric(&text, "rollpoint_run_rollouts", ("state", "in_flight")),
+        3.0
+    );
+
+    child.kill().expect("kill");
+    let _ = wait(&mut child, LIMIT, &log);
+    std::fs::remove_file(run_dir.join("control.json")).expect("control.json");
+    let token_file = tmp.path().join("token");
+    let mut child = spawn(
+        &[
+            OsStr::new("resume"),
+            run_dir.as_os_str(),
+            OsStr::new("--listen"),
+            OsStr::new("127.0.0.1:0"),
+            OsStr::new("--control-token-file"),
+            token_file.as_os_str(),
+        ],
+        &log,
+    );
+    wait_file(&run_dir.join("control.json"), LIMIT, &log);
+    let text = scrape(&run_dir);
+    assert_eq!(
+        metric(&text, "rollpoint_run_rollouts", ("state", "total")),
+        3.0,
+        "{text}"
+    );
+    let before = metric(
+        &text,
+        "rollpoint_run_checkpoints_total",
+        ("outcome", "published"),
+    );
+    let _report = checkpoint_kept_paused(&run_dir, TOKEN, 0);
+    let text = scrape(&run_dir);
+    let published = metric(
+        &text,
+        "rollpoint_run_checkpoints_total",
+        ("outcome", "published"),
+    );
+    assert_eq!(
+        published,
+        before + 1.0,
+        "the resumed process counts its own: {text}"
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "rollpoint_run_checkpoint_phase_seconds",
+            ("phase", "commit")
+        ),
+        published,
+        "every published checkpoint is timed: {text}"
+    );
+    let status = wait(&mut child, LIMIT, &log);
+    assert!(
+        status.success(),
+        "resume failed ({status}):\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert_eq!(
+        rollpoint_run::read_results(&run_dir)
+            .expect("results")
+            .len(),
+        3
+    );
+}

@@ -1,0 +1,166 @@
+//! The run's Prometheus metrics, served as OpenMetrics text at `GET /metrics` on the control
+//! endpoint (behind its bearer token, like every route there).
+//!
+//! - `rollpoint_run_rollouts{state}`: `total`, `done`, `in_flight`, `queued`, `parked`, now.
+//! - `rollpoint_run_results_total{status}`: result rows written, by status.
+//! - `rollpoint_run_checkpoints_total{outcome}`: `published` or `failed`.
+//! - `rollpoint_run_checkpoint_phase_seconds{phase}`: `total`, `prepare`, `commit`,
+//!   `publish`, `held`, `resume` of each published checkpoint.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use rollpoint_api::wire::PhaseTimings;
+
+use crate::progress::Progress;
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabel {
+    state: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    status: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabel {
+    phase: &'static str,
+}
+
+fn phase_histogram() -> Histogram {
+    // 1 ms to about a minute.
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+/// The run's metrics.
+#[derive(Debug)]
+pub(crate) struct RunMetrics {
+    registry: Registry,
+    rollouts: Family<StateLabel, Gauge>,
+    results: Family<StatusLabel, Counter>,
+    checkpoints: Family<OutcomeLabel, Counter>,
+    phases: Family<PhaseLabel, Histogram, fn() -> Histogram>,
+}
+
+impl RunMetrics {
+    pub(crate) fn new() -> Self {
+        let rollouts = Family::<StateLabel, Gauge>::default();
+        let results = Family::<StatusLabel, Counter>::default();
+        let checkpoints = Family::<OutcomeLabel, Counter>::default();
+        let phases: Family<PhaseLabel, Histogram, fn() -> Histogram> =
+            Family::new_with_constructor(phase_histogram);
+        let mut registry = Registry::with_prefix("rollpoint_run");
+        registry.register("rollouts", "Rollouts of the run by state", rollouts.clone());
+        registry.register("results", "Result rows written, by status", results.clone());
+        registry.register("checkpoints", "Checkpoints by outcome", checkpoints.clone());
+        registry.register(
+            "checkpoint_phase_seconds",
+            "Time of each phase of a published checkpoint",
+            phases.clone(),
+        );
+        Self {
+            registry,
+            rollouts,
+            results,
+            checkpoints,
+            phases,
+        }
+    }
+
+    /// A result row of `status` was written.
+    pub(crate) fn result(&self, status: &str) {
+        self.results
+            .get_or_create(&StatusLabel {
+                status: status.to_owned(),
+            })
+            .inc();
+    }
+
+    /// A checkpoint was published with these timings.
+    pub(crate) fn published(&self, t: &PhaseTimings) {
+        self.checkpoints
+            .get_or_create(&OutcomeLabel {
+                outcome: "published",
+            })
+            .inc();
+        for (phase, ms) in [
+            ("total", t.total_ms),
+            ("prepare", t.prepare_ms),
+            ("commit", t.commit_ms),
+            ("publish", t.publish_ms),
+            ("held", t.held_ms),
+            ("resume", t.resume_ms),
+        ] {
+            #[expect(clippy::cast_precision_loss, reason = "milliseconds of a checkpoint")]
+            let seconds = ms as f64 / 1000.0;
+            self.phases
+                .get_or_create(&PhaseLabel { phase })
+                .observe(seconds);
+        }
+    }
+
+    /// A checkpoint failed.
+    pub(crate) fn failed(&self) {
+        self.checkpoints
+            .get_or_create(&OutcomeLabel { outcome: "failed" })
+            .inc();
+    }
+
+    /// The text exposition, the rollout gauges set from `p`.
+    pub(crate) fn render(&self, p: &Progress) -> String {
+        for (state, n) in [
+            ("total", p.total),
+            ("done", p.done),
+            ("in_flight", p.in_flight),
+            ("queued", p.queued),
+            ("parked", p.parked),
+        ] {
+            self.rollouts
+                .get_or_create(&StateLabel { state })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        let mut text = String::new();
+        // Writing to a String does not fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_metric_is_in_the_text() {
+        let m = RunMetrics::new();
+        m.result("verified");
+        m.failed();
+        let text = m.render(&Progress {
+            total: 3,
+            done: 1,
+            ..Progress::default()
+        });
+        for name in [
+            "rollpoint_run_rollouts{state=\"total\"} 3",
+            "rollpoint_run_results_total{status=\"verified\"} 1",
+            "rollpoint_run_checkpoints_total{outcome=\"failed\"} 1",
+        ] {
+            assert!(text.contains(name), "{name} in:\n{text}");
+        }
+        assert!(text.trim_end().ends_with("# EOF"));
+        let parsed =
+            prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+        assert!(!parsed.samples.is_empty());
+    }
+}
