@@ -31,6 +31,33 @@ pub struct RunStatus {
     pub unfinished: Vec<(String, u32)>,
 }
 
+/// Version of the `rollpoint status --json` document.
+pub const STATUS_VERSION: u32 = 1;
+
+impl RunStatus {
+    /// The status as the versioned JSON document `rollpoint status --json` prints:
+    /// `{v, tasks, done, by_status, reward_sum, rewarded, latest: {id, created_ms, scope} |
+    /// null, latest_damaged, unfinished: [{rollout, attempt}]}`.
+    #[must_use]
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "v": STATUS_VERSION,
+            "tasks": self.tasks,
+            "done": self.done,
+            "by_status": self.by_status,
+            "reward_sum": self.reward_sum,
+            "rewarded": self.rewarded,
+            "latest": self.latest.as_ref().map(|(id, created_ms, scope)| serde_json::json!({
+                "id": id, "created_ms": created_ms, "scope": scope,
+            })),
+            "latest_damaged": self.latest_damaged,
+            "unfinished": self.unfinished.iter().map(|(rollout, attempt)| serde_json::json!({
+                "rollout": rollout, "attempt": attempt,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
 /// Reads the status of `run_dir`.
 pub fn read_status(run_dir: &Path) -> Result<RunStatus, RunError> {
     let state = RunState::load(run_dir)?;

@@ -206,6 +206,23 @@ fn root_sigusr1_checkpoints_sigterm_stops_with_exit_75_and_resume_finishes() {
         "{text}"
     );
 
+    let out = std::process::Command::new(rollpoint_bin())
+        .args(["status", "--json"])
+        .arg(&run_dir)
+        .output()
+        .expect("status --json");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["v"], 1, "{doc}");
+    assert_eq!(doc["tasks"], commands + 1, "{doc}");
+    assert_eq!(doc["latest"]["id"], after.trim(), "{doc}");
+    let done = doc["done"].as_u64().expect("done");
+    let unfinished = doc["unfinished"].as_array().expect("unfinished").len();
+    assert_eq!(
+        usize::try_from(done).expect("done") + unfinished,
+        commands + 1,
+        "every task is done or unfinished: {doc}"
+    );
+
     resume(&run_dir, &log);
     let rows = check_results(&run_dir, &tag, commands, &log);
     assert!(rows.iter().any(|r| r.attempt == 1), "{rows:?}");

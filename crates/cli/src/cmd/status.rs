@@ -7,10 +7,17 @@ use std::path::PathBuf;
 pub struct StatusArgs {
     /// The run directory.
     pub run_dir: PathBuf,
+    /// Print one versioned JSON document instead of text.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(args: &StatusArgs) -> anyhow::Result<()> {
     let status = rollpoint_run::status::read_status(&args.run_dir)?;
-    print!("{status}");
+    if args.json {
+        println!("{}", status.to_json());
+    } else {
+        print!("{status}");
+    }
     Ok(())
 }
