@@ -32,6 +32,19 @@ impl UpstreamApi {
     }
 }
 
+/// The upstream of the calls whose `model` is `name` (the default upstream takes the rest).
+#[derive(Debug, Clone)]
+pub struct ModelUpstream {
+    pub name: String,
+    /// Base URL, `http://` or `https://`.
+    pub upstream: String,
+    pub api: UpstreamApi,
+    pub ca_file: Option<PathBuf>,
+    pub credential: Option<Credential>,
+    /// Calls to it at once (0: no limit; at most [`MAX_UPSTREAM_CALLS`]).
+    pub max_upstream_calls: usize,
+}
+
 /// How the gateway runs.
 #[derive(Debug, Clone)]
 pub struct GatewayConfig {
@@ -53,6 +66,8 @@ pub struct GatewayConfig {
     /// Calls upstream at once; more wait their turn (0: no limit; at most
     /// [`MAX_UPSTREAM_CALLS`]).
     pub max_upstream_calls: usize,
+    /// Upstreams by model name, for calls that name one of them.
+    pub models: Vec<ModelUpstream>,
 }
 
 impl GatewayConfig {
@@ -69,6 +84,7 @@ impl GatewayConfig {
             ca_file: None,
             credential: None,
             max_upstream_calls: 0,
+            models: Vec::new(),
         }
     }
 }

@@ -64,6 +64,8 @@ pub enum GatewayError {
         path: std::path::PathBuf,
         message: String,
     },
+    #[error("model {name} is given two upstreams")]
+    DuplicateModel { name: String },
     #[error("max_upstream_calls {value} is outside 0..={max}")]
     UpstreamCalls { value: usize, max: usize },
     #[error("gateway control {url}: {message}")]

@@ -26,7 +26,7 @@ pub struct Gateway {
 impl Gateway {
     /// Opens the ledger and prepares the upstream client.
     pub fn new(config: GatewayConfig) -> Result<Self, GatewayError> {
-        let upstream = crate::upstream::Upstream::new(&config)?;
+        let upstream = crate::upstream::Upstreams::new(&config)?;
         let ledger = Ledger::open(&config.ledger)?;
         Ok(Self {
             shared: Arc::new(Shared::new(config, upstream, ledger)),

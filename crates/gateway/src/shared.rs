@@ -14,12 +14,12 @@ use crate::gate::Gate;
 use crate::ledger::{self, CallStatus, Ledger};
 use crate::metrics::Metrics;
 use crate::proxy::types::Refusal;
-use crate::upstream::Upstream;
+use crate::upstream::Upstreams;
 
 pub(crate) struct Shared {
     pub config: GatewayConfig,
-    /// The upstream's client, base URL and limit.
-    pub upstream: Upstream,
+    /// The upstreams: their clients, base URLs, credentials and limits.
+    pub upstreams: Upstreams,
     pub ledger: Ledger,
     pub gate: Arc<Gate>,
     /// Registered rollouts and their current attempt.
@@ -48,17 +48,17 @@ impl Drop for Recording {
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Shared")
-            .field("upstream", &self.upstream.base)
+            .field("upstream", &self.upstreams.default().base)
             .field("ledger", &self.ledger.path())
             .finish_non_exhaustive()
     }
 }
 
 impl Shared {
-    pub(crate) fn new(config: GatewayConfig, upstream: Upstream, ledger: Ledger) -> Self {
+    pub(crate) fn new(config: GatewayConfig, upstreams: Upstreams, ledger: Ledger) -> Self {
         Self {
             config,
-            upstream,
+            upstreams,
             ledger,
             gate: Arc::new(Gate::default()),
             keys: Mutex::new(HashMap::new()),

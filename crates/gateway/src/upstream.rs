@@ -1,15 +1,17 @@
-//! The client of the upstream: plain http or TLS (rustls, the system's roots plus an
+//! The clients of the upstreams (the default one and one per named model): plain http or TLS (rustls, the system's roots plus an
 //! optional CA file; no OpenSSL), HTTP/2 where the upstream offers it by ALPN, pooled
 //! connections, a connect timeout, bounded retries of connection failures (the request never
 //! reached the upstream, so nothing can have started), and an optional limit of calls
 //! upstream at once.
 
+use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::config::{GatewayConfig, MAX_UPSTREAM_CALLS};
+use crate::config::{Credential, GatewayConfig, MAX_UPSTREAM_CALLS, UpstreamApi};
 use crate::errors::GatewayError;
 
 /// How long a connection (TCP and TLS) may take.
@@ -17,26 +19,91 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Waits before each retry of a connection that failed.
 const RETRY_WAITS: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(400)];
 
-/// The upstream's client and its limit.
+/// Every upstream of a gateway.
+#[derive(Debug)]
+pub(crate) struct Upstreams {
+    default: Arc<Upstream>,
+    by_model: HashMap<String, Arc<Upstream>>,
+}
+
+impl Upstreams {
+    pub(crate) fn new(config: &GatewayConfig) -> Result<Self, GatewayError> {
+        let default = Arc::new(Upstream::new(Spec {
+            url: &config.upstream,
+            api: config.api,
+            ca_file: config.ca_file.as_ref(),
+            credential: config.credential.clone(),
+            max_calls: config.max_upstream_calls,
+        })?);
+        let mut by_model = HashMap::new();
+        for m in &config.models {
+            let upstream = Upstream::new(Spec {
+                url: &m.upstream,
+                api: m.api,
+                ca_file: m.ca_file.as_ref(),
+                credential: m.credential.clone(),
+                max_calls: m.max_upstream_calls,
+            })?;
+            if by_model
+                .insert(m.name.clone(), Arc::new(upstream))
+                .is_some()
+            {
+                return Err(GatewayError::DuplicateModel {
+                    name: m.name.clone(),
+                });
+            }
+        }
+        Ok(Self { default, by_model })
+    }
+
+    /// The upstream of a call naming `model`: its own, else the default.
+    pub(crate) fn for_model(&self, model: Option<&str>) -> &Arc<Upstream> {
+        model
+            .and_then(|m| self.by_model.get(m))
+            .unwrap_or(&self.default)
+    }
+
+    /// Whether calls may go elsewhere than the default upstream.
+    pub(crate) fn by_model(&self) -> bool {
+        !self.by_model.is_empty()
+    }
+
+    pub(crate) fn default(&self) -> &Arc<Upstream> {
+        &self.default
+    }
+}
+
+/// What one upstream is built from.
+struct Spec<'a> {
+    url: &'a str,
+    api: UpstreamApi,
+    ca_file: Option<&'a PathBuf>,
+    credential: Option<Credential>,
+    max_calls: usize,
+}
+
+/// One upstream: its client, API family, credential and limit.
 #[derive(Debug)]
 pub(crate) struct Upstream {
     /// Base URL without a trailing slash.
     pub base: String,
+    pub api: UpstreamApi,
+    pub credential: Option<Credential>,
     client: reqwest::Client,
     limit: Option<Arc<Semaphore>>,
 }
 
 impl Upstream {
-    pub(crate) fn new(config: &GatewayConfig) -> Result<Self, GatewayError> {
-        let base = config.upstream.trim_end_matches('/').to_owned();
+    fn new(spec: Spec<'_>) -> Result<Self, GatewayError> {
+        let base = spec.url.trim_end_matches('/').to_owned();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             return Err(GatewayError::BadUpstream {
-                url: config.upstream.clone(),
+                url: spec.url.to_owned(),
             });
         }
-        if config.max_upstream_calls > MAX_UPSTREAM_CALLS {
+        if spec.max_calls > MAX_UPSTREAM_CALLS {
             return Err(GatewayError::UpstreamCalls {
-                value: config.max_upstream_calls,
+                value: spec.max_calls,
                 max: MAX_UPSTREAM_CALLS,
             });
         }
@@ -46,7 +113,7 @@ impl Upstream {
             // A proxy passes redirects on; it does not follow them.
             .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(1024);
-        if let Some(path) = &config.ca_file {
+        if let Some(path) = spec.ca_file {
             let bad = |message: String| GatewayError::CaFile {
                 path: path.clone(),
                 message,
@@ -60,10 +127,11 @@ impl Upstream {
             builder = builder.tls_certs_merge(certs);
         }
         let client = builder.build().map_err(GatewayError::Client)?;
-        let limit = (config.max_upstream_calls > 0)
-            .then(|| Arc::new(Semaphore::new(config.max_upstream_calls)));
+        let limit = (spec.max_calls > 0).then(|| Arc::new(Semaphore::new(spec.max_calls)));
         Ok(Self {
             base,
+            api: spec.api,
+            credential: spec.credential,
             client,
             limit,
         })

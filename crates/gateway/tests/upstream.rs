@@ -285,3 +285,84 @@ async fn a_connection_that_failed_is_tried_again_before_the_call_fails() {
     );
     assert_eq!(model.requests(), 1, "one call reached the model");
 }
+
+#[tokio::test]
+async fn calls_go_to_the_upstream_of_their_model_and_the_rest_to_the_default() {
+    let default = model(script(vec![text("from the default")])).await;
+    let other = model(script(vec![text("from the other")])).await;
+    let gw = gateway_with(&default.base_url(), |c| {
+        c.models.push(rollpoint_gateway::config::ModelUpstream {
+            name: "other-model".to_owned(),
+            upstream: other.base_url(),
+            api: rollpoint_gateway::UpstreamApi::Anthropic,
+            ca_file: None,
+            credential: None,
+            max_upstream_calls: 0,
+        });
+    })
+    .await;
+    for key in ["d1", "o1", "o2"] {
+        gw.gateway.register(&key.parse().unwrap()).unwrap();
+    }
+    let named = |route: Route, model: &str| {
+        let mut body: serde_json::Value =
+            serde_json::from_slice(&Conversation::new(route, false, "x").body()).unwrap();
+        body["model"] = serde_json::json!(model);
+        serde_json::to_vec(&body).unwrap()
+    };
+    let to_default = post(
+        &client(),
+        &gw.url("d1", path(Route::Chat)),
+        named(Route::Chat, "scripted-model"),
+    )
+    .await;
+    assert!(String::from_utf8_lossy(&to_default.body).contains("from the default"));
+    let to_other = post(
+        &client(),
+        &gw.url("o1", path(Route::Messages)),
+        named(Route::Messages, "other-model"),
+    )
+    .await;
+    assert_eq!(to_other.status, 200);
+    assert!(String::from_utf8_lossy(&to_other.body).contains("from the other"));
+    // The other upstream speaks Messages only: a chat call naming it is refused by name.
+    let refused = post(
+        &client(),
+        &gw.url("o2", path(Route::Chat)),
+        named(Route::Chat, "other-model"),
+    )
+    .await;
+    assert_eq!(refused.status, 404);
+    let text = String::from_utf8_lossy(&refused.body).into_owned();
+    assert!(
+        text.contains("route_not_served") && text.contains(&other.base_url()),
+        "{text}"
+    );
+    assert_eq!((default.requests(), other.requests()), (1, 1));
+}
+
+#[tokio::test]
+async fn a_model_given_two_upstreams_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = rollpoint_gateway::GatewayConfig::new(
+        "http://127.0.0.1:1",
+        rollpoint_gateway::UpstreamApi::All,
+        dir.path().join("ledger.db"),
+    );
+    for _ in 0..2 {
+        config
+            .models
+            .push(rollpoint_gateway::config::ModelUpstream {
+                name: "twice".to_owned(),
+                upstream: "http://127.0.0.1:2".to_owned(),
+                api: rollpoint_gateway::UpstreamApi::All,
+                ca_file: None,
+                credential: None,
+                max_upstream_calls: 0,
+            });
+    }
+    let e = rollpoint_gateway::Gateway::new(config)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("twice"), "{e}");
+}

@@ -19,6 +19,7 @@ use crate::shared::{Recording, Shared};
 
 /// Where and how to send the call.
 pub(crate) struct Target {
+    pub upstream: Arc<crate::upstream::Upstream>,
     pub rest: String,
     pub query: Option<String>,
     pub method: Method,
@@ -50,8 +51,8 @@ pub(crate) async fn forward(
         model_turns,
     } = call;
     let url = match &target.query {
-        Some(q) => format!("{}/{}?{q}", shared.upstream.base, target.rest),
-        None => format!("{}/{}", shared.upstream.base, target.rest),
+        Some(q) => format!("{}/{}?{q}", target.upstream.base, target.rest),
+        None => format!("{}/{}", target.upstream.base, target.rest),
     };
     let mut headers = axum::http::HeaderMap::with_capacity(target.headers.len());
     for (name, value) in &target.headers {
@@ -59,10 +60,10 @@ pub(crate) async fn forward(
             headers.append(name, value.clone());
         }
     }
-    if let Some(credential) = &shared.config.credential {
+    if let Some(credential) = &target.upstream.credential {
         credential.apply(route, &mut headers);
     }
-    let request = shared
+    let request = target
         .upstream
         .client()
         .request(target.method, &url)
@@ -73,7 +74,8 @@ pub(crate) async fn forward(
     // The upstream call runs as a task of its own: a caller that leaves (or whose sandbox is
     // swept) before the reply starts does not cancel a call the model is already answering;
     // it is read to its end and recorded all the same.
-    let upstream = Upstream {
+    let sending = UpstreamCall {
+        target: Arc::clone(&target.upstream),
         shared: shared.clone(),
         call_id: call_id.clone(),
         route,
@@ -82,7 +84,7 @@ pub(crate) async fn forward(
         upstream_ms,
         recording,
     };
-    tokio::spawn(upstream.run(request.body(body), url, head_tx));
+    tokio::spawn(sending.run(request.body(body), url, head_tx));
     match head_rx.await {
         Ok(Ok(head)) => {
             deliver::upstream(
@@ -120,7 +122,8 @@ struct Head {
 }
 
 /// One call on its way upstream.
-struct Upstream {
+struct UpstreamCall {
+    target: Arc<crate::upstream::Upstream>,
     shared: Arc<Shared>,
     call_id: String,
     route: Route,
@@ -130,7 +133,7 @@ struct Upstream {
     recording: Recording,
 }
 
-impl Upstream {
+impl UpstreamCall {
     /// Sends the call, hands the reply's head to `head` and pumps the reply to its end.
     async fn run(
         self,
@@ -139,6 +142,7 @@ impl Upstream {
         head: tokio::sync::oneshot::Sender<Result<Head, String>>,
     ) {
         let Self {
+            target,
             shared,
             call_id,
             route,
@@ -148,8 +152,8 @@ impl Upstream {
             recording,
         } = self;
         // The turn is held until the reply is read to its end.
-        let _turn = shared.upstream.turn().await;
-        let response = match shared.upstream.send(request).await {
+        let _turn = target.turn().await;
+        let response = match target.send(request).await {
             Ok(r) => r,
             Err(e) => {
                 let message = format!(

@@ -22,6 +22,7 @@ use crate::capture::CaptureKey;
 use crate::conversation::{RequestView, Route, read_request};
 use crate::ledger::{self, Begun, CallStatus, NewCall, Rejected};
 use crate::shared::Shared;
+use crate::upstream::Upstream;
 
 /// A request that passed every check.
 struct Checked {
@@ -29,6 +30,8 @@ struct Checked {
     key: CaptureKey,
     bytes: Bytes,
     view: Option<RequestView>,
+    /// Where it goes: the upstream of its model, else the default.
+    upstream: Arc<Upstream>,
 }
 
 /// `ANY /r/{key}/{*rest}`.
@@ -76,6 +79,7 @@ pub(crate) async fn handle(
         key: capture,
         bytes,
         view,
+        upstream,
     } = checked;
     let stream = view.as_ref().is_some_and(|v| v.stream);
     let model_turns = view
@@ -122,6 +126,7 @@ pub(crate) async fn handle(
         });
     }
     let target = forward::Target {
+        upstream,
         rest,
         query: parts.uri.query().map(str::to_owned),
         method: parts.method,
@@ -163,12 +168,19 @@ async fn check(
         )
     })?;
     shared.check_key(&capture)?;
-    if !shared.config.api.serves(route) {
-        return Err(Refusal::new(
+    let not_served = |upstream: &Upstream| {
+        Refusal::new(
             StatusCode::NOT_FOUND,
             CallStatus::RouteNotServed,
-            format!("route /{rest} is not served by this gateway's upstream (key {key})"),
-        ));
+            format!(
+                "route /{rest} is not served by the upstream {} (key {key})",
+                upstream.base
+            ),
+        )
+    };
+    // With one upstream the family is known before the body is read.
+    if !shared.upstreams.by_model() && !shared.upstreams.default().api.serves(route) {
+        return Err(not_served(shared.upstreams.default()));
     }
     let bytes = read_limited(body, shared.config.max_body_bytes, key).await?;
     *read = Some(bytes.clone());
@@ -191,11 +203,20 @@ async fn check(
         }
         Some(read_request(route, &value))
     };
+    let upstream = Arc::clone(
+        shared
+            .upstreams
+            .for_model(view.as_ref().and_then(|v| v.model.as_deref())),
+    );
+    if !upstream.api.serves(route) {
+        return Err(not_served(&upstream));
+    }
     Ok(Checked {
         route,
         key: capture,
         bytes,
         view,
+        upstream,
     })
 }
 
