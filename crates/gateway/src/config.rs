@@ -9,9 +9,11 @@ pub use crate::credential::Credential;
 pub const MAX_UPSTREAM_CALLS: usize = 65_536;
 
 /// Which API family the upstream speaks; decides which routes are served.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum UpstreamApi {
     /// Chat completions and Responses.
+    #[serde(rename = "openai")]
     OpenAi,
     /// Anthropic Messages.
     Anthropic,
@@ -87,4 +89,108 @@ impl GatewayConfig {
             models: Vec::new(),
         }
     }
+}
+
+/// Version of a models file (`rollpoint gateway --models`).
+pub const MODELS_VERSION: u32 = 1;
+
+/// Longest model name.
+pub const MAX_MODEL_NAME: usize = 128;
+
+/// One upstream by model name as a file or a run config names it: no key, only where the key
+/// is (an environment variable or a 0600 file).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSpec {
+    /// The `model` of the calls it takes.
+    pub name: String,
+    /// Base URL, `http://` or `https://`.
+    pub upstream: String,
+    pub api: UpstreamApi,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_env: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credential_file: Option<PathBuf>,
+    /// Calls to it at once (0: no limit; 0..=[`MAX_UPSTREAM_CALLS`]).
+    #[serde(default)]
+    pub max_calls: usize,
+}
+
+/// Whether `name` is an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
+#[must_use]
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl ModelSpec {
+    /// Checks every field; the error names the field (`name`, `upstream`, ...).
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.name.is_empty() || self.name.len() > MAX_MODEL_NAME {
+            return Err((
+                "name",
+                format!(
+                    "must be 1 to {MAX_MODEL_NAME} bytes, not {}",
+                    self.name.len()
+                ),
+            ));
+        }
+        if !(self.upstream.starts_with("http://") || self.upstream.starts_with("https://")) {
+            return Err((
+                "upstream",
+                format!("{}: must be an http:// or https:// URL", self.upstream),
+            ));
+        }
+        if self.credential_env.is_some() && self.credential_file.is_some() {
+            return Err((
+                "credential_file",
+                "give credential_env or credential_file, not both".to_owned(),
+            ));
+        }
+        if let Some(name) = &self.credential_env
+            && !is_env_name(name)
+        {
+            return Err((
+                "credential_env",
+                format!("{name:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
+            ));
+        }
+        if self.max_calls > MAX_UPSTREAM_CALLS {
+            return Err((
+                "max_calls",
+                format!("{} is outside 0..={MAX_UPSTREAM_CALLS}", self.max_calls),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The upstream it names, its credential read now.
+    pub fn resolve(&self) -> Result<ModelUpstream, crate::errors::GatewayError> {
+        let credential = match (&self.credential_env, &self.credential_file) {
+            (Some(name), _) => Some(Credential::from_env(name)?),
+            (None, Some(path)) => Some(Credential::from_file(path)?),
+            (None, None) => None,
+        };
+        Ok(ModelUpstream {
+            name: self.name.clone(),
+            upstream: self.upstream.clone(),
+            api: self.api,
+            ca_file: self.ca_file.clone(),
+            credential,
+            max_upstream_calls: self.max_calls,
+        })
+    }
+}
+
+/// A models file: `{"v": 1, "models": [ModelSpec, ...]}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelsFile {
+    pub v: u32,
+    pub models: Vec<ModelSpec>,
 }

@@ -105,6 +105,10 @@ pub struct RunConfig {
     /// (0..=[`MAX_MODEL_CALLS`]).
     #[serde(default)]
     pub model_max_calls: usize,
+    /// Upstreams by model name (`[[models]]`): a call naming one goes to it, the rest to
+    /// `model_upstream` or `model_script`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<rollpoint_gateway::config::ModelSpec>,
     #[serde(default)]
     pub model_api: ModelApi,
     /// A model script to serve in process instead of an upstream.
@@ -133,6 +137,7 @@ impl Default for RunConfig {
             model_credential_env: None,
             model_credential_file: None,
             model_max_calls: 0,
+            models: Vec::new(),
             model_api: ModelApi::All,
             model_script: None,
             store: StoreKind::Auto,
@@ -149,6 +154,10 @@ impl RunConfig {
         let mut config = Self::parse(&bytes, path)?;
         // Paths in a config file are relative to the file.
         let base = path.parent().unwrap_or(Path::new("."));
+        let model_paths = config
+            .models
+            .iter_mut()
+            .flat_map(|m| [&mut m.ca_file, &mut m.credential_file]);
         for p in [
             &mut config.model_script,
             &mut config.supervisor,
@@ -156,6 +165,7 @@ impl RunConfig {
             &mut config.model_credential_file,
         ]
         .into_iter()
+        .chain(model_paths)
         .flatten()
         {
             if p.is_relative() {
@@ -240,17 +250,30 @@ impl RunConfig {
             );
         }
         if let Some(name) = &self.model_credential_env {
-            let mut chars = name.chars();
-            let good = chars
-                .next()
-                .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !good {
+            if !rollpoint_gateway::config::is_env_name(name) {
                 return bad(
                     "model_credential_env",
                     &format!(
                         "{name:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
                     ),
+                );
+            }
+        }
+        if !self.models.is_empty() && self.model_upstream.is_none() && self.model_script.is_none() {
+            return bad(
+                "models",
+                "give model_upstream or model_script too: it takes the calls no entry names",
+            );
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, m) in self.models.iter().enumerate() {
+            if let Err((field, message)) = m.check() {
+                return bad(&format!("models[{i}].{field}"), &message);
+            }
+            if !names.insert(m.name.as_str()) {
+                return bad(
+                    &format!("models[{i}].name"),
+                    &format!("{} is named twice", m.name),
                 );
             }
         }

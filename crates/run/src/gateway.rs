@@ -7,7 +7,8 @@
 //!
 //! Files under `RUN_DIR/gateway/`: `ledger.sqlite`; `process.json` (`{v, pid, port}`, written
 //! once the gateway listens); `control.token` (the bearer token of its control routes, new
-//! for each process, mode 0600); `gateway.log` (its stderr); `port`.
+//! for each process, mode 0600); `gateway.log` (its stderr); `port`; `models.json` (the run's
+//! `[[models]]`, keys named by variable or path only).
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,7 @@ const PROCESS: &str = "gateway/process.json";
 const TOKEN: &str = "gateway/control.token";
 const LOG: &str = "gateway/gateway.log";
 const PORT: &str = "gateway/port";
+const MODELS: &str = "gateway/models.json";
 
 /// Version of `process.json`.
 const PROCESS_VERSION: u32 = 1;
@@ -229,6 +231,17 @@ impl GatewayProcess {
         }
         if let Some(path) = &config.model_credential_file {
             cmd.arg("--credential-file").arg(path);
+        }
+        if !config.models.is_empty() {
+            let file = rollpoint_gateway::config::ModelsFile {
+                v: rollpoint_gateway::config::MODELS_VERSION,
+                models: config.models.clone(),
+            };
+            let path = run_dir.join(MODELS);
+            let text =
+                serde_json::to_string_pretty(&file).map_err(|e| RunError::setup("gateway", e))?;
+            write_private(&path, &text)?;
+            cmd.arg("--models").arg(path);
         }
         if config.model_max_calls > 0 {
             cmd.arg("--max-upstream-calls")

@@ -100,6 +100,26 @@ fn bad_tasks_and_configs_are_refused_naming_the_line_and_field() {
             "model_max_calls",
             "0..=65536",
         ),
+        (
+            "v = 1\n[[models]]\nname = \"m\"\nupstream = \"http://x\"\napi = \"openai\"\n",
+            "models",
+            "model_upstream or model_script",
+        ),
+        (
+            "v = 1\nmodel_upstream = \"http://d\"\n[[models]]\nname = \"m\"\nupstream = \"http://x\"\napi = \"openai\"\n[[models]]\nname = \"m\"\nupstream = \"http://y\"\napi = \"openai\"\n",
+            "models[1].name",
+            "named twice",
+        ),
+        (
+            "v = 1\nmodel_upstream = \"http://d\"\n[[models]]\nname = \"m\"\nupstream = \"x\"\napi = \"openai\"\n",
+            "models[0].upstream",
+            "https://",
+        ),
+        (
+            "v = 1\nmodel_upstream = \"http://d\"\n[[models]]\nname = \"m\"\nupstream = \"http://x\"\napi = \"gemini\"\n",
+            "api",
+            "gemini",
+        ),
     ] {
         let config = d.join("model.toml");
         std::fs::write(&config, text).expect("config");

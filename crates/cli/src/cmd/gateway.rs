@@ -64,6 +64,11 @@ pub struct GatewayArgs {
     /// Calls upstream at once; more wait their turn (0: no limit; 0..=65536).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=65_536))]
     max_upstream_calls: u64,
+    /// A models file (`{"v": 1, "models": [{name, upstream, api, ca_file?, credential_env?,
+    /// credential_file?, max_calls?}]}`): calls naming one of these models go to its upstream,
+    /// the rest to --upstream.
+    #[arg(long)]
+    models: Option<PathBuf>,
     /// Which API the upstream speaks.
     #[arg(long, value_enum, default_value = "openai")]
     api: Api,
@@ -140,6 +145,31 @@ async fn owner_gone(owner: u32) {
     }
 }
 
+/// The upstreams a models file names, each checked and its credential read.
+fn read_models(
+    path: &std::path::Path,
+) -> anyhow::Result<Vec<rollpoint_gateway::config::ModelUpstream>> {
+    use rollpoint_gateway::config::{MODELS_VERSION, ModelsFile};
+    let bytes = std::fs::read(path)
+        .with_context(|| format!("cannot read the models file {}", path.display()))?;
+    let file: ModelsFile = rollpoint_proto::decode("models file", MODELS_VERSION, &bytes)
+        .with_context(|| format!("models file {}", path.display()))?;
+    file.models
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            m.check().map_err(|(field, message)| {
+                anyhow::anyhow!(
+                    "models file {}: models[{i}].{field}: {message}",
+                    path.display()
+                )
+            })?;
+            m.resolve()
+                .with_context(|| format!("models file {}: models[{i}]", path.display()))
+        })
+        .collect()
+}
+
 pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
     if let Some(owner) = args.owner {
         let parent = std::os::unix::process::parent_id();
@@ -174,6 +204,10 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         (None, Some(path)) => Some(rollpoint_gateway::credential::Credential::from_file(path)?),
         (None, None) => None,
     };
+    let models = match &args.models {
+        Some(path) => read_models(path)?,
+        None => Vec::new(),
+    };
     let script = match &args.model_script {
         Some(path) => Some(Script::load(path)?),
         None => None,
@@ -202,6 +236,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         config.ca_file = args.ca_file.clone();
         config.credential = credential;
         config.max_upstream_calls = usize::try_from(args.max_upstream_calls)?;
+        config.models = models;
         let gateway = Gateway::new(config)?;
         for key in &keys {
             gateway.register(key)?;

@@ -169,12 +169,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         config.gateway_port = v;
     }
     // Absolute, so a resume from another directory finds them.
+    let model_paths = config
+        .models
+        .iter_mut()
+        .flat_map(|m| [&mut m.ca_file, &mut m.credential_file]);
     for path in [
         &mut config.model_script,
         &mut config.model_ca_file,
         &mut config.model_credential_file,
     ]
     .into_iter()
+    .chain(model_paths)
     .flatten()
     {
         *path = std::path::absolute(&*path)
