@@ -249,15 +249,13 @@ impl RunConfig {
                 "give model_credential_env or model_credential_file, not both",
             );
         }
-        if let Some(name) = &self.model_credential_env {
-            if !rollpoint_gateway::config::is_env_name(name) {
-                return bad(
-                    "model_credential_env",
-                    &format!(
-                        "{name:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
-                    ),
-                );
-            }
+        if let Some(name) = &self.model_credential_env
+            && !rollpoint_gateway::config::is_env_name(name)
+        {
+            return bad(
+                "model_credential_env",
+                &format!("{name:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
+            );
         }
         if !self.models.is_empty() && self.model_upstream.is_none() && self.model_script.is_none() {
             return bad(
