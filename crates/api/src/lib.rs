@@ -7,6 +7,7 @@
 //! | [`auth`] | bearer tokens compared in constant time, and the layer that requires one |
 //! | [`body`] | request bodies read to a limit and decoded with the bad field named by its path |
 //! | [`error`] | [`ApiError`] and [`ErrorCode`]: the one error reply, `{"error": {code, message, field?}}` |
+//! | [`metrics`] | the OpenMetrics reply of `GET /metrics` and the checkpoint metrics |
 //! | [`serve()`] | serving a router on a listener |
 //! | [`vocab`] | the control plane's words: participant [`Kind`] and [`Phase`] |
 //! | [`wire`] | versioned bodies of the coordinator and rollout routes |
@@ -15,6 +16,7 @@
 pub mod auth;
 pub mod body;
 pub mod error;
+pub mod metrics;
 mod serving;
 pub mod vocab;
 pub mod wire;

@@ -165,7 +165,7 @@ async fn metrics(
     (
         [(
             axum::http::header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            rollpoint_api::metrics::OPENMETRICS,
         )],
         text,
     )

@@ -108,9 +108,6 @@ impl Metrics {
             .set(i64::try_from(in_flight).unwrap_or(i64::MAX));
         self.recording
             .set(i64::try_from(recording).unwrap_or(i64::MAX));
-        let mut text = String::new();
-        // Writing to a String does not fail.
-        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
-        text
+        rollpoint_api::metrics::text(&self.registry)
     }
 }

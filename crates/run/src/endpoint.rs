@@ -245,7 +245,7 @@ async fn metrics(State(loop_tx): State<mpsc::UnboundedSender<Signal>>) -> Respon
         Ok(text) => (
             [(
                 axum::http::header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                rollpoint_api::metrics::OPENMETRICS,
             )],
             text,
         )

@@ -11,8 +11,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use rollpoint_api::metrics::CheckpointMetrics;
 use rollpoint_api::wire::PhaseTimings;
 
 use crate::progress::Progress;
@@ -27,53 +27,28 @@ struct StatusLabel {
     status: String,
 }
 
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabel {
-    outcome: &'static str,
-}
-
-#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct PhaseLabel {
-    phase: &'static str,
-}
-
-fn phase_histogram() -> Histogram {
-    // 1 ms to about a minute.
-    Histogram::new(exponential_buckets(0.001, 2.0, 17))
-}
-
 /// The run's metrics.
 #[derive(Debug)]
 pub(crate) struct RunMetrics {
     registry: Registry,
     rollouts: Family<StateLabel, Gauge>,
     results: Family<StatusLabel, Counter>,
-    checkpoints: Family<OutcomeLabel, Counter>,
-    phases: Family<PhaseLabel, Histogram, fn() -> Histogram>,
+    checkpoints: CheckpointMetrics,
 }
 
 impl RunMetrics {
     pub(crate) fn new() -> Self {
         let rollouts = Family::<StateLabel, Gauge>::default();
         let results = Family::<StatusLabel, Counter>::default();
-        let checkpoints = Family::<OutcomeLabel, Counter>::default();
-        let phases: Family<PhaseLabel, Histogram, fn() -> Histogram> =
-            Family::new_with_constructor(phase_histogram);
         let mut registry = Registry::with_prefix("rollpoint_run");
         registry.register("rollouts", "Rollouts of the run by state", rollouts.clone());
         registry.register("results", "Result rows written, by status", results.clone());
-        registry.register("checkpoints", "Checkpoints by outcome", checkpoints.clone());
-        registry.register(
-            "checkpoint_phase_seconds",
-            "Time of each phase of a published checkpoint",
-            phases.clone(),
-        );
+        let checkpoints = CheckpointMetrics::register(&mut registry);
         Self {
             registry,
             rollouts,
             results,
             checkpoints,
-            phases,
         }
     }
 
@@ -88,32 +63,12 @@ impl RunMetrics {
 
     /// A checkpoint was published with these timings.
     pub(crate) fn published(&self, t: &PhaseTimings) {
-        self.checkpoints
-            .get_or_create(&OutcomeLabel {
-                outcome: "published",
-            })
-            .inc();
-        for (phase, ms) in [
-            ("total", t.total_ms),
-            ("prepare", t.prepare_ms),
-            ("commit", t.commit_ms),
-            ("publish", t.publish_ms),
-            ("held", t.held_ms),
-            ("resume", t.resume_ms),
-        ] {
-            #[expect(clippy::cast_precision_loss, reason = "milliseconds of a checkpoint")]
-            let seconds = ms as f64 / 1000.0;
-            self.phases
-                .get_or_create(&PhaseLabel { phase })
-                .observe(seconds);
-        }
+        self.checkpoints.published(t);
     }
 
     /// A checkpoint failed.
     pub(crate) fn failed(&self) {
-        self.checkpoints
-            .get_or_create(&OutcomeLabel { outcome: "failed" })
-            .inc();
+        self.checkpoints.failed();
     }
 
     /// The text exposition, the rollout gauges set from `p`.
@@ -129,10 +84,7 @@ impl RunMetrics {
                 .get_or_create(&StateLabel { state })
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
         }
-        let mut text = String::new();
-        // Writing to a String does not fail.
-        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
-        text
+        rollpoint_api::metrics::text(&self.registry)
     }
 }
 

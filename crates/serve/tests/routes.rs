@@ -234,6 +234,24 @@ async fn a_posted_rollout_conflicts_then_delivers_its_result() {
     let list: RolloutList = serde_json::from_value(list).unwrap();
     assert_eq!(list.rollouts.len(), 1);
     assert!(!list.rollouts[0].state.in_flight());
+    let state = serde_json::to_value(list.rollouts[0].state).unwrap();
+    let base = url.trim_end_matches("/v1/rollouts");
+    let text = http
+        .get(format!("{base}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let line = format!(
+        "rollpoint_agent_rollouts{{state=\"{}\"}} 1",
+        state.as_str().unwrap()
+    );
+    assert!(text.contains(&line), "{line} in:\n{text}");
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    assert_eq!(scrape.samples.len(), 1, "{text}");
 
     let (status, cancel) = call(
         &http,
@@ -326,6 +344,35 @@ async fn coordinator_routes_check_bodies_and_publish_a_verified_checkpoint() {
     assert_eq!(st.peers.len(), 1);
     assert_eq!(st.peers[0].url, agent);
     assert!(st.peers[0].error.is_none(), "{:?}", st.peers[0]);
+
+    // The coordinator's metrics count the published checkpoint and the refused one.
+    let text = http
+        .get(format!("{coord}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
+    let count = |outcome: &str| {
+        scrape
+            .samples
+            .iter()
+            .find(|m| {
+                m.metric == "rollpoint_coordinator_checkpoints_total"
+                    && m.labels.get("outcome") == Some(outcome)
+            })
+            .map(|m| match m.value {
+                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
+                _ => f64::NAN,
+            })
+    };
+    assert_eq!(count("published"), Some(1.0), "{text}");
+    assert_eq!(count("failed"), Some(1.0), "{text}");
+    let unauthorized = http.get(format!("{coord}/metrics")).send().await.unwrap();
+    assert_eq!(unauthorized.status(), StatusCode::UNAUTHORIZED);
 
     // A finished rollout is forgotten by the agent: a checkpoint naming it
     // exports nothing of it.

@@ -22,6 +22,7 @@ mod cancel;
 mod control;
 mod forget;
 mod list;
+mod metrics;
 mod result;
 mod show;
 mod submit;
@@ -124,6 +125,7 @@ impl AgentService {
                 get(show::handle).delete(cancel::handle),
             )
             .route("/v1/rollouts/{id}/result", get(result::handle))
+            .route("/metrics", get(metrics::handle))
             .with_state(Arc::clone(&self.shared));
         authorized(rollouts, token).merge(rollpoint_checkpoint::router(
             Arc::clone(&self.control) as Arc<dyn rollpoint_checkpoint::Control>,

@@ -39,10 +39,18 @@ pub(super) async fn handle(
         stop: req.stop,
     };
     let started = Instant::now();
-    let done = shared
+    let done = match shared
         .coordinator
         .checkpoint_kept_paused(&plan, req.hold())
         .await
-        .map_err(|e| coordinator_error(&e))?;
-    Ok(json(StatusCode::OK, &done.reply(started.elapsed())))
+    {
+        Ok(done) => done,
+        Err(e) => {
+            shared.checkpoints.failed();
+            return Err(coordinator_error(&e));
+        }
+    };
+    let reply = done.reply(started.elapsed());
+    shared.checkpoints.published(&reply.timings);
+    Ok(json(StatusCode::OK, &reply))
 }

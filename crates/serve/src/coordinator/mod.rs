@@ -15,6 +15,8 @@ mod checkpoint;
 mod restore;
 mod status;
 
+use prometheus_client::registry::Registry;
+use rollpoint_api::metrics::CheckpointMetrics;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -94,6 +96,8 @@ struct Shared {
     busy: tokio::sync::Mutex<()>,
     /// The checkpoint the participants were last restored from.
     continues: Mutex<Option<String>>,
+    metrics: Registry,
+    checkpoints: CheckpointMetrics,
 }
 
 /// The coordinator and its routes. Cheap to clone.
@@ -143,6 +147,8 @@ impl CoordinatorService {
             .timeout(Duration::from_secs(60))
             .build()
             .map_err(|e| ServeError::Client(e.to_string()))?;
+        let mut metrics = Registry::with_prefix("rollpoint_coordinator");
+        let checkpoints = CheckpointMetrics::register(&mut metrics);
         Ok(Self {
             shared: Arc::new(Shared {
                 coordinator,
@@ -152,6 +158,8 @@ impl CoordinatorService {
                 client,
                 busy: tokio::sync::Mutex::new(()),
                 continues: Mutex::new(None),
+                metrics,
+                checkpoints,
             }),
         })
     }
@@ -162,6 +170,14 @@ impl CoordinatorService {
             .route("/v1/coordinator/checkpoint", post(checkpoint::handle))
             .route("/v1/coordinator/restore", post(restore::handle))
             .route("/v1/coordinator/status", get(status::handle))
+            .route(
+                "/metrics",
+                get(
+                    |axum::extract::State(shared): axum::extract::State<Arc<Shared>>| async move {
+                        rollpoint_api::metrics::reply(&shared.metrics)
+                    },
+                ),
+            )
             .with_state(Arc::clone(&self.shared));
         authorized(routes, token)
     }
