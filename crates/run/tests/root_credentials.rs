@@ -5,36 +5,8 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
 use common::*;
-use rollpoint_driver::Status;
-use rollpoint_testkit::{require_root, supervisor_bin};
-
-/// Every regular file under `dir` that holds `needle`.
-fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let Ok(kind) = e.file_type() else { continue };
-            if kind.is_dir() {
-                stack.push(e.path());
-            } else if kind.is_file()
-                && std::fs::read(e.path())
-                    .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
-            {
-                out.push(e.path().display().to_string());
-            }
-        }
-    }
-    out
-}
+use rollpoint_testkit::require_root;
 
 #[test]
 fn root_the_model_key_reaches_no_sandbox_and_no_file_of_the_run() {
@@ -62,24 +34,15 @@ fn root_the_model_key_reaches_no_sandbox_and_no_file_of_the_run() {
     .expect("config");
     let run_dir = dir.path().join("r");
     let log = dir.path().join("stderr.log");
-    let err = std::fs::File::create(&log).expect("log");
-    let sup = supervisor_bin();
-    let mut run = Command::new(rollpoint_bin())
-        .args(run_args(&tasks, &config, &run_dir, &sup))
-        .env("ROLLPOINT_TEST_MODEL_KEY", &marker)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("spawn rollpoint");
-    let status = wait(&mut run, Duration::from_secs(300), &log);
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(status.success(), "the run failed ({status}):\n{text}");
+    let text = run_verified_with_env(
+        &tasks,
+        &config,
+        &run_dir,
+        ("ROLLPOINT_TEST_MODEL_KEY", &marker),
+        &log,
+    );
     let results = rollpoint_run::read_results(&run_dir).expect("results");
     assert_eq!(results.len(), 2, "{results:?}");
-    for r in &results {
-        assert_eq!(r.status, Status::Verified, "{r:?}\n{text}");
-    }
     assert!(
         !text.contains(&marker),
         "the key is in the runner's output:\n{text}"

@@ -10,8 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-use rollpoint_driver::Status;
-use rollpoint_testkit::{require_root, supervisor_bin};
+use rollpoint_testkit::require_root;
 
 /// Kills the child when dropped.
 struct Killed(std::process::Child);
@@ -76,24 +75,15 @@ fn root_calls_naming_a_listed_model_go_to_its_upstream_the_rest_to_the_default()
     )
     .expect("config");
     let run_dir = d.join("r");
-    let err = std::fs::File::create(&log).expect("log");
-    let sup = supervisor_bin();
-    let mut run = Command::new(rollpoint_bin())
-        .args(run_args(&tasks, &config, &run_dir, &sup))
-        .env("ROLLPOINT_TEST_SECOND_KEY", &marker)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("spawn rollpoint");
-    let status = wait(&mut run, Duration::from_secs(300), &log);
-    let text = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(status.success(), "the run failed ({status}):\n{text}");
+    let _text = run_verified_with_env(
+        &tasks,
+        &config,
+        &run_dir,
+        ("ROLLPOINT_TEST_SECOND_KEY", &marker),
+        &log,
+    );
     let results = rollpoint_run::read_results(&run_dir).expect("results");
     assert_eq!(results.len(), 2, "{results:?}");
-    for r in &results {
-        assert_eq!(r.status, Status::Verified, "{r:?}\n{text}");
-    }
     // STEPS tool calls and the last answer each.
     let per_task = usize::try_from(STEPS).expect("steps") + 1;
     assert_eq!(lines(&second_log), per_task, "the second model's calls");
@@ -102,17 +92,9 @@ fn root_calls_naming_a_listed_model_go_to_its_upstream_the_rest_to_the_default()
         per_task,
         "the default model's calls"
     );
-    let mut stack = vec![run_dir.clone()];
-    while let Some(p) = stack.pop() {
-        for e in std::fs::read_dir(&p).expect("read_dir").flatten() {
-            let path = e.path();
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                stack.push(path);
-            } else if std::fs::read(&path)
-                .is_ok_and(|b| b.windows(marker.len()).any(|w| w == marker.as_bytes()))
-            {
-                panic!("{} holds the second model's key", path.display());
-            }
-        }
-    }
+    let holding = files_holding(&run_dir, marker.as_bytes());
+    assert!(
+        holding.is_empty(),
+        "files holding the second model's key: {holding:?}"
+    );
 }

@@ -86,6 +86,18 @@ async fn call(
     (status, value)
 }
 
+/// The `/metrics` text of the service at `base`.
+async fn metrics(http: &Client, base: &str) -> String {
+    let reply = http
+        .get(format!("{base}/metrics"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), StatusCode::OK);
+    reply.text().await.unwrap()
+}
+
 /// Asserts a 400 naming `field`, with `text` in the message.
 fn assert_bad(reply: &(StatusCode, Value), field: &str, text: &str) {
     assert_eq!(reply.0, StatusCode::BAD_REQUEST, "{}", reply.1);
@@ -236,15 +248,7 @@ async fn a_posted_rollout_conflicts_then_delivers_its_result() {
     assert!(!list.rollouts[0].state.in_flight());
     let state = serde_json::to_value(list.rollouts[0].state).unwrap();
     let base = url.trim_end_matches("/v1/rollouts");
-    let text = http
-        .get(format!("{base}/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&http, base).await;
     let line = format!(
         "rollpoint_agent_rollouts{{state=\"{}\"}} 1",
         state.as_str().unwrap()
@@ -346,15 +350,7 @@ async fn coordinator_routes_check_bodies_and_publish_a_verified_checkpoint() {
     assert!(st.peers[0].error.is_none(), "{:?}", st.peers[0]);
 
     // The coordinator's metrics count the published checkpoint and the refused one.
-    let text = http
-        .get(format!("{coord}/metrics"))
-        .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics(&http, &coord).await;
     let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
     let count = |outcome: &str| {
         scrape

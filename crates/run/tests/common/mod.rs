@@ -257,3 +257,59 @@ pub fn names(dir: &Path) -> BTreeSet<String> {
         })
         .unwrap_or_default()
 }
+
+/// `rollpoint run` of `tasks` with `config` into `run_dir`, with `name`=`value` in its
+/// environment, to its end; fails unless it succeeds with every row verified. Returns its
+/// stderr.
+pub fn run_verified_with_env(
+    tasks: &Path,
+    config: &Path,
+    run_dir: &Path,
+    (name, value): (&str, &str),
+    log: &Path,
+) -> String {
+    let err = std::fs::File::create(log).expect("log");
+    let sup = rollpoint_testkit::supervisor_bin();
+    let mut run = Command::new(rollpoint_bin())
+        .args(run_args(tasks, config, run_dir, &sup))
+        .env(name, value)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("spawn rollpoint");
+    let status = wait(&mut run, Duration::from_secs(300), log);
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    assert!(status.success(), "the run failed ({status}):\n{text}");
+    for r in rollpoint_run::read_results(run_dir).expect("results") {
+        assert_eq!(
+            r.status,
+            rollpoint_driver::Status::Verified,
+            "{r:?}\n{text}"
+        );
+    }
+    text
+}
+
+/// Every regular file under `dir` that holds `needle`.
+pub fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(kind) = e.file_type() else { continue };
+            if kind.is_dir() {
+                stack.push(e.path());
+            } else if kind.is_file()
+                && std::fs::read(e.path())
+                    .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
+            {
+                out.push(e.path().display().to_string());
+            }
+        }
+    }
+    out
+}
