@@ -33,7 +33,7 @@ pub use client::HttpOwner;
 pub use errors::OwnerError;
 pub use http::{BODY_LIMIT, router, serve};
 pub use local::{LiveSession, LocalOwner};
-pub use owner::{Access, Launched, Owner, OwnerResult, SessionInfo};
+pub use owner::{Access, Launched, Owner, OwnerCounts, OwnerResult, SessionInfo};
 pub use participant::ResourcesParticipant;
 pub use record::{RECORD_VERSION, SessionRecord};
 pub use task::{OwnerTask, RewardMode, VerifySpec};

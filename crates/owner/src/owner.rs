@@ -51,6 +51,15 @@ pub struct Launched {
 /// Result of an owner call.
 pub type OwnerResult<T> = Result<T, OwnerError>;
 
+/// What an owner holds now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OwnerCounts {
+    /// Sessions open (seeded and not closed).
+    pub sessions: u64,
+    /// Sessions being seeded.
+    pub seeding: u64,
+}
+
 /// Lends sandboxes to rollouts, grades them, and is the only one that
 /// snapshots and forks them. Usable as `Arc<dyn Owner>`.
 pub trait Owner: Send + Sync + std::fmt::Debug {
@@ -111,4 +120,10 @@ pub trait Owner: Send + Sync + std::fmt::Debug {
     fn restore(&self, record: SessionRecord) -> BoxFuture<'_, OwnerResult<Access>>;
 
     fn delete_snapshot<'a>(&'a self, snapshot: &'a str) -> BoxFuture<'a, OwnerResult<()>>;
+
+    /// Sessions open and seeds starting now, for metrics (an owner that does not count
+    /// says none).
+    fn counts(&self) -> OwnerCounts {
+        OwnerCounts::default()
+    }
 }

@@ -277,3 +277,48 @@ async fn many_sessions_at_once_each_get_their_own_sandbox() {
     }
     assert!(s.fake.sandboxes().is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metrics_count_the_open_sessions() {
+    let s = Served::start().await;
+    let scrape = |s: &Served| {
+        let url = format!("{}/metrics", s.base);
+        async move {
+            let reply = reqwest::Client::new()
+                .get(url)
+                .bearer_auth(support::TOKEN)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(reply.status(), 200);
+            reply.text().await.unwrap()
+        }
+    };
+    let text = scrape(&s).await;
+    assert!(text.contains("rollpoint_owner_sessions 0"), "{text}");
+    let info = s
+        .client
+        .create_session(simple_task("m1", &["true"]))
+        .await
+        .unwrap();
+    let _other = s
+        .client
+        .create_session(simple_task("m2", &["true"]))
+        .await
+        .unwrap();
+    let text = scrape(&s).await;
+    assert!(text.contains("rollpoint_owner_sessions 2"), "{text}");
+    assert!(
+        text.contains("rollpoint_owner_sessions_seeding 0"),
+        "{text}"
+    );
+    s.client.close(&info.session).await.unwrap();
+    let text = scrape(&s).await;
+    assert!(text.contains("rollpoint_owner_sessions 1"), "{text}");
+    let unauthorized = reqwest::Client::new()
+        .get(format!("{}/metrics", s.base))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthorized.status(), 401);
+}

@@ -54,6 +54,7 @@ pub fn router(owner: Arc<dyn Owner>, token: &str) -> Router {
         .route("/v1/owner/sessions/{id}/snapshot", post(snapshot::handle))
         .route("/v1/owner/restore", post(restore::handle))
         .route("/v1/owner/snapshots/{id}", delete(delete_snapshot::handle))
+        .route("/metrics", get(metrics))
         .with_state(owner);
     rollpoint_api::require_bearer(routes, token, unauthorized)
 }
@@ -65,6 +66,21 @@ pub async fn serve(
     token: &str,
 ) -> std::io::Result<()> {
     rollpoint_api::serve(listener, router(owner, token)).await
+}
+
+/// `GET /metrics` (behind the token): `rollpoint_owner_sessions` and
+/// `rollpoint_owner_sessions_seeding`, now.
+async fn metrics(State(owner): Shared) -> Response {
+    use prometheus_client::metrics::gauge::Gauge;
+    let counts = owner.counts();
+    let sessions = Gauge::<i64>::default();
+    sessions.set(i64::try_from(counts.sessions).unwrap_or(i64::MAX));
+    let seeding = Gauge::<i64>::default();
+    seeding.set(i64::try_from(counts.seeding).unwrap_or(i64::MAX));
+    let mut registry = prometheus_client::registry::Registry::with_prefix("rollpoint_owner");
+    registry.register("sessions", "Sessions open", sessions);
+    registry.register("sessions_seeding", "Sessions being seeded", seeding);
+    rollpoint_api::metrics::reply(&registry)
 }
 
 fn unauthorized() -> Response {

@@ -222,6 +222,13 @@ impl Drop for SeedGuard<'_> {
 }
 
 impl Owner for LocalOwner {
+    fn counts(&self) -> crate::owner::OwnerCounts {
+        crate::owner::OwnerCounts {
+            sessions: u64::try_from(self.live_sessions().len()).unwrap_or(u64::MAX),
+            seeding: self.seeds_in_flight(),
+        }
+    }
+
     fn create_session(&self, task: OwnerTask) -> BoxFuture<'_, OwnerResult<SessionInfo>> {
         self.create_session_impl(task).boxed()
     }
