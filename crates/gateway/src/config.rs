@@ -171,11 +171,10 @@ impl ModelSpec {
 
     /// The upstream it names, its credential read now.
     pub fn resolve(&self) -> Result<ModelUpstream, crate::errors::GatewayError> {
-        let credential = match (&self.credential_env, &self.credential_file) {
-            (Some(name), _) => Some(Credential::from_env(name)?),
-            (None, Some(path)) => Some(Credential::from_file(path)?),
-            (None, None) => None,
-        };
+        let credential = Credential::named(
+            self.credential_env.as_deref(),
+            self.credential_file.as_deref(),
+        )?;
         Ok(ModelUpstream {
             name: self.name.clone(),
             upstream: self.upstream.clone(),

@@ -60,6 +60,15 @@ impl Credential {
         Self::new(key.trim(), source.clone())
     }
 
+    /// The key a setting names: an environment variable, else a file, else none.
+    pub fn named(env: Option<&str>, file: Option<&Path>) -> Result<Option<Self>, GatewayError> {
+        match (env, file) {
+            (Some(name), _) => Self::from_env(name).map(Some),
+            (None, Some(path)) => Self::from_file(path).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+
     fn new(key: &str, source: String) -> Result<Self, GatewayError> {
         if key.is_empty() {
             return Err(GatewayError::Credential {

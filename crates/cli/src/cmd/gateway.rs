@@ -199,11 +199,10 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
             "--upstream {upstream}: not an http:// or https:// URL"
         );
     }
-    let credential = match (&args.credential_env, &args.credential_file) {
-        (Some(name), _) => Some(rollpoint_gateway::credential::Credential::from_env(name)?),
-        (None, Some(path)) => Some(rollpoint_gateway::credential::Credential::from_file(path)?),
-        (None, None) => None,
-    };
+    let credential = rollpoint_gateway::credential::Credential::named(
+        args.credential_env.as_deref(),
+        args.credential_file.as_deref(),
+    )?;
     let models = match &args.models {
         Some(path) => read_models(path)?,
         None => Vec::new(),
