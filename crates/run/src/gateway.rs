@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{ModelApi, RunConfig};
 use crate::errors::RunError;
+use crate::state::write_atomic;
 
 /// The gateway's directory under the run directory.
 pub const GATEWAY_DIR: &str = "gateway";
@@ -85,19 +86,6 @@ fn fresh_token() -> Result<String, RunError> {
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|e| RunError::io("/dev/urandom", e))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
-fn write_private(path: &Path, text: &str) -> Result<(), RunError> {
-    use std::io::Write as _;
-    use std::os::unix::fs::PermissionsExt as _;
-    let mut file =
-        atomic_write_file::AtomicWriteFile::open(path).map_err(|e| RunError::io(path, e))?;
-    file.as_file()
-        .set_permissions(std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| RunError::io(path, e))?;
-    file.write_all(text.as_bytes())
-        .map_err(|e| RunError::io(path, e))?;
-    file.commit().map_err(|e| RunError::io(path, e))
 }
 
 /// Whether `pid` is a live gateway process serving `ledger`.
@@ -173,7 +161,7 @@ impl GatewayProcess {
         wait_previous(run_dir).await?;
         let token = fresh_token()?;
         let token_file = run_dir.join(TOKEN);
-        write_private(&token_file, &token)?;
+        write_atomic(&token_file, token.as_bytes())?;
         let port_file = run_dir.join(PORT);
         match std::fs::remove_file(&port_file) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -240,7 +228,7 @@ impl GatewayProcess {
             let path = run_dir.join(MODELS);
             let text =
                 serde_json::to_string_pretty(&file).map_err(|e| RunError::setup("gateway", e))?;
-            write_private(&path, &text)?;
+            write_atomic(&path, text.as_bytes())?;
             cmd.arg("--models").arg(path);
         }
         if config.model_max_calls > 0 {
@@ -301,7 +289,7 @@ impl GatewayProcess {
             port,
         };
         let text = serde_json::to_string(&record).map_err(|e| RunError::setup("gateway", e))?;
-        write_private(&run_dir.join(PROCESS), &text)?;
+        write_atomic(&run_dir.join(PROCESS), text.as_bytes())?;
         let client = GatewayClient::new(&format!("http://127.0.0.1:{port}"), &token)
             .map_err(|e| RunError::setup("gateway", e))?;
         Ok(Self {
