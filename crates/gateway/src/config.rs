@@ -128,45 +128,66 @@ pub fn is_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Checks the settings of one upstream, named `{prefix}upstream`, `{prefix}credential_env`,
+/// `{prefix}credential_file` and `{prefix}max_calls`: an http(s) URL, at most one place for
+/// the key, a variable name that is one, and the limit in range. The error names the field.
+pub fn check_upstream(
+    prefix: &str,
+    url: Option<&str>,
+    credential_env: Option<&str>,
+    credential_file: bool,
+    max_calls: usize,
+) -> Result<(), (String, String)> {
+    if let Some(url) = url
+        && !(url.starts_with("http://") || url.starts_with("https://"))
+    {
+        return Err((
+            format!("{prefix}upstream"),
+            format!("{url}: must be an http:// or https:// URL"),
+        ));
+    }
+    if credential_env.is_some() && credential_file {
+        return Err((
+            format!("{prefix}credential_file"),
+            format!("give {prefix}credential_env or {prefix}credential_file, not both"),
+        ));
+    }
+    if let Some(name) = credential_env
+        && !is_env_name(name)
+    {
+        return Err((
+            format!("{prefix}credential_env"),
+            format!("{name:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
+        ));
+    }
+    if max_calls > MAX_UPSTREAM_CALLS {
+        return Err((
+            format!("{prefix}max_calls"),
+            format!("{max_calls} is outside 0..={MAX_UPSTREAM_CALLS}"),
+        ));
+    }
+    Ok(())
+}
+
 impl ModelSpec {
     /// Checks every field; the error names the field (`name`, `upstream`, ...).
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
+    pub fn check(&self) -> Result<(), (String, String)> {
         if self.name.is_empty() || self.name.len() > MAX_MODEL_NAME {
             return Err((
-                "name",
+                "name".to_owned(),
                 format!(
                     "must be 1 to {MAX_MODEL_NAME} bytes, not {}",
                     self.name.len()
                 ),
             ));
         }
-        if !(self.upstream.starts_with("http://") || self.upstream.starts_with("https://")) {
-            return Err((
-                "upstream",
-                format!("{}: must be an http:// or https:// URL", self.upstream),
-            ));
-        }
-        if self.credential_env.is_some() && self.credential_file.is_some() {
-            return Err((
-                "credential_file",
-                "give credential_env or credential_file, not both".to_owned(),
-            ));
-        }
-        if let Some(name) = &self.credential_env
-            && !is_env_name(name)
-        {
-            return Err((
-                "credential_env",
-                format!("{name:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
-            ));
-        }
-        if self.max_calls > MAX_UPSTREAM_CALLS {
-            return Err((
-                "max_calls",
-                format!("{} is outside 0..={MAX_UPSTREAM_CALLS}", self.max_calls),
-            ));
-        }
-        Ok(())
+        check_upstream(
+            "",
+            Some(&self.upstream),
+            self.credential_env.as_deref(),
+            self.credential_file.is_some(),
+            self.max_calls,
+        )
     }
 
     /// The upstream it names, its credential read now.

@@ -238,25 +238,18 @@ impl RunConfig {
                 "give a model upstream or a model script, not both",
             );
         }
-        if let Some(url) = &self.model_upstream
-            && !(url.starts_with("http://") || url.starts_with("https://"))
-        {
-            return bad("model_upstream", "must be an http:// or https:// URL");
-        }
-        if self.model_credential_env.is_some() && self.model_credential_file.is_some() {
-            return bad(
-                "model_credential_file",
-                "give model_credential_env or model_credential_file, not both",
-            );
-        }
-        if let Some(name) = &self.model_credential_env
-            && !rollpoint_gateway::config::is_env_name(name)
-        {
-            return bad(
-                "model_credential_env",
-                &format!("{name:?} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"),
-            );
-        }
+        rollpoint_gateway::config::check_upstream(
+            "model_",
+            self.model_upstream.as_deref(),
+            self.model_credential_env.as_deref(),
+            self.model_credential_file.is_some(),
+            self.model_max_calls,
+        )
+        .map_err(|(field, message)| RunError::Config {
+            path: path.to_owned(),
+            field,
+            message,
+        })?;
         if !self.models.is_empty() && self.model_upstream.is_none() && self.model_script.is_none() {
             return bad(
                 "models",
@@ -274,12 +267,6 @@ impl RunConfig {
                     &format!("{} is named twice", m.name),
                 );
             }
-        }
-        if self.model_max_calls > MAX_MODEL_CALLS {
-            return bad(
-                "model_max_calls",
-                &format!("{} is outside 0..={MAX_MODEL_CALLS}", self.model_max_calls),
-            );
         }
         Ok(())
     }

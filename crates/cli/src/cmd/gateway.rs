@@ -193,12 +193,14 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         Some(file) => Some(super::locate::token(file)?),
         None => None,
     };
-    if let Some(upstream) = &args.upstream {
-        anyhow::ensure!(
-            upstream.starts_with("http://") || upstream.starts_with("https://"),
-            "--upstream {upstream}: not an http:// or https:// URL"
-        );
-    }
+    rollpoint_gateway::config::check_upstream(
+        "",
+        args.upstream.as_deref(),
+        args.credential_env.as_deref(),
+        args.credential_file.is_some(),
+        usize::try_from(args.max_upstream_calls)?,
+    )
+    .map_err(|(field, message)| anyhow::anyhow!("--{}: {message}", field.replace('_', "-")))?;
     let credential = rollpoint_gateway::credential::Credential::named(
         args.credential_env.as_deref(),
         args.credential_file.as_deref(),
