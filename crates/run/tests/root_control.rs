@@ -262,20 +262,7 @@ fn root_a_checkpoint_with_stop_over_http_ends_the_run_and_resume_finishes_it() {
 
 /// `value` of the sample of `metric` with `label`, from the run's `/metrics`.
 fn metric(text: &str, metric: &str, label: (&str, &str)) -> f64 {
-    let scrape =
-        prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).expect("parse");
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == metric && s.labels.get(label.0) == Some(label.1))
-        .map(|s| match &s.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => *v,
-            prometheus_parse::Value::Histogram(b) => b.last().map_or(0.0, |b| b.count),
-            prometheus_parse::Value::Summary(_) => f64::NAN,
-        })
-        .sum()
+    rollpoint_testkit::metric(text, metric, Some(label))
 }
 
 fn scrape(run_dir: &Path) -> String {

@@ -6,17 +6,13 @@
 
 mod common;
 
-use std::ffi::OsStr;
-use std::time::Duration;
-
-use common::{native_task, processes_of, spawn, wait, write_jsonl};
+use common::{native_task, processes_of, run_rows_to_end};
 use rollpoint_driver::{LaunchEnd, Status};
-use rollpoint_testkit::{mounts_under, require_root, supervisor_bin};
+use rollpoint_testkit::{mounts_under, require_root};
 
 #[test]
 fn root_a_launch_with_a_missing_binary_or_input_fails_naming_it() {
     require_root();
-    let sup = supervisor_bin();
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = tmp.path();
     let missing_bin = "/nonexistent/lm-harness";
@@ -30,30 +26,7 @@ fn root_a_launch_with_a_missing_binary_or_input_fails_naming_it() {
         }),
         no_input,
     ];
-    let tasks = dir.join("tasks.jsonl");
-    write_jsonl(&tasks, &rows);
-    let run_dir = dir.join("run");
-    let log = dir.join("run.log");
-    let mut child = spawn(
-        &[
-            OsStr::new("run"),
-            tasks.as_os_str(),
-            OsStr::new("--run-dir"),
-            run_dir.as_os_str(),
-            OsStr::new("--supervisor"),
-            sup.as_os_str(),
-            OsStr::new("--checkpoint-every-s"),
-            OsStr::new("0"),
-        ],
-        &log,
-    );
-    let status = wait(&mut child, Duration::from_secs(300), &log);
-    assert!(
-        status.success(),
-        "run failed ({status}):\n{}",
-        std::fs::read_to_string(&log).unwrap_or_default()
-    );
-    let rows = rollpoint_run::read_results(&run_dir).expect("results");
+    let (rows, run_dir) = run_rows_to_end(dir, &rows);
     assert_eq!(rows.len(), 2, "{rows:#?}");
     for (rollout, name) in [
         ("lm-command", missing_bin),

@@ -351,22 +351,15 @@ async fn coordinator_routes_check_bodies_and_publish_a_verified_checkpoint() {
 
     // The coordinator's metrics count the published checkpoint and the refused one.
     let text = metrics(&http, &coord).await;
-    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
     let count = |outcome: &str| {
-        scrape
-            .samples
-            .iter()
-            .find(|m| {
-                m.metric == "rollpoint_coordinator_checkpoints_total"
-                    && m.labels.get("outcome") == Some(outcome)
-            })
-            .map(|m| match m.value {
-                prometheus_parse::Value::Counter(v) | prometheus_parse::Value::Untyped(v) => v,
-                _ => f64::NAN,
-            })
+        rollpoint_testkit::metric(
+            &text,
+            "rollpoint_coordinator_checkpoints_total",
+            Some(("outcome", outcome)),
+        )
     };
-    assert_eq!(count("published"), Some(1.0), "{text}");
-    assert_eq!(count("failed"), Some(1.0), "{text}");
+    assert_eq!(count("published"), 1.0, "{text}");
+    assert_eq!(count("failed"), 1.0, "{text}");
     let unauthorized = http.get(format!("{coord}/metrics")).send().await.unwrap();
     assert_eq!(unauthorized.status(), StatusCode::UNAUTHORIZED);
 

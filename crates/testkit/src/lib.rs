@@ -392,3 +392,24 @@ pub fn sandbox_cgroups(pick: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// The sum of the samples of `metric` in the OpenMetrics `text` whose labels hold `label`
+/// (every sample of it without one), 0 when there is none; a histogram counts its
+/// observations. Fails naming the text when it does not parse.
+pub fn metric(text: &str, metric: &str, label: Option<(&str, &str)>) -> f64 {
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned())))
+        .unwrap_or_else(|e| panic!("metrics do not parse ({e}):\n{text}"));
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == metric)
+        .filter(|s| label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
+        .map(|s| match &s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => *v,
+            prometheus_parse::Value::Histogram(buckets) => buckets.last().map_or(0.0, |b| b.count),
+            prometheus_parse::Value::Summary(_) => 0.0,
+        })
+        .sum()
+}

@@ -313,3 +313,38 @@ pub fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
     }
     out
 }
+
+/// `rollpoint run` of `rows` in `dir/run` with no timed checkpoint, to its end (it must
+/// succeed); returns the result rows and the run directory.
+pub fn run_rows_to_end(
+    dir: &Path,
+    rows: &[serde_json::Value],
+) -> (Vec<rollpoint_driver::RolloutResult>, PathBuf) {
+    use std::ffi::OsStr;
+    let sup = rollpoint_testkit::supervisor_bin();
+    let tasks = dir.join("tasks.jsonl");
+    write_jsonl(&tasks, rows);
+    let run_dir = dir.join("run");
+    let log = dir.join("run.log");
+    let mut child = spawn(
+        &[
+            OsStr::new("run"),
+            tasks.as_os_str(),
+            OsStr::new("--run-dir"),
+            run_dir.as_os_str(),
+            OsStr::new("--supervisor"),
+            sup.as_os_str(),
+            OsStr::new("--checkpoint-every-s"),
+            OsStr::new("0"),
+        ],
+        &log,
+    );
+    let status = wait(&mut child, Duration::from_secs(300), &log);
+    assert!(
+        status.success(),
+        "run failed ({status}):\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let results = rollpoint_run::read_results(&run_dir).expect("results");
+    (results, run_dir)
+}
