@@ -69,12 +69,23 @@ impl Shared {
         }
     }
 
-    /// Counts a call going upstream until the returned guard is dropped.
-    pub(crate) fn start_recording(&self) -> Recording {
-        self.recording.send_modify(|n| *n += 1);
-        Recording {
+    /// Counts a call going upstream until the returned guard is dropped; `None` once the
+    /// gateway takes no new call. The check and the count happen under the count's lock,
+    /// the same lock [`Shared::close_for_good`] sets the flag under, so a drain that saw
+    /// the count reach 0 can never be followed by a call sent upstream.
+    pub(crate) fn start_recording(&self) -> Option<Recording> {
+        let mut counted = false;
+        self.recording.send_if_modified(|n| {
+            if self.closed.load(Ordering::SeqCst) {
+                return false;
+            }
+            *n += 1;
+            counted = true;
+            true
+        });
+        counted.then(|| Recording {
             count: self.recording.clone(),
-        }
+        })
     }
 
     /// How many calls sent upstream are not yet recorded.
@@ -88,9 +99,11 @@ impl Shared {
         let _closed = rx.wait_for(|n| *n == 0).await;
     }
 
-    /// Takes no new call from now on.
+    /// Takes no new call from now on: neither one arriving nor one already admitted that
+    /// has not yet started its recording (one waiting at a closed gate, say).
     pub(crate) fn close_for_good(&self) {
-        self.closed.store(true, Ordering::SeqCst);
+        self.recording
+            .send_modify(|_| self.closed.store(true, Ordering::SeqCst));
     }
 
     /// Whether new calls are refused.

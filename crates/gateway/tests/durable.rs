@@ -1,7 +1,7 @@
 //! What keeps a reply from being lost or asked again: the end of a reply reaches the caller
 //! only once the ledger has committed it; a caller that leaves before the reply starts does
-//! not cancel the call; a draining gateway takes no new call and waits for every call it
-//! sent upstream to be recorded.
+//! not cancel the call; a draining gateway takes no new call (nor one admitted earlier that
+//! has not gone upstream yet) and waits for every call it sent upstream to be recorded.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
 mod common;
@@ -9,6 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::*;
+use rollpoint_gateway::TailPolicy;
 use rollpoint_gateway::conversation::Route;
 
 /// The status of `call_id` as another connection to the ledger file sees it (committed
@@ -130,4 +131,41 @@ async fn a_draining_gateway_refuses_new_calls_and_waits_for_the_calls_upstream()
         "the call in flight still reached its caller"
     );
     assert_eq!(model.requests(), 1, "the refused call never went upstream");
+}
+
+#[tokio::test]
+async fn a_call_waiting_at_the_gate_when_the_drain_begins_never_goes_upstream() {
+    let model = model(script(vec![text("never asked")])).await;
+    let gw = gateway(&model.base_url(), &["w1"]).await;
+    let _ = gw.gateway.close(TailPolicy::Finish);
+    let url = gw.url("w1", path(Route::Chat));
+    let body = Conversation::new(Route::Chat, false, "x").body();
+    let waiting = tokio::spawn(async move { post(&client(), &url, body).await });
+    while gw.gateway.close(TailPolicy::Finish).waiting.is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Nothing is upstream, so the drain ends at once, and the process holding this gateway
+    // may exit: the waiting call must not go upstream after that.
+    tokio::time::timeout(Duration::from_secs(5), gw.gateway.drain())
+        .await
+        .expect("a drain with nothing upstream ends at once");
+    gw.gateway.open();
+    let reply = waiting.await.unwrap();
+    assert_eq!(
+        reply.status,
+        503,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert!(
+        String::from_utf8_lossy(&reply.body).contains("gateway_closed"),
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
+    assert_eq!(gw.gateway.recording(), 0);
+    assert_eq!(model.requests(), 0, "the waiting call never went upstream");
+    assert!(
+        gw.gateway.calls(Some("w1")).await.unwrap().is_empty(),
+        "a refused drain call has no row"
+    );
 }

@@ -221,10 +221,18 @@ fn root_a_crash_schedule_of_runs_and_resumes_loses_and_leaves_nothing() {
         "crash schedule seed {seed}: {} upstream calls, {repeated} repeated",
         digests.values().sum::<usize>()
     );
-    assert_eq!(
-        repeated, 0,
-        "seed {seed}: model calls sent upstream more than once"
-    );
+    if repeated > 0 {
+        let twice: Vec<&String> = digests
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(d, _)| d)
+            .collect();
+        panic!(
+            "seed {seed}: {repeated} model calls sent upstream more than once; the ledger's rows of those requests:\n{}\n{}",
+            ledger_rows(&run_dir.join("gateway/ledger.sqlite"), &twice),
+            text()
+        );
+    }
     let ledger = run_dir.join("gateway/ledger.sqlite").display().to_string();
     let end = Instant::now() + Duration::from_secs(30);
     loop {
@@ -238,4 +246,43 @@ fn root_a_crash_schedule_of_runs_and_resumes_loses_and_leaves_nothing() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The ledger's rows whose request digest is one of `digests`, one line each.
+fn ledger_rows(ledger: &std::path::Path, digests: &[&String]) -> String {
+    let conn = match rusqlite::Connection::open_with_flags(
+        ledger,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    ) {
+        Ok(c) => c,
+        Err(e) => return format!("{}: {e}", ledger.display()),
+    };
+    let mut out = Vec::new();
+    for d in digests {
+        let rows = conn
+            .prepare(
+                "SELECT call_id, status, lineage, replayed_from, admitted_ms, upstream_ms, finished_ms \
+                 FROM calls WHERE request_digest = ?1 ORDER BY admitted_ms",
+            )
+            .and_then(|mut s| {
+                s.query_map([d], |r| {
+                    Ok(format!(
+                        "{d:.12} {} {} {} from={:?} admitted={:?} upstream={:?} finished={:?}",
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, Option<String>>(3)?,
+                        r.get::<_, Option<i64>>(4)?,
+                        r.get::<_, Option<i64>>(5)?,
+                        r.get::<_, Option<i64>>(6)?,
+                    ))
+                })
+                .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+            });
+        match rows {
+            Ok(rows) => out.extend(rows),
+            Err(e) => out.push(format!("{d}: {e}")),
+        }
+    }
+    out.join("\n")
 }

@@ -29,6 +29,8 @@ pub(crate) struct Target {
 /// The admitted call being forwarded.
 pub(crate) struct Call {
     pub ticket: Ticket,
+    /// Counts the call until its reply is recorded.
+    pub recording: Recording,
     pub call_id: String,
     pub route: Route,
     pub stream: bool,
@@ -45,6 +47,7 @@ pub(crate) async fn forward(
 ) -> Response {
     let Call {
         ticket,
+        recording,
         call_id,
         route,
         stream,
@@ -69,7 +72,6 @@ pub(crate) async fn forward(
         .request(target.method, &url)
         .headers(headers);
     let upstream_ms = now_ms();
-    let recording = shared.start_recording();
     let (head_tx, head_rx) = tokio::sync::oneshot::channel();
     // The upstream call runs as a task of its own: a caller that leaves (or whose sandbox is
     // swept) before the reply starts does not cancel a call the model is already answering;

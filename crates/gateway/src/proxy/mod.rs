@@ -42,14 +42,7 @@ pub(crate) async fn handle(
 ) -> Response {
     let admitted_ms = now_ms();
     if shared.is_closed() {
-        shared.metrics.ended("gateway_closed");
-        let msg = format!("the gateway takes no new call: the run it serves is gone (key {key})");
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "gateway_closed",
-            &msg,
-            None,
-        );
+        return closed(&shared, &key);
     }
     let (parts, body) = req.into_parts();
     let route = Route::from_path(&parts.method, &rest);
@@ -60,6 +53,11 @@ pub(crate) async fn handle(
         Err(refusal) => return refuse(&shared, &key, route, read, refusal, admitted_ms).await,
     };
     let ticket = shared.gate.admit(&key).await;
+    // Counted from here until its reply is recorded, so a drain waits for it; refused if the
+    // drain began while it was read or waited at the gate: it has not gone upstream.
+    let Some(recording) = shared.start_recording() else {
+        return closed(&shared, &key);
+    };
     let seq = match shared.next_seq(&key).await {
         Ok(seq) => seq,
         Err(e) => {
@@ -134,12 +132,26 @@ pub(crate) async fn handle(
     };
     let call = forward::Call {
         ticket,
+        recording,
         call_id,
         route,
         stream,
         model_turns,
     };
     forward::forward(&shared, call, target, bytes).await
+}
+
+/// 503 `gateway_closed`: a draining gateway sends nothing more upstream. No row: the call
+/// never became one.
+fn closed(shared: &Shared, key: &str) -> Response {
+    shared.metrics.ended("gateway_closed");
+    let msg = format!("the gateway takes no new call: the run it serves is gone (key {key})");
+    error_response(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "gateway_closed",
+        &msg,
+        None,
+    )
 }
 
 /// Route, key, upstream family, body size and JSON checks, in that order. The body read so
