@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::body::{FieldError, TooLarge};
 
 /// The machine-readable kind of an error reply.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The body, a field of it or a query parameter is malformed (400).
@@ -50,8 +50,18 @@ impl ErrorCode {
     }
 }
 
+/// Descriptions of the common error replies, for the OpenAPI description.
+pub mod doc {
+    pub const BAD_REQUEST: &str =
+        "A malformed body, field or query parameter (`bad_request`, naming `field`).";
+    pub const UNAUTHORIZED: &str = "A missing or wrong bearer token (`unauthorized`).";
+    pub const TOO_LARGE: &str = "The body is over the limit (`too_large`).";
+}
+
 /// A failed request, as its reply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error, utoipa::ToSchema,
+)]
 #[error("{code:?}: {message}")]
 pub struct ApiError {
     pub code: ErrorCode,
@@ -143,9 +153,12 @@ impl<E: HttpError> IntoResponse for Reply<E> {
     }
 }
 
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    error: &'a ApiError,
+/// Body of every error reply of the rollout, coordinator, gateway-control
+/// and run-control routes.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[schema(as = ApiErrorReply)]
+pub struct ErrorBody<'a> {
+    pub error: &'a ApiError,
 }
 
 impl HttpError for ApiError {

@@ -8,6 +8,7 @@
 //! | [`body`] | request bodies read to a limit and decoded with the bad field named by its path |
 //! | [`error`] | [`ApiError`] and [`ErrorCode`]: the one error reply, `{"error": {code, message, field?}}` |
 //! | [`metrics`] | the OpenMetrics reply of `GET /metrics` and the checkpoint metrics |
+//! | [`process_metrics`] | the process's own CPU, memory, descriptors and threads, per scrape |
 //! | [`serve()`] | serving a router on a listener |
 //! | [`vocab`] | the control plane's words: participant [`Kind`] and [`Phase`] |
 //! | [`wire`] | versioned bodies of the coordinator and rollout routes |
@@ -17,6 +18,7 @@ pub mod auth;
 pub mod body;
 pub mod error;
 pub mod metrics;
+pub mod process_metrics;
 mod serving;
 pub mod vocab;
 pub mod wire;

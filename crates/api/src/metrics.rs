@@ -102,3 +102,35 @@ impl CheckpointMetrics {
             .inc();
     }
 }
+
+/// What an owner's snapshots came to since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct SnapshotTotals {
+    pub taken: u64,
+    /// Bytes of the snapshots whose store knows their size (the copy store's archives).
+    pub bytes: u64,
+    /// Time their sandboxes were frozen for them, summed.
+    pub seconds: f64,
+}
+
+/// Registers `snapshots_total`, `snapshot_bytes_total` and `snapshot_frozen_seconds_total`
+/// with the values of `t`, under the registry's prefix.
+pub fn register_snapshots(registry: &mut Registry, t: SnapshotTotals) {
+    let taken = Counter::<u64>::default();
+    taken.inc_by(t.taken);
+    let bytes = Counter::<u64>::default();
+    bytes.inc_by(t.bytes);
+    let seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+    seconds.inc_by(t.seconds);
+    registry.register("snapshots", "Sandbox snapshots taken", taken);
+    registry.register(
+        "snapshot_bytes",
+        "Bytes of the snapshots taken, where the store knows them (copy store archives)",
+        bytes,
+    );
+    registry.register(
+        "snapshot_frozen_seconds",
+        "Time sandboxes were frozen to be snapshotted, summed",
+        seconds,
+    );
+}

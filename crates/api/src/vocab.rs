@@ -6,7 +6,19 @@ use serde::{Deserialize, Serialize};
 /// What a participant is. The order is the prepare order: the model closes
 /// admission first and holds replies, so agents waiting on it reach a
 /// boundary; resources go last because agents call them until they park.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     Model,
@@ -35,7 +47,7 @@ impl std::fmt::Display for Kind {
 }
 
 /// Where a participant is in the protocol.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     Idle,

@@ -16,7 +16,7 @@ use crate::vocab::{Kind, Phase};
 pub const WIRE_VERSION: u32 = 1;
 
 /// Where a rollout stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RolloutState {
     /// Waiting for a concurrency slot.
@@ -42,7 +42,7 @@ impl RolloutState {
 
 /// Reply of `POST /v1/rollouts` (202), and of `GET /v1/rollouts/{id}` and
 /// `GET /v1/rollouts/{id}/result` while the rollout has no result.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RolloutStatus {
     pub v: u32,
@@ -61,7 +61,7 @@ impl RolloutStatus {
 }
 
 /// Reply of `GET /v1/rollouts`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RolloutList {
     pub v: u32,
@@ -69,7 +69,7 @@ pub struct RolloutList {
 }
 
 /// `POST /v1/coordinator/checkpoint`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointRequest {
     pub v: u32,
@@ -129,7 +129,7 @@ impl CheckpointRequest {
 }
 
 /// How long each step of a checkpoint took, in milliseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PhaseTimings {
     pub prepare_ms: u64,
@@ -143,7 +143,7 @@ pub struct PhaseTimings {
 }
 
 /// One participant's share of a checkpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemberRecords {
     pub kind: Kind,
@@ -152,7 +152,7 @@ pub struct MemberRecords {
 }
 
 /// Reply of `POST /v1/coordinator/checkpoint`: the published checkpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CheckpointReply {
     pub v: u32,
@@ -167,7 +167,8 @@ pub struct CheckpointReply {
 }
 
 /// `POST /v1/coordinator/restore`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = CoordinatorRestoreRequest)]
 #[serde(deny_unknown_fields)]
 pub struct RestoreRequest {
     pub v: u32,
@@ -181,7 +182,7 @@ pub struct RestoreRequest {
 }
 
 /// The next attempts one participant installed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RestoredMember {
     pub kind: Kind,
@@ -190,7 +191,8 @@ pub struct RestoredMember {
 }
 
 /// Reply of `POST /v1/coordinator/restore`: done and resumed everywhere.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = CoordinatorRestoreReply)]
 #[serde(deny_unknown_fields)]
 pub struct RestoreReply {
     pub v: u32,
@@ -202,7 +204,7 @@ pub struct RestoreReply {
 }
 
 /// One participant as the coordinator sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PeerStatus {
     pub kind: Kind,
@@ -220,7 +222,7 @@ pub struct PeerStatus {
 }
 
 /// Reply of `GET /v1/coordinator/status`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CoordinatorStatus {
     pub v: u32,

@@ -319,6 +319,7 @@ impl Coordinator {
     /// the checkpoint is published and before resuming, so a frozen rollout
     /// can be inspected (the wire's `hold_ms`). `pause` must stay well under
     /// the participants' lease, or they resume on their own.
+    #[tracing::instrument(name = "checkpoint", skip_all, fields(checkpoint = %plan.id, scope = plan.scope.len()))]
     pub async fn checkpoint_kept_paused(
         &self,
         plan: &Plan,
@@ -436,6 +437,7 @@ impl Coordinator {
     /// the next attempts already installed are retired everywhere, everyone
     /// is resumed, and the error is returned. On success the caller
     /// dispatches the next attempts, then resumes `id`.
+    #[tracing::instrument(name = "restore", skip_all, fields(restore = %id, checkpoint = %source))]
     pub async fn restore(
         &self,
         id: &str,

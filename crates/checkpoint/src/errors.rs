@@ -29,7 +29,8 @@ impl HookError {
 }
 
 /// The machine-readable kind of a control error, carried on the wire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ControlCode)]
 #[serde(rename_all = "snake_case")]
 pub enum Code {
     /// The body or a field of it is malformed (HTTP 400).
@@ -100,7 +101,9 @@ impl std::fmt::Display for Code {
 }
 
 /// A failed control call.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[error("{code}: {message}")]
 #[serde(deny_unknown_fields)]
 pub struct ControlError {

@@ -45,7 +45,7 @@ pub use coordinator::{
 };
 pub use errors::{Code, ControlError, CoordinatorError, HookError, StoreError};
 pub use host::{DEFAULT_LEASE_GRACE, HostConfig, ParticipantHost};
-pub use http::{BODY_LIMIT, router, serve};
+pub use http::{BODY_LIMIT, CheckpointApi, router, serve};
 pub use participant::{
     AttemptKey, BLOCKER_CAP, DEFAULT_POLL, HookResult, Kind, Participant, RECORD_KEY_FIELD,
     Readiness, record_key, tag_record, untag_decode, untag_record,

@@ -31,7 +31,7 @@ pub const DEFAULT_POLL: Duration = Duration::from_millis(100);
 pub use rollpoint_api::Kind;
 
 /// Whether a participant has reached a consistent cut, and if not, why not.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Readiness {
     pub ready: bool,

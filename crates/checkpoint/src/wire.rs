@@ -32,7 +32,8 @@ fn check_timeout(timeout_ms: u64) -> Result<(), ControlError> {
 }
 
 /// Reply of `GET /v1/checkpoint/status`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ParticipantStatus)]
 #[serde(deny_unknown_fields)]
 pub struct Status {
     pub kind: Kind,
@@ -46,7 +47,7 @@ pub struct Status {
 }
 
 /// `POST /v1/checkpoint/prepare`: close admission and wait for a cut.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrepareRequest {
     pub checkpoint: String,
@@ -63,7 +64,7 @@ impl Request for PrepareRequest {
 
 /// Reply of prepare: `prepared`, or still `preparing` when the deadline
 /// passed first (admission stays closed until resume).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrepareReply {
     pub checkpoint: String,
@@ -73,7 +74,7 @@ pub struct PrepareReply {
 
 /// `POST /v1/checkpoint/commit`: export the scope's records and write them
 /// durably under `RUN_DIR/checkpoints/<checkpoint>/<kind>/<instance>/`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommitRequest {
     pub checkpoint: String,
@@ -94,7 +95,7 @@ impl Request for CommitRequest {
 }
 
 /// Reply of commit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CommitReply {
     pub checkpoint: String,
@@ -107,7 +108,8 @@ pub struct CommitReply {
 
 /// `POST /v1/checkpoint/restore`: install the records of checkpoint
 /// `source` for the keys in `scope` as their next attempts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ParticipantRestoreRequest)]
 #[serde(deny_unknown_fields)]
 pub struct RestoreRequest {
     /// The id of this restore; resume it like a checkpoint.
@@ -128,7 +130,8 @@ impl Request for RestoreRequest {
 }
 
 /// Reply of restore.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ParticipantRestoreReply)]
 #[serde(deny_unknown_fields)]
 pub struct RestoreReply {
     pub checkpoint: String,
@@ -141,7 +144,7 @@ pub struct RestoreReply {
 }
 
 /// `POST /v1/checkpoint/resume`: end (or abort) a checkpoint or restore.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeRequest {
     pub checkpoint: String,
@@ -156,7 +159,7 @@ impl Request for ResumeRequest {
 }
 
 /// Reply of resume.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResumeReply {
     pub checkpoint: String,
@@ -166,7 +169,8 @@ pub struct ResumeReply {
 }
 
 /// `POST /v1/checkpoint/retire` and `/forget`: attempt keys to act on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ParticipantKeysRequest)]
 #[serde(deny_unknown_fields)]
 pub struct KeysRequest {
     pub keys: Vec<AttemptKey>,
@@ -200,14 +204,16 @@ impl KeysVerb {
 }
 
 /// Reply of retire and forget: the keys acted on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ParticipantKeysReply)]
 #[serde(deny_unknown_fields)]
 pub struct KeysReply {
     pub keys: Vec<AttemptKey>,
 }
 
 /// Body of every error reply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ControlErrorReply)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorReply {
     pub error: ControlError,

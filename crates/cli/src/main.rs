@@ -3,6 +3,8 @@
 #![forbid(unsafe_code)]
 
 mod cmd;
+mod logging;
+mod openapi;
 
 use clap::Parser;
 
@@ -15,12 +17,17 @@ struct Cli {
     /// RUST_BACKTRACE says.
     #[arg(long, global = true)]
     backtrace: bool,
+    /// How log events are printed on stderr: `text` lines or `json` objects (one per line,
+    /// for files). Which events: `RUST_LOG` (default `info`), e.g. `RUST_LOG=rollpoint_gateway=debug`.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: cmd::Command,
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    logging::init(cli.log_format);
     let backtrace = cli.backtrace;
     match cmd::run(cli.command) {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -45,7 +45,7 @@ impl Next {
 }
 
 /// How the rollout is graded.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VerifyMode {
     /// The owner runs the task's verify command.

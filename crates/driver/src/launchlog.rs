@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// How a launch ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LaunchEnd {
     /// The harness returned exit code 0.
@@ -19,7 +19,7 @@ pub enum LaunchEnd {
 }
 
 /// How faithfully a harness continues a saved session after a crash.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RecoveryTier {
     /// The saved conversation goes on with no message added.
@@ -30,7 +30,7 @@ pub enum RecoveryTier {
 }
 
 /// One launch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LaunchEntry {
     pub launch_id: String,
@@ -76,6 +76,13 @@ impl LaunchEntry {
         tier: Option<RecoveryTier>,
         started_at_ms: u64,
     ) -> Self {
+        tracing::info!(
+            launch = %launch_id,
+            sandbox = %sandbox,
+            resumed,
+            reason = %reason,
+            "launch started"
+        );
         Self {
             launch_id,
             attempt,
@@ -107,6 +114,13 @@ impl LaunchEntry {
         at_ms: u64,
         note: Option<String>,
     ) {
+        tracing::info!(
+            launch = %self.launch_id,
+            end = ?end,
+            exit_code,
+            note = note.as_deref(),
+            "launch ended"
+        );
         self.ended_at_ms = Some(at_ms.max(self.started_at_ms));
         self.end = Some(end);
         self.exit_code = exit_code;

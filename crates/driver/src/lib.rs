@@ -16,6 +16,7 @@
 //! | [`runner`] | performs one rollout's effects |
 //! | [`runs`] | the registry of runs: slots, parking, export and install |
 //! | [`ctl`] | the control state a run shares with the registry |
+//! | [`metrics`] | pauses by outcome and their confirm times, for `/metrics` |
 //! | [`adapter`] | everything harness-specific, one file per adapter |
 //! | `supervisor` | the host side of a launch's supervisor: its socket, record, pause file |
 //! | `participant` | the drivers as the `agent` participant, and [`AgentRecord`] |
@@ -28,6 +29,7 @@ pub mod ctl;
 mod errors;
 pub mod launchlog;
 pub mod machine;
+pub mod metrics;
 mod participant;
 pub mod result;
 pub mod runner;

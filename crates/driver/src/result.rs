@@ -9,7 +9,8 @@ use crate::launchlog::LaunchEntry;
 pub const RESULT_VERSION: u32 = 1;
 
 /// How the rollout ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = RolloutResultStatus)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Graded by the owner: `verdict` is set.
@@ -36,7 +37,7 @@ impl Status {
 }
 
 /// Model usage the adapter collected from the harness.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Usage {
     pub model_calls: u64,
@@ -46,7 +47,8 @@ pub struct Usage {
 }
 
 /// When the rollout ran, Unix milliseconds.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = RolloutTimings)]
 #[serde(deny_unknown_fields)]
 pub struct Timings {
     /// Start of its first attempt.
@@ -59,7 +61,7 @@ pub struct Timings {
 }
 
 /// One rollout's result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RolloutResult {
     pub v: u32,
@@ -92,7 +94,7 @@ pub struct RolloutResult {
 }
 
 /// One message of a harness's conversation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TranscriptEntry {
     /// `user`, `assistant` or `tool`.

@@ -81,6 +81,7 @@ pub(crate) struct Runner {
     pub launches: HashMap<String, LaunchDir>,
     /// Running (unpaused) time each launch has had, for the time limit.
     pub ran: HashMap<String, Duration>,
+    pub pauses: crate::metrics::PauseMetrics,
 }
 
 impl Runner {
@@ -166,7 +167,7 @@ impl Runner {
         {
             // The in-memory bookmark still serves export; the durable copy
             // is a convenience for tools, the checkpoint is the record.
-            eprintln!("rollpoint-driver: rollout {}: {e}", bookmark.rollout);
+            tracing::warn!(rollout = %bookmark.rollout, error = %e, "the bookmark's durable copy was not written");
         }
         self.ctl.send_modify(|c| c.bookmark = bookmark);
     }
@@ -438,6 +439,16 @@ impl Runner {
                     reason: "the supervisor sent no receipt".to_owned(),
                 });
             };
+            let retried = receipt.outcome == Outcome::NotRunning && hold && !asked_again;
+            if !retried {
+                let outcome = match receipt.outcome {
+                    Outcome::Confirmed => "confirmed",
+                    Outcome::AlreadyEnded => "already_ended",
+                    Outcome::NotRunning => "not_running",
+                    Outcome::Failed => "failed",
+                };
+                self.pauses.paused(outcome, receipt.duration_us);
+            }
             return Event::Paused(match receipt.outcome {
                 Outcome::Confirmed => {
                     if hold {

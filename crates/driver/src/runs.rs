@@ -129,6 +129,7 @@ struct Inner {
     runs: Mutex<BTreeMap<String, Entry>>,
     /// A park is requested: runs registered now start parked.
     parking: Mutex<bool>,
+    pauses: crate::metrics::PauseMetrics,
 }
 
 /// The registry of runs. Cheap to clone.
@@ -138,6 +139,12 @@ pub struct Runs {
 }
 
 impl Runs {
+    /// The pause metrics of every run here, to register where `/metrics` is served.
+    #[must_use]
+    pub fn pause_metrics(&self) -> crate::metrics::PauseMetrics {
+        self.inner.pauses.clone()
+    }
+
     pub fn new(owner: Arc<dyn Owner>, config: DriverConfig) -> Result<Self, DriverError> {
         if !(1..=MAX_SLOTS).contains(&config.slots) {
             return Err(DriverError::Config {
@@ -157,6 +164,7 @@ impl Runs {
                 store,
                 runs: Mutex::new(BTreeMap::new()),
                 parking: Mutex::new(false),
+                pauses: crate::metrics::PauseMetrics::default(),
             }),
         })
     }
@@ -267,21 +275,26 @@ impl Runs {
             store: self.inner.store.clone(),
             launches: Default::default(),
             ran: Default::default(),
+            pauses: self.inner.pauses.clone(),
         };
         let slots = Arc::clone(&self.inner.slots);
         let (tx, rx) = oneshot::channel();
-        tokio::spawn(async move {
-            let mut cancelled = ctl.subscribe();
-            // Queued: a cancel ends the wait; a park leaves it queued.
-            let permit = tokio::select! {
-                p = slots.acquire_owned() => p.ok(),
-                _ = cancelled.wait_for(|c| c.cancel) => None,
-            };
-            let result = runner.drive(machine).await;
-            drop(permit);
-            ctl.send_modify(|c| c.status = RunStatus::Done);
-            let _ = tx.send(result);
-        });
+        let span = tracing::info_span!("rollout", rollout = %rollout, attempt);
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                let mut cancelled = ctl.subscribe();
+                // Queued: a cancel ends the wait; a park leaves it queued.
+                let permit = tokio::select! {
+                    p = slots.acquire_owned() => p.ok(),
+                    _ = cancelled.wait_for(|c| c.cancel) => None,
+                };
+                let result = runner.drive(machine).await;
+                drop(permit);
+                ctl.send_modify(|c| c.status = RunStatus::Done);
+                let _ = tx.send(result);
+            },
+            span,
+        ));
         Ok(RunHandle { rollout, done: rx })
     }
 

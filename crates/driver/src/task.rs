@@ -14,7 +14,7 @@ pub const TASK_VERSION: u32 = 1;
 pub use crate::adapter::spec::AdapterSpec;
 
 /// One rollout to run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RolloutTask {
     pub v: u32,
@@ -22,6 +22,12 @@ pub struct RolloutTask {
     #[serde(default)]
     pub id: Option<String>,
     pub task: OwnerTask,
+    /// The adapter and its settings, `{"kind": ..., ...}`: `kind` is one of
+    /// `command`, `native`, `fake`, `codex`, `claude-code`, `opencode`, `pi`,
+    /// and the other fields are that adapter's settings (unknown ones refused).
+    // An object in the OpenAPI description: its reader is hand-written (kind
+    // first, then the settings), not a serde derive.
+    #[schema(value_type = Object)]
     pub adapter: AdapterSpec,
     #[serde(default)]
     pub verify_mode: VerifyMode,

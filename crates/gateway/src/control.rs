@@ -27,7 +27,8 @@ use crate::gateway::Gateway;
 pub const CONTROL_VERSION: u32 = 1;
 
 /// `POST /v1/gateway/keys`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = GatewayKeysRequest)]
 #[serde(deny_unknown_fields)]
 pub struct KeysRequest {
     pub v: u32,
@@ -35,7 +36,8 @@ pub struct KeysRequest {
 }
 
 /// The reply to [`KeysRequest`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = GatewayKeysReply)]
 #[serde(deny_unknown_fields)]
 pub struct KeysReply {
     pub v: u32,
@@ -43,7 +45,7 @@ pub struct KeysReply {
 }
 
 /// `GET /v1/gateway/status`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GatewayStatus {
     pub v: u32,
@@ -56,6 +58,11 @@ pub struct GatewayStatus {
     pub recording: usize,
 }
 
+/// The OpenAPI description of the control routes.
+#[derive(Debug, utoipa::OpenApi)]
+#[openapi(paths(keys, status))]
+pub struct ControlApi;
+
 /// The control routes of `gateway`, behind `Authorization: Bearer <token>`.
 pub fn router(gateway: Gateway, token: &str) -> Router {
     let routes = Router::new()
@@ -65,6 +72,24 @@ pub fn router(gateway: Gateway, token: &str) -> Router {
     authorized(routes, token)
 }
 
+/// Register attempts whose calls the gateway takes, in order.
+///
+/// A later attempt of a rollout fences its earlier ones.
+#[utoipa::path(
+    post,
+    path = "/v1/gateway/keys",
+    operation_id = "gateway_keys",
+    tag = "gateway",
+    request_body = KeysRequest,
+    responses(
+        (status = 200, description = "Every key is registered.", body = KeysReply),
+        (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 409, description = "A key is older than its rollout's registered attempt (`conflict`, naming `keys[i]`).", body = rollpoint_api::error::ErrorBody),
+        (status = 413, description = rollpoint_api::error::doc::TOO_LARGE, body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 async fn keys(State(gateway): State<Gateway>, body: Body) -> Result<Response, ApiError> {
     let req: KeysRequest = versioned("gateway keys request", CONTROL_VERSION, body).await?;
     for (i, key) in req.keys.iter().enumerate() {
@@ -83,6 +108,20 @@ async fn keys(State(gateway): State<Gateway>, body: Body) -> Result<Response, Ap
     ))
 }
 
+/// The gateway's state: whether its gate is open and what is in flight.
+///
+/// A run controller waits for `recording` to reach 0 before it lets a gateway go.
+#[utoipa::path(
+    get,
+    path = "/v1/gateway/status",
+    operation_id = "gateway_status",
+    tag = "gateway",
+    responses(
+        (status = 200, description = "The gateway's state.", body = GatewayStatus),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 async fn status(State(gateway): State<Gateway>) -> Response {
     json(
         StatusCode::OK,

@@ -51,7 +51,7 @@ pub use config::{GatewayConfig, UpstreamApi};
 pub use control::GatewayClient;
 pub use errors::GatewayError;
 pub use gate::{CloseReport, InFlight, Phase, TailPolicy};
-pub use gateway::Gateway;
+pub use gateway::{Gateway, GatewayApi};
 pub use ledger::record::{CallRecord, LedgerRecord, RECORD_VERSION, decode_jsonl, encode_jsonl};
 pub use ledger::{CallStatus, InstallReport, SCHEMA_VERSION};
 pub use participant::ModelParticipant;

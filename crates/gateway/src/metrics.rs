@@ -46,6 +46,7 @@ impl Metrics {
         let in_flight = Gauge::default();
         let recording = Gauge::default();
         let mut registry = Registry::with_prefix("rollpoint_gateway");
+        rollpoint_api::process_metrics::register_process(&mut registry);
         registry.register("calls", "Model calls by how they ended", calls.clone());
         registry.register(
             "upstream_duration_seconds",

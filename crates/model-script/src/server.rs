@@ -111,7 +111,7 @@ impl ScriptServer {
                 let _ = stopped.await;
             });
             if let Err(e) = serve.await {
-                eprintln!("model-script: server on {addr} failed: {e}");
+                tracing::error!(address = %addr, error = %e, "the scripted model's server failed");
             }
         });
         Ok(Self {
@@ -280,7 +280,7 @@ fn log(shared: &Shared, req: &Request, ans: &Answer, seq: usize, body: &[u8]) {
         line.push(b'\n');
         let mut file = file.lock().unwrap_or_else(PoisonError::into_inner);
         if let Err(e) = file.write_all(&line) {
-            eprintln!("model-script: failed to append to the request log: {e}");
+            tracing::error!(error = %e, "the scripted model failed to append to its request log");
         }
     }
     shared

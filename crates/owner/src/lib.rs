@@ -31,7 +31,7 @@ pub mod verdict;
 
 pub use client::HttpOwner;
 pub use errors::OwnerError;
-pub use http::{BODY_LIMIT, router, serve};
+pub use http::{BODY_LIMIT, OwnerApi, router, serve};
 pub use local::{LiveSession, LocalOwner};
 pub use owner::{Access, Launched, Owner, OwnerCounts, OwnerResult, SessionInfo};
 pub use participant::ResourcesParticipant;

@@ -14,7 +14,7 @@ use crate::task::OwnerTask;
 use crate::verdict::Verdict;
 
 /// A seeded session.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionInfo {
     pub session: String,
@@ -26,25 +26,28 @@ pub struct SessionInfo {
 }
 
 /// Which sandbox is current for a session, and where it lives on the host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Access {
     pub session: String,
     pub sandbox: String,
     pub workdir: String,
     /// Host path of the sandbox's root.
+    #[schema(value_type = String)]
     pub root: PathBuf,
     /// Host path of the sandbox's control directory (the anchor socket and
     /// launch session directories).
+    #[schema(value_type = String)]
     pub control: PathBuf,
 }
 
 /// A launch started through the owner.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Launched {
     pub launch_id: String,
     /// Host path of the launch's session directory.
+    #[schema(value_type = String)]
     pub session_dir: PathBuf,
 }
 
@@ -52,12 +55,30 @@ pub struct Launched {
 pub type OwnerResult<T> = Result<T, OwnerError>;
 
 /// What an owner holds now.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct OwnerCounts {
     /// Sessions open (seeded and not closed).
     pub sessions: u64,
     /// Sessions being seeded.
     pub seeding: u64,
+    /// Snapshots taken since the owner started.
+    pub snapshots: u64,
+    /// Their bytes, where the store knows them (the copy store's archives).
+    pub snapshot_bytes: u64,
+    /// Time their sandboxes were frozen for them, summed.
+    pub snapshot_seconds: f64,
+}
+
+impl OwnerCounts {
+    /// The snapshot totals, for metrics.
+    #[must_use]
+    pub fn snapshot_totals(&self) -> rollpoint_api::metrics::SnapshotTotals {
+        rollpoint_api::metrics::SnapshotTotals {
+            taken: self.snapshots,
+            bytes: self.snapshot_bytes,
+            seconds: self.snapshot_seconds,
+        }
+    }
 }
 
 /// Lends sandboxes to rollouts, grades them, and is the only one that

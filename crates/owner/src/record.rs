@@ -12,7 +12,7 @@ use crate::task::OwnerTask;
 pub const RECORD_VERSION: u32 = 1;
 
 /// A snapshotted session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SessionRecord {
     pub v: u32,

@@ -19,7 +19,7 @@ const DEFAULT_SETUP_TIMEOUT_S: u64 = 600;
 const DEFAULT_VERIFY_TIMEOUT_S: u64 = 300;
 
 /// One task as the owner sees it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OwnerTask {
     pub id: String,
@@ -54,7 +54,7 @@ fn default_verify_timeout() -> u64 {
 }
 
 /// How a task is graded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VerifySpec {
     /// Run in the workdir.
@@ -66,7 +66,7 @@ pub struct VerifySpec {
 }
 
 /// Where the reward comes from.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RewardMode {
     /// Exit code 0 is 1.0, anything else 0.0.

@@ -10,7 +10,7 @@ use crate::task::RewardMode;
 pub const TAIL_BYTES: usize = 4096;
 
 /// The grade of one session.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Verdict {
     pub reward: f64,

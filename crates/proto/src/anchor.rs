@@ -101,6 +101,7 @@ impl AnchorRequest {
 
 /// A command run inside the sandbox. `env` is the whole environment.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExecRequest {
     pub argv: Vec<String>,
@@ -117,6 +118,7 @@ pub struct ExecRequest {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ExecOutput {
     /// The exit code, or `None` when a signal ended it.
@@ -134,6 +136,7 @@ pub struct ExecOutput {
 /// A harness launch. Its session directory is
 /// `<control dir>/launches/<launch_id>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct LaunchRequest {
     pub launch_id: String,

@@ -179,6 +179,56 @@ impl<'de> Deserialize<'de> for RolloutId {
     }
 }
 
+/// The characters of a rollout id (and so of an attempt key).
+#[cfg(feature = "openapi")]
+const KEY_PATTERN: &str = "^[A-Za-z0-9_-][A-Za-z0-9_.-]*$";
+
+#[cfg(feature = "openapi")]
+fn string_schema(
+    description: &str,
+    max_length: usize,
+    examples: &[&str],
+) -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    utoipa::openapi::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .description(Some(description))
+        .min_length(Some(1))
+        .max_length(Some(max_length))
+        .pattern(Some(KEY_PATTERN))
+        .examples(examples.iter().copied())
+        .into()
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for RolloutId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        string_schema(
+            "A rollout id: ASCII letters, digits, `_`, `.` and `-`, not starting with `.` and \
+             not ending in `-a<digits>` (which names an attempt).",
+            MAX_ROLLOUT_ID,
+            &["task-1.x"],
+        )
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for RolloutId {}
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for AttemptKey {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        string_schema(
+            "An attempt key: `<rollout id>` for attempt 0, `<rollout id>-a<N>` for attempt \
+             N >= 1 (no leading zeros).",
+            MAX_ATTEMPT_KEY,
+            &["task-1.x", "task-1.x-a2"],
+        )
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for AttemptKey {}
+
 fn split_attempt(key: &str) -> Option<(&str, &str)> {
     let (rollout, n) = key.rsplit_once("-a")?;
     (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())).then_some((rollout, n))

@@ -14,12 +14,14 @@ use rollpoint_api::wire::CheckpointReply;
 use rollpoint_checkpoint::Plan;
 use rollpoint_driver::{Bookmark, DriverError, RolloutResult, RolloutTask, RunHandle, RunStatus};
 use rollpoint_gateway::CaptureKey;
+use rollpoint_owner::Owner as _;
 use rollpoint_proto::key::AttemptKey;
 use tokio::sync::mpsc;
 
 use crate::config::RunConfig;
 use crate::endpoint::{self, EndpointRequest, Listen, Signal, StatusReport};
 use crate::errors::RunError;
+use crate::events::{Event, EventLog};
 use crate::progress::{Progress, Reporter};
 use crate::results::ResultsLog;
 use crate::saved::retained_checkpoints;
@@ -133,6 +135,9 @@ pub async fn run(
         None => None,
     };
     let mut lp = Loop::new(run_dir, stack, state, tasks.tasks.len(), 0, None, env)?;
+    lp.events.record(Event::Started {
+        tasks: tasks.tasks.len(),
+    });
     for task in tasks.tasks {
         lp.register(task).await?;
     }
@@ -158,6 +163,8 @@ pub(crate) struct Loop {
     pub(crate) rx: mpsc::UnboundedReceiver<Finished>,
     pub(crate) lost: Vec<String>,
     pub(crate) metrics: crate::metrics::RunMetrics,
+    /// `RUN_DIR/events.jsonl`.
+    pub(crate) events: EventLog,
     /// Added to every harness's environment.
     pub(crate) env: BTreeMap<String, String>,
 }
@@ -176,6 +183,7 @@ impl Loop {
             env.insert(rollpoint_driver::runner::GATEWAY_VAR.to_owned(), base);
         }
         let results = ResultsLog::open(&run_dir)?;
+        let events = EventLog::open(&run_dir);
         let (tx, rx) = mpsc::unbounded_channel();
         let progress = Progress {
             total,
@@ -184,6 +192,7 @@ impl Loop {
         };
         let reporter = Reporter::for_stderr();
         reporter.update(&progress);
+        let metrics = crate::metrics::RunMetrics::new(&stack.runs.pause_metrics());
         Ok(Self {
             run_dir,
             stack,
@@ -196,7 +205,8 @@ impl Loop {
             tx,
             rx,
             lost: Vec::new(),
-            metrics: crate::metrics::RunMetrics::new(),
+            metrics,
+            events,
             env,
         })
     }
@@ -302,6 +312,10 @@ impl Loop {
             Ok(done) => done,
             Err(error) => {
                 self.metrics.failed();
+                self.events.record(Event::CheckpointFailed {
+                    id: id.clone(),
+                    error: error.to_string(),
+                });
                 return Err(CheckpointFailed { id, error });
             }
         };
@@ -312,20 +326,26 @@ impl Loop {
         let reply = done.reply(took);
         let t = &reply.timings;
         self.metrics.published(t);
+        self.events.record(Event::Checkpoint {
+            id: reply.id.clone(),
+            scope: reply.scope.len(),
+            restarts: reply.restarts.len(),
+            timings: *t,
+        });
         self.progress.checkpoints += 1;
         self.progress.last_checkpoint = Some((reply.id.clone(), took));
-        self.reporter.line(&format!(
-            "checkpoint {}: {} rollouts, {} restart, {} ms (prepare {} ms, commit {} ms, publish {} ms, held {} ms, resume {} ms)",
-            reply.id,
-            reply.scope.len(),
-            reply.restarts.len(),
-            t.total_ms,
-            t.prepare_ms,
-            t.commit_ms,
-            t.publish_ms,
-            t.held_ms,
-            t.resume_ms
-        ));
+        tracing::info!(
+            checkpoint = %reply.id,
+            rollouts = reply.scope.len(),
+            restarts = reply.restarts.len(),
+            total_ms = t.total_ms,
+            prepare_ms = t.prepare_ms,
+            commit_ms = t.commit_ms,
+            publish_ms = t.publish_ms,
+            held_ms = t.held_ms,
+            resume_ms = t.resume_ms,
+            "checkpoint published"
+        );
         self.reporter.update(&self.progress);
         Ok(reply)
     }
@@ -337,8 +357,11 @@ impl Loop {
         id: Option<String>,
     ) -> Result<CheckpointReply, CheckpointFailed> {
         let reply = self.checkpoint(id, true, Duration::ZERO).await?;
+        self.events.record(Event::Stopped {
+            checkpoint: reply.id.clone(),
+        });
         if let Err(e) = self.stack.backend.destroy_all() {
-            self.reporter.line(&format!("tearing down sandboxes: {e}"));
+            tracing::warn!(error = %e, "tearing down sandboxes failed");
         }
         self.reporter.finish(&self.progress);
         Ok(reply)
@@ -362,14 +385,13 @@ impl Loop {
                 self.metrics.result(result.status.as_str());
                 self.progress.done += 1;
                 self.progress.in_flight = self.in_flight.len();
-                self.reporter.line(&format!(
-                    "{rollout} attempt {} {:?} reward {}",
-                    result.attempt,
-                    result.status,
-                    result
-                        .reward
-                        .map_or_else(|| "-".to_owned(), |r| r.to_string())
-                ));
+                tracing::info!(
+                    rollout = %rollout,
+                    attempt = result.attempt,
+                    status = result.status.as_str(),
+                    reward = result.reward,
+                    "rollout finished"
+                );
                 self.reporter.update(&self.progress);
                 if let Err(e) = self
                     .stack
@@ -377,12 +399,15 @@ impl Loop {
                     .forget(std::slice::from_ref(&k))
                     .await
                 {
-                    self.reporter.line(&format!("forget {k}: {e}"));
+                    tracing::warn!(key = %k, error = %e, "forgetting a finished attempt failed");
                 }
             }
             Err(e) => {
-                self.reporter
-                    .line(&format!("{rollout}: {e} (a resume runs it again)"));
+                tracing::error!(
+                    rollout = %rollout,
+                    error = %e,
+                    "the rollout ended without a result; a resume runs it again"
+                );
                 self.lost.push(rollout);
             }
         }
@@ -400,7 +425,7 @@ impl Loop {
                 .map_err(|e| RunError::setup("sweep", e))
         });
         if let Err(e) = result {
-            self.reporter.line(&e.to_string());
+            tracing::warn!(error = %e, "sweeping snapshots failed");
         }
     }
 
@@ -441,13 +466,13 @@ impl Loop {
                 }
                 _ = ticker.tick(), if every > 0 => {
                     if let Err(e) = self.checkpoint(None, false, Duration::ZERO).await {
-                        self.reporter.line(&format!("{} (the run goes on)", RunError::from(e)));
+                        tracing::warn!(error = %RunError::from(e), "checkpoint failed; the run goes on");
                     }
                 }
                 signal = signals.recv(), if signals_open => match signal {
                     Some(Signal::Checkpoint) => {
                         if let Err(e) = self.checkpoint(None, false, Duration::ZERO).await {
-                            self.reporter.line(&format!("{} (the run goes on)", RunError::from(e)));
+                            tracing::warn!(error = %RunError::from(e), "checkpoint failed; the run goes on");
                         }
                     }
                     Some(Signal::Control(EndpointRequest::Checkpoint { request, reply })) => {
@@ -462,7 +487,7 @@ impl Loop {
                                 // Nothing was published and everyone was
                                 // resumed: the run goes on.
                                 Err(e) => {
-                                    self.reporter.line(&format!("{} (the run goes on)", e.as_run_error()));
+                                    tracing::warn!(error = %e.as_run_error(), "stop checkpoint failed; the run goes on");
                                     let _asker_gone: Result<(), _> = reply.send(Err(e.api()));
                                     continue;
                                 }
@@ -470,7 +495,7 @@ impl Loop {
                         }
                         let answer = self.checkpoint(request.id.clone(), false, request.hold()).await;
                         if let Err(e) = &answer {
-                            self.reporter.line(&format!("{} (the run goes on)", e.as_run_error()));
+                            tracing::warn!(error = %e.as_run_error(), "checkpoint failed; the run goes on");
                         }
                         let _asker_gone: Result<(), _> = reply.send(answer.map_err(|e| e.api()));
                     }
@@ -480,7 +505,7 @@ impl Loop {
                     }
                     Some(Signal::Control(EndpointRequest::Metrics { reply })) => {
                         self.count();
-                        let _asker_gone: Result<(), _> = reply.send(self.metrics.render(&self.progress));
+                        let _asker_gone: Result<(), _> = reply.send(self.metrics.render(&self.progress, &self.stack.owner.counts()));
                     }
                     Some(Signal::Stop) => {
                         let id = self.stop(None).await?.id;
@@ -498,6 +523,7 @@ impl Loop {
         let lost = std::mem::take(&mut self.lost);
         self.stack.shutdown().await;
         if lost.is_empty() {
+            self.events.record(Event::Finished { rows });
             Ok(Ending::Finished { rows })
         } else {
             Err(RunError::Rollout {

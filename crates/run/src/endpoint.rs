@@ -46,7 +46,8 @@ pub const CONTROL_VERSION: u32 = 1;
 pub const CONTROL_FILE: &str = "control.json";
 
 /// `GET /v1/run/status`: where the run stands.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = RunStatusReport)]
 #[serde(deny_unknown_fields)]
 pub struct StatusReport {
     pub v: u32,
@@ -129,6 +130,20 @@ impl EndpointFile {
     }
 }
 
+/// The OpenAPI description of the run's own route (its checkpoint route is the
+/// coordinator's, and `GET /metrics` is described with every service's).
+#[derive(Debug, utoipa::OpenApi)]
+#[openapi(
+    paths(status),
+    tags((
+        name = "run",
+        description = "The control endpoint of `rollpoint run` (its address is in \
+            `RUN_DIR/control.json`): the run's status, and a checkpoint on request. Every \
+            route needs the bearer token."
+    )),
+)]
+pub struct RunApi;
+
 /// Where and how the run serves its control endpoint.
 #[derive(Debug, Clone)]
 pub struct Listen {
@@ -181,7 +196,7 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
     );
     let task = tokio::spawn(async move {
         if let Err(e) = rollpoint_api::serve(listener, app).await {
-            eprintln!("rollpoint: control endpoint on {bound}: {e}");
+            tracing::error!(address = %bound, error = %e, "the control endpoint stopped");
         }
     });
     Ok(Serving {
@@ -219,6 +234,19 @@ async fn checkpoint(
     }
 }
 
+/// Where the run stands: its tasks, what is in flight, its checkpoints.
+#[utoipa::path(
+    get,
+    path = "/v1/run/status",
+    operation_id = "run_status",
+    tag = "run",
+    responses(
+        (status = 200, description = "The run's counts and its latest checkpoint.", body = StatusReport),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "The run is ending (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 async fn status(State(loop_tx): State<mpsc::UnboundedSender<Signal>>) -> Response {
     let (reply, answer) = oneshot::channel();
     if loop_tx

@@ -124,9 +124,9 @@ async fn wait_previous(run_dir: &Path) -> Result<(), RunError> {
     if !is_gateway_of(record.pid, &ledger) {
         return Ok(());
     }
-    eprintln!(
-        "rollpoint: the previous gateway (pid {}) is still recording the calls it sent upstream; waiting for it",
-        record.pid
+    tracing::info!(
+        pid = record.pid,
+        "the previous gateway is still recording the calls it sent upstream; waiting for it"
     );
     let until = Instant::now() + DRAIN + STOP;
     while is_gateway_of(record.pid, &ledger) {
@@ -331,10 +331,10 @@ impl GatewayProcess {
         let pid = Pid::from_raw(i32::try_from(self.pid).unwrap_or(i32::MAX));
         let _gone = kill(pid, Signal::SIGTERM);
         if tokio::time::timeout(STOP, self.child.wait()).await.is_err() {
-            eprintln!(
-                "rollpoint: the gateway (pid {}) did not stop within {}s; killing it",
-                self.pid,
-                STOP.as_secs()
+            tracing::warn!(
+                pid = self.pid,
+                waited_s = STOP.as_secs(),
+                "the gateway did not stop in time; killing it"
             );
             let _gone = self.child.kill().await;
         }

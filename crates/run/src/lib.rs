@@ -14,6 +14,8 @@
 //! | [`tasks`] | the tasks file, every line checked before anything runs |
 //! | [`state`] | `run.json`: the config, the attempts dispatched, the gateway port |
 //! | [`results`] | `results.jsonl`, one row per finished rollout |
+//! | [`events`] | `events.jsonl`: start, resumes, checkpoints and their times, stop, end |
+//! | [`report`] | `rollpoint report`: one self-contained HTML page of a run |
 //! | [`plan`] | what a resume does with each task (pure) |
 //! | `saved` | what a published checkpoint saved, read through the participants' formats |
 //! | [`gateway`] | the run's gateway process: started, waited for after a crash, stopped |
@@ -33,11 +35,13 @@ pub mod config;
 pub mod controller;
 pub mod endpoint;
 mod errors;
+pub mod events;
 pub mod gateway;
 pub mod lock;
 mod metrics;
 pub mod plan;
 pub mod progress;
+pub mod report;
 pub mod results;
 pub mod resume;
 mod saved;

@@ -13,7 +13,10 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use rollpoint_api::metrics::CheckpointMetrics;
+use rollpoint_api::metrics::SnapshotTotals;
 use rollpoint_api::wire::PhaseTimings;
+use rollpoint_driver::metrics::PauseMetrics;
+use rollpoint_owner::OwnerCounts;
 
 use crate::progress::Progress;
 
@@ -34,13 +37,41 @@ pub(crate) struct RunMetrics {
     rollouts: Family<StateLabel, Gauge>,
     results: Family<StatusLabel, Counter>,
     checkpoints: CheckpointMetrics,
+    sandboxes: Gauge,
+    snapshots: Counter,
+    snapshot_bytes: Counter,
+    snapshot_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
+    /// The owner's totals at the last render: counters move by the difference.
+    counted: std::sync::Mutex<SnapshotTotals>,
 }
 
 impl RunMetrics {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(pauses: &PauseMetrics) -> Self {
         let rollouts = Family::<StateLabel, Gauge>::default();
         let results = Family::<StatusLabel, Counter>::default();
         let mut registry = Registry::with_prefix("rollpoint_run");
+        pauses.register(&mut registry);
+        let sandboxes = Gauge::default();
+        registry.register(
+            "sandboxes",
+            "Sandboxes the run's owner holds",
+            sandboxes.clone(),
+        );
+        let snapshots = Counter::default();
+        registry.register("snapshots", "Sandbox snapshots taken", snapshots.clone());
+        let snapshot_bytes = Counter::default();
+        registry.register(
+            "snapshot_bytes",
+            "Bytes of the snapshots taken, where the store knows them (copy store archives)",
+            snapshot_bytes.clone(),
+        );
+        let snapshot_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "snapshot_frozen_seconds",
+            "Time sandboxes were frozen to be snapshotted, summed",
+            snapshot_seconds.clone(),
+        );
+        rollpoint_api::process_metrics::register_process(&mut registry);
         registry.register("rollouts", "Rollouts of the run by state", rollouts.clone());
         registry.register("results", "Result rows written, by status", results.clone());
         let checkpoints = CheckpointMetrics::register(&mut registry);
@@ -49,6 +80,11 @@ impl RunMetrics {
             rollouts,
             results,
             checkpoints,
+            sandboxes,
+            snapshots,
+            snapshot_bytes,
+            snapshot_seconds,
+            counted: std::sync::Mutex::new(SnapshotTotals::default()),
         }
     }
 
@@ -72,7 +108,21 @@ impl RunMetrics {
     }
 
     /// The text exposition, the rollout gauges set from `p`.
-    pub(crate) fn render(&self, p: &Progress) -> String {
+    pub(crate) fn render(&self, p: &Progress, owner: &OwnerCounts) -> String {
+        self.sandboxes
+            .set(i64::try_from(owner.sessions).unwrap_or(i64::MAX));
+        let now = owner.snapshot_totals();
+        let mut last = self
+            .counted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.snapshots.inc_by(now.taken.saturating_sub(last.taken));
+        self.snapshot_bytes
+            .inc_by(now.bytes.saturating_sub(last.bytes));
+        self.snapshot_seconds
+            .inc_by((now.seconds - last.seconds).max(0.0));
+        *last = now;
+        drop(last);
         for (state, n) in [
             ("total", p.total),
             ("done", p.done),
@@ -95,18 +145,38 @@ mod tests {
 
     #[test]
     fn every_metric_is_in_the_text() {
-        let m = RunMetrics::new();
+        let m = RunMetrics::new(&PauseMetrics::default());
         m.result("verified");
         m.failed();
-        let text = m.render(&Progress {
-            total: 3,
-            done: 1,
-            ..Progress::default()
-        });
+        let owner = OwnerCounts {
+            sessions: 2,
+            snapshots: 3,
+            snapshot_bytes: 4096,
+            snapshot_seconds: 0.5,
+            ..OwnerCounts::default()
+        };
+        let _ = m.render(&Progress::default(), &owner);
+        let text = m.render(
+            &Progress {
+                total: 3,
+                done: 1,
+                ..Progress::default()
+            },
+            &OwnerCounts {
+                snapshots: 5,
+                ..owner
+            },
+        );
         for name in [
             "rollpoint_run_rollouts{state=\"total\"} 3",
             "rollpoint_run_results_total{status=\"verified\"} 1",
             "rollpoint_run_checkpoints_total{outcome=\"failed\"} 1",
+            "rollpoint_run_sandboxes 2",
+            "rollpoint_run_snapshots_total 5",
+            "rollpoint_run_snapshot_bytes_total 4096",
+            "rollpoint_run_snapshot_frozen_seconds_total 0.5",
+            "rollpoint_run_pause_confirm_seconds_count 0",
+            "rollpoint_run_process_threads",
         ] {
             assert!(text.contains(name), "{name} in:\n{text}");
         }

@@ -2,10 +2,14 @@
 //! done, in flight (queued and parked among them), checkpoints taken and
 //! the last one's duration. On a terminal these are bars (`indicatif`, on
 //! stderr) redrawn as things change, with log lines printed above them;
-//! otherwise (a pipe, a file, CI) a plain line every few seconds and the log
-//! lines as they come, so logs stay readable.
+//! otherwise (a pipe, a file, CI) a `progress` event every few seconds and the
+//! log events as they come, so logs stay readable. Log events reach stderr
+//! through [`above_bars`], so a line never tears a bar; JSON logs turn the
+//! bars off ([`allow_bars`]).
 
 use std::io::IsTerminal as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -53,6 +57,24 @@ impl Progress {
     }
 }
 
+static BARS_ALLOWED: AtomicBool = AtomicBool::new(true);
+/// The bars being drawn, for [`above_bars`].
+static DRAWN: Mutex<Option<MultiProgress>> = Mutex::new(None);
+
+/// Whether [`Reporter::for_stderr`] may draw bars (not when logs are JSON).
+pub fn allow_bars(allowed: bool) {
+    BARS_ALLOWED.store(allowed, Ordering::SeqCst);
+}
+
+/// Runs `write` with the bars (if any are drawn) cleared, then redraws them.
+pub fn above_bars(write: impl FnOnce()) {
+    let drawn = DRAWN.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    match drawn {
+        Some(multi) if !multi.is_hidden() => multi.suspend(write),
+        _ => write(),
+    }
+}
+
 /// Where progress goes.
 #[derive(Debug)]
 pub struct Reporter {
@@ -82,8 +104,12 @@ fn bar(multi: &MultiProgress, prefix: &'static str, template: &str, len: u64) ->
 impl Reporter {
     /// Bars when stderr is a terminal, plain lines otherwise.
     pub fn for_stderr() -> Self {
-        if std::io::stderr().is_terminal() {
-            Self::bars(ProgressDrawTarget::stderr())
+        if BARS_ALLOWED.load(Ordering::SeqCst) && std::io::stderr().is_terminal() {
+            let reporter = Self::bars(ProgressDrawTarget::stderr());
+            if let Some(b) = &reporter.bars {
+                *DRAWN.lock().unwrap_or_else(PoisonError::into_inner) = Some(b.multi.clone());
+            }
+            reporter
         } else {
             Self::plain()
         }
@@ -137,21 +163,16 @@ impl Reporter {
     /// The periodic report: a plain line, or a redraw of the bars.
     pub fn tick(&self, p: &Progress) {
         match &self.bars {
-            None => eprintln!("rollpoint: {p}"),
+            None => tracing::info!(
+                done = p.done,
+                total = p.total,
+                in_flight = p.in_flight,
+                queued = p.queued,
+                parked = p.parked,
+                checkpoints = p.checkpoints,
+                "progress"
+            ),
             Some(_) => self.update(p),
-        }
-    }
-
-    /// A log line, printed above the bars when there are bars.
-    pub fn line(&self, message: &str) {
-        let text = format!("rollpoint: {message}");
-        match &self.bars {
-            Some(b) if !b.multi.is_hidden() => {
-                if b.multi.println(&text).is_err() {
-                    eprintln!("{text}");
-                }
-            }
-            _ => eprintln!("{text}"),
         }
     }
 
@@ -162,6 +183,8 @@ impl Reporter {
             b.done.abandon();
             b.flight.abandon();
             b.checkpoints.abandon();
+            let mut drawn = DRAWN.lock().unwrap_or_else(PoisonError::into_inner);
+            *drawn = None;
         }
     }
 

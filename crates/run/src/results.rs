@@ -41,7 +41,7 @@ impl ResultsLog {
     /// moved aside and a kept tail gets its newline, each said on stderr.
     /// Damage before the last newline is an error and changes nothing.
     pub fn open(run_dir: &Path) -> Result<Self, RunError> {
-        Self::open_reporting(run_dir, &mut |line| eprintln!("rollpoint: {line}"))
+        Self::open_reporting(run_dir, &mut |line| tracing::warn!("{line}"))
     }
 
     /// [`ResultsLog::open`], handing each line it would print to `report`.

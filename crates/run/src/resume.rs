@@ -23,6 +23,7 @@ use rollpoint_proto::key::RolloutId;
 use crate::controller::{Ending, Inputs, Loop, now_ms};
 use crate::endpoint;
 use crate::errors::RunError;
+use crate::events::Event;
 use crate::plan::{drop_unsaved_sessions, plan_resume};
 use crate::results::read_results;
 use crate::saved::{Saved, Sessions, retained_checkpoints, saved_sessions};
@@ -133,8 +134,10 @@ pub fn choose_source(run_dir: &Path, asked: Option<&str>) -> Result<Option<Sourc
     for p in list {
         let id = p.id.clone();
         if let Some(reason) = store::damaged(run_dir, &id).map_err(|e| checkpoint_error(&id, e))? {
-            eprintln!(
-                "rollpoint: checkpoint {id} was found damaged by an earlier resume ({reason}); passed over"
+            tracing::warn!(
+                checkpoint = %id,
+                reason = %reason,
+                "checkpoint was found damaged by an earlier resume; passed over"
             );
             passed.push(id);
             continue;
@@ -142,10 +145,10 @@ pub fn choose_source(run_dir: &Path, asked: Option<&str>) -> Result<Option<Sourc
         match check(run_dir, p)? {
             Check::Intact(source) => {
                 if !passed.is_empty() {
-                    eprintln!(
-                        "rollpoint: resuming from checkpoint {}, the newest intact one (passed over: {})",
-                        source.id,
-                        passed.join(", ")
+                    tracing::info!(
+                        checkpoint = %source.id,
+                        passed_over = %passed.join(", "),
+                        "resuming from the newest intact checkpoint"
                     );
                 }
                 return Ok(Some(*source));
@@ -153,22 +156,20 @@ pub fn choose_source(run_dir: &Path, asked: Option<&str>) -> Result<Option<Sourc
             Check::Damaged(why) => {
                 store::mark_damaged(run_dir, &id, &why).map_err(|e| checkpoint_error(&id, e))?;
                 let marker = store::checkpoint_dir(run_dir, &id).join(store::DAMAGED_FILE);
-                let kept = if marker.exists() {
-                    format!("; nothing of it is deleted, marked in {}", marker.display())
-                } else {
-                    String::new()
-                };
-                eprintln!(
-                    "rollpoint: checkpoint {id} is damaged: {why}; falling back to an older checkpoint{kept}"
+                tracing::warn!(
+                    checkpoint = %id,
+                    reason = %why,
+                    marked = marker.exists().then(|| marker.display().to_string()),
+                    "checkpoint is damaged; falling back to an older checkpoint (nothing of it is deleted)"
                 );
                 passed.push(id);
             }
         }
     }
     if !passed.is_empty() {
-        eprintln!(
-            "rollpoint: no intact checkpoint (damaged: {}): every unfinished rollout starts over as its next attempt",
-            passed.join(", ")
+        tracing::warn!(
+            damaged = %passed.join(", "),
+            "no intact checkpoint: every unfinished rollout starts over as its next attempt"
         );
     }
     Ok(None)
@@ -222,9 +223,9 @@ pub async fn resume(
         .sweep_orphans()
         .map_err(|e| RunError::setup("sweep", e))?;
     if !swept.is_empty() {
-        eprintln!(
-            "rollpoint: swept {} sandboxes of the crashed run",
-            swept.len()
+        tracing::info!(
+            sandboxes = swept.len(),
+            "swept the sandboxes of the crashed run"
         );
     }
     let retained: Vec<String> = retained_checkpoints(&run_dir)?;
@@ -241,9 +242,10 @@ pub async fn resume(
     );
     if let Some(src) = &source {
         for k in drop_unsaved_sessions(&mut plan, &src.sessions, &src.saved) {
-            eprintln!(
-                "rollpoint: {k}: checkpoint {} holds no sandbox for its session; it starts over",
-                src.id
+            tracing::warn!(
+                key = %k,
+                checkpoint = %src.id,
+                "the checkpoint holds no sandbox for the attempt's session; it starts over"
             );
         }
     }
@@ -304,10 +306,11 @@ pub async fn resume(
                 checkpoint: id.clone(),
                 message: e.to_string(),
             })?;
-        lp.reporter.line(&format!(
-            "restored {} rollouts from checkpoint {source}",
-            lp.in_flight.len()
-        ));
+        tracing::info!(
+            checkpoint = %source,
+            rollouts = lp.in_flight.len(),
+            "restored rollouts from a checkpoint"
+        );
     }
     if !plan.retire.is_empty() {
         lp.stack
@@ -321,16 +324,25 @@ pub async fn resume(
             };
             lp.start_over(task.clone(), k.attempt()).await?;
         }
-        lp.reporter.line(&format!(
-            "{} rollouts start over as their next attempt",
-            plan.retire.len()
-        ));
+        tracing::info!(
+            rollouts = plan.retire.len(),
+            "rollouts start over as their next attempt"
+        );
     }
     for rollout in &plan.fresh {
         if let Some(task) = by_id.get(rollout.as_str()) {
             lp.register(task.clone()).await?;
         }
     }
+    lp.events.record(Event::Resumed {
+        from: source.clone(),
+        restored: lp
+            .in_flight
+            .len()
+            .saturating_sub(plan.retire.len() + plan.fresh.len()),
+        started_over: plan.retire.len(),
+        finished: finished.len(),
+    });
     // Pin the new attempts at once, so a crash now resumes them, not the
     // attempts this resume replaced.
     if !lp.in_flight.is_empty() {

@@ -242,13 +242,15 @@ fn root_a_damaged_newest_checkpoint_falls_back_to_the_one_before() {
     let (ok, said) = resume(&run_dir, &[], &log);
     assert!(ok, "{said}");
     assert!(
-        said.contains(&format!("checkpoint {newest} is damaged"))
+        said.contains("checkpoint is damaged")
+            && said.contains(&format!("checkpoint={newest}"))
             && said.contains(&records.display().to_string())
             && said.contains("sha256"),
         "names the damaged checkpoint and what is wrong: {said}"
     );
     assert!(
-        said.contains("restored") && said.contains(&format!("from checkpoint {older}")),
+        said.contains("restored rollouts from a checkpoint")
+            && said.contains(&format!("checkpoint={older}")),
         "{said}"
     );
     let rows = check_results(&run_dir, &tag, count, &log);
@@ -303,12 +305,14 @@ fn root_attempts_dispatched_after_the_older_checkpoint_start_over() {
     let (ok, said) = resume(&run_dir, &[], &log);
     assert!(ok, "{said}");
     assert!(
-        said.contains(&format!("checkpoint {newest} is damaged"))
+        said.contains("checkpoint is damaged")
+            && said.contains(&format!("checkpoint={newest}"))
             && said.contains(&manifest.display().to_string()),
         "names the damaged checkpoint and what is wrong: {said}"
     );
     assert!(
-        said.contains(&format!("resuming from checkpoint {older}")),
+        said.contains("resuming from the newest intact checkpoint")
+            && said.contains(&format!("checkpoint={older}")),
         "{said}"
     );
     // The older checkpoint saved attempt 0; attempt 1 ran since: it is

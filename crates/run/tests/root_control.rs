@@ -319,6 +319,36 @@ fn root_the_run_s_metrics_follow_its_checkpoints_and_rollouts_across_a_crash() {
         metric(&text, "rollpoint_run_rollouts", ("state", "in_flight")),
         3.0
     );
+    let plain = |name: &str| rollpoint_testkit::metric(&text, name, None);
+    assert_eq!(plain("rollpoint_run_sandboxes"), 3.0, "{text}");
+    assert_eq!(
+        plain("rollpoint_run_snapshots_total"),
+        3.0,
+        "one snapshot per sandbox: {text}"
+    );
+    assert!(
+        plain("rollpoint_run_snapshot_frozen_seconds_total") > 0.0,
+        "{text}"
+    );
+    let confirmed = metric(
+        &text,
+        "rollpoint_run_pauses_total",
+        ("outcome", "confirmed"),
+    );
+    assert_eq!(confirmed, 3.0, "each launch paused and confirmed: {text}");
+    assert_eq!(
+        plain("rollpoint_run_pause_confirm_seconds"),
+        confirmed,
+        "every confirmed pause is timed: {text}"
+    );
+    assert!(
+        plain("rollpoint_run_process_resident_memory_bytes") > 0.0,
+        "{text}"
+    );
+    assert!(
+        plain("rollpoint_run_process_cpu_seconds_total") > 0.0,
+        "{text}"
+    );
 
     child.kill().expect("kill");
     let _ = wait(&mut child, LIMIT, &log);

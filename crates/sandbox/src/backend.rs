@@ -17,7 +17,7 @@ pub const SPEC_VERSION: u32 = 1;
 
 /// What a sandbox is made from. Part of every sandbox and snapshot record,
 /// so a fork after a crash gets the same view.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SandboxSpec {
     #[serde(default)]
@@ -72,28 +72,33 @@ impl SandboxSpec {
 }
 
 /// The read-only lower layer under a sandbox's overlay.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = SandboxBase)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "path")]
 pub enum Base {
     /// The host's root filesystem, read-only (writes land in the upper).
     #[default]
     HostRoot,
     /// A directory holding a root filesystem.
+    #[schema(value_type = String)]
     Rootfs(PathBuf),
     /// A root filesystem tarball, unpacked once and shared.
+    #[schema(value_type = String)]
     Tarball(PathBuf),
 }
 
 /// Resource limits, applied through the cgroup v1 controllers when the
 /// host has them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = SandboxLimits)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
     pub memory_bytes: Option<u64>,
     pub pids: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = SandboxNetwork)]
 #[serde(rename_all = "snake_case")]
 pub enum Network {
     /// The host's network namespace.
@@ -134,6 +139,10 @@ pub struct SnapshotRef {
     pub sandbox: String,
     pub spec: SandboxSpec,
     pub duration_ms: f64,
+    /// Bytes the snapshot holds, where the store knows them cheaply (the copy store's
+    /// archive; a btrfs snapshot shares its blocks and says none).
+    #[serde(default)]
+    pub bytes: Option<u64>,
 }
 
 /// Everything a backend holds, for sweeps.

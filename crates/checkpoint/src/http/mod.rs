@@ -32,6 +32,41 @@ use crate::wire::ErrorReply;
 /// Largest request body accepted.
 pub const BODY_LIMIT: usize = 4 << 20;
 
+/// The OpenAPI description of these routes.
+#[derive(Debug, utoipa::OpenApi)]
+#[openapi(
+    paths(
+        status::handle,
+        prepare::handle,
+        commit::handle,
+        restore::handle,
+        resume::handle,
+        retire::handle,
+        forget::handle,
+    ),
+    tags((
+        name = "checkpoint",
+        description = "The participant control plane, served by the owner, the agent and the \
+            gateway (the model participant, also in `rollpoint run`). Every route needs the \
+            bearer token; bodies refuse unknown fields."
+    )),
+)]
+pub struct CheckpointApi;
+
+/// Descriptions of the error replies in the OpenAPI description.
+mod doc {
+    pub(super) const BAD_REQUEST: &str =
+        "A malformed body or field (`bad_request`, naming `field`).";
+    pub(super) const UNAUTHORIZED: &str = "A missing or wrong bearer token (`unauthorized`).";
+    pub(super) const CONFLICT: &str = "Refused in the current phase (`stale_checkpoint`, \
+        `checkpoint_conflict`, `invalid_phase`, `restart_in_scope`).";
+    pub(super) const TOO_LARGE: &str = "The body is over the limit (`too_large`).";
+    pub(super) const FAILED: &str =
+        "A hook or the checkpoint storage failed (`hook_failed`, `storage`, `remote`).";
+    pub(super) const DEADLINE: &str =
+        "The call did not finish within `timeout_ms` (`deadline_exceeded`).";
+}
+
 type Shared = State<Arc<dyn Control>>;
 
 /// The control routes of `control`, every one behind

@@ -121,9 +121,10 @@ async fn bind(addr: SocketAddr, wait: Duration) -> anyhow::Result<tokio::net::Tc
             Ok(listener) => return Ok(listener),
             Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < until => {
                 if !said {
-                    eprintln!(
-                        "gateway: {addr} is in use (a previous gateway of the run may still be recording its calls); waiting up to {}s",
-                        wait.as_secs()
+                    tracing::info!(
+                        address = %addr,
+                        wait_s = wait.as_secs(),
+                        "the address is in use (a previous gateway of the run may still be recording its calls); waiting"
                     );
                     said = true;
                 }
@@ -257,7 +258,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         if let Some(file) = &args.port_file {
             super::model_script::write_port_file(file, addr.port())?;
         }
-        eprintln!("gateway: listening on http://{addr}/r/<capture key>/v1/...");
+        tracing::info!(address = %addr, "gateway listening for model calls at /r/<capture key>/v1/");
         // A task of its own: it goes on serving replies in flight while the gateway drains.
         let mut serving = tokio::spawn(
             axum::serve(
@@ -279,19 +280,20 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
             r = super::model_script::stop_signal() => r?,
             () = owner => {
                 let pid = args.owner.unwrap_or_default();
-                eprintln!(
-                    "gateway: owner {pid} is gone: taking no new call; recording {} calls sent upstream",
-                    gateway.recording()
+                tracing::warn!(
+                    owner = pid,
+                    recording = gateway.recording(),
+                    "the gateway's owner is gone: taking no new call, recording the calls sent upstream"
                 );
                 let limit = Duration::from_secs(args.drain_s);
                 let drained = tokio::time::timeout(limit, gateway.drain()).await;
                 if drained.is_ok() {
-                    eprintln!("gateway: every call sent upstream is recorded; exiting");
+                    tracing::info!("every call sent upstream is recorded; the gateway exits");
                 } else {
-                    eprintln!(
-                        "gateway: {} calls still unrecorded after {}s; exiting",
-                        gateway.recording(),
-                        limit.as_secs()
+                    tracing::error!(
+                        unrecorded = gateway.recording(),
+                        waited_s = limit.as_secs(),
+                        "calls still unrecorded after the drain limit; the gateway exits"
                     );
                 }
             }

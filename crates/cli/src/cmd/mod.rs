@@ -5,7 +5,9 @@ mod demo;
 mod gateway;
 mod locate;
 mod model_script;
+mod openapi;
 mod owner;
+mod report;
 mod resume;
 mod run;
 mod serve;
@@ -45,6 +47,11 @@ pub enum Command {
     Serve(serve::Serve),
     /// Show a run's tasks, results, latest checkpoint and what is in flight.
     Status(status::StatusArgs),
+    /// Print the OpenAPI 3.1 description of every HTTP API rollpoint serves.
+    Openapi(openapi::OpenapiArgs),
+    /// Write one self-contained HTML page of a run: summary, timeline,
+    /// checkpoint durations, launches and transcripts.
+    Report(report::ReportArgs),
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -60,5 +67,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Resume(args) => resume::run(&args),
         Command::Serve(s) => serve::run(s),
         Command::Status(args) => status::run(&args),
+        Command::Openapi(args) => openapi::run(&args),
+        Command::Report(args) => report::run(&args),
     }
 }

@@ -37,10 +37,10 @@ pub fn run(args: ModelScriptArgs) -> anyhow::Result<()> {
         if let Some(file) = &args.port_file {
             write_port_file(file, server.addr().port())?;
         }
-        eprintln!(
-            "model-script: serving {} on {}",
-            args.script.display(),
-            server.base_url()
+        tracing::info!(
+            script = %args.script.display(),
+            url = %server.base_url(),
+            "serving the scripted model"
         );
         tokio::select! {
             () = server.wait() => {}

@@ -63,9 +63,9 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
     );
     let swept = backend.sweep_orphans()?;
     if !swept.is_empty() {
-        eprintln!(
-            "owner: destroyed {} sandboxes left by a crashed owner",
-            swept.len()
+        tracing::info!(
+            sandboxes = swept.len(),
+            "destroyed the sandboxes a crashed owner left"
         );
     }
     let local = Arc::new(LocalOwner::new(backend.clone()));
@@ -89,7 +89,7 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
         if let Some(file) = &args.port_file {
             super::model_script::write_port_file(file, addr.port())?;
         }
-        eprintln!("owner: listening on http://{addr}/v1/owner/ and /v1/checkpoint/");
+        tracing::info!(address = %addr, "owner listening: /v1/owner/ and /v1/checkpoint/");
         let listener = listener.tap_io(|tcp| {
             let _ignored = tcp.set_nodelay(true);
         });

@@ -125,12 +125,13 @@ pub fn harness_env() -> anyhow::Result<std::collections::BTreeMap<String, String
 pub fn finish(ending: Ending) -> anyhow::Result<()> {
     match ending {
         Ending::Finished { rows } => {
-            eprintln!("rollpoint: finished, {rows} result rows");
+            tracing::info!(rows, "the run finished");
             Ok(())
         }
         Ending::Stopped { checkpoint } => {
-            eprintln!(
-                "rollpoint: stopped after checkpoint {checkpoint}; continue with `rollpoint resume`"
+            tracing::info!(
+                checkpoint = %checkpoint,
+                "stopped after a checkpoint; continue with `rollpoint resume`"
             );
             std::process::exit(EXIT_STOPPED)
         }

@@ -126,7 +126,7 @@ async fn bind(
     if let Some(file) = port_file {
         write_port_file(file, addr.port())?;
     }
-    eprintln!("{what}: listening on http://{addr}");
+    tracing::info!(service = what, address = %addr, "listening");
     Ok(listener)
 }
 
@@ -171,7 +171,7 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
             .await
             .is_err()
         {
-            eprintln!("agent: rollouts still ending after 120 s; leaving them to the owner");
+            tracing::warn!("rollouts still ending after 120 s; leaving them to the owner");
         }
         served
     })
@@ -199,7 +199,7 @@ fn coordinator(args: &CoordinatorArgs) -> anyhow::Result<()> {
             match CoordinatorService::connect(settings.clone()).await {
                 Ok(s) => break s,
                 Err(e) if Instant::now() < deadline => {
-                    eprintln!("coordinator: {e} (trying again)");
+                    tracing::warn!(error = %e, "participants not reachable yet; trying again");
                     tokio::time::sleep(Duration::from_millis(500)).await;
                 }
                 Err(e) => return Err(e).context("participants did not answer"),

@@ -198,7 +198,7 @@ fn writer(conn: &Connection, rx: &mpsc::Receiver<Job>) {
             && waiters.is_empty()
         {
             // Nobody to hand the error to: the jobs already answered. Say it once.
-            eprintln!("ledger: commit failed: {e}");
+            tracing::error!(error = %e, "ledger commit failed");
         }
         for waiter in waiters.drain(..) {
             waiter(match &committed {

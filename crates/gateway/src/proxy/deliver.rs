@@ -91,7 +91,7 @@ impl Delivery {
                 let ms = now_ms();
                 self.shared.ledger.post(move |c| {
                     if let Err(e) = ledger::delivered(c, &id, ms) {
-                        eprintln!("ledger: failed to mark call {id} delivered: {e}");
+                        tracing::error!(call = %id, error = %e, "ledger: failed to mark the call delivered");
                     }
                 });
                 None
@@ -155,6 +155,7 @@ pub(crate) async fn replay(
 ) -> Response {
     ticket.deliver().await;
     shared.metrics.ended(CallStatus::Replayed.as_str());
+    tracing::debug!(from = %replay.source_call_id, "call replayed from the ledger");
     let sse = replay
         .content_type
         .as_deref()

@@ -86,7 +86,10 @@ pub(crate) async fn forward(
         upstream_ms,
         recording,
     };
-    tokio::spawn(sending.run(request.body(body), url, head_tx));
+    tokio::spawn(tracing::Instrument::instrument(
+        sending.run(request.body(body), url, head_tx),
+        tracing::Span::current(),
+    ));
     match head_rx.await {
         Ok(Ok(head)) => {
             deliver::upstream(
@@ -174,7 +177,7 @@ impl UpstreamCall {
                     .run_committed(move |c| ledger::finish(c, &id, &finish))
                     .await
                 {
-                    eprintln!("ledger: failed to record the end of call {call_id}: {e}");
+                    tracing::error!(call = %call_id, error = %e, "ledger: failed to record the end of the call");
                 }
                 drop(recording);
                 shared

@@ -5,7 +5,7 @@
 mod deliver;
 mod forward;
 mod record;
-mod reply;
+pub(crate) mod reply;
 pub(crate) mod types;
 
 use std::sync::Arc;
@@ -35,6 +35,7 @@ struct Checked {
 }
 
 /// `ANY /r/{key}/{*rest}`.
+#[tracing::instrument(name = "call", skip_all, fields(key = %key, path = %rest, call = tracing::field::Empty))]
 pub(crate) async fn handle(
     State(shared): State<Arc<Shared>>,
     Path((key, rest)): Path<(String, String)>,
@@ -71,6 +72,7 @@ pub(crate) async fn handle(
         }
     };
     let call_id = format!("{key}#{seq}");
+    tracing::Span::current().record("call", call_id.as_str());
     ticket.set_call(&call_id);
     let Checked {
         route,
@@ -116,9 +118,11 @@ pub(crate) async fn handle(
     } else {
         shared.ledger.post(move |c| {
             if let Err(e) = ledger::begin(c, &call) {
-                eprintln!(
-                    "ledger: failed to record call {}#{}: {e}",
-                    call.key, call.seq
+                tracing::error!(
+                    key = %call.key,
+                    seq = call.seq,
+                    error = %e,
+                    "ledger: failed to record the call"
                 );
             }
         });
@@ -257,7 +261,7 @@ async fn refuse(
             };
             shared.ledger.post(move |c| {
                 if let Err(e) = ledger::reject(c, &rejected) {
-                    eprintln!("ledger: failed to record a refused request: {e}");
+                    tracing::error!(error = %e, "ledger: failed to record a refused request");
                 }
             });
             Some(format!("{key}#{seq}"))

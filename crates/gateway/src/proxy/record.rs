@@ -65,6 +65,12 @@ impl Recorder {
         };
         self.shared.metrics.ended(status.as_str());
         let seconds = (now_ms() - self.upstream_ms).max(0) as f64 / 1000.0;
+        tracing::debug!(
+            status = status.as_str(),
+            http_status = self.status.as_u16(),
+            seconds,
+            "call answered upstream"
+        );
         self.shared.metrics.answered(seconds, view.usage.as_ref());
         let output_fp = (status == CallStatus::Ok)
             .then_some(view.turn)
@@ -96,7 +102,7 @@ impl Recorder {
             })
             .await;
         if let Err(e) = committed {
-            eprintln!("ledger: failed to record the end of call {id}: {e}");
+            tracing::error!(call = %id, error = %e, "ledger: failed to record the end of the call");
         }
         drop(self.recording);
     }

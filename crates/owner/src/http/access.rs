@@ -6,6 +6,23 @@ use axum::response::Response;
 use super::Shared;
 use super::wire::{ApiError, json};
 
+/// The session's current sandbox (after a restore, a fork).
+#[utoipa::path(
+    get,
+    path = "/v1/owner/sessions/{id}",
+    operation_id = "owner_access",
+    tag = "owner",
+    params(
+        ("id" = String, Path, description = "The session id."),
+    ),
+    responses(
+        (status = 200, description = "Where the current sandbox lives on the host.", body = crate::owner::Access),
+        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
+        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
+        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(owner): Shared,
     Path(session): Path<String>,

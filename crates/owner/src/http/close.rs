@@ -8,6 +8,23 @@ use axum::response::{IntoResponse as _, Response};
 use super::Shared;
 use super::wire::ApiError;
 
+/// Destroy the session's sandbox and forget the session.
+#[utoipa::path(
+    delete,
+    path = "/v1/owner/sessions/{id}",
+    operation_id = "owner_close",
+    tag = "owner",
+    params(
+        ("id" = String, Path, description = "The session id."),
+    ),
+    responses(
+        (status = 204, description = "Closed."),
+        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
+        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
+        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(owner): Shared,
     Path(session): Path<String>,

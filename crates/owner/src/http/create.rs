@@ -8,6 +8,23 @@ use super::wire::{ApiError, CreateBody, json};
 use super::{Shared, read_body};
 use crate::decode::decode_json;
 
+/// Seed a session: a sandbox from the task's spec, its files, its setup.
+#[utoipa::path(
+    post,
+    path = "/v1/owner/sessions",
+    operation_id = "owner_create_session",
+    tag = "owner",
+    request_body = CreateBody,
+    responses(
+        (status = 200, description = "The seeded session.", body = crate::owner::SessionInfo),
+        (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
+        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
+        (status = 413, description = super::doc::TOO_LARGE, body = super::wire::ErrorReply),
+        (status = 422, description = super::doc::SETUP, body = super::wire::ErrorReply),
+        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(State(owner): Shared, body: Body) -> Result<Response, ApiError> {
     let body: CreateBody = decode_json(&read_body(body).await?)?;
     json(&owner.create_session(body.task).await?)

@@ -9,6 +9,26 @@ use super::wire::ApiError;
 use super::{BODY_LIMIT, Shared, query};
 use crate::errors::OwnerError;
 
+/// Read a file of the session's sandbox.
+#[utoipa::path(
+    get,
+    path = "/v1/owner/sessions/{id}/files",
+    operation_id = "owner_download",
+    tag = "owner",
+    params(
+        ("id" = String, Path, description = "The session id."),
+        ("path" = String, Query, description = "The file; a relative path is under the workdir."),
+        ("limit" = Option<u64>, Query, description = "Most bytes to read (default: the body limit)."),
+    ),
+    responses(
+        (status = 200, description = "The file's bytes.", content_type = "application/octet-stream"),
+        (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
+        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
+        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
+        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(owner): Shared,
     Path(session): Path<String>,

@@ -10,6 +10,26 @@ use super::wire::{ApiError, json};
 use super::{Shared, read_body};
 use crate::decode::decode_json;
 
+/// Run a command to completion in the session's sandbox.
+#[utoipa::path(
+    post,
+    path = "/v1/owner/sessions/{id}/exec",
+    operation_id = "owner_exec",
+    tag = "owner",
+    params(
+        ("id" = String, Path, description = "The session id."),
+    ),
+    request_body = ExecRequest,
+    responses(
+        (status = 200, description = "How the command ended and its output.", body = rollpoint_proto::anchor::ExecOutput),
+        (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
+        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
+        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
+        (status = 413, description = super::doc::TOO_LARGE, body = super::wire::ErrorReply),
+        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(owner): Shared,
     Path(session): Path<String>,

@@ -11,6 +11,26 @@ use super::wire::{ApiError, json};
 use super::{Shared, read_body};
 use crate::decode::decode_json;
 
+/// Start a harness launch under its own supervisor.
+#[utoipa::path(
+    post,
+    path = "/v1/owner/sessions/{id}/launch",
+    operation_id = "owner_launch",
+    tag = "owner",
+    params(
+        ("id" = String, Path, description = "The session id."),
+    ),
+    request_body = LaunchRequest,
+    responses(
+        (status = 200, description = "The launch and its session directory.", body = crate::owner::Launched),
+        (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
+        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
+        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
+        (status = 413, description = super::doc::TOO_LARGE, body = super::wire::ErrorReply),
+        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(owner): Shared,
     Path(session): Path<String>,

@@ -33,6 +33,46 @@ use wire::ApiError;
 /// Largest request body accepted (a task with its files, an upload).
 pub const BODY_LIMIT: usize = 64 << 20;
 
+/// The OpenAPI description of these routes (`GET /metrics` is described
+/// with every service's).
+#[derive(Debug, utoipa::OpenApi)]
+#[openapi(
+    paths(
+        create::handle,
+        access::handle,
+        close::handle,
+        exec::handle,
+        download::handle,
+        upload::handle,
+        launch::handle,
+        verify::handle,
+        snapshot::handle,
+        restore::handle,
+        delete_snapshot::handle,
+    ),
+    tags((
+        name = "owner",
+        description = "The owner (`rollpoint owner`): lends sandboxes to rollouts as sessions, \
+            grades them, and snapshots and forks them for checkpoints. Every route needs the \
+            bearer token; JSON bodies refuse unknown fields."
+    )),
+)]
+pub struct OwnerApi;
+
+/// Descriptions of the error replies in the OpenAPI description.
+mod doc {
+    pub(super) const BAD_REQUEST: &str =
+        "A malformed body, field or query parameter (`bad_request`, naming `field`).";
+    pub(super) const UNAUTHORIZED: &str = "A missing or wrong bearer token (`unauthorized`).";
+    pub(super) const NOT_FOUND: &str = "No such session (`not_found`, naming `session`).";
+    pub(super) const NOT_CAPTURABLE: &str =
+        "The task has `capture: false` (`not_capturable`, naming `session`).";
+    pub(super) const TOO_LARGE: &str = "The body is over the limit (`too_large`, with `limit`).";
+    pub(super) const SETUP: &str = "A setup command failed (`setup`, with `session` and `setup`).";
+    pub(super) const FAILED: &str =
+        "The sandbox backend or the owner failed (`backend`, `internal`, `remote`).";
+}
+
 pub(crate) type Shared = State<Arc<dyn Owner>>;
 
 /// The routes of `owner`, every one behind `Authorization: Bearer <token>`.
@@ -68,8 +108,8 @@ pub async fn serve(
     rollpoint_api::serve(listener, router(owner, token)).await
 }
 
-/// `GET /metrics` (behind the token): `rollpoint_owner_sessions` and
-/// `rollpoint_owner_sessions_seeding`, now.
+/// `GET /metrics` (behind the token): `rollpoint_owner_sessions`,
+/// `rollpoint_owner_sessions_seeding`, the snapshot totals and the process's own use, now.
 async fn metrics(State(owner): Shared) -> Response {
     use prometheus_client::metrics::gauge::Gauge;
     let counts = owner.counts();
@@ -78,8 +118,10 @@ async fn metrics(State(owner): Shared) -> Response {
     let seeding = Gauge::<i64>::default();
     seeding.set(i64::try_from(counts.seeding).unwrap_or(i64::MAX));
     let mut registry = prometheus_client::registry::Registry::with_prefix("rollpoint_owner");
+    rollpoint_api::process_metrics::register_process(&mut registry);
     registry.register("sessions", "Sessions open", sessions);
     registry.register("sessions_seeding", "Sessions being seeded", seeding);
+    rollpoint_api::metrics::register_snapshots(&mut registry, counts.snapshot_totals());
     rollpoint_api::metrics::reply(&registry)
 }
 

@@ -9,6 +9,22 @@ use super::wire::{ApiError, json};
 use super::{Shared, read_body};
 use crate::record::SessionRecord;
 
+/// Fork a session record's snapshot into the session's new current sandbox.
+#[utoipa::path(
+    post,
+    path = "/v1/owner/restore",
+    operation_id = "owner_restore",
+    tag = "owner",
+    request_body = SessionRecord,
+    responses(
+        (status = 200, description = "The session's new current sandbox.", body = crate::owner::Access),
+        (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
+        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
+        (status = 413, description = super::doc::TOO_LARGE, body = super::wire::ErrorReply),
+        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(State(owner): Shared, body: Body) -> Result<Response, ApiError> {
     let record = SessionRecord::decode(&read_body(body).await?)?;
     json(&owner.restore(record).await?)

@@ -9,6 +9,29 @@ use super::wire::{ApiError, SnapshotBody, json};
 use super::{Shared, read_body};
 use crate::decode::decode_json;
 
+/// Snapshot the session's sandbox for a checkpoint.
+///
+/// Repeating the call for the same checkpoint returns the same record.
+#[utoipa::path(
+    post,
+    path = "/v1/owner/sessions/{id}/snapshot",
+    operation_id = "owner_snapshot",
+    tag = "owner",
+    params(
+        ("id" = String, Path, description = "The session id."),
+    ),
+    request_body = SnapshotBody,
+    responses(
+        (status = 200, description = "The session record a restore takes.", body = crate::record::SessionRecord),
+        (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
+        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
+        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
+        (status = 409, description = super::doc::NOT_CAPTURABLE, body = super::wire::ErrorReply),
+        (status = 413, description = super::doc::TOO_LARGE, body = super::wire::ErrorReply),
+        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(owner): Shared,
     Path(session): Path<String>,

@@ -12,6 +12,28 @@ use crate::errors::OwnerError;
 
 const DEFAULT_MODE: u32 = 0o644;
 
+/// Write a file in the session's sandbox.
+#[utoipa::path(
+    put,
+    path = "/v1/owner/sessions/{id}/files",
+    operation_id = "owner_upload",
+    tag = "owner",
+    params(
+        ("id" = String, Path, description = "The session id."),
+        ("path" = String, Query, description = "The file; a relative path is under the workdir."),
+        ("mode" = Option<String>, Query, description = "Octal file mode (default 644)."),
+    ),
+    request_body(content(("application/octet-stream")), description = "The file's bytes."),
+    responses(
+        (status = 204, description = "Written."),
+        (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
+        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
+        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
+        (status = 413, description = super::doc::TOO_LARGE, body = super::wire::ErrorReply),
+        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(owner): Shared,
     Path(session): Path<String>,

@@ -6,6 +6,25 @@ use axum::response::Response;
 use super::Shared;
 use super::wire::{ApiError, json};
 
+/// Grade the session with the task's verify command, then end it.
+///
+/// On an error the session is kept, so the caller can try again or close it.
+#[utoipa::path(
+    post,
+    path = "/v1/owner/sessions/{id}/verify",
+    operation_id = "owner_verify",
+    tag = "owner",
+    params(
+        ("id" = String, Path, description = "The session id."),
+    ),
+    responses(
+        (status = 200, description = "The grade.", body = crate::verdict::Verdict),
+        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
+        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
+        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(owner): Shared,
     Path(session): Path<String>,

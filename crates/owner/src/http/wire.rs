@@ -10,21 +10,23 @@ use crate::errors::OwnerError;
 use crate::task::OwnerTask;
 
 /// Body of `POST /v1/owner/sessions`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = OwnerCreateBody)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CreateBody {
     pub task: OwnerTask,
 }
 
 /// Body of `POST /v1/owner/sessions/{id}/snapshot`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = OwnerSnapshotBody)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SnapshotBody {
     pub checkpoint: String,
 }
 
 /// A setup command that failed, in an error body.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub(crate) struct SetupFailure {
     pub index: usize,
     pub argv: String,
@@ -35,15 +37,20 @@ pub(crate) struct SetupFailure {
 /// Body of every error reply, the one shape of every rollpoint surface:
 /// `{"error": {"code", "message", "field"?, ...}}`, with the owner's own
 /// details inside the error object.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = OwnerErrorReply)]
 pub(crate) struct ErrorReply {
     pub error: ErrorObject,
 }
 
 /// The error object of an [`ErrorReply`].
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = OwnerErrorObject)]
 pub(crate) struct ErrorObject {
-    /// The error's kind, snake_case ([`OwnerError::kind`]).
+    /// The error's kind, snake_case ([`OwnerError::kind`]): `bad_request`,
+    /// `unauthorized`, `not_found`, `too_large`, `not_capturable`, `setup`,
+    /// `backend`, `internal`, `transport`, `remote`, or the code of a relayed
+    /// refusal.
     pub code: String,
     /// The error's text.
     pub message: String,

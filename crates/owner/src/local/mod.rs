@@ -73,6 +73,16 @@ pub struct LocalOwner {
     admission: tokio::sync::watch::Sender<bool>,
     /// Seeds admitted and not yet finished.
     seeding: AtomicU64,
+    /// Snapshots taken, their bytes where known, and the time their sandboxes were frozen.
+    snapshots: Mutex<SnapshotTotals>,
+}
+
+/// Totals over the snapshots an owner took.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct SnapshotTotals {
+    pub taken: u64,
+    pub bytes: u64,
+    pub seconds: f64,
 }
 
 /// A live session as the checkpoint's resources participant sees it.
@@ -96,6 +106,7 @@ impl LocalOwner {
             counter: AtomicU64::new(0),
             admission: tokio::sync::watch::Sender::new(true),
             seeding: AtomicU64::new(0),
+            snapshots: Mutex::new(SnapshotTotals::default()),
         }
     }
 
@@ -112,6 +123,23 @@ impl LocalOwner {
     /// Seeds admitted and still running.
     pub fn seeds_in_flight(&self) -> u64 {
         self.seeding.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn snapshot_totals(&self) -> SnapshotTotals {
+        *self
+            .snapshots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn count_snapshot(&self, bytes: Option<u64>, duration_ms: f64) {
+        let mut t = self
+            .snapshots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        t.taken += 1;
+        t.bytes += bytes.unwrap_or(0);
+        t.seconds += duration_ms / 1000.0;
     }
 
     /// Every live session, sorted by id.
@@ -226,6 +254,9 @@ impl Owner for LocalOwner {
         crate::owner::OwnerCounts {
             sessions: u64::try_from(self.live_sessions().len()).unwrap_or(u64::MAX),
             seeding: self.seeds_in_flight(),
+            snapshots: self.snapshot_totals().taken,
+            snapshot_bytes: self.snapshot_totals().bytes,
+            snapshot_seconds: self.snapshot_totals().seconds,
         }
     }
 

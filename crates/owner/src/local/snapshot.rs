@@ -43,6 +43,7 @@ impl LocalOwner {
                 b.snapshot(&id, &name, &ck)
             })
             .await?;
+        self.count_snapshot(taken.bytes, taken.duration_ms);
         let record = SessionRecord {
             v: RECORD_VERSION,
             session: session.to_owned(),

@@ -291,6 +291,7 @@ impl Backend for FakeBackend {
             sandbox: id.into(),
             spec,
             duration_ms: 0.5,
+            bytes: None,
         })
     }
 

@@ -34,13 +34,19 @@ pub(super) fn snapshot(
     crash::point("snapshot: frozen");
     let taken = rollpoint_snapshot::syncfs(&info.root)
         .and_then(|()| backend.store.snapshot(id, snapshot))
+        .map(|s| match &s.content {
+            rollpoint_snapshot::SnapshotContent::Archive(path) => {
+                std::fs::metadata(path).ok().map(|m| m.len())
+            }
+            rollpoint_snapshot::SnapshotContent::Tree(_) => None,
+        })
         .inspect(|_| crash::point("snapshot: taken"))
         .map_err(|source| Error::Store {
             sandbox: id.to_owned(),
             source,
         });
     let thawed = cgroups.thaw(id);
-    taken?;
+    let bytes = taken?;
     thawed?;
     crash::point("snapshot: thawed");
     let recorded = record::write(
@@ -66,6 +72,7 @@ pub(super) fn snapshot(
         sandbox: id.to_owned(),
         spec: info.spec,
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
+        bytes,
     })
 }
 

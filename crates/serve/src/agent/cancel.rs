@@ -18,6 +18,28 @@ use rollpoint_api::error::{ApiError, ErrorCode, json};
 /// run ended.
 const SETTLE: Duration = Duration::from_secs(30);
 
+/// Cancel a rollout in flight and return its result.
+///
+/// Its launch is killed and its session closed; the result's status is
+/// `cancelled` unless it finished first.
+#[utoipa::path(
+    delete,
+    path = "/v1/rollouts/{id}",
+    operation_id = "agent_cancel",
+    tag = "agent",
+    params(
+        ("id" = String, Path, description = "The rollout id."),
+    ),
+    responses(
+        (status = 200, description = "The rollout's result.", body = rollpoint_driver::RolloutResult),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 404, description = "No such rollout here (`not_found`).", body = rollpoint_api::error::ErrorBody),
+        (status = 409, description = "The rollout has already finished (`conflict`).", body = rollpoint_api::error::ErrorBody),
+        (status = 500, description = "The rollout's run ended without a result (`lost`).", body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "The cancel failed, or no result came (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,

@@ -28,6 +28,8 @@ pub(super) async fn handle(State(shared): State<Arc<Shared>>) -> Response {
         rollouts.get_or_create(&StateLabel { state }).inc();
     }
     let mut registry = Registry::with_prefix("rollpoint_agent");
+    rollpoint_api::process_metrics::register_process(&mut registry);
     registry.register("rollouts", "Rollouts known here by state", rollouts);
+    shared.runs.pause_metrics().register(&mut registry);
     rollpoint_api::metrics::reply(&registry)
 }

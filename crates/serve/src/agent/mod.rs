@@ -47,6 +47,26 @@ use rollpoint_api::error::{ApiError, ErrorCode, authorized};
 use rollpoint_api::wire::{RolloutState, RolloutStatus, WIRE_VERSION};
 use table::{Outcome, Seen, Table};
 
+/// The OpenAPI description of the rollout routes (the checkpoint control
+/// routes and `GET /metrics` are described apart).
+#[derive(Debug, utoipa::OpenApi)]
+#[openapi(
+    paths(
+        submit::handle,
+        list::handle,
+        show::handle,
+        result::handle,
+        cancel::handle,
+    ),
+    tags((
+        name = "agent",
+        description = "The drivers of one machine (`rollpoint serve agent`): rollouts submitted, \
+            listed, awaited and cancelled. It also serves the checkpoint control routes as the \
+            agent participant. Every route needs the bearer token."
+    )),
+)]
+pub struct AgentApi;
+
 /// How an agent service is set up.
 #[derive(Debug, Clone)]
 pub struct AgentSettings {

@@ -39,6 +39,26 @@ fn wait_ms(query: Option<&str>) -> Result<u64, ApiError> {
     Ok(wait)
 }
 
+/// Wait for a rollout's result.
+#[utoipa::path(
+    get,
+    path = "/v1/rollouts/{id}/result",
+    operation_id = "agent_result",
+    tag = "agent",
+    params(
+        ("id" = String, Path, description = "The rollout id."),
+        ("wait_ms" = Option<u64>, Query, maximum = 600_000, description = "How long to wait for the result, ms (default 0)."),
+    ),
+    responses(
+        (status = 200, description = "The rollout's result.", body = rollpoint_driver::RolloutResult),
+        (status = 202, description = "Not done yet: the rollout's status.", body = rollpoint_api::wire::RolloutStatus),
+        (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 404, description = "No such rollout here (`not_found`).", body = rollpoint_api::error::ErrorBody),
+        (status = 500, description = "The rollout's run ended without a result (`lost`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
@@ -78,5 +98,19 @@ mod tests {
         }
         let err = wait_ms(Some("wait=1")).expect_err("unknown parameter");
         assert_eq!(err.field.as_deref(), Some("wait"));
+    }
+
+    #[test]
+    fn the_described_bound_is_the_bound() {
+        use utoipa::Path as _;
+        let operation = __path_handle::operation();
+        let param = operation
+            .parameters
+            .iter()
+            .flatten()
+            .find(|p| p.name == "wait_ms")
+            .expect("wait_ms is described");
+        let schema = serde_json::to_value(&param.schema).expect("schema as JSON");
+        assert_eq!(schema["maximum"], MAX_WAIT_MS, "{schema}");
     }
 }

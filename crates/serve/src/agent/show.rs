@@ -11,14 +11,42 @@ use axum::response::Response;
 use super::table::Outcome;
 use super::{Shared, unknown};
 use rollpoint_api::error::{ApiError, json};
+use rollpoint_api::wire::RolloutStatus;
+use rollpoint_driver::RolloutResult;
+use serde::Serialize;
 
+/// A rollout's result once it is done, its status before.
+#[utoipa::path(
+    get,
+    path = "/v1/rollouts/{id}",
+    operation_id = "agent_show",
+    tag = "agent",
+    params(
+        ("id" = String, Path, description = "The rollout id."),
+    ),
+    responses(
+        (status = 200, description = "The `RolloutResult` v1 when done, else the rollout's status.", body = Answer),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 404, description = "No such rollout here (`not_found`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
     Ok(match &seen.outcome {
-        Some(Outcome::Done(result)) => json(StatusCode::OK, result.as_ref()),
-        _ => json(StatusCode::OK, &shared.status(&id, &seen)),
+        Some(Outcome::Done(result)) => json(StatusCode::OK, &Answer::Result(result.as_ref())),
+        _ => json(StatusCode::OK, &Answer::Status(shared.status(&id, &seen))),
     })
+}
+
+/// The reply: the result once done, else the status (either as it is).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(untagged)]
+#[schema(as = RolloutAnswer)]
+enum Answer<'a> {
+    Result(&'a RolloutResult),
+    Status(RolloutStatus),
 }

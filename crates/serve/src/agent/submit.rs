@@ -13,6 +13,23 @@ use rollpoint_driver::{DriverError, RolloutTask};
 use super::Shared;
 use rollpoint_api::error::{ApiError, bytes, json};
 
+/// Start a rollout task as attempt 0.
+#[utoipa::path(
+    post,
+    path = "/v1/rollouts",
+    operation_id = "agent_submit",
+    tag = "agent",
+    request_body = RolloutTask,
+    responses(
+        (status = 202, description = "Started: the rollout id and attempt.", body = rollpoint_api::wire::RolloutStatus),
+        (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 409, description = "The rollout id is already known here (`conflict`).", body = rollpoint_api::error::ErrorBody),
+        (status = 413, description = rollpoint_api::error::doc::TOO_LARGE, body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "The drivers failed (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
     body: Body,

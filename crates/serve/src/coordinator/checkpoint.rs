@@ -19,6 +19,28 @@ use super::{Shared, coordinator_error, fresh_id};
 use rollpoint_api::error::{ApiError, json, versioned};
 use rollpoint_api::wire::{CheckpointRequest, WIRE_VERSION};
 
+/// Take a checkpoint of every rollout in flight (or of `scope`).
+///
+/// Every participant prepares, commits and resumes; with `hold_ms` the rollouts stay
+/// paused that long after the checkpoint is published, and with `stop` they are not
+/// resumed. The control endpoint of `rollpoint run --listen` serves the same route for the
+/// run's own rollouts: there `scope` is refused and `stop` ends the run.
+#[utoipa::path(
+    post,
+    path = "/v1/coordinator/checkpoint",
+    operation_id = "coordinator_checkpoint",
+    tags = ["coordinator", "run"],
+    request_body = CheckpointRequest,
+    responses(
+        (status = 200, description = "The published checkpoint: its id, scope, timings and each participant's record count.", body = rollpoint_api::wire::CheckpointReply),
+        (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 409, description = "Another checkpoint or restore is in progress (`busy`), a stage did not reach the cut (`not_prepared`: everyone resumed, nothing published), or the id is taken (`conflict`).", body = rollpoint_api::error::ErrorBody),
+        (status = 413, description = rollpoint_api::error::doc::TOO_LARGE, body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "A participant failed, or the run is ending (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
     body: Body,

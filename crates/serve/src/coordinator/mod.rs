@@ -30,6 +30,21 @@ use rollpoint_api::error::{ApiError, ErrorCode, authorized};
 use rollpoint_api::wire::{RolloutList, WIRE_VERSION};
 use rollpoint_checkpoint::AttemptKey;
 
+/// The OpenAPI description of the coordinator routes (`GET /metrics` is
+/// described apart).
+#[derive(Debug, utoipa::OpenApi)]
+#[openapi(
+    paths(checkpoint::handle, restore::handle, status::handle),
+    tags((
+        name = "coordinator",
+        description = "The checkpoint coordinator over HTTP (`rollpoint serve coordinator`), so a \
+            trainer can own the loop. One checkpoint or restore runs at a time; another is \
+            refused with `busy`. Every route needs the bearer token; bodies carry `v: 1` and \
+            refuse unknown fields."
+    )),
+)]
+pub struct CoordinatorApi;
+
 /// A participant to drive: its kind as declared and its base URL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -148,6 +163,7 @@ impl CoordinatorService {
             .build()
             .map_err(|e| ServeError::Client(e.to_string()))?;
         let mut metrics = Registry::with_prefix("rollpoint_coordinator");
+        rollpoint_api::process_metrics::register_process(&mut metrics);
         let checkpoints = CheckpointMetrics::register(&mut metrics);
         Ok(Self {
             shared: Arc::new(Shared {

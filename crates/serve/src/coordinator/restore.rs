@@ -18,6 +18,27 @@ use rollpoint_api::error::{ApiError, ErrorCode, json, versioned};
 use rollpoint_api::wire::check_id;
 use rollpoint_api::wire::{RestoreReply, RestoreRequest, RestoredMember, WIRE_VERSION};
 
+/// Restore a published checkpoint on every participant and resume it.
+///
+/// The saved attempts are retired everywhere first, then continue as the next attempts;
+/// the restore itself is all or nothing.
+#[utoipa::path(
+    post,
+    path = "/v1/coordinator/restore",
+    operation_id = "coordinator_restore",
+    tags = ["coordinator"],
+    request_body = RestoreRequest,
+    responses(
+        (status = 200, description = "Restored and resumed everywhere.", body = rollpoint_api::wire::RestoreReply),
+        (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 404, description = "No such checkpoint, or none is published (`not_found`).", body = rollpoint_api::error::ErrorBody),
+        (status = 409, description = "Another checkpoint or restore is in progress (`busy`), or the participants differ from the checkpoint's (`conflict`).", body = rollpoint_api::error::ErrorBody),
+        (status = 413, description = rollpoint_api::error::doc::TOO_LARGE, body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "A participant failed (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
     body: Body,

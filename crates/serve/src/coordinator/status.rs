@@ -18,6 +18,19 @@ use rollpoint_api::wire::{CoordinatorStatus, PeerStatus, WIRE_VERSION};
 /// How long one participant may take to answer.
 const PEER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The latest checkpoint, the one last restored, and every participant's phase.
+#[utoipa::path(
+    get,
+    path = "/v1/coordinator/status",
+    operation_id = "coordinator_status",
+    tags = ["coordinator"],
+    responses(
+        (status = 200, description = "The coordinator's state and its participants (a participant that did not answer names why).", body = rollpoint_api::wire::CoordinatorStatus),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "The checkpoint store could not be read (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub(super) async fn handle(State(shared): State<Arc<Shared>>) -> Result<Response, ApiError> {
     let run_dir = shared.run_dir.clone();
     let latest = tokio::task::spawn_blocking(move || store::latest(&run_dir))

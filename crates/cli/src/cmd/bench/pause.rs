@@ -221,7 +221,7 @@ impl Drop for Tree {
         if (cgroups || self.child.try_wait().ok().flatten().is_none())
             && let Err(e) = self.kill()
         {
-            eprintln!("warning: {e}");
+            tracing::warn!(error = %e, "the benchmark's process tree could not be stopped");
         }
     }
 }
