@@ -255,7 +255,19 @@ async fn a_posted_rollout_conflicts_then_delivers_its_result() {
     );
     assert!(text.contains(&line), "{line} in:\n{text}");
     let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_owned()))).unwrap();
-    assert_eq!(scrape.samples.len(), 1, "{text}");
+    let rollouts = scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == "rollpoint_agent_rollouts")
+        .count();
+    assert_eq!(rollouts, 1, "one state, one rollout: {text}");
+    assert!(
+        scrape
+            .samples
+            .iter()
+            .any(|s| s.metric == "rollpoint_agent_process_resident_memory_bytes"),
+        "the process's own use: {text}"
+    );
 
     let (status, cancel) = call(
         &http,
