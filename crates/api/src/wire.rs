@@ -128,6 +128,58 @@ impl CheckpointRequest {
     }
 }
 
+/// Most branches one fork makes.
+pub const MAX_FORK_N: u32 = 256;
+
+/// `POST /v1/coordinator/fork`: `n` new rollouts `<rollout>~<i>`, each made from checkpoint
+/// `checkpoint`'s saved state of `rollout` (its sandbox, bookmark, session and ledger
+/// prefix). The source is not disturbed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    pub v: u32,
+    /// A published checkpoint.
+    pub checkpoint: String,
+    /// A rollout the checkpoint saved.
+    pub rollout: String,
+    /// How many branches, 1..=[`MAX_FORK_N`].
+    pub n: u32,
+}
+
+impl ForkRequest {
+    /// Checks the fields, naming the one at fault.
+    pub fn check(&self) -> Result<(), ApiError> {
+        if let Some(problem) = rollpoint_proto::limits::name_problem(&self.checkpoint) {
+            return Err(ApiError::bad(
+                "checkpoint",
+                format!("{:?} {problem}", self.checkpoint),
+            ));
+        }
+        rollpoint_proto::key::RolloutId::new(&self.rollout)
+            .map_err(|e| ApiError::bad("rollout", e.to_string()))?;
+        if !(1..=MAX_FORK_N).contains(&self.n) {
+            return Err(ApiError::bad(
+                "n",
+                format!("{} is outside 1..={MAX_FORK_N}", self.n),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Reply of `POST /v1/coordinator/fork`: the branches, running.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkReply {
+    pub v: u32,
+    pub checkpoint: String,
+    pub rollout: String,
+    /// The attempt of `rollout` the checkpoint saved, which every branch starts from.
+    pub from: AttemptKey,
+    /// The new rollouts, `<rollout>~<i>`.
+    pub branches: Vec<String>,
+}
+
 /// How long each step of a checkpoint took, in milliseconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -25,7 +25,7 @@ use crate::participant::{AttemptKey, Kind};
 use crate::phase::Phase;
 use crate::store::{self, CheckpointDoc, DEFAULT_KEEP};
 use crate::wire::{
-    CommitRequest, KeysRequest, KeysVerb, PrepareReply, PrepareRequest, RestoreRequest,
+    CommitRequest, ForkSpec, KeysRequest, KeysVerb, PrepareReply, PrepareRequest, RestoreRequest,
     ResumeRequest,
 };
 
@@ -444,6 +444,40 @@ impl Coordinator {
         source: &str,
         scope: &[AttemptKey],
     ) -> Result<Restored, CoordinatorError> {
+        self.restore_or_fork(id, source, scope, None).await
+    }
+
+    /// Forks attempt `from` of published checkpoint `source` into the branches `to` (see
+    /// [`ForkSpec`]) everywhere at once, as restore `id`: each participant installs `from`'s
+    /// records once per branch. All or nothing, as [`Coordinator::restore`]; on success the
+    /// caller dispatches the branches' next attempts, then resumes `id`.
+    #[tracing::instrument(name = "fork", skip_all, fields(fork = %id, checkpoint = %source, from = %from, branches = to.len()))]
+    pub async fn fork(
+        &self,
+        id: &str,
+        source: &str,
+        from: &AttemptKey,
+        to: &[AttemptKey],
+    ) -> Result<Restored, CoordinatorError> {
+        let fork = ForkSpec {
+            from: from.clone(),
+            to: to.to_vec(),
+        };
+        fork.check().map_err(|e| CoordinatorError::Fork {
+            checkpoint: source.to_owned(),
+            source: e,
+        })?;
+        self.restore_or_fork(id, source, std::slice::from_ref(from), Some(fork))
+            .await
+    }
+
+    async fn restore_or_fork(
+        &self,
+        id: &str,
+        source: &str,
+        scope: &[AttemptKey],
+        fork: Option<ForkSpec>,
+    ) -> Result<Restored, CoordinatorError> {
         self.check_members(source).await?;
         let timeout = self.config.timeout;
         let replies = join_all(self.peers.iter().map(|peer| {
@@ -452,6 +486,7 @@ impl Coordinator {
                 source: source.to_owned(),
                 timeout_ms: self.timeout_ms(timeout),
                 scope: scope.to_vec(),
+                fork: fork.clone(),
             };
             Self::call(peer, "restore", timeout, peer.control.restore(req))
         }))

@@ -252,6 +252,11 @@ pub enum CoordinatorError {
     },
     #[error("checkpoint {checkpoint}: not prepared: {detail}")]
     NotPrepared { checkpoint: String, detail: String },
+    #[error("fork of checkpoint {checkpoint}: {source}")]
+    Fork {
+        checkpoint: String,
+        source: ControlError,
+    },
     #[error("{action} of checkpoint {checkpoint} failed at {}", join(.failures))]
     Several {
         action: &'static str,

@@ -204,6 +204,18 @@ pub trait Participant: Send + Sync + std::fmt::Debug {
         scope: &'a [AttemptKey],
     ) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>>;
 
+    /// Installs `records` (already verified, those of `from`) once per key of `to`: each a
+    /// new rollout starting from `from`'s saved state, named `<rollout>~<n>` (checked by
+    /// [`crate::wire::ForkSpec::check`]). Returns each branch's next key (`to[i].next()`).
+    /// `from` itself is not disturbed. Admission is closed around the call, as for install.
+    fn fork<'a>(
+        &'a self,
+        checkpoint: &'a str,
+        records: Vec<Value>,
+        from: &'a AttemptKey,
+        to: &'a [AttemptKey],
+    ) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>>;
+
     /// Stops and frees the attempts `keys` and every earlier attempt of their
     /// rollouts, and refuses them from now on (until forgotten). Returns the
     /// keys it retired. Idempotent.

@@ -69,6 +69,8 @@ pub struct CommitArgs {
 pub struct RestoreArgs {
     pub source: String,
     pub scope: Vec<AttemptKey>,
+    /// Set for a fork (see [`crate::wire::ForkSpec`]).
+    pub fork: Option<crate::wire::ForkSpec>,
 }
 
 /// The phase, the active checkpoint and the results recorded for it.

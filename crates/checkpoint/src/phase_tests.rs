@@ -43,6 +43,7 @@ fn restore_args() -> RestoreArgs {
     RestoreArgs {
         source: "c0".to_owned(),
         scope: vec!["r1".parse().expect("key")],
+        fork: None,
     }
 }
 

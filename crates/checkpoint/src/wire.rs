@@ -118,6 +118,61 @@ pub struct RestoreRequest {
     pub source: String,
     pub timeout_ms: u64,
     pub scope: Vec<AttemptKey>,
+    /// Install the records of `fork.from` as new rollouts, one per key of `fork.to`, instead
+    /// of continuing `scope` (which is then exactly `[fork.from]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<ForkSpec>,
+}
+
+/// Most branches one fork makes.
+pub const MAX_BRANCHES: usize = 256;
+
+/// A fork: the saved state of attempt `from` installed once per key of `to`. Each key of `to`
+/// is `<from's rollout>~<n>` at an attempt no earlier than `from`'s; the branch continues as
+/// the attempt after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkSpec {
+    pub from: AttemptKey,
+    pub to: Vec<AttemptKey>,
+}
+
+impl ForkSpec {
+    /// The first problem with the fork, naming its field.
+    pub fn check(&self) -> Result<(), ControlError> {
+        if self.to.is_empty() || self.to.len() > MAX_BRANCHES {
+            return Err(ControlError::bad(
+                "fork.to",
+                format!("{} branches is outside 1..={MAX_BRANCHES}", self.to.len()),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, k) in self.to.iter().enumerate() {
+            let field = format!("fork.to[{i}]");
+            match k.rollout().branch_of() {
+                Some((base, _)) if &base == self.from.rollout() => {}
+                _ => {
+                    return Err(ControlError::bad(
+                        &field,
+                        format!("{k} is not named {}~<n>", self.from.rollout()),
+                    ));
+                }
+            }
+            if k.attempt() < self.from.attempt() {
+                return Err(ControlError::bad(
+                    &field,
+                    format!("{k} is of an attempt before {}", self.from),
+                ));
+            }
+            if !seen.insert(k.rollout().clone()) {
+                return Err(ControlError::bad(
+                    &field,
+                    format!("{} is named twice", k.rollout()),
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 impl Request for RestoreRequest {
@@ -125,7 +180,17 @@ impl Request for RestoreRequest {
         check_name("checkpoint", &self.checkpoint)?;
         check_name("source", &self.source)?;
         check_timeout(self.timeout_ms)?;
-        check_keys("scope", &self.scope, false)
+        check_keys("scope", &self.scope, false)?;
+        if let Some(fork) = &self.fork {
+            fork.check()?;
+            if self.scope != [fork.from.clone()] {
+                return Err(ControlError::bad(
+                    "scope",
+                    format!("a fork's scope is exactly [{}]", fork.from),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

@@ -73,6 +73,7 @@ async fn one_controller(client: HttpControl, seed: u64, ids: u64) {
                     source: "c0-0".to_owned(),
                     timeout_ms,
                     scope: keys(2),
+                    fork: None,
                 })
                 .await
                 .map(|_| ()),

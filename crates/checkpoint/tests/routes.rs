@@ -524,6 +524,7 @@ async fn a_restored_participant_whose_controller_went_silent_reopens() {
             source: "c0".to_owned(),
             timeout_ms: 100,
             scope: vec!["r1".parse().expect("key")],
+            fork: None,
         })
         .await
         .expect("restore");

@@ -43,7 +43,7 @@ pub use errors::{AdapterError, BookmarkError, ControlError, DriverError};
 pub use launchlog::{LaunchEnd, LaunchEntry, RecoveryTier};
 pub use participant::{AgentParticipant, AgentRecord};
 pub use result::{
-    Collected, RESULT_VERSION, RolloutResult, Status, Timings, TranscriptEntry, Usage,
+    Collected, ForkedFrom, RESULT_VERSION, RolloutResult, Status, Timings, TranscriptEntry, Usage,
 };
 pub use runs::{Ctl, DriverConfig, MAX_SLOTS, ParkReport, ParkState, RunHandle, RunStatus, Runs};
 pub use task::{AdapterSpec, RolloutTask, TASK_VERSION};

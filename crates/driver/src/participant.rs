@@ -23,9 +23,10 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
+use crate::bookmark::Stage;
 use crate::runner::capture_key;
 use crate::runs::{ParkReport, ParkState, RunHandle, Runs};
-use crate::{Bookmark, RolloutTask};
+use crate::{Bookmark, DriverError, RolloutTask};
 
 /// A [`Runs`] registry seen by the checkpoint control plane.
 #[derive(Debug)]
@@ -116,6 +117,26 @@ pub struct AgentRecord {
 }
 
 impl AgentRecord {
+    /// This record as branch `branch` (`<rollout>~<n>` at the attempt it continues after):
+    /// the task and bookmark renamed, the bookmark's session the branch's session
+    /// ([`rollpoint_owner::record::branch_session`]), the launch log kept as history.
+    pub fn for_branch(&self, branch: &AttemptKey) -> Result<Self, DriverError> {
+        let mut out = self.clone();
+        out.task.id = Some(branch.rollout().as_str().to_owned());
+        out.bookmark.rollout = branch.rollout().as_str().to_owned();
+        out.bookmark.attempt = branch.attempt();
+        if let Stage::Harness(p) | Stage::Verify(p) = &mut out.bookmark.stage {
+            p.session.session =
+                rollpoint_owner::record::branch_session(&p.session.session, branch.rollout())
+                    .map_err(|e| DriverError::Task {
+                        field: "bookmark.session".to_owned(),
+                        message: e.to_string(),
+                    })?;
+        }
+        out.task.validate()?;
+        Ok(out)
+    }
+
     /// Reads an exported agent record: its attempt key, then its task and
     /// bookmark, each checked by its own reader; errors name the key and
     /// the field.
@@ -284,6 +305,38 @@ impl Participant for AgentParticipant {
                 .unwrap_or_else(PoisonError::into_inner)
                 .extend(handles);
             Ok(next)
+        }
+        .boxed()
+    }
+
+    fn fork<'a>(
+        &'a self,
+        _checkpoint: &'a str,
+        records: Vec<Value>,
+        from: &'a AttemptKey,
+        to: &'a [AttemptKey],
+    ) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
+        async move {
+            let mut source = None;
+            for record in records {
+                let (key, record) = AgentRecord::untag(record)?;
+                if &key == from {
+                    source = Some(record);
+                }
+            }
+            let source =
+                source.ok_or_else(|| HookError::new(format!("{from}: no agent record to fork")))?;
+            let mut runs = Vec::with_capacity(to.len());
+            for branch in to {
+                let record = source.for_branch(branch).map_err(HookError::new)?;
+                runs.push((record.task, record.bookmark));
+            }
+            let handles = self.runs.install(runs).map_err(HookError::new)?;
+            self.installed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .extend(handles);
+            Ok(to.iter().map(AttemptKey::next).collect())
         }
         .boxed()
     }

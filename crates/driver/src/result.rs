@@ -91,6 +91,22 @@ pub struct RolloutResult {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub transcript: Vec<TranscriptEntry>,
     pub timings: Timings,
+    /// Where this rollout was forked from, for a branch (`<rollout>~<n>`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<ForkedFrom>,
+}
+
+/// The saved state a branch of a forked rollout started from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForkedFrom {
+    /// The source rollout.
+    pub rollout: String,
+    /// The checkpoint that saved it.
+    pub checkpoint: String,
+    /// The source's last model call there (the branch point), if it had made one.
+    #[serde(default)]
+    pub call: Option<String>,
 }
 
 /// One message of a harness's conversation.

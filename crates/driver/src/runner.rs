@@ -625,5 +625,6 @@ fn machine_failed(machine: &Machine, task: &RolloutTask) -> RolloutResult {
             ended_at_ms: now_ms(),
             ..Default::default()
         },
+        forked_from: None,
     }
 }

@@ -87,6 +87,7 @@ fn returned() -> Bookmark {
                 harness_ms: 100,
                 paused_ms: 20,
             },
+            forked_from: None,
         })),
     }
 }

@@ -199,6 +199,48 @@ impl Participant for ModelParticipant {
         .boxed()
     }
 
+    fn fork<'a>(
+        &'a self,
+        _checkpoint: &'a str,
+        records: Vec<Value>,
+        from: &'a CaptureKey,
+        to: &'a [CaptureKey],
+    ) -> BoxFuture<'a, HookResult<Vec<CaptureKey>>> {
+        async move {
+            let mut source = Vec::with_capacity(records.len());
+            for value in records {
+                let (key, record) = untagged(value)?;
+                if key.rollout() == from.rollout() {
+                    source.push(record);
+                }
+            }
+            let rollout = from.rollout().as_str();
+            let mut next_keys = Vec::with_capacity(to.len());
+            for branch in to {
+                let next = branch.next();
+                let renamed: Vec<LedgerRecord> = source
+                    .iter()
+                    .map(|r| match r {
+                        LedgerRecord::Call(c) => LedgerRecord::Call(Box::new(
+                            c.for_branch(rollout, branch.rollout().as_str()),
+                        )),
+                        LedgerRecord::Body(b) => LedgerRecord::Body(b.clone()),
+                    })
+                    .collect();
+                if renamed.iter().any(|r| matches!(r, LedgerRecord::Call(_))) {
+                    self.gateway
+                        .install(renamed, next.attempt())
+                        .await
+                        .map_err(HookError::new)?;
+                }
+                self.gateway.register(&next).map_err(HookError::new)?;
+                next_keys.push(next);
+            }
+            Ok(next_keys)
+        }
+        .boxed()
+    }
+
     fn retire<'a>(&'a self, keys: &'a [CaptureKey]) -> BoxFuture<'a, HookResult<Vec<CaptureKey>>> {
         async move {
             // Registering the next attempt fences this one and every earlier

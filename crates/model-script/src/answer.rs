@@ -1,5 +1,6 @@
 //! Deciding the answer to one request from the script: which step, which turn, which delays.
-//! Pure, so the same request always gets the same answer.
+//! Pure, so the same request always gets the same answer (unless the script asks for
+//! `{sample}`, the number of times that request was asked before).
 
 use sha2::{Digest, Sha256};
 
@@ -27,9 +28,17 @@ pub struct Answer {
     pub tool: Option<String>,
 }
 
-/// Answers `req` (whose raw body is `body`); `counter` is the number of earlier requests.
+/// Answers `req` (whose raw body is `body`); `counter` is the number of earlier requests and
+/// `sample` the number of earlier requests with this same body (a sampling model answers a
+/// repeated prompt differently: `{sample}` in a step's text or command).
 #[must_use]
-pub fn answer(script: &Script, req: &Request, body: &[u8], counter: usize) -> Answer {
+pub fn answer(
+    script: &Script,
+    req: &Request,
+    body: &[u8],
+    counter: usize,
+    sample: usize,
+) -> Answer {
     let index = match script.key {
         StepKey::Position => req.position,
         StepKey::Counter => counter,
@@ -40,6 +49,7 @@ pub fn answer(script: &Script, req: &Request, body: &[u8], counter: usize) -> An
     let subst = |s: &str| {
         s.replace("{step}", &index.to_string())
             .replace("{position}", &req.position.to_string())
+            .replace("{sample}", &sample.to_string())
     };
     let mut tool_name = None;
     let reply = if let Some(fail) = step.fail.clone() {

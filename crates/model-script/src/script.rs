@@ -33,7 +33,7 @@ pub enum StepKey {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
-    /// Answer with this text (`{step}` and `{position}` are substituted).
+    /// Answer with this text (`{step}`, `{position}` and `{sample}` are substituted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     /// Call the harness's shell tool once per command (several = parallel tool calls).

@@ -44,11 +44,15 @@ pub struct LogEntry {
     pub tool: Option<String>,
     /// SHA-256 of the request body as received.
     pub request_sha256: String,
+    /// How many times this same body was asked before (`{sample}` in the script).
+    pub sample: usize,
 }
 
 struct Shared {
     script: Script,
     counter: AtomicUsize,
+    /// Requests seen per body digest.
+    asked: Mutex<std::collections::HashMap<String, usize>>,
     entries: Mutex<Vec<LogEntry>>,
     log: Option<Mutex<std::fs::File>>,
 }
@@ -97,6 +101,7 @@ impl ScriptServer {
         let shared = Arc::new(Shared {
             script,
             counter: AtomicUsize::new(0),
+            asked: Mutex::new(std::collections::HashMap::new()),
             entries: Mutex::new(Vec::new()),
             log,
         });
@@ -215,8 +220,15 @@ async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> R
     };
     let req = Request::read(api, &parsed);
     let seq = shared.counter.fetch_add(1, Ordering::SeqCst);
-    let ans = answer(&shared.script, &req, &body, seq);
-    log(&shared, &req, &ans, seq, &body);
+    let digest = sha256_hex(&body);
+    let sample = {
+        let mut asked = shared.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = asked.entry(digest.clone()).or_insert(0);
+        *n += 1;
+        *n - 1
+    };
+    let ans = answer(&shared.script, &req, &body, seq, sample);
+    log(&shared, &req, &ans, seq, digest, sample);
     if ans.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(ans.delay_ms)).await;
     }
@@ -259,7 +271,7 @@ async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> R
     }
 }
 
-fn log(shared: &Shared, req: &Request, ans: &Answer, seq: usize, body: &[u8]) {
+fn log(shared: &Shared, req: &Request, ans: &Answer, seq: usize, digest: String, sample: usize) {
     let entry = LogEntry {
         v: LOG_VERSION,
         seq,
@@ -273,7 +285,8 @@ fn log(shared: &Shared, req: &Request, ans: &Answer, seq: usize, body: &[u8]) {
             Reply::Turn { .. } => "tool_call",
         },
         tool: ans.tool.clone(),
-        request_sha256: sha256_hex(body),
+        request_sha256: digest,
+        sample,
     };
     if let Some(file) = &shared.log {
         let mut line = serde_json::to_vec(&entry).unwrap_or_default();

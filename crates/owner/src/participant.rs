@@ -23,6 +23,7 @@ use rollpoint_proto::key::AttemptKey;
 use serde_json::Value;
 
 use crate::owner::Owner;
+use crate::record::branch_session;
 use crate::{LocalOwner, SessionRecord};
 
 /// A [`LocalOwner`] seen by the checkpoint control plane.
@@ -51,6 +52,34 @@ fn tagged(record: &SessionRecord, key: &AttemptKey) -> HookResult<Value> {
 
 fn untagged(value: Value) -> HookResult<(AttemptKey, SessionRecord)> {
     untag_decode(value, Kind::Resources, SessionRecord::decode)
+}
+
+impl ResourcesParticipant {
+    /// Restores every record as its key's sandbox; all or nothing: on any failure the forks
+    /// made are destroyed.
+    async fn restore_all(
+        &self,
+        pending: Vec<(AttemptKey, SessionRecord)>,
+    ) -> HookResult<Vec<AttemptKey>> {
+        let forks = join_all(pending.into_iter().map(|(next, record)| async move {
+            let session = record.session.clone();
+            (next, session, self.owner.restore(record).await)
+        }))
+        .await;
+        let failed: Vec<String> = forks
+            .iter()
+            .filter_map(|(next, _, r)| r.as_ref().err().map(|e| format!("{next}: {e}")))
+            .collect();
+        if !failed.is_empty() {
+            for (_, session, r) in &forks {
+                if r.is_ok() {
+                    let _cleanup = self.owner.close(session).await;
+                }
+            }
+            return Err(HookError::new(failed.join("; ")));
+        }
+        Ok(forks.into_iter().map(|(next, _, _)| next).collect())
+    }
 }
 
 impl Participant for ResourcesParticipant {
@@ -167,25 +196,40 @@ impl Participant for ResourcesParticipant {
                 record.task.id = next.to_string();
                 pending.push((next, record));
             }
-            let forks = join_all(pending.into_iter().map(|(next, record)| async move {
-                let session = record.session.clone();
-                (next, session, self.owner.restore(record).await)
-            }))
-            .await;
-            // All or nothing: on any failure the forks made are destroyed.
-            let failed: Vec<String> = forks
-                .iter()
-                .filter_map(|(next, _, r)| r.as_ref().err().map(|e| format!("{next}: {e}")))
-                .collect();
-            if !failed.is_empty() {
-                for (_, session, r) in &forks {
-                    if r.is_ok() {
-                        let _cleanup = self.owner.close(session).await;
-                    }
+            self.restore_all(pending).await
+        }
+        .boxed()
+    }
+
+    fn fork<'a>(
+        &'a self,
+        _checkpoint: &'a str,
+        records: Vec<Value>,
+        from: &'a AttemptKey,
+        to: &'a [AttemptKey],
+    ) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
+        async move {
+            let mut source = Vec::new();
+            for value in records {
+                let (key, record) = untagged(value)?;
+                if &key == from {
+                    source.push(record);
                 }
-                return Err(HookError::new(failed.join("; ")));
             }
-            Ok(forks.into_iter().map(|(next, _, _)| next).collect())
+            let mut pending = Vec::with_capacity(source.len() * to.len());
+            for branch in to {
+                let next = branch.next();
+                for record in &source {
+                    let mut record = record.clone();
+                    record.session = branch_session(&record.session, branch.rollout())
+                        .map_err(HookError::new)?;
+                    record.task.id = next.to_string();
+                    pending.push((next.clone(), record));
+                }
+            }
+            self.restore_all(pending).await?;
+            // A branch with no sandbox saved (a seed) still continues as its next attempt.
+            Ok(to.iter().map(AttemptKey::next).collect())
         }
         .boxed()
     }

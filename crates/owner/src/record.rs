@@ -58,6 +58,19 @@ pub fn snapshot_id(checkpoint: &str, session: &str) -> String {
     format!("{checkpoint}{SNAPSHOT_SEPARATOR}{session}")
 }
 
+/// The session branch `branch` (`<rollout>~<n>`) of a forked rollout continues in, made
+/// from `session`'s snapshot: `<session>.b<n>`. The resources and the drivers name it alike,
+/// so a branch's bookmark finds its sandbox.
+pub fn branch_session(
+    session: &str,
+    branch: &rollpoint_proto::key::RolloutId,
+) -> Result<String, crate::errors::OwnerError> {
+    let (_, n) = branch.branch_of().ok_or_else(|| {
+        crate::errors::OwnerError::bad("branch", format!("{branch} is not named <rollout>~<n>"))
+    })?;
+    Ok(format!("{session}.b{n}"))
+}
+
 /// The checkpoint and session a snapshot id names, for sweeps.
 pub fn parse_snapshot_id(id: &str) -> Option<(&str, &str)> {
     id.split_once(SNAPSHOT_SEPARATOR)

@@ -137,11 +137,11 @@ pub fn check_id(field: &str, id: &str, max: usize) -> Result<(), OwnerError> {
     }
     if let Some(c) = id
         .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~')))
     {
         return Err(OwnerError::bad(
             field,
-            format!("{id:?}: character {c:?} is not allowed (letters, digits, `-`, `_`, `.`)"),
+            format!("{id:?}: character {c:?} is not allowed (letters, digits, `-`, `_`, `.`, `~`)"),
         ));
     }
     if id.starts_with('.') {

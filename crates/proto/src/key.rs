@@ -23,7 +23,8 @@ pub struct KeyError {
 }
 
 /// A rollout id: 1 to [`MAX_ROLLOUT_ID`] bytes of ASCII letters, digits, `_`,
-/// `.` and `-`, not starting with `.` and not ending in `-a<digits>`.
+/// `.`, `-` and `~`, not starting with `.` or `~` and not ending in `-a<digits>`.
+/// `<rollout>~<n>` names branch `n` of a forked rollout.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RolloutId(String);
 
@@ -44,6 +45,21 @@ impl RolloutId {
 
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    /// Branch `n` (1-based) of this rollout: `<rollout>~<n>`.
+    pub fn branch(&self, n: u32) -> Result<Self, KeyError> {
+        Self::new(&format!("{}~{n}", self.0))
+    }
+
+    /// The rollout this one is branch `n` of, when it is named `<rollout>~<n>`.
+    #[must_use]
+    pub fn branch_of(&self) -> Option<(Self, u32)> {
+        let (base, n) = self.0.rsplit_once('~')?;
+        if n.is_empty() || n.starts_with('0') || !n.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some((Self(base.to_owned()), n.parse().ok()?))
     }
 }
 
@@ -203,8 +219,9 @@ fn string_schema(
 impl utoipa::PartialSchema for RolloutId {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
         string_schema(
-            "A rollout id: ASCII letters, digits, `_`, `.` and `-`, not starting with `.` and \
-             not ending in `-a<digits>` (which names an attempt).",
+            "A rollout id: ASCII letters, digits, `_`, `.`, `-` and `~`, not starting with `.` \
+             or `~` and not ending in `-a<digits>` (which names an attempt); `<rollout>~<n>` \
+             is branch n of a forked rollout.",
             MAX_ROLLOUT_ID,
             &["task-1.x"],
         )
@@ -246,14 +263,14 @@ fn rollout_problem(rollout: &str) -> Option<String> {
     }
     if let Some(c) = rollout
         .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '~')))
     {
         return Some(format!(
-            "character {c:?} is not allowed in a rollout id (ASCII letters, digits, `_`, `.` and `-`)"
+            "character {c:?} is not allowed in a rollout id (ASCII letters, digits, `_`, `.`, `-` and `~`)"
         ));
     }
-    if rollout.starts_with('.') {
-        return Some("rollout id starts with `.`".to_owned());
+    if rollout.starts_with('.') || rollout.starts_with('~') {
+        return Some("rollout id starts with `.` or `~`".to_owned());
     }
     if split_attempt(rollout).is_some() {
         return Some(
@@ -320,6 +337,24 @@ mod tests {
             let k = AttemptKey::new(RolloutId::new(id).unwrap(), 3);
             assert_eq!(AttemptKey::parse(&k.to_string()).unwrap(), k);
         }
+    }
+
+    #[test]
+    fn branches_are_named_rollout_tilde_n() {
+        let r = RolloutId::new("task-1").unwrap();
+        let b = r.branch(3).unwrap();
+        assert_eq!(b.as_str(), "task-1~3");
+        assert_eq!(b.branch_of(), Some((r.clone(), 3)));
+        let bb = b.branch(12).unwrap();
+        assert_eq!(bb.branch_of(), Some((b.clone(), 12)));
+        let k = AttemptKey::parse("task-1~3-a2").unwrap();
+        assert_eq!((k.rollout(), k.attempt()), (&b, 2));
+        for not in ["task-1", "x~", "x~0", "x~01", "x~a"] {
+            if let Ok(id) = RolloutId::new(not) {
+                assert_eq!(id.branch_of(), None, "{not}");
+            }
+        }
+        assert!(RolloutId::new("~x").is_err(), "no leading ~");
     }
 
     #[test]

@@ -30,8 +30,8 @@ pub fn name_problem(name: &str) -> Option<&'static str> {
     if name.len() > MAX_NAME {
         return Some("is longer than 128 bytes");
     }
-    if !bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
-        return Some("may hold only letters, digits, '.', '_' and '-'");
+    if !bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'~')) {
+        return Some("may hold only letters, digits, '.', '_', '-' and '~'");
     }
     None
 }

@@ -64,6 +64,9 @@ pub struct Inputs {
     pub listen: Option<Listen>,
     /// The `rollpoint` binary: its `gateway` subcommand is the run's gateway process.
     pub program: PathBuf,
+    /// Forks to make once a resume has restored the run (`rollpoint fork` of a run no
+    /// process drives).
+    pub forks: Vec<rollpoint_api::wire::ForkRequest>,
 }
 
 /// How the loop ended.
@@ -128,6 +131,7 @@ pub async fn run(
             .iter()
             .map(|t| (t.rollout().to_owned(), 0))
             .collect(),
+        forks: std::collections::BTreeMap::new(),
     };
     state.save(&run_dir)?;
     let serving = match inputs.listen {
@@ -380,7 +384,15 @@ impl Loop {
             return Ok(());
         };
         match result {
-            Ok(result) => {
+            Ok(mut result) => {
+                if let Some(f) = self.state.forks.get(&rollout) {
+                    result.forked_from = Some(rollpoint_driver::ForkedFrom {
+                        rollout: rollpoint_proto::key::AttemptKey::parse(&f.from)
+                            .map_or_else(|_| f.from.clone(), |k| k.rollout().as_str().to_owned()),
+                        checkpoint: f.checkpoint.clone(),
+                        call: f.call.clone(),
+                    });
+                }
                 self.results.append(&result)?;
                 self.metrics.result(result.status.as_str());
                 self.progress.done += 1;
@@ -502,6 +514,13 @@ impl Loop {
                     Some(Signal::Control(EndpointRequest::Status { reply })) => {
                         self.count();
                         let _asker_gone: Result<(), _> = reply.send(StatusReport::of(&self.progress));
+                    }
+                    Some(Signal::Control(EndpointRequest::Fork { request, reply })) => {
+                        let answer = self.fork(&request).await.map_err(|e| {
+                            tracing::warn!(error = %e, "fork refused");
+                            rollpoint_api::ApiError::new(rollpoint_api::ErrorCode::Failed, e.to_string())
+                        });
+                        let _asker_gone: Result<(), _> = reply.send(answer);
                     }
                     Some(Signal::Control(EndpointRequest::Metrics { reply })) => {
                         self.count();

@@ -21,7 +21,9 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rollpoint_api::error::{ApiError, ErrorCode, authorized, json, versioned};
-use rollpoint_api::wire::{CheckpointReply, CheckpointRequest, WIRE_VERSION};
+use rollpoint_api::wire::{
+    CheckpointReply, CheckpointRequest, ForkReply, ForkRequest, WIRE_VERSION,
+};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
@@ -93,6 +95,11 @@ pub enum EndpointRequest {
     },
     /// The run's metrics as OpenMetrics text.
     Metrics { reply: oneshot::Sender<String> },
+    /// A fork (checked already).
+    Fork {
+        request: ForkRequest,
+        reply: oneshot::Sender<Result<ForkReply, ApiError>>,
+    },
 }
 
 /// `control.json`: where the endpoint listens.
@@ -189,6 +196,7 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
     let app = authorized(
         Router::new()
             .route("/v1/coordinator/checkpoint", post(checkpoint))
+            .route("/v1/coordinator/fork", post(fork))
             .route("/v1/run/status", get(status))
             .route("/metrics", get(metrics))
             .with_state(loop_tx),
@@ -225,6 +233,41 @@ async fn checkpoint(
     let (reply, answer) = oneshot::channel();
     let asked = Signal::Control(EndpointRequest::Checkpoint { request, reply });
     if loop_tx.send(asked).is_err() {
+        return Ok(ending());
+    }
+    match answer.await {
+        Ok(Ok(report)) => Ok(json(StatusCode::OK, &report)),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Ok(ending()),
+    }
+}
+
+/// Forks a rollout of a published checkpoint into `n` new rollouts of the run.
+#[utoipa::path(
+    post,
+    path = "/v1/coordinator/fork",
+    operation_id = "run_fork",
+    tag = "run",
+    request_body = ForkRequest,
+    responses(
+        (status = 200, description = "The branches, running.", body = ForkReply),
+        (status = 400, description = "A field is out of range or malformed (`bad_request`, naming it).", body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "The fork failed (an unknown checkpoint or rollout, a rollout that could not be saved), or the run is ending (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+async fn fork(
+    State(loop_tx): State<mpsc::UnboundedSender<Signal>>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let request: ForkRequest = versioned("fork request", WIRE_VERSION, body).await?;
+    request.check()?;
+    let (reply, answer) = oneshot::channel();
+    if loop_tx
+        .send(Signal::Control(EndpointRequest::Fork { request, reply }))
+        .is_err()
+    {
         return Ok(ending());
     }
     match answer.await {

@@ -57,6 +57,12 @@ pub enum Event {
     },
     /// A checkpoint failed; the run went on.
     CheckpointFailed { id: String, error: String },
+    /// A checkpointed rollout was forked into new rollouts.
+    Forked {
+        checkpoint: String,
+        from: String,
+        branches: Vec<String>,
+    },
     /// The run stopped at a checkpoint (SIGTERM or a stop request).
     Stopped { checkpoint: String },
     /// Every task has its row.

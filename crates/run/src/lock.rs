@@ -25,6 +25,19 @@ pub struct RunLock {
 impl RunLock {
     /// Takes the lock of `run_dir`, or says that another process holds it.
     pub fn acquire(run_dir: &Path) -> Result<Self, RunError> {
+        Self::try_acquire(run_dir)?.ok_or_else(|| RunError::State {
+            path: run_dir.join(LOCK_FILE),
+            message: "another rollpoint process (a run or a resume) is driving this run; wait for it to end".to_owned(),
+        })
+    }
+
+    /// Whether another process drives `run_dir` now (holds its lock).
+    pub fn held_elsewhere(run_dir: &Path) -> Result<bool, RunError> {
+        Ok(Self::try_acquire(run_dir)?.is_none())
+    }
+
+    /// Takes the lock of `run_dir`; `None` when another process holds it.
+    fn try_acquire(run_dir: &Path) -> Result<Option<Self>, RunError> {
         let path = run_dir.join(LOCK_FILE);
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -34,11 +47,8 @@ impl RunLock {
             .open(&path)
             .map_err(|e| RunError::io(&path, e))?;
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(held) => Ok(Self { _held: held }),
-            Err((_, Errno::EWOULDBLOCK)) => Err(RunError::State {
-                path,
-                message: "another rollpoint process (a run or a resume) is driving this run; wait for it to end".to_owned(),
-            }),
+            Ok(held) => Ok(Some(Self { _held: held })),
+            Err((_, Errno::EWOULDBLOCK)) => Ok(None),
             Err((_, errno)) => Err(RunError::io(&path, std::io::Error::from(errno))),
         }
     }

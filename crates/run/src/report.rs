@@ -101,7 +101,7 @@ impl RunReport {
                     }
                     stopped = false;
                 }
-                Event::Started { .. } | Event::Finished { .. } => {}
+                Event::Started { .. } | Event::Finished { .. } | Event::Forked { .. } => {}
             }
         }
         s
@@ -312,7 +312,7 @@ impl RunReport {
                         esc(error)
                     );
                 }
-                Event::Started { .. } | Event::Finished { .. } => {}
+                Event::Started { .. } | Event::Finished { .. } | Event::Forked { .. } => {}
             }
         }
         page.push_str("</svg>\n<p class=\"legend\"><span class=\"k launch\"></span> launch \

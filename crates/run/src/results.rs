@@ -330,6 +330,7 @@ mod tests {
             response: None,
             transcript: Vec::new(),
             timings: Timings::default(),
+            forked_from: None,
         }
     }
 

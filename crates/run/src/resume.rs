@@ -18,7 +18,7 @@ use std::time::Duration;
 use rollpoint_checkpoint::StoreError;
 use rollpoint_checkpoint::store::{self, CheckpointDoc, Published};
 use rollpoint_driver::RolloutTask;
-use rollpoint_proto::key::RolloutId;
+use rollpoint_proto::key::{AttemptKey, RolloutId};
 
 use crate::controller::{Ending, Inputs, Loop, now_ms};
 use crate::endpoint;
@@ -197,8 +197,9 @@ pub async fn resume(
             ),
         });
     }
-    // Read (and refuse) before anything is swept or restored.
-    let order: Vec<RolloutId> = tasks
+    // Read (and refuse) before anything is swept or restored. Branches of forks follow the
+    // tasks of the file.
+    let mut order: Vec<RolloutId> = tasks
         .tasks
         .iter()
         .map(|t| {
@@ -210,6 +211,17 @@ pub async fn resume(
             })
         })
         .collect::<Result<_, _>>()?;
+    for branch in state.forks.keys() {
+        order.push(RolloutId::new(branch).map_err(|e| RunError::State {
+            path: RunState::path(&run_dir),
+            message: format!("forks.{branch}: {e}"),
+        })?);
+    }
+    for (i, req) in inputs.forks.iter().enumerate() {
+        req.check()
+            .map_err(|e| RunError::setup("fork", format!("fork {i}: {e}")))?;
+        crate::fork::plan(&run_dir, &state.attempts, req)?;
+    }
     let finished: std::collections::BTreeSet<String> = read_results(&run_dir)?
         .into_iter()
         .map(|r| r.rollout)
@@ -250,11 +262,14 @@ pub async fn resume(
         }
     }
     let source = source.map(|s| s.id);
-    let by_id: BTreeMap<String, RolloutTask> = tasks
+    let mut by_id: BTreeMap<String, RolloutTask> = tasks
         .tasks
         .into_iter()
         .map(|t| (t.rollout().to_owned(), t))
         .collect();
+    for (branch, f) in &state.forks {
+        by_id.insert(branch.clone(), f.task.clone());
+    }
 
     let stack = Stack::build(
         &run_dir,
@@ -322,7 +337,20 @@ pub async fn resume(
             let Some(task) = by_id.get(k.rollout().as_str()) else {
                 continue;
             };
-            lp.start_over(task.clone(), k.attempt()).await?;
+            // A branch its checkpoint does not hold yet is forked again from its source,
+            // while that is retained, as the attempt after the one that ran.
+            let refork = state.forks.get(k.rollout().as_str()).and_then(|f| {
+                let from = AttemptKey::parse(&f.from).ok()?;
+                store::read_checkpoint(&run_dir, &f.checkpoint).ok()?;
+                Some((f.clone(), from))
+            });
+            match refork {
+                Some((f, from)) => {
+                    lp.fork_into(&f.checkpoint, &from, std::slice::from_ref(k), task, f.call)
+                        .await?;
+                }
+                None => lp.start_over(task.clone(), k.attempt()).await?,
+            }
         }
         tracing::info!(
             rollouts = plan.retire.len(),
@@ -347,6 +375,14 @@ pub async fn resume(
     // attempts this resume replaced.
     if !lp.in_flight.is_empty() {
         lp.checkpoint(None, false, Duration::ZERO).await?;
+    }
+    for req in &inputs.forks {
+        let made = lp.fork(req).await?;
+        tracing::info!(
+            checkpoint = %made.checkpoint,
+            branches = %made.branches.join(", "),
+            "the branches run with the rest of the run"
+        );
     }
     let serving = match inputs.listen {
         Some(listen) => Some(endpoint::start(&lp.run_dir, listen).await?),

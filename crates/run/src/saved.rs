@@ -53,6 +53,52 @@ pub fn saved_sessions(run_dir: &Path, id: &str) -> Result<(Sessions, Saved), Run
     Ok((sessions, saved))
 }
 
+/// What checkpoint `id` saved of attempt `from`, for a fork: its task, and the last model
+/// call it had made (the branch point), if any.
+pub fn fork_source(
+    run_dir: &Path,
+    id: &str,
+    from: &AttemptKey,
+) -> Result<(rollpoint_driver::RolloutTask, Option<String>), RunError> {
+    let err = |e: &dyn std::fmt::Display| RunError::Checkpoint {
+        checkpoint: id.to_owned(),
+        message: e.to_string(),
+    };
+    let doc = store::read_checkpoint(run_dir, id).map_err(|e| err(&e))?;
+    let keep = BTreeSet::from([from.clone()]);
+    let mut task = None;
+    let mut last: Option<(i64, String)> = None;
+    for m in &doc.participants {
+        if m.kind == Kind::Resources {
+            continue;
+        }
+        let (_, records) =
+            store::read(run_dir, id, m.kind, &m.instance, Some(&keep)).map_err(|e| err(&e))?;
+        for r in records {
+            match m.kind {
+                Kind::Agent => {
+                    let (_, record) = AgentRecord::untag(r).map_err(|e| err(&e))?;
+                    task = Some(record.task);
+                }
+                Kind::Model => {
+                    let (_, calls) = untag_decode(r, Kind::Model, rollpoint_gateway::decode_jsonl)
+                        .map_err(|e| err(&e))?;
+                    for c in calls {
+                        if let rollpoint_gateway::LedgerRecord::Call(c) = c
+                            && last.as_ref().is_none_or(|(at, _)| c.admitted_ms >= *at)
+                        {
+                            last = Some((c.admitted_ms, c.call_id.clone()));
+                        }
+                    }
+                }
+                Kind::Resources => {}
+            }
+        }
+    }
+    let task = task.ok_or_else(|| err(&format!("it holds no agent record of {from}")))?;
+    Ok((task, last.map(|(_, id)| id)))
+}
+
 /// The ids of the checkpoints kept in `run_dir`.
 pub fn retained_checkpoints(run_dir: &Path) -> Result<Vec<String>, RunError> {
     let dir = store::checkpoints_dir(run_dir);

@@ -19,7 +19,7 @@ pub const RUN_STATE_VERSION: u32 = 1;
 /// The file name under the run directory.
 pub const RUN_STATE_FILE: &str = "run.json";
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunState {
     pub v: u32,
@@ -30,6 +30,23 @@ pub struct RunState {
     pub gateway_port: u16,
     /// The attempt each rollout was last dispatched as.
     pub attempts: BTreeMap<String, u32>,
+    /// Rollouts made by forking a checkpointed rollout, by id (`<rollout>~<n>`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub forks: BTreeMap<String, ForkRecord>,
+}
+
+/// A branch of a forked rollout: its task (renamed) and where it was forked from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRecord {
+    pub task: rollpoint_driver::RolloutTask,
+    /// The attempt it was made from, `<rollout>[-a<n>]`.
+    pub from: String,
+    /// The checkpoint that saved it.
+    pub checkpoint: String,
+    /// The last model call the source had made there (the branch point).
+    #[serde(default)]
+    pub call: Option<String>,
 }
 
 impl RunState {
@@ -92,6 +109,7 @@ mod tests {
             config: RunConfig::default(),
             gateway_port: 4000,
             attempts: BTreeMap::from([("a".to_owned(), 1)]),
+            forks: BTreeMap::new(),
         };
         state.save(dir.path()).unwrap();
         assert_eq!(RunState::load(dir.path()).unwrap(), state);

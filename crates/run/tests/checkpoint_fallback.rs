@@ -177,6 +177,7 @@ fn status_says_the_latest_checkpoint_is_damaged_and_why() {
         config: rollpoint_run::RunConfig::default(),
         gateway_port: 0,
         attempts: [("a".to_owned(), 0)].into(),
+        forks: Default::default(),
     }
     .save(run)
     .unwrap();

@@ -25,6 +25,7 @@ fn state() -> Vec<u8> {
         config: RunConfig::default(),
         gateway_port: 4000,
         attempts: [("r1".to_owned(), 1)].into(),
+        forks: Default::default(),
     };
     state.save(dir.path()).expect("save");
     std::fs::read(RunState::path(dir.path())).expect("read")

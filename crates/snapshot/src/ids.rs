@@ -29,9 +29,9 @@ pub(crate) fn check(what: &'static str, id: &str) -> Result<(), Error> {
     }
     if !id
         .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
     {
-        return bad("only ASCII letters, digits, '-', '_' and '.' are allowed");
+        return bad("only ASCII letters, digits, '-', '_', '.' and '~' are allowed");
     }
     Ok(())
 }

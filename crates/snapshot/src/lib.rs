@@ -90,7 +90,7 @@ pub enum StoreKind {
 
 /// Storage for sandbox uppers and their snapshots.
 ///
-/// Ids are ASCII letters, digits, `-`, `_` and `.`, not starting with `.` or
+/// Ids are ASCII letters, digits, `-`, `_`, `.` and `~`, not starting with `.` or
 /// `-`, at most 128 bytes. Methods take `&self`; the store serialises nothing
 /// itself, so two calls about the same sandbox or snapshot must not race.
 pub trait SnapshotStore: Send + Sync + std::fmt::Debug {

@@ -207,11 +207,11 @@ fn check(input: &WorkerInput) -> Result<(), (&'static str, String)> {
         || id.len() > 200
         || !id
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b))
+            .all(|b| b.is_ascii_alphanumeric() || b"._:-~".contains(&b))
     {
         return Err((
             "rollout_id",
-            "must be 1 to 200 characters of [A-Za-z0-9._:-]".to_owned(),
+            "must be 1 to 200 characters of [A-Za-z0-9._:~-]".to_owned(),
         ));
     }
     if input.task.prompt.is_empty() {

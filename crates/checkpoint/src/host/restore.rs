@@ -1,6 +1,6 @@
 //! Restore: read and verify this participant's share of a published
 //! checkpoint, keep the records in scope, close admission and install them
-//! as next attempts. Only from idle; the install runs to its end even past
+//! as next attempts (or, for a fork, once per branch as new rollouts). Only from idle; the install runs to its end even past
 //! the deadline (a resume waits for it), and a failed one reopens
 //! admission.
 
@@ -26,6 +26,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: RestoreRequest) -> ControlResult
     let args = RestoreArgs {
         source: req.source.clone(),
         scope,
+        fork: req.fork.clone(),
     };
     if let RestoreStep::Replay(reply) = inner.machine().restore(&req.checkpoint, &args)? {
         return Ok(reply);
@@ -84,7 +85,16 @@ async fn install(inner: &Arc<Inner>, id: &str, args: &RestoreArgs) -> ControlRes
         .close_admission(id)
         .await
         .map_err(|e| ControlError::hook("close admission", &e))?;
-    match inner.participant.install(id, records, &args.scope).await {
+    let installed = match &args.fork {
+        Some(fork) => {
+            inner
+                .participant
+                .fork(id, records, &fork.from, &fork.to)
+                .await
+        }
+        None => inner.participant.install(id, records, &args.scope).await,
+    };
+    match installed {
         Ok(restored) => Ok(RestoreReply {
             checkpoint: id.to_owned(),
             source: args.source.clone(),

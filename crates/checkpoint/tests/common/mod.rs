@@ -211,6 +211,27 @@ impl Participant for Fake {
         .boxed()
     }
 
+    fn fork<'a>(
+        &'a self,
+        checkpoint: &'a str,
+        records: Vec<Value>,
+        from: &'a AttemptKey,
+        to: &'a [AttemptKey],
+    ) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
+        async move {
+            self.log(&format!("fork {checkpoint} {from}"));
+            let mut s = self.state.lock().unwrap();
+            if s.fail_install {
+                return Err(HookError::new(format!("{}: fork refused", self.instance)));
+            }
+            for _ in to {
+                s.installed.extend(records.iter().cloned());
+            }
+            Ok(to.iter().map(AttemptKey::next).collect())
+        }
+        .boxed()
+    }
+
     fn retire<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
             self.log("retire");

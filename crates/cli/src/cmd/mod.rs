@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod fork;
 mod gateway;
 mod locate;
 mod model_script;
@@ -41,6 +42,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Continue a run after a crash or a stop.
     Resume(resume::ResumeArgs),
+    /// Fork a rollout a checkpoint saved into N new rollouts `R~1`..`R~N`.
+    Fork(fork::ForkArgs),
     /// Serve one participant (or the coordinator) of a run spread over
     /// several machines.
     #[command(subcommand)]
@@ -65,6 +68,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Sweep(args) => sweep::run(&args),
         Command::Run(args) => run::run(args),
         Command::Resume(args) => resume::run(&args),
+        Command::Fork(args) => fork::run(&args),
         Command::Serve(s) => serve::run(s),
         Command::Status(args) => status::run(&args),
         Command::Openapi(args) => openapi::run(&args),

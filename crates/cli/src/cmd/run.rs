@@ -108,6 +108,7 @@ pub fn inputs(control: &ControlArgs) -> anyhow::Result<Inputs> {
         signals: rx,
         listen,
         program: std::env::current_exe().context("cannot locate the rollpoint binary")?,
+        forks: Vec::new(),
     })
 }
 

@@ -724,6 +724,7 @@ impl Machine {
                 harness_ms,
                 paused_ms,
             },
+            forked_from: None,
         }
     }
 

@@ -99,6 +99,30 @@ impl LedgerRecord {
     }
 }
 
+impl CallRecord {
+    /// This call as branch rollout `branch`'s copy of it: ids renamed from `rollout` to
+    /// `branch` (its own, its capture key's, its parent's), the same attempt and answer, and
+    /// `replayed_from` naming the source's call, so a branch that asks it again is answered
+    /// from the ledger and says whose answer that was.
+    #[must_use]
+    pub fn for_branch(&self, rollout: &str, branch: &str) -> Self {
+        let rename = |id: &str| {
+            id.strip_prefix(rollout)
+                .filter(|rest| rest.starts_with('#') || rest.starts_with("-a"))
+                .map_or_else(|| id.to_owned(), |rest| format!("{branch}{rest}"))
+        };
+        let mut c = self.clone();
+        c.call_id = rename(&self.call_id);
+        c.capture_key = rename(&self.capture_key);
+        c.rollout = branch.to_owned();
+        c.parent_call_id = self.parent_call_id.as_deref().map(rename);
+        if c.replayed_from.is_none() && self.status == CallStatus::Ok {
+            c.replayed_from = Some(self.call_id.clone());
+        }
+        c
+    }
+}
+
 /// Encodes records as JSONL.
 #[must_use]
 pub fn encode_jsonl(records: &[LedgerRecord]) -> Vec<u8> {

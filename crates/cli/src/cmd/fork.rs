@@ -1,0 +1,95 @@
+//! `rollpoint fork RUN_DIR --checkpoint ID --rollout R --n N`: N new rollouts `R~<i>` (the
+//! lowest free numbers), each made from what checkpoint ID saved of R. A run that a process
+//! drives is asked over its control endpoint (`--control-token-file`, the token it was
+//! started with) and the branches' ids are printed; a run no process drives is resumed with
+//! the fork, to its end, as `rollpoint resume` would.
+
+use std::path::PathBuf;
+
+use anyhow::{Context as _, bail};
+use rollpoint_api::wire::{ForkReply, ForkRequest, WIRE_VERSION};
+
+use super::run::{ControlArgs, finish, harness_env, inputs};
+
+#[derive(Debug, clap::Args)]
+pub struct ForkArgs {
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// A published checkpoint of the run (an id under RUN_DIR/checkpoints).
+    #[arg(long, value_name = "ID")]
+    pub checkpoint: String,
+    /// The rollout to fork; the checkpoint must have saved it.
+    #[arg(long)]
+    pub rollout: String,
+    /// How many branches, 1..=256.
+    #[arg(long, default_value_t = 1)]
+    pub n: u32,
+    /// For a run a process drives: the token its control endpoint admits.
+    #[arg(long)]
+    pub control_token_file: Option<PathBuf>,
+}
+
+pub fn run(args: &ForkArgs) -> anyhow::Result<()> {
+    let request = ForkRequest {
+        v: WIRE_VERSION,
+        checkpoint: args.checkpoint.clone(),
+        rollout: args.rollout.clone(),
+        n: args.n,
+    };
+    request.check().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if rollpoint_run::lock::RunLock::held_elsewhere(&args.run_dir)? {
+        return ask_live(args, &request);
+    }
+    let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
+    let ending = runtime.block_on(async {
+        let mut inputs = inputs(&ControlArgs {
+            listen: None,
+            control_token_file: None,
+        })?;
+        inputs.forks.push(request);
+        anyhow::Ok(rollpoint_run::resume(&args.run_dir, None, None, harness_env()?, inputs).await?)
+    })?;
+    runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+    finish(ending)
+}
+
+/// Asks the live run's control endpoint for the fork and prints the branches.
+fn ask_live(args: &ForkArgs, request: &ForkRequest) -> anyhow::Result<()> {
+    let Some(token_file) = &args.control_token_file else {
+        bail!(
+            "{}: a process drives this run: give its control endpoint's token with --control-token-file",
+            args.run_dir.display()
+        );
+    };
+    let token = super::locate::token(token_file)?;
+    let endpoint = rollpoint_run::EndpointFile::load(&args.run_dir).with_context(|| {
+        format!(
+            "{}: a process drives this run but it serves no control endpoint (start it with --listen)",
+            args.run_dir.display()
+        )
+    })?;
+    let url = format!("http://{}/v1/coordinator/fork", endpoint.addr);
+    let body = serde_json::to_string(request)?;
+    let reply = ureq::post(&url)
+        .header("authorization", &format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .send(body)
+        .with_context(|| format!("{url}: the run's control endpoint did not answer"))?;
+    let status = reply.status().as_u16();
+    let text = reply
+        .into_body()
+        .read_to_string()
+        .with_context(|| format!("{url}: reading the reply"))?;
+    if status != 200 {
+        bail!("{url}: the run refused the fork ({status}): {text}");
+    }
+    let made: ForkReply = serde_json::from_str(&text)
+        .with_context(|| format!("{url}: the reply is not a fork reply"))?;
+    for b in &made.branches {
+        println!("{b}");
+    }
+    Ok(())
+}

@@ -1,0 +1,153 @@
+//! Forking a checkpointed rollout N ways inside a run: `n` new rollouts `<rollout>~<i>`, each
+//! made from what checkpoint C saved of the rollout (its sandbox forked from the snapshot, its
+//! bookmark and harness session, its ledger prefix). Each branch then runs as a rollout of
+//! the run: a slot, checkpoints, crash and resume, its own result row with `forked_from`.
+//! The source is not disturbed.
+//!
+//! The branches are pinned by a checkpoint at once. A crash before that checkpoint is
+//! published leaves branches the latest checkpoint does not hold: a resume forks them again
+//! from C (as a later attempt, so nothing their first execution recorded is dropped) while C
+//! is retained, and starts them over from their seed otherwise.
+
+use rollpoint_api::wire::{ForkReply, ForkRequest, WIRE_VERSION};
+use rollpoint_checkpoint::store;
+use rollpoint_driver::RolloutTask;
+use rollpoint_proto::key::{AttemptKey, RolloutId};
+
+use crate::controller::{Loop, now_ms};
+use crate::errors::RunError;
+use crate::events::Event;
+use crate::state::ForkRecord;
+
+/// What a fork of `req` would make, checked against the run before anything changes: the
+/// attempt the checkpoint saved and the branches' keys (the lowest free `<rollout>~<i>`).
+pub(crate) fn plan(
+    run_dir: &std::path::Path,
+    dispatched: &std::collections::BTreeMap<String, u32>,
+    req: &ForkRequest,
+) -> Result<(AttemptKey, Vec<AttemptKey>), RunError> {
+    let checkpoint = req.checkpoint.as_str();
+    let err = |message: String| RunError::Checkpoint {
+        checkpoint: checkpoint.to_owned(),
+        message,
+    };
+    let doc = store::read_checkpoint(run_dir, checkpoint)
+        .map_err(|e| err(format!("no such published checkpoint to fork: {e}")))?;
+    let rollout = RolloutId::new(&req.rollout).map_err(|e| err(e.to_string()))?;
+    let from = doc
+        .scope
+        .iter()
+        .find(|k| k.rollout() == &rollout)
+        .cloned()
+        .ok_or_else(|| {
+            let saved: Vec<String> = doc.scope.iter().map(ToString::to_string).collect();
+            err(format!(
+                "rollout {rollout} is not in it (it saved: {})",
+                saved.join(", ")
+            ))
+        })?;
+    if doc.restarts.contains(&from) {
+        return Err(err(format!(
+            "{from} could not be saved there (it starts over from its seed): there is nothing to fork"
+        )));
+    }
+    let mut to = Vec::new();
+    let mut i: u32 = 1;
+    while to.len() < req.n as usize {
+        let branch = rollout.branch(i).map_err(|e| err(e.to_string()))?;
+        if !dispatched.contains_key(branch.as_str()) {
+            to.push(AttemptKey::new(branch, from.attempt()));
+        }
+        i = i
+            .checked_add(1)
+            .ok_or_else(|| err("no branch number left".to_owned()))?;
+    }
+    Ok((from, to))
+}
+
+impl Loop {
+    /// Forks `req.rollout` of checkpoint `req.checkpoint` into `req.n` new rollouts.
+    pub(crate) async fn fork(&mut self, req: &ForkRequest) -> Result<ForkReply, RunError> {
+        let checkpoint = req.checkpoint.as_str();
+        let (from, to) = plan(&self.run_dir, &self.state.attempts, req)?;
+        let rollout = from.rollout().clone();
+        let (task, call) = crate::saved::fork_source(&self.run_dir, checkpoint, &from)?;
+        self.fork_into(checkpoint, &from, &to, &task, call).await?;
+        self.progress.total += to.len();
+        // Pin the branches, so a crash from now on resumes them from their own checkpoint.
+        if let Err(e) = self
+            .checkpoint(None, false, std::time::Duration::ZERO)
+            .await
+        {
+            tracing::warn!(error = %RunError::from(e), "the checkpoint pinning the branches failed; the run goes on");
+        }
+        Ok(ForkReply {
+            v: WIRE_VERSION,
+            checkpoint: checkpoint.to_owned(),
+            rollout: rollout.as_str().to_owned(),
+            from,
+            branches: to.iter().map(|k| k.rollout().as_str().to_owned()).collect(),
+        })
+    }
+
+    /// Installs `from` of `checkpoint` as the branches `to` everywhere, records them in
+    /// `run.json`, and lets them run.
+    pub(crate) async fn fork_into(
+        &mut self,
+        checkpoint: &str,
+        from: &AttemptKey,
+        to: &[AttemptKey],
+        task: &RolloutTask,
+        call: Option<String>,
+    ) -> Result<(), RunError> {
+        let id = format!("fork-{}", now_ms());
+        let err = |message: String| RunError::Checkpoint {
+            checkpoint: checkpoint.to_owned(),
+            message,
+        };
+        self.stack
+            .coordinator
+            .fork(&id, checkpoint, from, to)
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        for handle in self.stack.agent.take_installed() {
+            let rollout = handle.rollout.clone();
+            let Some(k) = to.iter().find(|k| k.rollout().as_str() == rollout) else {
+                continue;
+            };
+            let attempt = k.attempt().saturating_add(1);
+            self.state.attempts.insert(rollout.clone(), attempt);
+            let mut branch_task = task.clone();
+            branch_task.id = Some(rollout.clone());
+            self.state.forks.insert(
+                rollout.clone(),
+                ForkRecord {
+                    task: branch_task,
+                    from: from.to_string(),
+                    checkpoint: checkpoint.to_owned(),
+                    call: call.clone(),
+                },
+            );
+            self.watch(handle, attempt)?;
+        }
+        self.state.save(&self.run_dir)?;
+        self.stack
+            .coordinator
+            .resume(&id)
+            .await
+            .map_err(|e| err(e.to_string()))?;
+        let branches: Vec<String> = to.iter().map(|k| k.rollout().as_str().to_owned()).collect();
+        tracing::info!(
+            checkpoint = %checkpoint,
+            from = %from,
+            branches = %branches.join(", "),
+            "forked a rollout"
+        );
+        self.events.record(Event::Forked {
+            checkpoint: checkpoint.to_owned(),
+            from: from.to_string(),
+            branches,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,243 @@
+//! Forking a rollout of a live run 8 ways from a checkpoint taken mid-rollout, over the run's
+//! control endpoint: every branch finishes and verifies with a result row naming where it
+//! came from; the calls made before the checkpoint reached the model once in all, the first
+//! call after it once per branch (a sampling model answers each differently), and every later
+//! call once; every branch's
+//! files start from the snapshot (a file the source wrote after the checkpoint is in no
+//! branch); the source's own row is as if nothing happened. Bad forks name what is wrong.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rollpoint_driver::Status;
+use rollpoint_testkit::{require_root, supervisor_bin};
+
+const LIMIT: Duration = Duration::from_secs(300);
+const TOKEN: &str = "fork-token";
+const BRANCHES: usize = 8;
+
+/// The native worker's script, where each step's line names how many times its request was
+/// asked before (`{sample}`): branches asking the same thing get different lines.
+fn sampling_script() -> serde_json::Value {
+    let steps: Vec<serde_json::Value> = (1..=STEPS)
+        .map(|n| {
+            serde_json::json!({"shell": [format!("echo step {n} sample {{sample}} >> work.txt; sleep 0.4")]})
+        })
+        .collect();
+    serde_json::json!({"version": 1, "steps": steps, "after_last": {"text": "done"}})
+}
+
+fn model_log(run_dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(run_dir.join("model-script.log"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The workspaces of the sandboxes whose directory name holds `part`.
+fn workspaces(run_dir: &Path, part: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(run_dir.join("owner/sandboxes"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().contains(part))
+                .map(|e| e.path().join("root/workspace"))
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn root_a_rollout_forked_eight_ways_shares_its_prefix_and_diverges_after_it() {
+    require_root();
+    let dir = tempfile::Builder::new()
+        .prefix("rp")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let tag = format!("f{:04x}", fastrand::u16(..));
+    let source = format!("{tag}n");
+    let tasks = dir.path().join("tasks.jsonl");
+    write_jsonl(&tasks, &[native_task(&source)]);
+    std::fs::write(dir.path().join("model.json"), sampling_script().to_string()).expect("script");
+    let config = dir.path().join("run.toml");
+    std::fs::write(
+        &config,
+        "v = 1\nconcurrency = 12\ncheckpoint_every_s = 0\nmodel_script = \"model.json\"\n",
+    )
+    .expect("config");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token");
+    let run_dir = dir.path().join("r");
+    let log = dir.path().join("stderr.log");
+    let sup = supervisor_bin();
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut args = run_args(&tasks, &config, &run_dir, &sup);
+    args.extend([
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--control-token-file"),
+        token_file.as_os_str(),
+    ]);
+    let mut child = spawn(&args, &log);
+    wait_file(&run_dir.join("control.json"), LIMIT, &log);
+
+    // Mid-rollout: the second step asked for.
+    let end = Instant::now() + LIMIT;
+    while !model_log(&run_dir)
+        .iter()
+        .any(|e| e["step"].as_u64() >= Some(1))
+    {
+        assert!(
+            Instant::now() < end,
+            "the rollout did not get going:\n{}",
+            text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let report = checkpoint_kept_paused(&run_dir, TOKEN, 0);
+    let checkpoint = report["id"].as_str().expect("id").to_owned();
+    let asked_before: Vec<String> = model_log(&run_dir)
+        .iter()
+        .filter_map(|e| e["request_sha256"].as_str().map(str::to_owned))
+        .collect();
+    // Written by the source after the checkpoint: no branch may see it.
+    let source_ws = workspaces(&run_dir, &format!("{source}-"));
+    assert!(!source_ws.is_empty(), "the source's sandbox");
+    for ws in &source_ws {
+        std::fs::write(ws.join("after-the-checkpoint"), "source only\n").expect("marker");
+    }
+
+    // Bad forks change nothing and name the problem.
+    for (body, says) in [
+        (
+            serde_json::json!({"v": 1, "checkpoint": checkpoint, "rollout": source, "n": 0}),
+            "outside 1..=256",
+        ),
+        (
+            serde_json::json!({"v": 1, "checkpoint": "ck-nope", "rollout": source, "n": 2}),
+            "ck-nope",
+        ),
+        (
+            serde_json::json!({"v": 1, "checkpoint": checkpoint, "rollout": "nobody", "n": 2}),
+            "not in it",
+        ),
+    ] {
+        let (code, reply) = control(
+            &run_dir,
+            TOKEN,
+            "POST",
+            "/v1/coordinator/fork",
+            Some(&body.to_string()),
+        );
+        assert!(code >= 400, "{body} was refused: {reply}");
+        assert!(reply.to_string().contains(says), "{body}: {reply}");
+    }
+
+    let body =
+        serde_json::json!({"v": 1, "checkpoint": checkpoint, "rollout": source, "n": BRANCHES});
+    let (code, reply) = control(
+        &run_dir,
+        TOKEN,
+        "POST",
+        "/v1/coordinator/fork",
+        Some(&body.to_string()),
+    );
+    assert_eq!(code, 200, "fork: {reply}\n{}", text());
+    let branches: Vec<String> = reply["branches"]
+        .as_array()
+        .expect("branches")
+        .iter()
+        .map(|b| b.as_str().expect("id").to_owned())
+        .collect();
+    let expected: Vec<String> = (1..=BRANCHES).map(|i| format!("{source}~{i}")).collect();
+    assert_eq!(branches, expected);
+
+    // Each branch's sandbox starts from the snapshot.
+    for i in 1..=BRANCHES {
+        let found = workspaces(&run_dir, &format!(".b{i}."));
+        assert!(!found.is_empty(), "branch {i}'s sandbox is there");
+        for ws in found {
+            assert!(
+                ws.join("work.txt").exists(),
+                "branch {i} has the source's work"
+            );
+            assert!(
+                !ws.join("after-the-checkpoint").exists(),
+                "branch {i} sees a file written after the checkpoint ({})",
+                ws.display()
+            );
+        }
+    }
+
+    let status = wait(&mut child, LIMIT, &log);
+    assert!(status.success(), "the run failed ({status}):\n{}", text());
+
+    let rows = rollpoint_run::read_results(&run_dir).expect("results");
+    assert_eq!(rows.len(), 1 + BRANCHES, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r.status, Status::Verified, "{r:?}\n{}", text());
+        if r.rollout == source {
+            // Undisturbed: its one attempt, its one launch, its own calls.
+            assert!(r.forked_from.is_none(), "{r:?}");
+            assert_eq!((r.attempt, r.launches.len()), (0, 1), "{r:?}");
+        } else {
+            let from = r.forked_from.as_ref().expect("forked_from");
+            assert_eq!(from.rollout, source);
+            assert_eq!(from.checkpoint, checkpoint);
+            assert!(from.call.is_some(), "the branch point names a call: {r:?}");
+        }
+    }
+
+    // The model: the prefix asked once in all; the first call after the checkpoint asked by
+    // the source and every branch, each answered differently.
+    let entries = model_log(&run_dir);
+    let mut asked: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for e in &entries {
+        asked
+            .entry(e["request_sha256"].as_str().expect("sha").to_owned())
+            .or_default()
+            .push(e["sample"].as_u64().expect("sample"));
+    }
+    // A call in flight at the checkpoint is the branch point itself: the branches ask it again.
+    for d in &asked_before {
+        let n = asked[d].len();
+        assert!(
+            n == 1 || n == 1 + BRANCHES,
+            "a call made before the checkpoint went upstream {n} times: {d}"
+        );
+    }
+    // The source asks it too when its request has the same bytes (a tool that finished); a
+    // branch relaunched mid-tool says the tool was interrupted, and only the branches ask that.
+    let branched: Vec<&Vec<u64>> = asked
+        .values()
+        .filter(|samples| samples.len() >= BRANCHES)
+        .collect();
+    assert_eq!(
+        branched.len(),
+        1,
+        "exactly one request, the branch point, asked by every branch: {asked:?}"
+    );
+    let mut samples = branched[0].clone();
+    samples.sort_unstable();
+    assert_eq!(
+        samples,
+        (0..samples.len() as u64).collect::<Vec<_>>(),
+        "each asker got its own answer"
+    );
+    assert!(
+        asked
+            .values()
+            .all(|s| s.len() == 1 || s.len() == samples.len()),
+        "every other request was asked once: {asked:?}"
+    );
+
+    // The fork is in the run's history.
+    let events = std::fs::read_to_string(run_dir.join("events.jsonl")).expect("events");
+    assert!(events.contains("\"kind\":\"forked\""), "{events}");
+}
