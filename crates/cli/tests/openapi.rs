@@ -52,6 +52,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/r/{key}/v1/models"),
     // Run control.
     ("get", "/v1/run/status"),
+    ("post", "/v1/coordinator/fork"),
     // Every service.
     ("get", "/metrics"),
 ];

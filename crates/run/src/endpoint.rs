@@ -137,16 +137,16 @@ impl EndpointFile {
     }
 }
 
-/// The OpenAPI description of the run's own route (its checkpoint route is the
+/// The OpenAPI description of the run's own routes (its checkpoint route is the
 /// coordinator's, and `GET /metrics` is described with every service's).
 #[derive(Debug, utoipa::OpenApi)]
 #[openapi(
-    paths(status),
+    paths(status, fork),
     tags((
         name = "run",
         description = "The control endpoint of `rollpoint run` (its address is in \
-            `RUN_DIR/control.json`): the run's status, and a checkpoint on request. Every \
-            route needs the bearer token."
+            `RUN_DIR/control.json`): the run's status, a checkpoint on request, and forks of \
+            a checkpointed rollout. Every route needs the bearer token."
     )),
 )]
 pub struct RunApi;

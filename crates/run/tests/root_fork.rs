@@ -241,3 +241,160 @@ fn root_a_rollout_forked_eight_ways_shares_its_prefix_and_diverges_after_it() {
     let events = std::fs::read_to_string(run_dir.join("events.jsonl")).expect("events");
     assert!(events.contains("\"kind\":\"forked\""), "{events}");
 }
+
+/// The latest published checkpoint and its scope's rollouts.
+fn latest(run_dir: &Path) -> Option<(String, Vec<String>)> {
+    let id = std::fs::read_to_string(run_dir.join("checkpoints/LATEST")).ok()?;
+    let id = id.trim().to_owned();
+    let doc = rollpoint_checkpoint::store::read_checkpoint(run_dir, &id).ok()?;
+    let scope = doc
+        .scope
+        .iter()
+        .map(|k| k.rollout().as_str().to_owned())
+        .collect();
+    Some((id, scope))
+}
+
+#[test]
+fn root_branches_crash_and_resume_from_their_own_checkpoint_and_fork_works_on_a_stopped_run() {
+    require_root();
+    let dir = tempfile::Builder::new()
+        .prefix("rp")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let tag = format!("g{:04x}", fastrand::u16(..));
+    let source = format!("{tag}n");
+    let tasks = dir.path().join("tasks.jsonl");
+    write_jsonl(&tasks, &[native_task(&source)]);
+    std::fs::write(dir.path().join("model.json"), sampling_script().to_string()).expect("script");
+    let config = dir.path().join("run.toml");
+    std::fs::write(
+        &config,
+        "v = 1\nconcurrency = 8\ncheckpoint_every_s = 0\nmodel_script = \"model.json\"\n",
+    )
+    .expect("config");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token");
+    let run_dir = dir.path().join("r");
+    let log = dir.path().join("stderr.log");
+    let sup = supervisor_bin();
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    let mut args = run_args(&tasks, &config, &run_dir, &sup);
+    args.extend([
+        OsStr::new("--listen"),
+        OsStr::new("127.0.0.1:0"),
+        OsStr::new("--control-token-file"),
+        token_file.as_os_str(),
+    ]);
+    let mut child = spawn(&args, &log);
+    wait_file(&run_dir.join("control.json"), LIMIT, &log);
+    let end = Instant::now() + LIMIT;
+    while !model_log(&run_dir)
+        .iter()
+        .any(|e| e["step"].as_u64() >= Some(1))
+    {
+        assert!(
+            Instant::now() < end,
+            "the rollout did not get going:\n{}",
+            text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let first = checkpoint_kept_paused(&run_dir, TOKEN, 0)["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+
+    // `rollpoint fork` of a live run asks its endpoint and prints the branches.
+    let out = std::process::Command::new(rollpoint_bin())
+        .arg("fork")
+        .arg(&run_dir)
+        .args(["--checkpoint", &first, "--rollout", &source, "--n", "3"])
+        .arg("--control-token-file")
+        .arg(&token_file)
+        .output()
+        .expect("rollpoint fork");
+    assert!(
+        out.status.success(),
+        "fork of a live run: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let branches: Vec<String> = (1..=3).map(|i| format!("{source}~{i}")).collect();
+    assert_eq!(printed.lines().collect::<Vec<_>>(), branches);
+
+    // The branches are pinned by a checkpoint of their own; the run is killed after it.
+    let pin = loop {
+        if let Some((id, scope)) = latest(&run_dir)
+            && id != first
+            && branches.iter().all(|b| scope.contains(b))
+        {
+            break id;
+        }
+        assert!(
+            Instant::now() < end,
+            "no checkpoint holds the branches:\n{}",
+            text()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).expect("kill");
+    let _ = wait(&mut child, LIMIT, &log);
+
+    // `rollpoint fork` of a run no process drives: a resume that also forks, to the end.
+    let mut resumed = spawn(
+        &[
+            OsStr::new("fork"),
+            run_dir.as_os_str(),
+            OsStr::new("--checkpoint"),
+            OsStr::new(&pin),
+            OsStr::new("--rollout"),
+            OsStr::new(&source),
+            OsStr::new("--n"),
+            OsStr::new("2"),
+        ],
+        &log,
+    );
+    let status = wait(&mut resumed, LIMIT, &log);
+    assert!(
+        status.success(),
+        "fork of a stopped run ({status}):\n{}",
+        text()
+    );
+    assert!(
+        text().contains("restored rollouts from a checkpoint")
+            && text().contains(&format!("checkpoint={pin}")),
+        "the branches came back from their own checkpoint:\n{}",
+        text()
+    );
+
+    let rows = rollpoint_run::read_results(&run_dir).expect("results");
+    let by: BTreeMap<&str, &rollpoint_driver::RolloutResult> =
+        rows.iter().map(|r| (r.rollout.as_str(), r)).collect();
+    assert_eq!(by.len(), 6, "the source and five branches: {rows:?}");
+    assert_eq!(rows.len(), 6, "one row each: {rows:?}");
+    for r in &rows {
+        assert_eq!(r.status, Status::Verified, "{r:?}\n{}", text());
+    }
+    for b in &branches {
+        let r = by[b.as_str()];
+        assert_eq!(
+            r.attempt, 2,
+            "restored from the pin as its next attempt: {r:?}"
+        );
+        assert_eq!(
+            r.forked_from.as_ref().map(|f| f.checkpoint.as_str()),
+            Some(first.as_str())
+        );
+    }
+    for i in 4..=5 {
+        let r = by[format!("{source}~{i}").as_str()];
+        assert_eq!(
+            r.forked_from.as_ref().map(|f| f.checkpoint.as_str()),
+            Some(pin.as_str()),
+            "{r:?}"
+        );
+    }
+    assert!(by[source.as_str()].forked_from.is_none());
+}
