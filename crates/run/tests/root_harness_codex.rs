@@ -3,7 +3,8 @@
 //! or while it waits on the model, continues the saved session with no user
 //! message added and no answered model call sent again; a session with no
 //! model response starts over and says why; two held checkpoints, waiting on
-//! the model and mid-tool, freeze it in place. The scenarios are in
+//! the model and mid-tool, freeze it in place. Forked 8 ways from a
+//! mid-tool checkpoint, every branch continues the saved session. The scenarios are in
 //! `common/harness.rs`.
 
 mod common;
@@ -30,4 +31,9 @@ fn root_codex_session_without_a_response_starts_over_and_says_why() {
 #[test]
 fn root_codex_held_waiting_on_the_model_and_mid_tool_nothing_moves() {
     harness::paused_twice_in_place(CODEX);
+}
+
+#[test]
+fn root_codex_forked_eight_ways_mid_tool_every_branch_continues_the_saved_session() {
+    harness::fork_mid_rollout(CODEX);
 }

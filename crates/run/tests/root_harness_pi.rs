@@ -4,7 +4,8 @@
 //! message added and no answered model call sent again; a session with no
 //! model response starts over and says why; two held checkpoints, waiting on
 //! the model and mid-tool, freeze its files, its session file and its CPU
-//! time, and the same processes finish. The scenarios are in
+//! time, and the same processes finish. Forked 8 ways from a
+//! mid-tool checkpoint, every branch continues the saved session. The scenarios are in
 //! `common/harness.rs`.
 
 mod common;
@@ -31,4 +32,9 @@ fn root_pi_session_without_a_response_starts_over_and_says_why() {
 #[test]
 fn root_pi_held_waiting_on_the_model_and_mid_tool_nothing_moves() {
     harness::paused_twice_in_place(PI);
+}
+
+#[test]
+fn root_pi_forked_eight_ways_mid_tool_every_branch_continues_the_saved_session() {
+    harness::fork_mid_rollout(PI);
 }

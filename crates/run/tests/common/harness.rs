@@ -811,3 +811,113 @@ pub fn bench_round(h: Harness) -> BTreeMap<&'static str, u64> {
     case.check_nothing_left();
     out
 }
+
+/// Forks the harness's rollout 8 ways from a checkpoint taken mid-tool, over the run's control
+/// endpoint: every branch continues the saved session in its own sandbox forked from the
+/// snapshot, finishes and verifies; no model call answered before the checkpoint is sent
+/// again (only the one in flight there, if any, is asked once per branch); no branch sees a
+/// file written after the checkpoint; the source's row is undisturbed.
+pub fn fork_mid_rollout(h: Harness) {
+    const BRANCHES: usize = 8;
+    let case = Case::new(h, 'f', &[(900, 300); 5]);
+    std::fs::write(
+        &case.config,
+        "v = 1\nconcurrency = 9\ncheckpoint_every_s = 0\nmodel_script = \"model.json\"\nstore = \"btrfs\"\n",
+    )
+    .expect("config");
+    let mut child = case.start();
+    wait_file(&case.run_dir.join("control.json"), LIMIT, &case.log);
+    case.wait_until("the harness did not run its second step", || {
+        case.lines() >= 2
+    });
+    std::thread::sleep(Duration::from_millis(h.session_lag_ms));
+    let report = checkpoint_kept_paused(&case.run_dir, TOKEN, 0);
+    let checkpoint = report["id"].as_str().expect("id").to_owned();
+    let asked_before: Vec<String> = case
+        .model_log()
+        .iter()
+        .filter_map(|e| e["request_sha256"].as_str().map(str::to_owned))
+        .collect();
+    for root in case.sandbox_roots() {
+        std::fs::write(root.join("workspace/after-the-checkpoint"), "source only\n")
+            .expect("marker");
+    }
+    let body = serde_json::json!({"v": 1, "checkpoint": checkpoint, "rollout": case.rollout, "n": BRANCHES});
+    let (code, reply) = crate::common::control(
+        &case.run_dir,
+        TOKEN,
+        "POST",
+        "/v1/coordinator/fork",
+        Some(&body.to_string()),
+    );
+    assert_eq!(code, 200, "fork: {reply}\n{}", case.log_text());
+    let branches: Vec<String> = reply["branches"]
+        .as_array()
+        .expect("branches")
+        .iter()
+        .map(|b| b.as_str().expect("id").to_owned())
+        .collect();
+    assert_eq!(branches.len(), BRANCHES, "{reply}");
+    let sandboxes = case.run_dir.join("owner/sandboxes");
+    for i in 1..=BRANCHES {
+        let part = format!(".b{i}.");
+        let found: Vec<PathBuf> = std::fs::read_dir(&sandboxes)
+            .expect("sandboxes")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().contains(&part))
+            .map(|e| e.path().join("root/workspace"))
+            .collect();
+        assert!(!found.is_empty(), "branch {i}'s sandbox is there");
+        for ws in found {
+            assert!(
+                !ws.join("after-the-checkpoint").exists(),
+                "branch {i} sees a file written after the checkpoint"
+            );
+        }
+    }
+    let status = wait(&mut child, LIMIT, &case.log);
+    assert!(
+        status.success(),
+        "the run failed ({status}):\n{}",
+        case.log_text()
+    );
+
+    let rows = rollpoint_run::read_results(&case.run_dir).expect("results");
+    assert_eq!(rows.len(), 1 + BRANCHES, "{rows:?}");
+    for r in &rows {
+        assert_eq!(r.status, Status::Verified, "{r:?}\n{}", case.log_text());
+        if r.rollout == case.rollout {
+            assert!(r.forked_from.is_none(), "{r:?}");
+            assert_eq!(r.attempt, 0, "the source is undisturbed: {r:?}");
+            continue;
+        }
+        assert!(branches.contains(&r.rollout), "{r:?}");
+        let from = r.forked_from.as_ref().expect("forked_from");
+        assert_eq!(
+            (from.rollout.as_str(), from.checkpoint.as_str()),
+            (case.rollout.as_str(), checkpoint.as_str())
+        );
+        let last = r.launches.last().expect("launches");
+        if h.tier.is_some() {
+            assert!(
+                last.resumed,
+                "the branch continued the saved session: {last:?}"
+            );
+        }
+        assert_eq!(last.attempt, 1, "{last:?}");
+    }
+    let mut asked: BTreeMap<String, usize> = BTreeMap::new();
+    for e in case.model_log() {
+        *asked
+            .entry(e["request_sha256"].as_str().expect("sha").to_owned())
+            .or_default() += 1;
+    }
+    for d in &asked_before {
+        let n = asked[d];
+        assert!(
+            n == 1 || n >= BRANCHES,
+            "a call answered before the checkpoint went upstream {n} times: {d}"
+        );
+    }
+    metric(h.kind, "fork_upstream_calls", asked.values().sum::<usize>());
+}
