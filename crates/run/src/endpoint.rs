@@ -141,7 +141,7 @@ impl EndpointFile {
 /// coordinator's, and `GET /metrics` is described with every service's).
 #[derive(Debug, utoipa::OpenApi)]
 #[openapi(
-    paths(status, fork),
+    paths(status),
     tags((
         name = "run",
         description = "The control endpoint of `rollpoint run` (its address is in \
@@ -242,21 +242,8 @@ async fn checkpoint(
     }
 }
 
-/// Forks a rollout of a published checkpoint into `n` new rollouts of the run.
-#[utoipa::path(
-    post,
-    path = "/v1/coordinator/fork",
-    operation_id = "run_fork",
-    tag = "run",
-    request_body = ForkRequest,
-    responses(
-        (status = 200, description = "The branches, running.", body = ForkReply),
-        (status = 400, description = "A field is out of range or malformed (`bad_request`, naming it).", body = rollpoint_api::error::ErrorBody),
-        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
-        (status = 502, description = "The fork failed (an unknown checkpoint or rollout, a rollout that could not be saved), or the run is ending (`failed`).", body = rollpoint_api::error::ErrorBody),
-    ),
-    security(("bearer" = [])),
-)]
+/// Forks a rollout of a published checkpoint into `n` new rollouts of the run (described
+/// with the coordinator's route of the same path).
 async fn fork(
     State(loop_tx): State<mpsc::UnboundedSender<Signal>>,
     body: Body,

@@ -433,7 +433,7 @@ impl Run {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn root_rollouts_over_http_checkpointed_by_the_http_coordinator() {
+async fn root_rollouts_over_http_checkpointed_and_forked_by_the_http_coordinator() {
     require_root();
     let run = Run::start();
     let http = Client::new();
@@ -468,7 +468,38 @@ async fn root_rollouts_over_http_checkpointed_by_the_http_coordinator() {
     assert_eq!(st.peers.len(), 3);
     assert!(st.peers.iter().all(|p| p.error.is_none()), "{st:?}");
 
+    // A counting rollout forked two ways: the branches run on the agent as rollouts of
+    // their own, from the checkpoint's state.
+    let body = serde_json::json!({"v": 1, "checkpoint": ck.id, "rollout": ids[0], "n": 2});
+    let forked = run.coordinator_post(&http, "fork", &body.to_string()).await;
+    let branches: Vec<String> = forked["branches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        branches,
+        vec![format!("{}~1", ids[0]), format!("{}~2", ids[0])],
+        "{forked}"
+    );
+    let again = run.coordinator_post(&http, "fork", &body.to_string()).await;
+    assert_eq!(
+        again["branches"][0],
+        format!("{}~3", ids[0]),
+        "no number is given out twice: {again}"
+    );
+    let mut branches = branches;
+    branches.extend(
+        again["branches"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b.as_str().unwrap().to_owned()),
+    );
+
     run.results_pass(&http, &ids, 0).await;
+    run.results_pass(&http, &branches, 1).await;
     run.check_model_log();
     run.stop_and_check(&tag).await;
 }

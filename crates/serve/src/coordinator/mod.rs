@@ -12,6 +12,7 @@
 //! with `busy`, not queued.
 
 mod checkpoint;
+mod fork;
 mod restore;
 mod status;
 
@@ -34,7 +35,7 @@ use rollpoint_checkpoint::AttemptKey;
 /// described apart).
 #[derive(Debug, utoipa::OpenApi)]
 #[openapi(
-    paths(checkpoint::handle, restore::handle, status::handle),
+    paths(checkpoint::handle, restore::handle, fork::handle, status::handle),
     tags((
         name = "coordinator",
         description = "The checkpoint coordinator over HTTP (`rollpoint serve coordinator`), so a \
@@ -111,6 +112,8 @@ struct Shared {
     busy: tokio::sync::Mutex<()>,
     /// The checkpoint the participants were last restored from.
     continues: Mutex<Option<String>>,
+    /// Branch rollouts this coordinator has made, so no number is given out twice.
+    branches: Mutex<std::collections::BTreeSet<rollpoint_proto::key::RolloutId>>,
     metrics: Registry,
     checkpoints: CheckpointMetrics,
 }
@@ -174,6 +177,7 @@ impl CoordinatorService {
                 client,
                 busy: tokio::sync::Mutex::new(()),
                 continues: Mutex::new(None),
+                branches: Mutex::new(std::collections::BTreeSet::new()),
                 metrics,
                 checkpoints,
             }),
@@ -185,6 +189,7 @@ impl CoordinatorService {
         let routes = Router::new()
             .route("/v1/coordinator/checkpoint", post(checkpoint::handle))
             .route("/v1/coordinator/restore", post(restore::handle))
+            .route("/v1/coordinator/fork", post(fork::handle))
             .route("/v1/coordinator/status", get(status::handle))
             .route(
                 "/metrics",
