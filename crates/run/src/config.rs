@@ -123,6 +123,43 @@ pub struct RunConfig {
     /// gateway's address, so a resume binds the port the run used.
     #[serde(default)]
     pub gateway_port: u16,
+    /// Fork every rollout of the tasks file at its own checkpoints (docs/design/fork.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<BranchRule>,
+}
+
+/// `[branch]`: when the run forks its rollouts by itself, and how many ways.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BranchRule {
+    /// `"every checkpoint"`: each rollout of the tasks file is forked at the first
+    /// checkpoint that saves it; `"checkpoint N"`: at the N-th checkpoint that saves it
+    /// (1..=[`MAX_BRANCH_AT`]). A rollout is forked by the rule once; branches never are.
+    pub at: String,
+    /// Branches per rollout (1..=256).
+    pub n: u32,
+}
+
+/// Largest N of `branch.at = "checkpoint N"`.
+pub const MAX_BRANCH_AT: u32 = 1_000_000;
+
+impl BranchRule {
+    /// The number of checkpoints that must have saved a rollout before the rule forks it.
+    pub fn nth(&self) -> Result<u32, String> {
+        if self.at == "every checkpoint" {
+            return Ok(1);
+        }
+        self.at
+            .strip_prefix("checkpoint ")
+            .and_then(|n| n.parse::<u32>().ok())
+            .filter(|n| (1..=MAX_BRANCH_AT).contains(n))
+            .ok_or_else(|| {
+                format!(
+                    "{:?} is neither \"every checkpoint\" nor \"checkpoint N\" with N in 1..={MAX_BRANCH_AT}",
+                    self.at
+                )
+            })
+    }
 }
 
 impl Default for RunConfig {
@@ -143,6 +180,7 @@ impl Default for RunConfig {
             store: StoreKind::Auto,
             supervisor: None,
             gateway_port: 0,
+            branch: None,
         }
     }
 }
@@ -231,6 +269,15 @@ impl RunConfig {
         }
         if !(1..=MAX_KEEP).contains(&self.keep) {
             return bad("keep", &format!("{} is outside 1..={MAX_KEEP}", self.keep));
+        }
+        if let Some(rule) = &self.branch {
+            if let Err(message) = rule.nth() {
+                return bad("branch.at", &message);
+            }
+            let max = rollpoint_api::wire::MAX_FORK_N;
+            if !(1..=max).contains(&rule.n) {
+                return bad("branch.n", &format!("{} is outside 1..={max}", rule.n));
+            }
         }
         if self.model_upstream.is_some() && self.model_script.is_some() {
             return bad(

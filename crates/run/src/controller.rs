@@ -132,6 +132,8 @@ pub async fn run(
             .map(|t| (t.rollout().to_owned(), 0))
             .collect(),
         forks: std::collections::BTreeMap::new(),
+        saved_by: std::collections::BTreeMap::new(),
+        branched: std::collections::BTreeSet::new(),
     };
     state.save(&run_dir)?;
     let serving = match inputs.listen {
@@ -477,14 +479,16 @@ impl Loop {
                     self.finished(rollout, attempt, result).await?;
                 }
                 _ = ticker.tick(), if every > 0 => {
-                    if let Err(e) = self.checkpoint(None, false, Duration::ZERO).await {
-                        tracing::warn!(error = %RunError::from(e), "checkpoint failed; the run goes on");
+                    match self.checkpoint(None, false, Duration::ZERO).await {
+                        Ok(done) => self.branch_by_rule(&done.id, &done.scope, &done.restarts).await,
+                        Err(e) => tracing::warn!(error = %RunError::from(e), "checkpoint failed; the run goes on"),
                     }
                 }
                 signal = signals.recv(), if signals_open => match signal {
                     Some(Signal::Checkpoint) => {
-                        if let Err(e) = self.checkpoint(None, false, Duration::ZERO).await {
-                            tracing::warn!(error = %RunError::from(e), "checkpoint failed; the run goes on");
+                        match self.checkpoint(None, false, Duration::ZERO).await {
+                            Ok(done) => self.branch_by_rule(&done.id, &done.scope, &done.restarts).await,
+                            Err(e) => tracing::warn!(error = %RunError::from(e), "checkpoint failed; the run goes on"),
                         }
                     }
                     Some(Signal::Control(EndpointRequest::Checkpoint { request, reply })) => {
@@ -509,7 +513,11 @@ impl Loop {
                         if let Err(e) = &answer {
                             tracing::warn!(error = %e.as_run_error(), "checkpoint failed; the run goes on");
                         }
+                        let done = answer.as_ref().ok().cloned();
                         let _asker_gone: Result<(), _> = reply.send(answer.map_err(|e| e.api()));
+                        if let Some(done) = done {
+                            self.branch_by_rule(&done.id, &done.scope, &done.restarts).await;
+                        }
                     }
                     Some(Signal::Control(EndpointRequest::Status { reply })) => {
                         self.count();

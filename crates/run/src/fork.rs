@@ -66,21 +66,88 @@ pub(crate) fn plan(
 }
 
 impl Loop {
-    /// Forks `req.rollout` of checkpoint `req.checkpoint` into `req.n` new rollouts.
+    /// Forks `req.rollout` of checkpoint `req.checkpoint` into `req.n` new rollouts, and pins
+    /// them with a checkpoint.
     pub(crate) async fn fork(&mut self, req: &ForkRequest) -> Result<ForkReply, RunError> {
-        let checkpoint = req.checkpoint.as_str();
-        let (from, to) = plan(&self.run_dir, &self.state.attempts, req)?;
-        let rollout = from.rollout().clone();
-        let (task, call) = crate::saved::fork_source(&self.run_dir, checkpoint, &from)?;
-        self.fork_into(checkpoint, &from, &to, &task, call).await?;
-        self.progress.total += to.len();
-        // Pin the branches, so a crash from now on resumes them from their own checkpoint.
+        let made = self.fork_unpinned(req).await?;
+        self.pin_branches().await;
+        Ok(made)
+    }
+
+    /// Pins new branches, so a crash from now on resumes them from their own checkpoint.
+    async fn pin_branches(&mut self) {
         if let Err(e) = self
             .checkpoint(None, false, std::time::Duration::ZERO)
             .await
         {
             tracing::warn!(error = %RunError::from(e), "the checkpoint pinning the branches failed; the run goes on");
         }
+    }
+
+    /// `[branch]`: after checkpoint `checkpoint` (of `scope`, `restarts` not saved), forks each
+    /// rollout of the tasks file it is due for, then pins the branches with one checkpoint.
+    pub(crate) async fn branch_by_rule(
+        &mut self,
+        checkpoint: &str,
+        scope: &[AttemptKey],
+        restarts: &[AttemptKey],
+    ) {
+        let Some(rule) = self.state.config.branch.clone() else {
+            return;
+        };
+        let Ok(nth) = rule.nth() else { return };
+        let mut due = Vec::new();
+        for k in scope {
+            let r = k.rollout().as_str();
+            if self.state.forks.contains_key(r)
+                || self.state.branched.contains(r)
+                || restarts.contains(k)
+            {
+                continue;
+            }
+            let n = self.state.saved_by.entry(r.to_owned()).or_insert(0);
+            *n += 1;
+            if *n >= nth {
+                due.push(r.to_owned());
+            }
+        }
+        let mut forked = false;
+        for rollout in due {
+            let req = ForkRequest {
+                v: WIRE_VERSION,
+                checkpoint: checkpoint.to_owned(),
+                rollout: rollout.clone(),
+                n: rule.n,
+            };
+            match self.fork_unpinned(&req).await {
+                Ok(_) => {
+                    self.state.saved_by.remove(&rollout);
+                    self.state.branched.insert(rollout);
+                    forked = true;
+                }
+                Err(e) => tracing::warn!(
+                    rollout = %rollout,
+                    error = %e,
+                    "the branch rule could not fork the rollout; the run goes on"
+                ),
+            }
+        }
+        if let Err(e) = self.state.save(&self.run_dir) {
+            tracing::warn!(error = %e, "the branch rule's counts were not saved");
+        }
+        if forked {
+            self.pin_branches().await;
+        }
+    }
+
+    /// [`Loop::fork`] without the pinning checkpoint.
+    async fn fork_unpinned(&mut self, req: &ForkRequest) -> Result<ForkReply, RunError> {
+        let checkpoint = req.checkpoint.as_str();
+        let (from, to) = plan(&self.run_dir, &self.state.attempts, req)?;
+        let rollout = from.rollout().clone();
+        let (task, call) = crate::saved::fork_source(&self.run_dir, checkpoint, &from)?;
+        self.fork_into(checkpoint, &from, &to, &task, call).await?;
+        self.progress.total += to.len();
         Ok(ForkReply {
             v: WIRE_VERSION,
             checkpoint: checkpoint.to_owned(),

@@ -33,6 +33,12 @@ pub struct RunState {
     /// Rollouts made by forking a checkpointed rollout, by id (`<rollout>~<n>`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub forks: BTreeMap<String, ForkRecord>,
+    /// For `[branch]`: checkpoints that saved each rollout of the tasks file not yet forked
+    /// by the rule, and those it forked.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub saved_by: BTreeMap<String, u32>,
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub branched: std::collections::BTreeSet<String>,
 }
 
 /// A branch of a forked rollout: its task (renamed) and where it was forked from.
@@ -110,6 +116,8 @@ mod tests {
             gateway_port: 4000,
             attempts: BTreeMap::from([("a".to_owned(), 1)]),
             forks: BTreeMap::new(),
+            saved_by: BTreeMap::new(),
+            branched: std::collections::BTreeSet::new(),
         };
         state.save(dir.path()).unwrap();
         assert_eq!(RunState::load(dir.path()).unwrap(), state);

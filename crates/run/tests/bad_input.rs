@@ -86,6 +86,21 @@ fn bad_tasks_and_configs_are_refused_naming_the_line_and_field() {
             "https://",
         ),
         (
+            "v = 1\n[branch]\nat = \"sometimes\"\nn = 2\n",
+            "branch.at",
+            "every checkpoint",
+        ),
+        (
+            "v = 1\n[branch]\nat = \"checkpoint 0\"\nn = 2\n",
+            "branch.at",
+            "1..=1000000",
+        ),
+        (
+            "v = 1\n[branch]\nat = \"every checkpoint\"\nn = 300\n",
+            "branch.n",
+            "1..=256",
+        ),
+        (
             "v = 1\nmodel_credential_env = \"K\"\nmodel_credential_file = \"k\"\n",
             "model_credential_file",
             "not both",

@@ -178,6 +178,8 @@ fn status_says_the_latest_checkpoint_is_damaged_and_why() {
         gateway_port: 0,
         attempts: [("a".to_owned(), 0)].into(),
         forks: Default::default(),
+        saved_by: Default::default(),
+        branched: Default::default(),
     }
     .save(run)
     .unwrap();

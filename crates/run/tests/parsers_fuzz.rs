@@ -26,6 +26,8 @@ fn state() -> Vec<u8> {
         gateway_port: 4000,
         attempts: [("r1".to_owned(), 1)].into(),
         forks: Default::default(),
+        saved_by: Default::default(),
+        branched: Default::default(),
     };
     state.save(dir.path()).expect("save");
     std::fs::read(RunState::path(dir.path())).expect("read")

@@ -398,3 +398,62 @@ fn root_branches_crash_and_resume_from_their_own_checkpoint_and_fork_works_on_a_
     }
     assert!(by[source.as_str()].forked_from.is_none());
 }
+
+#[test]
+fn root_the_branch_rule_forks_every_rollout_of_the_tasks_file_once() {
+    require_root();
+    let dir = tempfile::Builder::new()
+        .prefix("rp")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let tag = format!("h{:04x}", fastrand::u16(..));
+    let sources: Vec<String> = (0..2).map(|i| format!("{tag}n{i}")).collect();
+    let rows: Vec<serde_json::Value> = sources.iter().map(|s| native_task(s)).collect();
+    let tasks = dir.path().join("tasks.jsonl");
+    write_jsonl(&tasks, &rows);
+    std::fs::write(dir.path().join("model.json"), sampling_script().to_string()).expect("script");
+    let config = dir.path().join("run.toml");
+    std::fs::write(
+        &config,
+        "v = 1\nconcurrency = 8\ncheckpoint_every_s = 1\nmodel_script = \"model.json\"\n\
+         [branch]\nat = \"every checkpoint\"\nn = 3\n",
+    )
+    .expect("config");
+    let run_dir = dir.path().join("r");
+    let log = dir.path().join("stderr.log");
+    let sup = supervisor_bin();
+    let mut child = spawn(&run_args(&tasks, &config, &run_dir, &sup), &log);
+    let status = wait(&mut child, LIMIT, &log);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "the run failed ({status}):\n{text}");
+
+    let rows = rollpoint_run::read_results(&run_dir).expect("results");
+    assert_eq!(
+        rows.len(),
+        2 + 2 * 3,
+        "each source and its 3 branches: {rows:?}\n{text}"
+    );
+    for r in &rows {
+        assert_eq!(r.status, Status::Verified, "{r:?}\n{text}");
+    }
+    for s in &sources {
+        for i in 1..=3 {
+            let b = format!("{s}~{i}");
+            let r = rows.iter().find(|r| r.rollout == b).expect("branch row");
+            assert_eq!(
+                r.forked_from.as_ref().map(|f| f.rollout.as_str()),
+                Some(s.as_str())
+            );
+        }
+    }
+    assert!(
+        !rows.iter().any(|r| r.rollout.matches('~').count() > 1),
+        "branches are not forked again: {rows:?}"
+    );
+    let state = rollpoint_run::RunState::load(&run_dir).expect("run.json");
+    assert_eq!(
+        state.branched.iter().cloned().collect::<Vec<_>>(),
+        sources,
+        "each source forked once by the rule"
+    );
+}
