@@ -40,6 +40,16 @@ pub struct AgentParticipant {
 }
 
 impl AgentParticipant {
+    /// Installs `runs` and keeps their handles for [`AgentParticipant::take_installed`].
+    fn install_runs(&self, runs: Vec<(RolloutTask, Bookmark)>) -> HookResult<()> {
+        let handles = self.runs.install(runs).map_err(HookError::new)?;
+        self.installed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(handles);
+        Ok(())
+    }
+
     pub fn new(runs: Runs, instance: &str) -> Self {
         Self {
             runs,
@@ -299,11 +309,7 @@ impl Participant for AgentParticipant {
                         .map_err(HookError::new)
                 })
                 .collect::<HookResult<_>>()?;
-            let handles = self.runs.install(runs).map_err(HookError::new)?;
-            self.installed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend(handles);
+            self.install_runs(runs)?;
             Ok(next)
         }
         .boxed()
@@ -331,11 +337,7 @@ impl Participant for AgentParticipant {
                 let record = source.for_branch(branch).map_err(HookError::new)?;
                 runs.push((record.task, record.bookmark));
             }
-            let handles = self.runs.install(runs).map_err(HookError::new)?;
-            self.installed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .extend(handles);
+            self.install_runs(runs)?;
             Ok(to.iter().map(AttemptKey::next).collect())
         }
         .boxed()

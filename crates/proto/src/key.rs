@@ -52,6 +52,29 @@ impl RolloutId {
         Self::new(&format!("{}~{n}", self.0))
     }
 
+    /// The first `n` branches of this rollout whose ids `taken` does not hold, lowest
+    /// numbers first.
+    pub fn free_branches(
+        &self,
+        n: usize,
+        mut taken: impl FnMut(&Self) -> bool,
+    ) -> Result<Vec<Self>, KeyError> {
+        let mut out = Vec::with_capacity(n);
+        let mut i: u32 = 1;
+        while out.len() < n {
+            let b = self.branch(i)?;
+            if !taken(&b) {
+                out.push(b);
+            }
+            i = i.checked_add(1).ok_or_else(|| KeyError {
+                what: "rollout id",
+                key: self.0.clone(),
+                reason: "no branch number left".to_owned(),
+            })?;
+        }
+        Ok(out)
+    }
+
     /// The rollout this one is branch `n` of, when it is named `<rollout>~<n>`.
     #[must_use]
     pub fn branch_of(&self) -> Option<(Self, u32)> {

@@ -34,34 +34,16 @@ pub(crate) fn plan(
     let doc = store::read_checkpoint(run_dir, checkpoint)
         .map_err(|e| err(format!("no such published checkpoint to fork: {e}")))?;
     let rollout = RolloutId::new(&req.rollout).map_err(|e| err(e.to_string()))?;
-    let from = doc
-        .scope
-        .iter()
-        .find(|k| k.rollout() == &rollout)
-        .cloned()
-        .ok_or_else(|| {
-            let saved: Vec<String> = doc.scope.iter().map(ToString::to_string).collect();
-            err(format!(
-                "rollout {rollout} is not in it (it saved: {})",
-                saved.join(", ")
-            ))
-        })?;
-    if doc.restarts.contains(&from) {
-        return Err(err(format!(
-            "{from} could not be saved there (it starts over from its seed): there is nothing to fork"
-        )));
-    }
-    let mut to = Vec::new();
-    let mut i: u32 = 1;
-    while to.len() < req.n as usize {
-        let branch = rollout.branch(i).map_err(|e| err(e.to_string()))?;
-        if !dispatched.contains_key(branch.as_str()) {
-            to.push(AttemptKey::new(branch, from.attempt()));
-        }
-        i = i
-            .checked_add(1)
-            .ok_or_else(|| err("no branch number left".to_owned()))?;
-    }
+    let from = doc.forkable(&rollout).map_err(|e| RunError::Setup {
+        what: "fork",
+        message: e.to_string(),
+    })?;
+    let to = rollout
+        .free_branches(req.n as usize, |b| dispatched.contains_key(b.as_str()))
+        .map_err(|e| err(e.to_string()))?
+        .into_iter()
+        .map(|b| AttemptKey::new(b, from.attempt()))
+        .collect();
     Ok((from, to))
 }
 

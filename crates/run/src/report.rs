@@ -248,12 +248,7 @@ impl RunReport {
                 } else {
                     "launch"
                 };
-                let end = l
-                    .end
-                    .as_ref()
-                    .and_then(|e| serde_json::to_value(e).ok())
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_else(|| "-".to_owned());
+                let end = end_name(l);
                 let _ = write!(
                     page,
                     "<rect class=\"{class}\" data-rollout=\"{}\" x=\"{x1:.1}\" y=\"{:.1}\" width=\"{:.1}\" \
@@ -412,12 +407,7 @@ fn rollout_html(page: &mut String, r: &RolloutResult) {
             || "-".to_owned(),
             |e| (e.saturating_sub(l.started_at_ms)).to_string(),
         );
-        let end = l
-            .end
-            .as_ref()
-            .and_then(|e| serde_json::to_value(e).ok())
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_else(|| "-".to_owned());
+        let end = end_name(l);
         let _ = write!(
             page,
             "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{ran}</td><td>{}</td><td>{}</td></tr>",
@@ -452,6 +442,15 @@ fn rollout_html(page: &mut String, r: &RolloutResult) {
         page.push_str("</ol>");
     }
     page.push_str("</details>\n");
+}
+
+/// How a launch ended, as the launch log writes it (`-` while it runs).
+fn end_name(l: &rollpoint_driver::LaunchEntry) -> String {
+    l.end
+        .as_ref()
+        .and_then(|e| serde_json::to_value(e).ok())
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| "-".to_owned())
 }
 
 /// `text` escaped for HTML text and attribute values.

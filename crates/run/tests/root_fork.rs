@@ -40,56 +40,83 @@ fn model_log(run_dir: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The workspaces of the sandboxes whose directory name holds `part`.
-fn workspaces(run_dir: &Path, part: &str) -> Vec<PathBuf> {
-    std::fs::read_dir(run_dir.join("owner/sandboxes"))
-        .map(|d| {
-            d.flatten()
-                .filter(|e| e.file_name().to_string_lossy().contains(part))
-                .map(|e| e.path().join("root/workspace"))
-                .filter(|p| p.is_dir())
-                .collect()
-        })
-        .unwrap_or_default()
+/// A run of one native task `<tag>n` with the sampling script, serving its control endpoint.
+struct Started {
+    _dir: tempfile::TempDir,
+    source: String,
+    run_dir: PathBuf,
+    log: PathBuf,
+    token_file: PathBuf,
+    args: Vec<std::ffi::OsString>,
+}
+
+impl Started {
+    fn new(letter: char, concurrency: usize) -> Self {
+        require_root();
+        let dir = tempfile::Builder::new()
+            .prefix("rp")
+            .tempdir_in("/tmp")
+            .expect("tempdir");
+        let source = format!("{letter}{:04x}n", fastrand::u16(..));
+        let tasks = dir.path().join("tasks.jsonl");
+        write_jsonl(&tasks, &[native_task(&source)]);
+        std::fs::write(dir.path().join("model.json"), sampling_script().to_string())
+            .expect("script");
+        let config = dir.path().join("run.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "v = 1\nconcurrency = {concurrency}\ncheckpoint_every_s = 0\nmodel_script = \"model.json\"\n"
+            ),
+        )
+        .expect("config");
+        let token_file = dir.path().join("token");
+        std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token");
+        let run_dir = dir.path().join("r");
+        let sup = supervisor_bin();
+        let mut args: Vec<std::ffi::OsString> = run_args(&tasks, &config, &run_dir, &sup)
+            .into_iter()
+            .map(OsStr::to_owned)
+            .collect();
+        args.extend([
+            "--listen".into(),
+            "127.0.0.1:0".into(),
+            "--control-token-file".into(),
+        ]);
+        args.push(token_file.clone().into_os_string());
+        Self {
+            log: dir.path().join("stderr.log"),
+            _dir: dir,
+            source,
+            run_dir,
+            token_file,
+            args,
+        }
+    }
+
+    /// Starts the run and waits for its control endpoint.
+    fn spawn(&self) -> std::process::Child {
+        let args: Vec<&OsStr> = self
+            .args
+            .iter()
+            .map(std::ffi::OsString::as_os_str)
+            .collect();
+        let child = spawn(&args, &self.log);
+        wait_file(&self.run_dir.join("control.json"), LIMIT, &self.log);
+        child
+    }
 }
 
 #[test]
 fn root_a_rollout_forked_eight_ways_shares_its_prefix_and_diverges_after_it() {
-    require_root();
-    let dir = tempfile::Builder::new()
-        .prefix("rp")
-        .tempdir_in("/tmp")
-        .expect("tempdir");
-    let tag = format!("f{:04x}", fastrand::u16(..));
-    let source = format!("{tag}n");
-    let tasks = dir.path().join("tasks.jsonl");
-    write_jsonl(&tasks, &[native_task(&source)]);
-    std::fs::write(dir.path().join("model.json"), sampling_script().to_string()).expect("script");
-    let config = dir.path().join("run.toml");
-    std::fs::write(
-        &config,
-        "v = 1\nconcurrency = 12\ncheckpoint_every_s = 0\nmodel_script = \"model.json\"\n",
-    )
-    .expect("config");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token");
-    let run_dir = dir.path().join("r");
-    let log = dir.path().join("stderr.log");
-    let sup = supervisor_bin();
-    let text = || std::fs::read_to_string(&log).unwrap_or_default();
-    let mut args = run_args(&tasks, &config, &run_dir, &sup);
-    args.extend([
-        OsStr::new("--listen"),
-        OsStr::new("127.0.0.1:0"),
-        OsStr::new("--control-token-file"),
-        token_file.as_os_str(),
-    ]);
-    let mut child = spawn(&args, &log);
-    wait_file(&run_dir.join("control.json"), LIMIT, &log);
+    let started = Started::new('f', 12);
+    let mut child = started.spawn();
+    let (source, run_dir, log) = (&started.source, &started.run_dir, &started.log);
+    let text = || std::fs::read_to_string(log).unwrap_or_default();
 
     // Mid-rollout: the second step asked for.
     let end = Instant::now() + LIMIT;
-    while !model_log(&run_dir)
+    while !model_log(run_dir)
         .iter()
         .any(|e| e["step"].as_u64() >= Some(1))
     {
@@ -100,14 +127,14 @@ fn root_a_rollout_forked_eight_ways_shares_its_prefix_and_diverges_after_it() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let report = checkpoint_kept_paused(&run_dir, TOKEN, 0);
+    let report = checkpoint_kept_paused(run_dir, TOKEN, 0);
     let checkpoint = report["id"].as_str().expect("id").to_owned();
-    let asked_before: Vec<String> = model_log(&run_dir)
+    let asked_before: Vec<String> = model_log(run_dir)
         .iter()
         .filter_map(|e| e["request_sha256"].as_str().map(str::to_owned))
         .collect();
     // Written by the source after the checkpoint: no branch may see it.
-    let source_ws = workspaces(&run_dir, &format!("{source}-"));
+    let source_ws = workspaces(run_dir, &format!("{source}-"));
     assert!(!source_ws.is_empty(), "the source's sandbox");
     for ws in &source_ws {
         std::fs::write(ws.join("after-the-checkpoint"), "source only\n").expect("marker");
@@ -125,11 +152,11 @@ fn root_a_rollout_forked_eight_ways_shares_its_prefix_and_diverges_after_it() {
         ),
         (
             serde_json::json!({"v": 1, "checkpoint": checkpoint, "rollout": "nobody", "n": 2}),
-            "not in it",
+            "is not in checkpoint",
         ),
     ] {
         let (code, reply) = control(
-            &run_dir,
+            run_dir,
             TOKEN,
             "POST",
             "/v1/coordinator/fork",
@@ -142,7 +169,7 @@ fn root_a_rollout_forked_eight_ways_shares_its_prefix_and_diverges_after_it() {
     let body =
         serde_json::json!({"v": 1, "checkpoint": checkpoint, "rollout": source, "n": BRANCHES});
     let (code, reply) = control(
-        &run_dir,
+        run_dir,
         TOKEN,
         "POST",
         "/v1/coordinator/fork",
@@ -160,7 +187,7 @@ fn root_a_rollout_forked_eight_ways_shares_its_prefix_and_diverges_after_it() {
 
     // Each branch's sandbox starts from the snapshot.
     for i in 1..=BRANCHES {
-        let found = workspaces(&run_dir, &format!(".b{i}."));
+        let found = workspaces(run_dir, &format!(".b{i}."));
         assert!(!found.is_empty(), "branch {i}'s sandbox is there");
         for ws in found {
             assert!(
@@ -175,20 +202,20 @@ fn root_a_rollout_forked_eight_ways_shares_its_prefix_and_diverges_after_it() {
         }
     }
 
-    let status = wait(&mut child, LIMIT, &log);
+    let status = wait(&mut child, LIMIT, log);
     assert!(status.success(), "the run failed ({status}):\n{}", text());
 
-    let rows = rollpoint_run::read_results(&run_dir).expect("results");
+    let rows = rollpoint_run::read_results(run_dir).expect("results");
     assert_eq!(rows.len(), 1 + BRANCHES, "{rows:?}");
     for r in &rows {
         assert_eq!(r.status, Status::Verified, "{r:?}\n{}", text());
-        if r.rollout == source {
+        if &r.rollout == source {
             // Undisturbed: its one attempt, its one launch, its own calls.
             assert!(r.forked_from.is_none(), "{r:?}");
             assert_eq!((r.attempt, r.launches.len()), (0, 1), "{r:?}");
         } else {
             let from = r.forked_from.as_ref().expect("forked_from");
-            assert_eq!(from.rollout, source);
+            assert_eq!(&from.rollout, source);
             assert_eq!(from.checkpoint, checkpoint);
             assert!(from.call.is_some(), "the branch point names a call: {r:?}");
         }
@@ -196,7 +223,7 @@ fn root_a_rollout_forked_eight_ways_shares_its_prefix_and_diverges_after_it() {
 
     // The model: the prefix asked once in all; the first call after the checkpoint asked by
     // the source and every branch, each answered differently.
-    let entries = model_log(&run_dir);
+    let entries = model_log(run_dir);
     let mut asked: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for e in &entries {
         asked
@@ -257,39 +284,17 @@ fn latest(run_dir: &Path) -> Option<(String, Vec<String>)> {
 
 #[test]
 fn root_branches_crash_and_resume_from_their_own_checkpoint_and_fork_works_on_a_stopped_run() {
-    require_root();
-    let dir = tempfile::Builder::new()
-        .prefix("rp")
-        .tempdir_in("/tmp")
-        .expect("tempdir");
-    let tag = format!("g{:04x}", fastrand::u16(..));
-    let source = format!("{tag}n");
-    let tasks = dir.path().join("tasks.jsonl");
-    write_jsonl(&tasks, &[native_task(&source)]);
-    std::fs::write(dir.path().join("model.json"), sampling_script().to_string()).expect("script");
-    let config = dir.path().join("run.toml");
-    std::fs::write(
-        &config,
-        "v = 1\nconcurrency = 8\ncheckpoint_every_s = 0\nmodel_script = \"model.json\"\n",
-    )
-    .expect("config");
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token");
-    let run_dir = dir.path().join("r");
-    let log = dir.path().join("stderr.log");
-    let sup = supervisor_bin();
-    let text = || std::fs::read_to_string(&log).unwrap_or_default();
-    let mut args = run_args(&tasks, &config, &run_dir, &sup);
-    args.extend([
-        OsStr::new("--listen"),
-        OsStr::new("127.0.0.1:0"),
-        OsStr::new("--control-token-file"),
-        token_file.as_os_str(),
-    ]);
-    let mut child = spawn(&args, &log);
-    wait_file(&run_dir.join("control.json"), LIMIT, &log);
+    let started = Started::new('g', 8);
+    let mut child = started.spawn();
+    let (source, run_dir, log, token_file) = (
+        &started.source,
+        &started.run_dir,
+        &started.log,
+        &started.token_file,
+    );
+    let text = || std::fs::read_to_string(log).unwrap_or_default();
     let end = Instant::now() + LIMIT;
-    while !model_log(&run_dir)
+    while !model_log(run_dir)
         .iter()
         .any(|e| e["step"].as_u64() >= Some(1))
     {
@@ -300,7 +305,7 @@ fn root_branches_crash_and_resume_from_their_own_checkpoint_and_fork_works_on_a_
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    let first = checkpoint_kept_paused(&run_dir, TOKEN, 0)["id"]
+    let first = checkpoint_kept_paused(run_dir, TOKEN, 0)["id"]
         .as_str()
         .expect("id")
         .to_owned();
@@ -308,10 +313,10 @@ fn root_branches_crash_and_resume_from_their_own_checkpoint_and_fork_works_on_a_
     // `rollpoint fork` of a live run asks its endpoint and prints the branches.
     let out = std::process::Command::new(rollpoint_bin())
         .arg("fork")
-        .arg(&run_dir)
-        .args(["--checkpoint", &first, "--rollout", &source, "--n", "3"])
+        .arg(run_dir)
+        .args(["--checkpoint", &first, "--rollout", source, "--n", "3"])
         .arg("--control-token-file")
-        .arg(&token_file)
+        .arg(token_file)
         .output()
         .expect("rollpoint fork");
     assert!(
@@ -325,7 +330,7 @@ fn root_branches_crash_and_resume_from_their_own_checkpoint_and_fork_works_on_a_
 
     // The branches are pinned by a checkpoint of their own; the run is killed after it.
     let pin = loop {
-        if let Some((id, scope)) = latest(&run_dir)
+        if let Some((id, scope)) = latest(run_dir)
             && id != first
             && branches.iter().all(|b| scope.contains(b))
         {
@@ -340,7 +345,7 @@ fn root_branches_crash_and_resume_from_their_own_checkpoint_and_fork_works_on_a_
     };
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).expect("kill");
-    let _ = wait(&mut child, LIMIT, &log);
+    let _ = wait(&mut child, LIMIT, log);
 
     // `rollpoint fork` of a run no process drives: a resume that also forks, to the end.
     let mut resumed = spawn(
@@ -354,9 +359,9 @@ fn root_branches_crash_and_resume_from_their_own_checkpoint_and_fork_works_on_a_
             OsStr::new("--n"),
             OsStr::new("2"),
         ],
-        &log,
+        log,
     );
-    let status = wait(&mut resumed, LIMIT, &log);
+    let status = wait(&mut resumed, LIMIT, log);
     assert!(
         status.success(),
         "fork of a stopped run ({status}):\n{}",
@@ -369,7 +374,7 @@ fn root_branches_crash_and_resume_from_their_own_checkpoint_and_fork_works_on_a_
         text()
     );
 
-    let rows = rollpoint_run::read_results(&run_dir).expect("results");
+    let rows = rollpoint_run::read_results(run_dir).expect("results");
     let by: BTreeMap<&str, &rollpoint_driver::RolloutResult> =
         rows.iter().map(|r| (r.rollout.as_str(), r)).collect();
     assert_eq!(by.len(), 6, "the source and five branches: {rows:?}");

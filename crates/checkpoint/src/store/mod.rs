@@ -23,7 +23,8 @@ use std::path::{Path, PathBuf};
 
 pub use published::{
     CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointDoc, DAMAGED_FILE, LATEST_FILE, Member,
-    Published, damaged, latest, mark_damaged, publish, published, read_checkpoint, verify,
+    Published, Unforkable, damaged, latest, mark_damaged, publish, published, read_checkpoint,
+    verify,
 };
 pub use records::{
     MANIFEST_FILE, MANIFEST_VERSION, Manifest, participant_dir, read, read_manifest, write,

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use crate::participant::AttemptKey;
+use rollpoint_proto::key::RolloutId;
 use serde::{Deserialize, Serialize};
 
 use super::fsio;
@@ -45,6 +46,42 @@ pub struct CheckpointDoc {
     #[serde(default)]
     pub restarts: Vec<AttemptKey>,
     pub participants: Vec<Member>,
+}
+
+/// Why a checkpoint has nothing of a rollout to fork.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unforkable {
+    #[error("rollout {rollout} is not in checkpoint {checkpoint} (it saved: {saved})")]
+    NotSaved {
+        rollout: String,
+        checkpoint: String,
+        saved: String,
+    },
+    #[error(
+        "{key} could not be saved at checkpoint {checkpoint} (it starts over from its seed): there is nothing to fork"
+    )]
+    Restart { key: AttemptKey, checkpoint: String },
+}
+
+impl CheckpointDoc {
+    /// The attempt of `rollout` this checkpoint saved, to fork it.
+    pub fn forkable(&self, rollout: &RolloutId) -> Result<AttemptKey, Unforkable> {
+        let Some(key) = self.scope.iter().find(|k| k.rollout() == rollout) else {
+            let saved: Vec<String> = self.scope.iter().map(ToString::to_string).collect();
+            return Err(Unforkable::NotSaved {
+                rollout: rollout.to_string(),
+                checkpoint: self.id.clone(),
+                saved: saved.join(", "),
+            });
+        };
+        if self.restarts.contains(key) {
+            return Err(Unforkable::Restart {
+                key: key.clone(),
+                checkpoint: self.id.clone(),
+            });
+        }
+        Ok(key.clone())
+    }
 }
 
 /// Writes `doc` as `checkpoints/<id>/checkpoint.json`, then points `LATEST`

@@ -858,15 +858,8 @@ pub fn fork_mid_rollout(h: Harness) {
         .map(|b| b.as_str().expect("id").to_owned())
         .collect();
     assert_eq!(branches.len(), BRANCHES, "{reply}");
-    let sandboxes = case.run_dir.join("owner/sandboxes");
     for i in 1..=BRANCHES {
-        let part = format!(".b{i}.");
-        let found: Vec<PathBuf> = std::fs::read_dir(&sandboxes)
-            .expect("sandboxes")
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().contains(&part))
-            .map(|e| e.path().join("root/workspace"))
-            .collect();
+        let found = crate::common::workspaces(&case.run_dir, &format!(".b{i}."));
         assert!(!found.is_empty(), "branch {i}'s sandbox is there");
         for ws in found {
             assert!(

@@ -348,3 +348,17 @@ pub fn run_rows_to_end(
     let results = rollpoint_run::read_results(&run_dir).expect("results");
     (results, run_dir)
 }
+
+/// The workspaces of the run's sandboxes whose directory name holds `part` (a branch's is
+/// `.b<i>.`).
+pub fn workspaces(run_dir: &Path, part: &str) -> Vec<PathBuf> {
+    std::fs::read_dir(run_dir.join("owner/sandboxes"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().contains(part))
+                .map(|e| e.path().join("root/workspace"))
+                .filter(|p| p.is_dir())
+                .collect()
+        })
+        .unwrap_or_default()
+}

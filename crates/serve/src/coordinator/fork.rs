@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use rollpoint_api::error::{ApiError, ErrorCode, json, versioned};
 use rollpoint_api::wire::{ForkReply, ForkRequest, WIRE_VERSION};
-use rollpoint_checkpoint::store;
+use rollpoint_checkpoint::store::{self, Unforkable};
 use rollpoint_proto::key::{AttemptKey, RolloutId};
 
 use super::{Shared, coordinator_error, fresh_id};
@@ -62,26 +62,13 @@ pub(super) async fn handle(
     })
     .await
     .map_err(|e| ApiError::new(ErrorCode::Failed, format!("read task failed: {e}")))??;
-    let from = doc
-        .scope
-        .iter()
-        .find(|k| k.rollout() == &rollout)
-        .cloned()
-        .ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::NotFound,
-                format!("rollout {rollout} is not in checkpoint {}", doc.id),
-            )
-        })?;
-    if doc.restarts.contains(&from) {
-        return Err(ApiError::new(
-            ErrorCode::Conflict,
-            format!(
-                "{from} could not be saved at checkpoint {} (it starts over from its seed): there is nothing to fork",
-                doc.id
-            ),
-        ));
-    }
+    let from = doc.forkable(&rollout).map_err(|e| {
+        let code = match e {
+            Unforkable::NotSaved { .. } => ErrorCode::NotFound,
+            Unforkable::Restart { .. } => ErrorCode::Conflict,
+        };
+        ApiError::new(code, e.to_string())
+    })?;
     let to = shared.branch_keys(&from, &doc.scope, req.n)?;
     let fork_id = fresh_id("fork");
     shared
@@ -117,21 +104,16 @@ impl Shared {
             .branches
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut to = Vec::new();
-        let mut i: u32 = 1;
-        while to.len() < n as usize {
-            let branch = from
-                .rollout()
-                .branch(i)
-                .map_err(|e| ApiError::bad("rollout", e.to_string()))?;
-            if !given.contains(&branch) && !scope.iter().any(|k| k.rollout() == &branch) {
-                given.insert(branch.clone());
-                to.push(AttemptKey::new(branch, from.attempt()));
-            }
-            i = i
-                .checked_add(1)
-                .ok_or_else(|| ApiError::bad("n", "no branch number left"))?;
-        }
-        Ok(to)
+        let branches = from
+            .rollout()
+            .free_branches(n as usize, |b| {
+                given.contains(b) || scope.iter().any(|k| k.rollout() == b)
+            })
+            .map_err(|e| ApiError::bad("rollout", e.to_string()))?;
+        given.extend(branches.iter().cloned());
+        Ok(branches
+            .into_iter()
+            .map(|b| AttemptKey::new(b, from.attempt()))
+            .collect())
     }
 }
