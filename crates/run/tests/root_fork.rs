@@ -94,6 +94,25 @@ impl Started {
         }
     }
 
+    /// Once the rollout has asked for its second step, a checkpoint over the control
+    /// endpoint; returns its id.
+    fn checkpoint_mid_rollout(&self) -> String {
+        let end = Instant::now() + LIMIT;
+        while !model_log(&self.run_dir)
+            .iter()
+            .any(|e| e["step"].as_u64() >= Some(1))
+        {
+            assert!(
+                Instant::now() < end,
+                "the rollout did not get going:\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let report = checkpoint_kept_paused(&self.run_dir, TOKEN, 0);
+        report["id"].as_str().expect("id").to_owned()
+    }
+
     /// Starts the run and waits for its control endpoint.
     fn spawn(&self) -> std::process::Child {
         let args: Vec<&OsStr> = self
@@ -113,22 +132,7 @@ fn root_a_rollout_forked_eight_ways_shares_its_prefix_and_diverges_after_it() {
     let mut child = started.spawn();
     let (source, run_dir, log) = (&started.source, &started.run_dir, &started.log);
     let text = || std::fs::read_to_string(log).unwrap_or_default();
-
-    // Mid-rollout: the second step asked for.
-    let end = Instant::now() + LIMIT;
-    while !model_log(run_dir)
-        .iter()
-        .any(|e| e["step"].as_u64() >= Some(1))
-    {
-        assert!(
-            Instant::now() < end,
-            "the rollout did not get going:\n{}",
-            text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let report = checkpoint_kept_paused(run_dir, TOKEN, 0);
-    let checkpoint = report["id"].as_str().expect("id").to_owned();
+    let checkpoint = started.checkpoint_mid_rollout();
     let asked_before: Vec<String> = model_log(run_dir)
         .iter()
         .filter_map(|e| e["request_sha256"].as_str().map(str::to_owned))
@@ -293,22 +297,8 @@ fn root_branches_crash_and_resume_from_their_own_checkpoint_and_fork_works_on_a_
         &started.token_file,
     );
     let text = || std::fs::read_to_string(log).unwrap_or_default();
+    let first = started.checkpoint_mid_rollout();
     let end = Instant::now() + LIMIT;
-    while !model_log(run_dir)
-        .iter()
-        .any(|e| e["step"].as_u64() >= Some(1))
-    {
-        assert!(
-            Instant::now() < end,
-            "the rollout did not get going:\n{}",
-            text()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let first = checkpoint_kept_paused(run_dir, TOKEN, 0)["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
 
     // `rollpoint fork` of a live run asks its endpoint and prints the branches.
     let out = std::process::Command::new(rollpoint_bin())

@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use rollpoint_api::error::{ApiError, ErrorCode, json, versioned};
 use rollpoint_api::wire::{ForkReply, ForkRequest, WIRE_VERSION};
-use rollpoint_checkpoint::store::{self, Unforkable};
+use rollpoint_checkpoint::store::Unforkable;
 use rollpoint_proto::key::{AttemptKey, RolloutId};
 
 use super::{Shared, coordinator_error, fresh_id};
@@ -48,20 +48,7 @@ pub(super) async fn handle(
     let _held = shared.hold()?;
     let rollout =
         RolloutId::new(&req.rollout).map_err(|e| ApiError::bad("rollout", e.to_string()))?;
-    let run_dir = shared.run_dir.clone();
-    let id = req.checkpoint.clone();
-    let doc = tokio::task::spawn_blocking(move || {
-        if !store::checkpoint_dir(&run_dir, &id).is_dir() {
-            return Err(ApiError::new(
-                ErrorCode::NotFound,
-                format!("no checkpoint {id} in {}", run_dir.display()),
-            ));
-        }
-        store::read_checkpoint(&run_dir, &id)
-            .map_err(|e| ApiError::new(ErrorCode::Failed, format!("checkpoint {id}: {e}")))
-    })
-    .await
-    .map_err(|e| ApiError::new(ErrorCode::Failed, format!("read task failed: {e}")))??;
+    let doc = shared.published(Some(req.checkpoint.clone())).await?;
     let from = doc.forkable(&rollout).map_err(|e| {
         let code = match e {
             Unforkable::NotSaved { .. } => ErrorCode::NotFound,

@@ -256,6 +256,39 @@ impl Shared {
     }
 
     /// Holds the coordinator for one checkpoint or restore.
+    /// Published checkpoint `id` (the latest when `None`): 404 when there is none.
+    async fn published(
+        &self,
+        id: Option<String>,
+    ) -> Result<rollpoint_checkpoint::store::CheckpointDoc, ApiError> {
+        use rollpoint_api::error::{ApiError, ErrorCode};
+        use rollpoint_checkpoint::store;
+        let run_dir = self.run_dir.clone();
+        tokio::task::spawn_blocking(move || {
+            let id = match id {
+                Some(id) => id,
+                None => store::latest(&run_dir)
+                    .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?
+                    .ok_or_else(|| {
+                        ApiError::new(
+                            ErrorCode::NotFound,
+                            format!("no checkpoint is published in {}", run_dir.display()),
+                        )
+                    })?,
+            };
+            if !store::checkpoint_dir(&run_dir, &id).is_dir() {
+                return Err(ApiError::new(
+                    ErrorCode::NotFound,
+                    format!("no checkpoint {id} in {}", run_dir.display()),
+                ));
+            }
+            store::read_checkpoint(&run_dir, &id)
+                .map_err(|e| ApiError::new(ErrorCode::Failed, format!("checkpoint {id}: {e}")))
+        })
+        .await
+        .map_err(|e| ApiError::new(ErrorCode::Failed, format!("read task failed: {e}")))?
+    }
+
     fn hold(&self) -> Result<tokio::sync::MutexGuard<'_, ()>, ApiError> {
         self.busy.try_lock().map_err(|_| {
             ApiError::new(

@@ -11,10 +11,9 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use rollpoint_checkpoint::store;
 
 use super::{Shared, coordinator_error, fresh_id};
-use rollpoint_api::error::{ApiError, ErrorCode, json, versioned};
+use rollpoint_api::error::{ApiError, json, versioned};
 use rollpoint_api::wire::check_id;
 use rollpoint_api::wire::{RestoreReply, RestoreRequest, RestoredMember, WIRE_VERSION};
 
@@ -46,31 +45,7 @@ pub(super) async fn handle(
     let req: RestoreRequest = versioned("coordinator restore request", WIRE_VERSION, body).await?;
     check_id(req.id.as_deref())?;
     let _held = shared.hold()?;
-    let run_dir = shared.run_dir.clone();
-    let wanted = req.id.clone();
-    let doc = tokio::task::spawn_blocking(move || {
-        let id = match wanted {
-            Some(id) => id,
-            None => store::latest(&run_dir)
-                .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?
-                .ok_or_else(|| {
-                    ApiError::new(
-                        ErrorCode::NotFound,
-                        format!("no checkpoint is published in {}", run_dir.display()),
-                    )
-                })?,
-        };
-        if !store::checkpoint_dir(&run_dir, &id).is_dir() {
-            return Err(ApiError::new(
-                ErrorCode::NotFound,
-                format!("no checkpoint {id} in {}", run_dir.display()),
-            ));
-        }
-        store::read_checkpoint(&run_dir, &id)
-            .map_err(|e| ApiError::new(ErrorCode::Failed, format!("checkpoint {id}: {e}")))
-    })
-    .await
-    .map_err(|e| ApiError::new(ErrorCode::Failed, format!("read task failed: {e}")))??;
+    let doc = shared.published(req.id.clone()).await?;
     let scope = req.scope.unwrap_or_else(|| doc.scope.clone());
     // The attempts saved (and any earlier) end everywhere first: a
     // participant that outlived them still runs them, and the gateway
