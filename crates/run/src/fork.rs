@@ -154,11 +154,11 @@ impl Loop {
             checkpoint: checkpoint.to_owned(),
             message,
         };
-        self.stack
-            .coordinator
-            .fork(&id, checkpoint, from, to)
-            .await
-            .map_err(|e| err(e.to_string()))?;
+        if let Err(e) = self.stack.coordinator.fork(&id, checkpoint, from, to).await {
+            // The coordinator retired whatever was installed: drop those runs' handles.
+            drop(self.stack.agent.take_installed());
+            return Err(err(e.to_string()));
+        }
         for handle in self.stack.agent.take_installed() {
             let rollout = handle.rollout.clone();
             let Some(k) = to.iter().find(|k| k.rollout().as_str() == rollout) else {
