@@ -114,23 +114,49 @@ pub struct SnapshotTotals {
 }
 
 /// Registers `snapshots_total`, `snapshot_bytes_total` and `snapshot_frozen_seconds_total`
-/// with the values of `t`, under the registry's prefix.
-pub fn register_snapshots(registry: &mut Registry, t: SnapshotTotals) {
-    let taken = Counter::<u64>::default();
-    taken.inc_by(t.taken);
-    let bytes = Counter::<u64>::default();
-    bytes.inc_by(t.bytes);
-    let seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
-    seconds.inc_by(t.seconds);
-    registry.register("snapshots", "Sandbox snapshots taken", taken);
-    registry.register(
-        "snapshot_bytes",
-        "Bytes of the snapshots taken, where the store knows them (copy store archives)",
-        bytes,
-    );
-    registry.register(
-        "snapshot_frozen_seconds",
-        "Time sandboxes were frozen to be snapshotted, summed",
-        seconds,
-    );
+/// under the registry's prefix, read from `totals` at each scrape (the owner keeps the
+/// totals; nothing is copied between scrapes).
+pub fn register_snapshots(
+    registry: &mut Registry,
+    totals: impl Fn() -> SnapshotTotals + Send + Sync + 'static,
+) {
+    registry.register_collector(Box::new(SnapshotCollector(Box::new(totals))));
+}
+
+struct SnapshotCollector(Box<dyn Fn() -> SnapshotTotals + Send + Sync>);
+
+impl std::fmt::Debug for SnapshotCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SnapshotCollector")
+    }
+}
+
+impl prometheus_client::collector::Collector for SnapshotCollector {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use prometheus_client::encoding::EncodeMetric as _;
+        use prometheus_client::metrics::counter::ConstCounter;
+        let t = (self.0)();
+        for (name, help, value) in [
+            ("snapshots", "Sandbox snapshots taken", t.taken),
+            (
+                "snapshot_bytes",
+                "Bytes of the snapshots taken, where the store knows them (copy store archives)",
+                t.bytes,
+            ),
+        ] {
+            let c = ConstCounter::new(value);
+            c.encode(encoder.encode_descriptor(name, help, None, c.metric_type())?)?;
+        }
+        let seconds = ConstCounter::new(t.seconds);
+        seconds.encode(encoder.encode_descriptor(
+            "snapshot_frozen_seconds",
+            "Time sandboxes were frozen to be snapshotted, summed",
+            None,
+            seconds.metric_type(),
+        )?)?;
+        Ok(())
+    }
 }

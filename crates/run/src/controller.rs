@@ -198,7 +198,10 @@ impl Loop {
         };
         let reporter = Reporter::for_stderr();
         reporter.update(&progress);
-        let metrics = crate::metrics::RunMetrics::new(&stack.runs.pause_metrics());
+        let owner = std::sync::Arc::clone(&stack.owner);
+        let metrics = crate::metrics::RunMetrics::new(&stack.runs.pause_metrics(), move || {
+            owner.counts().snapshot_totals()
+        });
         Ok(Self {
             run_dir,
             stack,
@@ -389,8 +392,7 @@ impl Loop {
             Ok(mut result) => {
                 if let Some(f) = self.state.forks.get(&rollout) {
                     result.forked_from = Some(rollpoint_driver::ForkedFrom {
-                        rollout: rollpoint_proto::key::AttemptKey::parse(&f.from)
-                            .map_or_else(|_| f.from.clone(), |k| k.rollout().as_str().to_owned()),
+                        rollout: f.from.rollout().as_str().to_owned(),
                         checkpoint: f.checkpoint.clone(),
                         call: f.call.clone(),
                     });

@@ -60,7 +60,7 @@ pub enum Event {
     /// A checkpointed rollout was forked into new rollouts.
     Forked {
         checkpoint: String,
-        from: String,
+        from: rollpoint_proto::key::AttemptKey,
         branches: Vec<String>,
     },
     /// The run stopped at a checkpoint (SIGTERM or a stop request).

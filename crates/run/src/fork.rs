@@ -20,12 +20,13 @@ use crate::events::Event;
 use crate::state::ForkRecord;
 
 /// What a fork of `req` would make, checked against the run before anything changes: the
-/// attempt the checkpoint saved and the branches' keys (the lowest free `<rollout>~<i>`).
+/// checkpoint's document, the attempt it saved and the branches' keys (the lowest free
+/// `<rollout>~<i>`).
 pub(crate) fn plan(
     run_dir: &std::path::Path,
     dispatched: &std::collections::BTreeMap<String, u32>,
     req: &ForkRequest,
-) -> Result<(AttemptKey, Vec<AttemptKey>), RunError> {
+) -> Result<(store::CheckpointDoc, AttemptKey, Vec<AttemptKey>), RunError> {
     let checkpoint = req.checkpoint.as_str();
     let err = |message: String| RunError::Checkpoint {
         checkpoint: checkpoint.to_owned(),
@@ -44,7 +45,7 @@ pub(crate) fn plan(
         .into_iter()
         .map(|b| AttemptKey::new(b, from.attempt()))
         .collect();
-    Ok((from, to))
+    Ok((doc, from, to))
 }
 
 impl Loop {
@@ -125,9 +126,9 @@ impl Loop {
     /// [`Loop::fork`] without the pinning checkpoint.
     async fn fork_unpinned(&mut self, req: &ForkRequest) -> Result<ForkReply, RunError> {
         let checkpoint = req.checkpoint.as_str();
-        let (from, to) = plan(&self.run_dir, &self.state.attempts, req)?;
+        let (doc, from, to) = plan(&self.run_dir, &self.state.attempts, req)?;
         let rollout = from.rollout().clone();
-        let (task, call) = crate::saved::fork_source(&self.run_dir, checkpoint, &from)?;
+        let (task, call) = crate::saved::fork_source(&self.run_dir, &doc, &from)?;
         self.fork_into(checkpoint, &from, &to, &task, call).await?;
         self.progress.total += to.len();
         Ok(ForkReply {
@@ -172,7 +173,7 @@ impl Loop {
                 rollout.clone(),
                 ForkRecord {
                     task: branch_task,
-                    from: from.to_string(),
+                    from: from.clone(),
                     checkpoint: checkpoint.to_owned(),
                     call: call.clone(),
                 },
@@ -194,7 +195,7 @@ impl Loop {
         );
         self.events.record(Event::Forked {
             checkpoint: checkpoint.to_owned(),
-            from: from.to_string(),
+            from: from.clone(),
             branches,
         });
         Ok(())

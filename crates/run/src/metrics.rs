@@ -38,15 +38,14 @@ pub(crate) struct RunMetrics {
     results: Family<StatusLabel, Counter>,
     checkpoints: CheckpointMetrics,
     sandboxes: Gauge,
-    snapshots: Counter,
-    snapshot_bytes: Counter,
-    snapshot_seconds: Counter<f64, std::sync::atomic::AtomicU64>,
-    /// The owner's totals at the last render: counters move by the difference.
-    counted: std::sync::Mutex<SnapshotTotals>,
 }
 
 impl RunMetrics {
-    pub(crate) fn new(pauses: &PauseMetrics) -> Self {
+    /// `snapshots` reads the owner's snapshot totals at each scrape.
+    pub(crate) fn new(
+        pauses: &PauseMetrics,
+        snapshots: impl Fn() -> SnapshotTotals + Send + Sync + 'static,
+    ) -> Self {
         let rollouts = Family::<StateLabel, Gauge>::default();
         let results = Family::<StatusLabel, Counter>::default();
         let mut registry = Registry::with_prefix("rollpoint_run");
@@ -57,20 +56,7 @@ impl RunMetrics {
             "Sandboxes the run's owner holds",
             sandboxes.clone(),
         );
-        let snapshots = Counter::default();
-        registry.register("snapshots", "Sandbox snapshots taken", snapshots.clone());
-        let snapshot_bytes = Counter::default();
-        registry.register(
-            "snapshot_bytes",
-            "Bytes of the snapshots taken, where the store knows them (copy store archives)",
-            snapshot_bytes.clone(),
-        );
-        let snapshot_seconds = Counter::<f64, std::sync::atomic::AtomicU64>::default();
-        registry.register(
-            "snapshot_frozen_seconds",
-            "Time sandboxes were frozen to be snapshotted, summed",
-            snapshot_seconds.clone(),
-        );
+        rollpoint_api::metrics::register_snapshots(&mut registry, snapshots);
         rollpoint_api::process_metrics::register_process(&mut registry);
         registry.register("rollouts", "Rollouts of the run by state", rollouts.clone());
         registry.register("results", "Result rows written, by status", results.clone());
@@ -81,10 +67,6 @@ impl RunMetrics {
             results,
             checkpoints,
             sandboxes,
-            snapshots,
-            snapshot_bytes,
-            snapshot_seconds,
-            counted: std::sync::Mutex::new(SnapshotTotals::default()),
         }
     }
 
@@ -111,18 +93,6 @@ impl RunMetrics {
     pub(crate) fn render(&self, p: &Progress, owner: &OwnerCounts) -> String {
         self.sandboxes
             .set(i64::try_from(owner.sessions).unwrap_or(i64::MAX));
-        let now = owner.snapshot_totals();
-        let mut last = self
-            .counted
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        self.snapshots.inc_by(now.taken.saturating_sub(last.taken));
-        self.snapshot_bytes
-            .inc_by(now.bytes.saturating_sub(last.bytes));
-        self.snapshot_seconds
-            .inc_by((now.seconds - last.seconds).max(0.0));
-        *last = now;
-        drop(last);
         for (state, n) in [
             ("total", p.total),
             ("done", p.done),
@@ -145,27 +115,30 @@ mod tests {
 
     #[test]
     fn every_metric_is_in_the_text() {
-        let m = RunMetrics::new(&PauseMetrics::default());
-        m.result("verified");
-        m.failed();
-        let owner = OwnerCounts {
+        let owner = std::sync::Arc::new(std::sync::Mutex::new(OwnerCounts {
             sessions: 2,
             snapshots: 3,
             snapshot_bytes: 4096,
             snapshot_seconds: 0.5,
             ..OwnerCounts::default()
-        };
-        let _ = m.render(&Progress::default(), &owner);
+        }));
+        let m = RunMetrics::new(&PauseMetrics::default(), {
+            let owner = std::sync::Arc::clone(&owner);
+            move || owner.lock().unwrap().snapshot_totals()
+        });
+        m.result("verified");
+        m.failed();
+        let first = *owner.lock().unwrap();
+        let _ = m.render(&Progress::default(), &first);
+        owner.lock().unwrap().snapshots = 5;
+        let counts = *owner.lock().unwrap();
         let text = m.render(
             &Progress {
                 total: 3,
                 done: 1,
                 ..Progress::default()
             },
-            &OwnerCounts {
-                snapshots: 5,
-                ..owner
-            },
+            &counts,
         );
         for name in [
             "rollpoint_run_rollouts{state=\"total\"} 3",

@@ -18,7 +18,7 @@ use std::time::Duration;
 use rollpoint_checkpoint::StoreError;
 use rollpoint_checkpoint::store::{self, CheckpointDoc, Published};
 use rollpoint_driver::RolloutTask;
-use rollpoint_proto::key::{AttemptKey, RolloutId};
+use rollpoint_proto::key::RolloutId;
 
 use crate::controller::{Ending, Inputs, Loop, now_ms};
 use crate::endpoint;
@@ -339,15 +339,20 @@ pub async fn resume(
             };
             // A branch its checkpoint does not hold yet is forked again from its source,
             // while that is retained, as the attempt after the one that ran.
-            let refork = state.forks.get(k.rollout().as_str()).and_then(|f| {
-                let from = AttemptKey::parse(&f.from).ok()?;
-                store::read_checkpoint(&run_dir, &f.checkpoint).ok()?;
-                Some((f.clone(), from))
-            });
+            let refork = state
+                .forks
+                .get(k.rollout().as_str())
+                .filter(|f| store::read_checkpoint(&run_dir, &f.checkpoint).is_ok());
             match refork {
-                Some((f, from)) => {
-                    lp.fork_into(&f.checkpoint, &from, std::slice::from_ref(k), task, f.call)
-                        .await?;
+                Some(f) => {
+                    lp.fork_into(
+                        &f.checkpoint,
+                        &f.from,
+                        std::slice::from_ref(k),
+                        task,
+                        f.call.clone(),
+                    )
+                    .await?;
                 }
                 None => lp.start_over(task.clone(), k.attempt()).await?,
             }

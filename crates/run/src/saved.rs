@@ -53,18 +53,18 @@ pub fn saved_sessions(run_dir: &Path, id: &str) -> Result<(Sessions, Saved), Run
     Ok((sessions, saved))
 }
 
-/// What checkpoint `id` saved of attempt `from`, for a fork: its task, and the last model
+/// What checkpoint `doc` saved of attempt `from`, for a fork: its task, and the last model
 /// call it had made (the branch point), if any.
 pub fn fork_source(
     run_dir: &Path,
-    id: &str,
+    doc: &store::CheckpointDoc,
     from: &AttemptKey,
 ) -> Result<(rollpoint_driver::RolloutTask, Option<String>), RunError> {
+    let id = doc.id.as_str();
     let err = |e: &dyn std::fmt::Display| RunError::Checkpoint {
         checkpoint: id.to_owned(),
         message: e.to_string(),
     };
-    let doc = store::read_checkpoint(run_dir, id).map_err(|e| err(&e))?;
     let keep = BTreeSet::from([from.clone()]);
     let mut task = None;
     let mut last: Option<(i64, String)> = None;

@@ -46,8 +46,8 @@ pub struct RunState {
 #[serde(deny_unknown_fields)]
 pub struct ForkRecord {
     pub task: rollpoint_driver::RolloutTask,
-    /// The attempt it was made from, `<rollout>[-a<n>]`.
-    pub from: String,
+    /// The attempt it was made from.
+    pub from: rollpoint_proto::key::AttemptKey,
     /// The checkpoint that saved it.
     pub checkpoint: String,
     /// The last model call the source had made there (the branch point).

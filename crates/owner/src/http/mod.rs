@@ -121,7 +121,8 @@ async fn metrics(State(owner): Shared) -> Response {
     rollpoint_api::process_metrics::register_process(&mut registry);
     registry.register("sessions", "Sessions open", sessions);
     registry.register("sessions_seeding", "Sessions being seeded", seeding);
-    rollpoint_api::metrics::register_snapshots(&mut registry, counts.snapshot_totals());
+    let snapshots = counts.snapshot_totals();
+    rollpoint_api::metrics::register_snapshots(&mut registry, move || snapshots);
     rollpoint_api::metrics::reply(&registry)
 }
 
