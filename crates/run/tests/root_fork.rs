@@ -159,52 +159,21 @@ fn root_a_rollout_forked_eight_ways_shares_its_prefix_and_diverges_after_it() {
             "is not in checkpoint",
         ),
     ] {
-        let (code, reply) = control(
-            run_dir,
-            TOKEN,
-            "POST",
-            "/v1/coordinator/fork",
-            Some(&body.to_string()),
-        );
+        let (code, reply) = fork(run_dir, TOKEN, &body);
         assert!(code >= 400, "{body} was refused: {reply}");
         assert!(reply.to_string().contains(says), "{body}: {reply}");
     }
 
     let body =
         serde_json::json!({"v": 1, "checkpoint": checkpoint, "rollout": source, "n": BRANCHES});
-    let (code, reply) = control(
-        run_dir,
-        TOKEN,
-        "POST",
-        "/v1/coordinator/fork",
-        Some(&body.to_string()),
-    );
+    let (code, reply) = fork(run_dir, TOKEN, &body);
     assert_eq!(code, 200, "fork: {reply}\n{}", text());
-    let branches: Vec<String> = reply["branches"]
-        .as_array()
-        .expect("branches")
-        .iter()
-        .map(|b| b.as_str().expect("id").to_owned())
-        .collect();
+    let branches = branch_ids(&reply);
     let expected: Vec<String> = (1..=BRANCHES).map(|i| format!("{source}~{i}")).collect();
     assert_eq!(branches, expected);
 
     // Each branch's sandbox starts from the snapshot.
-    for i in 1..=BRANCHES {
-        let found = workspaces(run_dir, &format!(".b{i}."));
-        assert!(!found.is_empty(), "branch {i}'s sandbox is there");
-        for ws in found {
-            assert!(
-                ws.join("work.txt").exists(),
-                "branch {i} has the source's work"
-            );
-            assert!(
-                !ws.join("after-the-checkpoint").exists(),
-                "branch {i} sees a file written after the checkpoint ({})",
-                ws.display()
-            );
-        }
-    }
+    check_branches_start_from_the_snapshot(run_dir, BRANCHES, "work.txt", "after-the-checkpoint");
 
     let status = wait(&mut child, LIMIT, log);
     assert!(status.success(), "the run failed ({status}):\n{}", text());

@@ -843,31 +843,16 @@ pub fn fork_mid_rollout(h: Harness) {
             .expect("marker");
     }
     let body = serde_json::json!({"v": 1, "checkpoint": checkpoint, "rollout": case.rollout, "n": BRANCHES});
-    let (code, reply) = crate::common::control(
-        &case.run_dir,
-        TOKEN,
-        "POST",
-        "/v1/coordinator/fork",
-        Some(&body.to_string()),
-    );
+    let (code, reply) = crate::common::fork(&case.run_dir, TOKEN, &body);
     assert_eq!(code, 200, "fork: {reply}\n{}", case.log_text());
-    let branches: Vec<String> = reply["branches"]
-        .as_array()
-        .expect("branches")
-        .iter()
-        .map(|b| b.as_str().expect("id").to_owned())
-        .collect();
+    let branches = crate::common::branch_ids(&reply);
     assert_eq!(branches.len(), BRANCHES, "{reply}");
-    for i in 1..=BRANCHES {
-        let found = crate::common::workspaces(&case.run_dir, &format!(".b{i}."));
-        assert!(!found.is_empty(), "branch {i}'s sandbox is there");
-        for ws in found {
-            assert!(
-                !ws.join("after-the-checkpoint").exists(),
-                "branch {i} sees a file written after the checkpoint"
-            );
-        }
-    }
+    crate::common::check_branches_start_from_the_snapshot(
+        &case.run_dir,
+        BRANCHES,
+        "lines",
+        "after-the-checkpoint",
+    );
     let status = wait(&mut child, LIMIT, &case.log);
     assert!(
         status.success(),

@@ -362,3 +362,41 @@ pub fn workspaces(run_dir: &Path, part: &str) -> Vec<PathBuf> {
         })
         .unwrap_or_default()
 }
+
+/// `POST /v1/coordinator/fork` `body` on the run's control endpoint: the status and reply.
+pub fn fork(run_dir: &Path, token: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+    control(
+        run_dir,
+        token,
+        "POST",
+        "/v1/coordinator/fork",
+        Some(&body.to_string()),
+    )
+}
+
+/// The branch ids of a fork reply.
+pub fn branch_ids(reply: &serde_json::Value) -> Vec<String> {
+    reply["branches"]
+        .as_array()
+        .expect("branches")
+        .iter()
+        .map(|b| b.as_str().expect("id").to_owned())
+        .collect()
+}
+
+/// Each of branches 1..=`n` has its sandbox there, holding the source's `kept` file and not
+/// `marker`, which the source wrote after the checkpoint.
+pub fn check_branches_start_from_the_snapshot(run_dir: &Path, n: usize, kept: &str, marker: &str) {
+    for i in 1..=n {
+        let found = workspaces(run_dir, &format!(".b{i}."));
+        assert!(!found.is_empty(), "branch {i}'s sandbox is there");
+        for ws in found {
+            assert!(ws.join(kept).exists(), "branch {i} has the source's {kept}");
+            assert!(
+                !ws.join(marker).exists(),
+                "branch {i} sees a file written after the checkpoint ({})",
+                ws.display()
+            );
+        }
+    }
+}
