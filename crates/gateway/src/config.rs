@@ -70,6 +70,8 @@ pub struct GatewayConfig {
     pub max_upstream_calls: usize,
     /// Upstreams by model name, for calls that name one of them.
     pub models: Vec<ModelUpstream>,
+    /// Capture each call's token ids from a token-returning upstream (`model_tokens`).
+    pub tokens: Option<crate::tokens::TokenSource>,
 }
 
 impl GatewayConfig {
@@ -87,6 +89,7 @@ impl GatewayConfig {
             credential: None,
             max_upstream_calls: 0,
             models: Vec::new(),
+            tokens: None,
         }
     }
 }

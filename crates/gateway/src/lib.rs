@@ -25,6 +25,8 @@
 //! - `shared`: the state every request shares (config, client, ledger, gate, keys).
 //! - `upstream`: the upstream's client: TLS roots, HTTP/2, connect retries, the limit of calls.
 //! - [`sse`]: reading the events of a recorded server-sent event stream.
+//! - [`tokens`]: token capture: the ids and logprobs of each call from a token-returning
+//!   upstream, taken out of what the harness sees.
 #![forbid(unsafe_code)]
 
 pub mod capture;
@@ -44,6 +46,7 @@ mod proxy;
 pub mod response;
 mod shared;
 pub mod sse;
+pub mod tokens;
 mod upstream;
 
 pub use capture::CaptureKey;
@@ -55,3 +58,4 @@ pub use gateway::{Gateway, GatewayApi};
 pub use ledger::record::{CallRecord, LedgerRecord, RECORD_VERSION, decode_jsonl, encode_jsonl};
 pub use ledger::{CallStatus, InstallReport, SCHEMA_VERSION};
 pub use participant::ModelParticipant;
+pub use tokens::{CallTokens, TokenFault, TokenSource};

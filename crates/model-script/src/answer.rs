@@ -95,6 +95,7 @@ pub fn answer(
                 chunks: step.chunks.unwrap_or(script.stream_chunks),
                 input_tokens: (body.len() / 4) as u64,
                 include_usage: req.include_usage,
+                tokens: None,
             },
         }
     };

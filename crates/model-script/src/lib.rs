@@ -11,6 +11,7 @@
 //! | [`tools`] | the harness's shell tool and its arguments |
 //! | [`render`] | one turn as each API's bytes, streamed or not |
 //! | [`server`] | the HTTP routes |
+//! | [`tokens`] | token mode: vLLM's token fields from a byte-level tokenizer |
 //! | [`errors`] | loading and binding errors |
 #![forbid(unsafe_code)]
 
@@ -20,6 +21,7 @@ pub mod render;
 pub mod request;
 pub mod script;
 pub mod server;
+pub mod tokens;
 pub mod tools;
 
 pub use errors::ScriptError;

@@ -88,6 +88,9 @@ pub struct Script {
     /// Default delay between streamed events.
     #[serde(default)]
     pub chunk_delay_ms: u64,
+    /// Answer in vLLM's token shapes (token ids and logprobs on request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<crate::tokens::TokenMode>,
 }
 
 fn default_chunks() -> usize {
@@ -106,6 +109,7 @@ impl Script {
             no_tools_text: None,
             stream_chunks: default_chunks(),
             chunk_delay_ms: 0,
+            tokens: None,
         }
     }
 

@@ -25,6 +25,7 @@ use crate::errors::ScriptError;
 use crate::render::render;
 use crate::request::{Api, Request};
 use crate::script::Script;
+use crate::tokens::TokenAsk;
 
 /// The log record format version.
 pub const LOG_VERSION: u32 = 1;
@@ -227,7 +228,17 @@ async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> R
         *n += 1;
         *n - 1
     };
-    let ans = answer(&shared.script, &req, &body, seq, sample);
+    // In token mode the fields that only ask for tokens do not change the answer: its ids
+    // and sizes come from the request without them, so a call with capture gets the same
+    // reply as one without.
+    let meaning = match &shared.script.tokens {
+        Some(_) => Bytes::from(without_token_fields(&parsed)),
+        None => body.clone(),
+    };
+    let mut ans = answer(&shared.script, &req, &meaning, seq, sample);
+    if let (Some(mode), Reply::Turn { params, .. }) = (&shared.script.tokens, &mut ans.reply) {
+        params.tokens = TokenAsk::read(mode, api, &parsed, req.position);
+    }
     log(&shared, &req, &ans, seq, digest, sample);
     if ans.delay_ms > 0 {
         tokio::time::sleep(Duration::from_millis(ans.delay_ms)).await;
@@ -269,6 +280,22 @@ async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> R
                 .into_response()
         }
     }
+}
+
+/// The request less vLLM's output-control fields.
+fn without_token_fields(parsed: &serde_json::Value) -> String {
+    let mut v = parsed.clone();
+    if let Some(o) = v.as_object_mut() {
+        for k in [
+            "return_token_ids",
+            "logprobs",
+            "return_tokens_as_token_ids",
+            "enable_response_messages",
+        ] {
+            o.remove(k);
+        }
+    }
+    v.to_string()
 }
 
 fn log(shared: &Shared, req: &Request, ans: &Answer, seq: usize, digest: String, sample: usize) {

@@ -111,6 +111,15 @@ pub struct RunConfig {
     pub models: Vec<rollpoint_gateway::config::ModelSpec>,
     #[serde(default)]
     pub model_api: ModelApi,
+    /// Capture each call's token ids and logprobs from a token-returning upstream:
+    /// `"vllm"` (docs/design/tokens.md). With `model_script` the scripted model answers
+    /// in token mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_tokens: Option<rollpoint_gateway::TokenSource>,
+    /// With `model_tokens`: what a token break does to the rollout's merged view,
+    /// `"split"` it into segments or `"mask"` the whole rollout as not trainable.
+    #[serde(default)]
+    pub token_breaks: rollpoint_trajectory::BreakPolicy,
     /// A model script to serve in process instead of an upstream.
     #[serde(default)]
     pub model_script: Option<PathBuf>,
@@ -176,6 +185,8 @@ impl Default for RunConfig {
             model_max_calls: 0,
             models: Vec::new(),
             model_api: ModelApi::All,
+            model_tokens: None,
+            token_breaks: rollpoint_trajectory::BreakPolicy::Split,
             model_script: None,
             store: StoreKind::Auto,
             supervisor: None,

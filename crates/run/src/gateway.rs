@@ -231,6 +231,9 @@ impl GatewayProcess {
             write_atomic(&path, text.as_bytes())?;
             cmd.arg("--models").arg(path);
         }
+        if let Some(source) = config.model_tokens {
+            cmd.arg("--model-tokens").arg(source.name());
+        }
         if config.model_max_calls > 0 {
             cmd.arg("--max-upstream-calls")
                 .arg(config.model_max_calls.to_string());

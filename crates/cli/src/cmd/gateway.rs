@@ -72,6 +72,10 @@ pub struct GatewayArgs {
     /// Which API the upstream speaks.
     #[arg(long, value_enum, default_value = "openai")]
     api: Api,
+    /// Capture each call's token ids and logprobs from a token-returning upstream (`vllm`);
+    /// with --model-script the scripted model answers in token mode.
+    #[arg(long, value_parser = ["vllm"])]
+    model_tokens: Option<String>,
     /// The ledger database (created, mode 0600).
     #[arg(long)]
     db: PathBuf,
@@ -211,7 +215,14 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         None => Vec::new(),
     };
     let script = match &args.model_script {
-        Some(path) => Some(Script::load(path)?),
+        Some(path) => {
+            let mut script = Script::load(path)?;
+            // The scripted model stands in for the token-returning upstream.
+            if args.model_tokens.is_some() {
+                script.tokens.get_or_insert_default();
+            }
+            Some(script)
+        }
         None => None,
     };
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
@@ -239,6 +250,12 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         config.credential = credential;
         config.max_upstream_calls = usize::try_from(args.max_upstream_calls)?;
         config.models = models;
+        config.tokens = args
+            .model_tokens
+            .as_deref()
+            .map(str::parse::<rollpoint_gateway::TokenSource>)
+            .transpose()
+            .map_err(anyhow::Error::msg)?;
         let gateway = Gateway::new(config)?;
         for key in &keys {
             gateway.register(key)?;

@@ -26,10 +26,17 @@ pub struct ModelScriptArgs {
     /// Append one JSON line per request to this file.
     #[arg(long)]
     log: Option<PathBuf>,
+    /// Answer in vLLM's token shapes (token ids and logprobs when a request asks), as the
+    /// script's `tokens` does.
+    #[arg(long)]
+    tokens: bool,
 }
 
 pub fn run(args: ModelScriptArgs) -> anyhow::Result<()> {
-    let script = Script::load(&args.script)?;
+    let mut script = Script::load(&args.script)?;
+    if args.tokens {
+        script.tokens.get_or_insert_default();
+    }
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     runtime.block_on(async {
         let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), args.port.unwrap_or(0));

@@ -20,6 +20,8 @@ pub struct Finish {
     pub upstream_ms: Option<i64>,
     pub first_byte_ms: Option<i64>,
     pub finished_ms: i64,
+    /// The call's tokens, or why it has none, when capture is on.
+    pub tokens: Option<crate::tokens::Captured>,
 }
 
 impl Finish {
@@ -37,6 +39,7 @@ impl Finish {
             upstream_ms: None,
             first_byte_ms: None,
             finished_ms,
+            tokens: None,
         }
     }
 }
@@ -48,11 +51,20 @@ pub(crate) fn finish(conn: &Connection, call_id: &str, f: &Finish) -> Result<(),
         .as_deref()
         .map(|b| bodies::store(conn, b))
         .transpose()?;
+    let (tokens_digest, tokens_fault) = match &f.tokens {
+        Some(Ok(t)) => {
+            // Numbers, strings and lists only: serializing cannot fail.
+            let doc = serde_json::to_vec(t).unwrap_or_default();
+            (Some(bodies::store(conn, &doc)?), None)
+        }
+        Some(Err(fault)) => (None, serde_json::to_string(fault).ok()),
+        None => (None, None),
+    };
     let err = GatewayError::ledger("finish call");
     conn.prepare_cached(
         "UPDATE calls SET status = ?2, http_status = ?3, content_type = ?4, error = ?5,
             response_digest = ?6, usage = ?7, output_fp = ?8, upstream_ms = ?9,
-            first_byte_ms = ?10, finished_ms = ?11
+            first_byte_ms = ?10, finished_ms = ?11, tokens_digest = ?12, tokens_fault = ?13
          WHERE call_id = ?1",
     )
     .and_then(|mut s| {
@@ -68,6 +80,8 @@ pub(crate) fn finish(conn: &Connection, call_id: &str, f: &Finish) -> Result<(),
             f.upstream_ms,
             f.first_byte_ms,
             f.finished_ms,
+            tokens_digest,
+            tokens_fault,
         ])
     })
     .map_err(&err)?;

@@ -59,7 +59,7 @@ pub(crate) fn install(
                 c.call_id, c.attempt
             )));
         }
-        for d in c.request_digest.iter().chain(c.response_digest.iter()) {
+        for d in c.bodies() {
             if !have.contains(d.as_str()) {
                 return Err(err(format!(
                     "call {} references missing body {d}",
@@ -129,7 +129,8 @@ fn insert_record(conn: &Connection, record: &CallRecord) -> Result<(), GatewayEr
     }
     let sql = format!(
         "INSERT INTO calls ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
-         ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28)"
+         ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28,
+         ?29, ?30)"
     );
     conn.prepare_cached(&sql)
         .and_then(|mut s| {
@@ -162,6 +163,10 @@ fn insert_record(conn: &Connection, record: &CallRecord) -> Result<(), GatewayEr
                 c.first_byte_ms,
                 c.finished_ms,
                 c.delivered_ms,
+                c.tokens_digest,
+                c.tokens_fault
+                    .as_ref()
+                    .and_then(|f| serde_json::to_string(f).ok()),
             ])
         })
         .map_err(GatewayError::ledger("install call"))?;

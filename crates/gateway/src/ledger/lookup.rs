@@ -13,7 +13,8 @@ pub(crate) const COLUMNS: &str =
     "call_id, capture_key, rollout, attempt, seq, route, stream, model,
     request_digest, conversation_digest, items, model_fp, output_fp, parent_call_id, lineage,
     lineage_reason, status, http_status, content_type, error, replayed_from, response_digest,
-    usage, admitted_ms, upstream_ms, first_byte_ms, finished_ms, delivered_ms";
+    usage, admitted_ms, upstream_ms, first_byte_ms, finished_ms, delivered_ms, tokens_digest,
+    tokens_fault";
 
 /// The next free sequence number of `capture_key` in the stored rows.
 pub(crate) fn next_seq(conn: &Connection, capture_key: &str) -> Result<i64, GatewayError> {
@@ -42,6 +43,7 @@ fn read_row(r: &Row<'_>) -> rusqlite::Result<Result<CallRecord, GatewayError>> {
     };
     let items: String = r.get(10)?;
     let usage: Option<String> = r.get(22)?;
+    let tokens_fault: Option<String> = r.get(29)?;
     Ok(Ok(CallRecord {
         call_id,
         capture_key: r.get(1)?,
@@ -71,6 +73,8 @@ fn read_row(r: &Row<'_>) -> rusqlite::Result<Result<CallRecord, GatewayError>> {
         first_byte_ms: r.get(25)?,
         finished_ms: r.get(26)?,
         delivered_ms: r.get(27)?,
+        tokens_digest: r.get(28)?,
+        tokens_fault: tokens_fault.and_then(|f| serde_json::from_str(&f).ok()),
     }))
 }
 

@@ -10,8 +10,9 @@ use crate::digest::sha256_hex;
 use crate::errors::GatewayError;
 use crate::ledger::status::CallStatus;
 
-/// The export record format version.
-pub const RECORD_VERSION: u32 = 1;
+/// The export record format version (2: calls carry their tokens; version 1 lines, which
+/// have none, are still read).
+pub const RECORD_VERSION: u32 = 2;
 
 /// One model call as the ledger holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +49,12 @@ pub struct CallRecord {
     pub first_byte_ms: Option<i64>,
     pub finished_ms: Option<i64>,
     pub delivered_ms: Option<i64>,
+    /// The body holding the call's [`CallTokens`](crate::tokens::CallTokens) document.
+    #[serde(default)]
+    pub tokens_digest: Option<String>,
+    /// Why a captured call has no tokens.
+    #[serde(default)]
+    pub tokens_fault: Option<crate::tokens::TokenFault>,
 }
 
 /// A stored body, addressed by its SHA-256.
@@ -100,6 +107,14 @@ impl LedgerRecord {
 }
 
 impl CallRecord {
+    /// The digests of every body the call references: request, response, tokens.
+    pub fn bodies(&self) -> impl Iterator<Item = &String> {
+        self.request_digest
+            .iter()
+            .chain(self.response_digest.iter())
+            .chain(self.tokens_digest.iter())
+    }
+
     /// This call as branch rollout `branch`'s copy of it: ids renamed from `rollout` to
     /// `branch` (its own, its capture key's, its parent's), the same attempt and answer, and
     /// `replayed_from` naming the source's call, so a branch that asks it again is answered
@@ -147,7 +162,9 @@ pub fn decode_jsonl(bytes: &[u8]) -> Result<Vec<LedgerRecord>, GatewayError> {
             message,
         };
         let value: Value = serde_json::from_slice(line).map_err(|e| bad(e.to_string()))?;
+        let v1 = value.get("v").and_then(Value::as_u64) == Some(1);
         match rollpoint_proto::check_version(&value, "ledger record", "v", RECORD_VERSION) {
+            _ if v1 => {}
             Ok(()) => {}
             Err(rollpoint_proto::FormatError::UnknownVersion { found, .. }) => {
                 return Err(GatewayError::UnknownRecordVersion {
@@ -210,6 +227,8 @@ mod tests {
             first_byte_ms: None,
             finished_ms: Some(2),
             delivered_ms: None,
+            tokens_digest: None,
+            tokens_fault: None,
         }
     }
 
@@ -219,7 +238,7 @@ mod tests {
         let line = record.to_json();
         assert_eq!(
             line,
-            r#"{"kind":"call","v":1,"call_id":"r-a1#0","capture_key":"r-a1","rollout":"r","attempt":1,"seq":0,"route":"chat","stream":true,"model":"m","request_digest":"d1","conversation_digest":"c","items":["i"],"model_fp":null,"output_fp":null,"parent_call_id":null,"lineage":"root","lineage_reason":"first_turn","status":"replayed","http_status":200,"content_type":null,"error":null,"replayed_from":"r#0","response_digest":"d2","usage":null,"admitted_ms":1,"upstream_ms":null,"first_byte_ms":null,"finished_ms":2,"delivered_ms":null}"#
+            r#"{"kind":"call","v":2,"call_id":"r-a1#0","capture_key":"r-a1","rollout":"r","attempt":1,"seq":0,"route":"chat","stream":true,"model":"m","request_digest":"d1","conversation_digest":"c","items":["i"],"model_fp":null,"output_fp":null,"parent_call_id":null,"lineage":"root","lineage_reason":"first_turn","status":"replayed","http_status":200,"content_type":null,"error":null,"replayed_from":"r#0","response_digest":"d2","usage":null,"admitted_ms":1,"upstream_ms":null,"first_byte_ms":null,"finished_ms":2,"delivered_ms":null,"tokens_digest":null,"tokens_fault":null}"#
         );
         assert_eq!(decode_jsonl(line.as_bytes()).unwrap(), [record]);
     }

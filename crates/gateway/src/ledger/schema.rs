@@ -7,10 +7,11 @@ use rusqlite::Connection;
 
 use crate::errors::GatewayError;
 
-/// Migrations in order; the schema version is the number applied. Every index costs page
+/// Migrations in order; the schema version is the number applied (2: token capture). Every index costs page
 /// writes on each call, so there are only the two lookups the proxy needs (replay by
 /// conversation, lineage by output); other queries scan one rollout's rows.
-const MIGRATIONS: &[&str] = &[r"
+const MIGRATIONS: &[&str] = &[
+    r"
 CREATE TABLE calls (
     call_id TEXT PRIMARY KEY,
     capture_key TEXT NOT NULL,
@@ -47,7 +48,12 @@ CREATE TABLE bodies (
     digest TEXT PRIMARY KEY,
     bytes BLOB NOT NULL
 );
-"];
+",
+    r"
+ALTER TABLE calls ADD COLUMN tokens_digest TEXT;
+ALTER TABLE calls ADD COLUMN tokens_fault TEXT;
+",
+];
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

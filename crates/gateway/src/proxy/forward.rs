@@ -16,6 +16,8 @@ use crate::conversation::{Route, Turn};
 use crate::gate::Ticket;
 use crate::ledger::{self, CallStatus, Finish};
 use crate::shared::{Recording, Shared};
+use crate::tokens::reply::Capture;
+use crate::tokens::{FaultKind, Plan, TokenFault};
 
 /// Where and how to send the call.
 pub(crate) struct Target {
@@ -36,6 +38,7 @@ pub(crate) struct Call {
     pub stream: bool,
     /// The model turns of the request, to fingerprint the conversation with the reply.
     pub model_turns: Vec<Turn>,
+    pub tokens: Plan,
 }
 
 /// Sends `body` upstream and delivers the reply through the gate.
@@ -52,6 +55,7 @@ pub(crate) async fn forward(
         route,
         stream,
         model_turns,
+        tokens,
     } = call;
     let url = match &target.query {
         Some(q) => format!("{}/{}?{q}", target.upstream.base, target.rest),
@@ -85,6 +89,7 @@ pub(crate) async fn forward(
         model_turns,
         upstream_ms,
         recording,
+        tokens,
     };
     tokio::spawn(tracing::Instrument::instrument(
         sending.run(request.body(body), url, head_tx),
@@ -136,6 +141,7 @@ struct UpstreamCall {
     model_turns: Vec<Turn>,
     upstream_ms: i64,
     recording: Recording,
+    tokens: Plan,
 }
 
 impl UpstreamCall {
@@ -155,6 +161,7 @@ impl UpstreamCall {
             model_turns,
             upstream_ms,
             recording,
+            tokens,
         } = self;
         // The turn is held until the reply is read to its end.
         let _turn = target.turn().await;
@@ -188,7 +195,7 @@ impl UpstreamCall {
             }
         };
         let status = response.status();
-        let headers = response.headers().clone();
+        let mut headers = response.headers().clone();
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -196,6 +203,33 @@ impl UpstreamCall {
         let sse = content_type
             .as_deref()
             .is_some_and(|c| c.starts_with("text/event-stream"));
+        let (capture, captured) = match tokens {
+            Plan::Off => (None, None),
+            Plan::Unsupported => (
+                None,
+                Some(Err(TokenFault::new(
+                    FaultKind::Unsupported,
+                    format!(
+                        "call {call_id}: capture does not cover route {}",
+                        route.name()
+                    ),
+                ))),
+            ),
+            Plan::Asked(added) => (
+                Some(Capture::new(
+                    route,
+                    added,
+                    sse,
+                    status.is_success(),
+                    &call_id,
+                )),
+                None,
+            ),
+        };
+        if capture.is_some() {
+            // The caller gets the reply less what capture added: its own length.
+            headers.remove(header::CONTENT_LENGTH);
+        }
         let recorder = Recorder {
             shared,
             call_id,
@@ -208,6 +242,7 @@ impl UpstreamCall {
             body: Vec::new(),
             first_byte_ms: None,
             recording,
+            tokens: captured,
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let _gone = head.send(Ok(Head {
@@ -216,7 +251,7 @@ impl UpstreamCall {
             sse,
             chunks: rx,
         }));
-        pump(Box::pin(response.bytes_stream()), recorder, tx).await;
+        pump(Box::pin(response.bytes_stream()), recorder, tx, capture).await;
     }
 }
 

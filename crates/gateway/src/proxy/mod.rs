@@ -22,6 +22,8 @@ use crate::capture::CaptureKey;
 use crate::conversation::{RequestView, Route, read_request};
 use crate::ledger::{self, Begun, CallStatus, NewCall, Rejected};
 use crate::shared::Shared;
+use crate::tokens::Plan;
+use crate::tokens::ask::ask;
 use crate::upstream::Upstream;
 
 /// A request that passed every check.
@@ -82,6 +84,15 @@ pub(crate) async fn handle(
         upstream,
     } = checked;
     let stream = view.as_ref().is_some_and(|v| v.stream);
+    // With capture on the upstream gets the request with the token fields added; the ledger
+    // keeps the harness's bytes.
+    let (upstream_body, tokens) = match shared.config.tokens {
+        Some(_) if route != Route::Models => match ask(route, &bytes) {
+            Some((body, added)) => (body, Plan::Asked(added)),
+            None => (bytes.clone(), Plan::Unsupported),
+        },
+        _ => (bytes.clone(), Plan::Off),
+    };
     let model_turns = view
         .as_ref()
         .map(|v| v.model_turns.clone())
@@ -141,8 +152,9 @@ pub(crate) async fn handle(
         route,
         stream,
         model_turns,
+        tokens,
     };
-    forward::forward(&shared, call, target, bytes).await
+    forward::forward(&shared, call, target, upstream_body).await
 }
 
 /// 503 `gateway_closed`: a draining gateway sends nothing more upstream. No row: the call

@@ -17,6 +17,8 @@ use crate::conversation::{Route, Turn, fingerprint};
 use crate::ledger::{self, CallStatus, Finish};
 use crate::response::read_response;
 use crate::shared::{Recording, Shared};
+use crate::tokens::Captured;
+use crate::tokens::reply::Capture;
 
 /// One reply being recorded.
 pub(crate) struct Recorder {
@@ -32,6 +34,8 @@ pub(crate) struct Recorder {
     pub first_byte_ms: Option<i64>,
     /// Held until the reply is committed.
     pub recording: Recording,
+    /// The call's tokens or why it has none, when capture is on.
+    pub tokens: Option<Captured>,
 }
 
 impl Recorder {
@@ -91,6 +95,7 @@ impl Recorder {
             upstream_ms: Some(self.upstream_ms),
             first_byte_ms: self.first_byte_ms,
             finished_ms: now_ms(),
+            tokens: self.tokens,
         };
         let id = self.call_id;
         let committed = self
@@ -115,20 +120,37 @@ pub(crate) async fn pump(
     mut chunks: Chunks,
     mut recorder: Recorder,
     tx: mpsc::UnboundedSender<Chunk>,
+    mut capture: Option<Capture>,
 ) {
     let mut held: Option<Bytes> = None;
+    let mut pass = |recorder: &mut Recorder, bytes: Bytes| {
+        recorder.push(&bytes);
+        if let Some(previous) = held.replace(bytes) {
+            let _gone = tx.send(Ok(previous));
+        }
+    };
     let broken = loop {
         match chunks.next().await {
-            Some(Ok(bytes)) => {
-                recorder.push(&bytes);
-                if let Some(previous) = held.replace(bytes) {
-                    let _gone = tx.send(Ok(previous));
+            // With capture on, what passes is the reply less the token fields, event by event.
+            Some(Ok(bytes)) => match capture.as_mut() {
+                Some(c) => {
+                    if let Some(visible) = c.feed(&bytes) {
+                        pass(&mut recorder, visible);
+                    }
                 }
-            }
+                None => pass(&mut recorder, bytes),
+            },
             Some(Err(e)) => break Some(recorder.broken(&e)),
             None => break None,
         }
     };
+    if let Some(c) = capture {
+        let (rest, captured) = c.end(broken.is_some());
+        if let Some(rest) = rest {
+            pass(&mut recorder, rest);
+        }
+        recorder.tokens = Some(captured);
+    }
     recorder.finish(broken.clone()).await;
     if let Some(last) = held {
         let _gone = tx.send(Ok(last));

@@ -33,6 +33,8 @@ pub struct Params {
     pub chunks: usize,
     pub input_tokens: u64,
     pub include_usage: bool,
+    /// Token mode: what the request asked for, and its prompt's ids.
+    pub tokens: Option<crate::tokens::TokenAsk>,
 }
 
 impl Params {

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{Params, Turn, named_event, split};
+use crate::tokens::{completion_ids, raw_messages};
 
 fn items(turn: &Turn, p: &Params) -> Vec<Value> {
     let mut out = Vec::new();
@@ -33,8 +34,14 @@ fn response(turn: &Turn, p: &Params, status: &str, output: Vec<Value>, usage: bo
     } else {
         Value::Null
     };
-    json!({"id": format!("resp_{}", p.id), "object": "response", "created_at": 0,
-           "status": status, "model": p.model, "output": output, "usage": usage})
+    let mut r = json!({"id": format!("resp_{}", p.id), "object": "response", "created_at": 0,
+           "status": status, "model": p.model, "output": output, "usage": usage});
+    // vLLM's raw message tokens, on the finished response when asked for.
+    if let Some(t) = p.tokens.as_ref().filter(|t| t.ids && status == "completed") {
+        r["input_messages"] = raw_messages(&t.prompt_ids);
+        r["output_messages"] = raw_messages(&completion_ids(turn));
+    }
+    r
 }
 
 pub(super) fn whole(turn: &Turn, p: &Params) -> Value {

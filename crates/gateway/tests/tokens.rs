@@ -1,0 +1,220 @@
+//! Token capture through a real gateway against the scripted model in token mode: the
+//! harness sees the same bytes with capture on as with it off, and the ledger holds the ids
+//! and logprobs the upstream gave; an upstream that ignores the fields or returns them
+//! malformed leaves a marker naming the call, never made-up ids.
+#![expect(clippy::unwrap_used, reason = "test")]
+
+mod common;
+
+use common::{Gw, gateway_with, model, script, shell};
+use rollpoint_gateway::tokens::{CallTokens, FaultKind};
+use rollpoint_gateway::{CallRecord, TokenSource};
+use rollpoint_model_script::tokens::TokenMode;
+use serde_json::{Value, json};
+
+fn tools(route: &str) -> Value {
+    let schema = json!({"type": "object", "properties": {"command": {"type": "string"}},
+                        "required": ["command"]});
+    match route {
+        "responses" => json!([{"type": "function", "name": "bash", "parameters": schema}]),
+        "messages" => json!([{"name": "bash", "input_schema": schema}]),
+        _ => json!([{"type": "function", "function": {"name": "bash", "parameters": schema}}]),
+    }
+}
+
+/// A first-turn request of `route`, streamed or not, and its path.
+fn request(route: &str, stream: bool) -> (&'static str, Value) {
+    let user = json!({"role": "user", "content": "count the files"});
+    match route {
+        "chat" => (
+            "v1/chat/completions",
+            json!({"model": "m", "messages": [user], "tools": tools(route), "stream": stream}),
+        ),
+        "responses" => (
+            "v1/responses",
+            json!({"model": "m", "input": [{"type": "message", "role": "user",
+                   "content": "count the files"}], "tools": tools(route), "stream": stream}),
+        ),
+        _ => (
+            "v1/messages",
+            json!({"model": "m", "max_tokens": 64, "messages": [user], "tools": tools(route),
+                   "stream": stream}),
+        ),
+    }
+}
+
+async fn post(url: &str, body: &Value) -> Vec<u8> {
+    let resp = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{url}: {}", resp.status());
+    resp.bytes().await.unwrap().to_vec()
+}
+
+async fn open_gateway(upstream: &str, capture: bool) -> Gw {
+    gateway_with(upstream, |c| {
+        c.open_keys = true;
+        c.tokens = capture.then_some(TokenSource::Vllm);
+    })
+    .await
+}
+
+async fn only_row(gw: &Gw, rollout: &str) -> CallRecord {
+    let rows = gw.settled(rollout).await;
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    rows.into_iter().next().unwrap()
+}
+
+async fn tokens_of(gw: &Gw, row: &CallRecord) -> CallTokens {
+    let digest = row
+        .tokens_digest
+        .as_deref()
+        .unwrap_or_else(|| panic!("call {} has no tokens: {:?}", row.call_id, row.tokens_fault));
+    let doc = gw.gateway.body(digest).await.unwrap().unwrap();
+    serde_json::from_slice(&doc).unwrap()
+}
+
+/// The ids the model gives when asked directly, whole: (prompt, completion, logprobs).
+async fn direct_ids(base: &str, route: &str) -> (Vec<u64>, Vec<u64>, Option<Vec<f64>>) {
+    let (path, mut body) = request(route, false);
+    body["return_token_ids"] = json!(true);
+    body["logprobs"] = json!(true);
+    body["enable_response_messages"] = json!(true);
+    let reply: Value =
+        serde_json::from_slice(&post(&format!("{base}/{path}"), &body).await).unwrap();
+    let ids = |v: &Value| -> Vec<u64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap())
+            .collect()
+    };
+    if route == "responses" {
+        (
+            ids(&reply["input_messages"][0]["tokens"]),
+            ids(&reply["output_messages"][0]["tokens"]),
+            None,
+        )
+    } else {
+        let lp = reply["choices"][0]["logprobs"]["content"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["logprob"].as_f64().unwrap())
+            .collect();
+        (
+            ids(&reply["prompt_token_ids"]),
+            ids(&reply["choices"][0]["token_ids"]),
+            Some(lp),
+        )
+    }
+}
+
+#[tokio::test]
+async fn capture_records_the_upstreams_ids_and_the_harness_sees_the_bytes_of_no_capture() {
+    let mut s = script(vec![shell(&["ls | wc -l"])]);
+    s.tokens = Some(TokenMode::default());
+    let upstream = model(s).await;
+    let base = upstream.base_url();
+    let off = open_gateway(&base, false).await;
+    let on = open_gateway(&base, true).await;
+    for route in ["chat", "responses"] {
+        let expected = direct_ids(&base, route).await;
+        for stream in [false, true] {
+            let (path, body) = request(route, stream);
+            let rollout = format!("{route}-{stream}");
+            let seen_off = post(&off.url(&rollout, path), &body).await;
+            let seen_on = post(&on.url(&rollout, path), &body).await;
+            assert_eq!(
+                String::from_utf8_lossy(&seen_on),
+                String::from_utf8_lossy(&seen_off),
+                "{route} stream={stream}: the harness sees the reply of no capture"
+            );
+            assert!(only_row(&off, &rollout).await.tokens_digest.is_none());
+            let row = only_row(&on, &rollout).await;
+            let t = tokens_of(&on, &row).await;
+            let got: (Vec<u64>, Vec<u64>) = (
+                t.prompt_ids.iter().map(|&x| u64::from(x)).collect(),
+                t.completion_ids.iter().map(|&x| u64::from(x)).collect(),
+            );
+            assert_eq!(
+                got,
+                (expected.0.clone(), expected.1.clone()),
+                "{route} stream={stream}"
+            );
+            assert!(!t.prompt_ids.is_empty() && !t.completion_ids.is_empty());
+            assert_eq!(t.logprobs, expected.2, "{route} stream={stream}");
+            assert_eq!(t.model.as_deref(), Some("m"));
+            assert!(t.finish_reason.is_some(), "{route} stream={stream}: {t:?}");
+        }
+    }
+    // Messages is not a route capture covers: the reply is untouched and the row says so.
+    for stream in [false, true] {
+        let (path, body) = request("messages", stream);
+        let rollout = format!("messages-{stream}");
+        let seen_off = post(&off.url(&rollout, path), &body).await;
+        let seen_on = post(&on.url(&rollout, path), &body).await;
+        assert_eq!(seen_on, seen_off);
+        let row = only_row(&on, &rollout).await;
+        let fault = row.tokens_fault.unwrap();
+        assert_eq!(fault.kind, FaultKind::Unsupported);
+        assert!(fault.message.contains(&row.call_id), "{fault:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_that_ignores_the_token_fields_leaves_a_marker_naming_the_call() {
+    // The scripted model outside token mode answers as a server without token ids does.
+    let upstream = model(script(vec![shell(&["ls"])])).await;
+    let on = open_gateway(&upstream.base_url(), true).await;
+    for stream in [false, true] {
+        let (path, body) = request("chat", stream);
+        let rollout = format!("plain-{stream}");
+        let seen: Vec<u8> = post(&on.url(&rollout, path), &body).await;
+        assert!(!seen.is_empty());
+        let row = only_row(&on, &rollout).await;
+        assert!(row.tokens_digest.is_none());
+        let fault = row.tokens_fault.unwrap();
+        assert_eq!(fault.kind, FaultKind::Missing);
+        assert!(
+            fault.message.contains(&row.call_id) && fault.message.contains("prompt_token_ids"),
+            "{fault:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn malformed_token_fields_are_a_capture_error_with_the_call_id() {
+    use axum::routing::post as route_post;
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        route_post(|| async {
+            (
+                [("content-type", "application/json")],
+                r#"{"choices":[{"finish_reason":"stop","index":0,"logprobs":null,"message":{"content":"x","role":"assistant"},"token_ids":[1,-2]}],"model":"m","prompt_token_ids":[1,2]}"#,
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let on = open_gateway(&format!("http://{addr}"), true).await;
+    let (path, body) = request("chat", false);
+    let seen: Value = serde_json::from_slice(&post(&on.url("bad", path), &body).await).unwrap();
+    // What capture added is still taken out; what the harness asked for is kept.
+    assert!(seen.get("prompt_token_ids").is_none(), "{seen}");
+    assert!(seen["choices"][0].get("token_ids").is_none(), "{seen}");
+    let row = only_row(&on, "bad").await;
+    assert!(row.tokens_digest.is_none());
+    let fault = row.tokens_fault.unwrap();
+    assert_eq!(fault.kind, FaultKind::Malformed);
+    assert!(
+        fault.message.contains("bad#0") && fault.message.contains("token_ids"),
+        "{fault:?}"
+    );
+    server.abort();
+}

@@ -1,0 +1,1 @@
+"""Adapters from rollpoint rollouts to trainers' own interfaces."""
