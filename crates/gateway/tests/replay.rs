@@ -120,11 +120,17 @@ async fn replay_can_be_turned_off() {
 async fn records_of_unknown_version_or_bad_digest_are_refused() {
     let (_, _, wire) = record_three_turns(Route::Chat, false).await;
     let text = String::from_utf8(wire).unwrap();
-    let bumped = text.replacen("\"v\":1", "\"v\":2", 1);
+    let bumped = text.replacen("\"v\":2", "\"v\":3", 1);
     match decode_jsonl(bumped.as_bytes()) {
-        Err(GatewayError::UnknownRecordVersion { line: 1, found, .. }) => assert_eq!(found, "2"),
-        other => panic!("version 2 accepted: {other:?}"),
+        Err(GatewayError::UnknownRecordVersion { line: 1, found, .. }) => assert_eq!(found, "3"),
+        other => panic!("version 3 accepted: {other:?}"),
     }
+    // Version 1 lines (no tokens) are still read.
+    let old = text.replace("\"v\":2", "\"v\":1");
+    assert_eq!(
+        decode_jsonl(old.as_bytes()).unwrap(),
+        decode_jsonl(text.as_bytes()).unwrap()
+    );
     let first_body = text
         .lines()
         .find(|l| l.contains("\"kind\":\"body\""))
