@@ -293,13 +293,49 @@ def start_serve_stack(bins: Binaries, prefix: str, *, tokens: bool = False) -> S
             )
         )  # fmt: skip
     except BaseException:
+        # The failure carries the service's log; nothing else is worth keeping.
         svc.kill_all()
+        remove_tree(base)
         raise
     return ServeStack(base, run, token, svc, gateway, owner, agent, coordinator, bins)
 
 
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or below ``path`` in this mount namespace."""
+    root = str(path.resolve())
+    found = []
+    with Path("/proc/self/mounts").open() as f:
+        for line in f:
+            point = line.split()[1].replace("\\040", " ")
+            if point == root or point.startswith(root + "/"):
+                found.append(point)
+    return found
+
+
 def remove_tree(path: Path) -> None:
-    shutil.rmtree(path, ignore_errors=True)
+    """Deletes a test's directory, unless something is still mounted in it (a sandbox
+    left behind is for ``rollpoint sweep``, never for rmtree through its mounts)."""
+    if not mounts_under(path):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def end_run(bins: Binaries, child: subprocess.Popen[bytes], run_dir: Path) -> None:
+    """Ends a ``rollpoint run`` still going (SIGTERM: checkpoint and stop), and sweeps
+    what a run that had to be killed left."""
+    if child.poll() is None:
+        child.send_signal(signal.SIGTERM)
+        try:
+            child.wait(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            subprocess.run(
+                [bins.rollpoint, "sweep", run_dir],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=LIMIT_S,
+                check=False,
+            )
 
 
 # A synthetic trajectory document: two model calls laid out the way the exporter

@@ -24,6 +24,7 @@ from support import (
     Binaries,
     Services,
     counting_task,
+    end_run,
     model_script,
     native_task,
     remove_tree,
@@ -91,19 +92,18 @@ def live_run(bins: Binaries) -> Iterator[LiveRun]:
             token,
         ],
     )
-    end = time.monotonic() + 60
-    while not (run_dir / "control.json").is_file():
-        if child.poll() is not None:
-            pytest.fail(f"the run exited {child.returncode}:\n{services.log('run')}")
-        if time.monotonic() > end:
-            pytest.fail(f"no control.json within 60 s:\n{services.log('run')}")
-        time.sleep(0.05)
-    run = LiveRun(base, run_dir, token, services, child)
     try:
-        yield run
+        end = time.monotonic() + 60
+        while not (run_dir / "control.json").is_file():
+            if child.poll() is not None:
+                pytest.fail(f"the run exited {child.returncode}:\n{services.log('run')}")
+            if time.monotonic() > end:
+                pytest.fail(f"no control.json within 60 s:\n{services.log('run')}")
+            time.sleep(0.05)
+        yield LiveRun(base, run_dir, token, services, child)
     finally:
-        services.kill_all()
-    remove_tree(base)
+        end_run(bins, child, run_dir)
+        remove_tree(base)
 
 
 def test_a_live_run_is_driven_from_its_run_dir(live_run: LiveRun) -> None:

@@ -11,6 +11,7 @@ their logprobs, and each call's prompt is a prefix of the segment.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -27,6 +28,7 @@ from support import (
     ServeStack,
     Services,
     counting_task,
+    end_run,
     model_script,
     native_task,
     remove_tree,
@@ -35,7 +37,8 @@ from support import (
 )
 
 import rollpoint
-from rollpoint import Client, NotFound, Trajectory, TrajectoryNotTrainable
+from rollpoint import AsyncClient, Client, NotFound, Trajectory, TrajectoryNotTrainable
+from rollpoint.adapters.verl import AgentLoopOutput, RollpointAgentLoop
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +87,9 @@ def check_trainable(t: Trajectory) -> None:
 
 
 def test_the_agent_serves_each_rollouts_trajectory(token_stack: ServeStack) -> None:
-    """Waits on ``GET /v1/rollouts/{id}/trajectory`` and the token capture flags
-    (``model-script --tokens``, ``serve gateway --model-tokens vllm``)."""
+    """``GET /v1/rollouts/{id}/trajectory`` with the tokens captured (``model-script
+    --tokens``, ``serve gateway --model-tokens vllm``): a native rollout's trainable
+    trajectory, and a command rollout's, which made no model call."""
     agent = Client(token_stack.agent, token=TOKEN)
     tag = f"tj{os.getpid() % 100000}"
     native = f"{tag}-n"
@@ -145,22 +149,22 @@ def token_run(bins: Binaries) -> Iterator[tuple[Path, Path, Services]]:
         "run", ["run", base / "tasks.jsonl", "--config", base / "run.toml", "--run-dir", run_dir]
     )
     try:
-        code = child.wait(timeout=LIMIT_S)
-    except subprocess.TimeoutExpired:
-        services.kill_all()
-        pytest.fail(f"the run did not end within {LIMIT_S} s:\n{services.log('run')}")
-    assert code == 0, services.log("run")
-    try:
+        try:
+            code = child.wait(timeout=LIMIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the run did not end within {LIMIT_S} s:\n{services.log('run')}")
+        assert code == 0, services.log("run")
         yield base, run_dir, services
     finally:
-        services.kill_all()
-    remove_tree(base)
+        end_run(bins, child, run_dir)
+        remove_tree(base)
 
 
 def test_export_writes_what_read_trajectories_reads(
     token_run: tuple[Path, Path, Services], bins: Binaries
 ) -> None:
-    """Waits on ``rollpoint export RUN_DIR --format jsonl --out F`` and ``model_tokens``."""
+    """``rollpoint export RUN_DIR --format jsonl --out F`` of a run with ``model_tokens``,
+    read back and checked against the run's ``results.jsonl``."""
     base, run_dir, _ = token_run
     out = base / "trajectories.jsonl"
     done = subprocess.run(
@@ -197,3 +201,23 @@ def test_export_writes_what_read_trajectories_reads(
     assert count.not_trainable is not None
     assert count.not_trainable.reason == "no_calls"
     assert list(rollpoint.iter_trajectories(out)) == trajectories
+
+
+def test_the_verl_loop_runs_a_rollout_end_to_end(token_stack: ServeStack) -> None:
+    """``RollpointAgentLoop.run`` on the real agent: one rollout, as verl's output."""
+
+    async def main() -> AgentLoopOutput:
+        async with AsyncClient(token_stack.agent, token=TOKEN) as c:
+            loop = RollpointAgentLoop(client=c, timeout=LIMIT_S)
+            task = native_task(f"vl{os.getpid() % 100000}", token_stack.bins.worker)
+            return await loop.run({"temperature": 1.0}, rollpoint_task=task)
+
+    out = asyncio.run(main())
+    assert out.reward_score == 1.0
+    assert out.prompt_ids, "the first prompt"
+    assert len(out.response_ids) == len(out.response_mask)
+    assert out.response_mask[0] == 1, "the response starts with the model's tokens"
+    assert sum(out.response_mask) > 0
+    if out.response_logprobs is not None:
+        assert len(out.response_logprobs) == len(out.response_ids)
+    assert out.num_turns > STEPS

@@ -60,7 +60,7 @@ pub struct GatewayStatus {
 
 /// The OpenAPI description of the control routes.
 #[derive(Debug, utoipa::OpenApi)]
-#[openapi(paths(keys, status))]
+#[openapi(paths(keys, status, records))]
 pub struct ControlApi;
 
 /// The control routes of `gateway`, behind `Authorization: Bearer <token>`.
@@ -68,6 +68,7 @@ pub fn router(gateway: Gateway, token: &str) -> Router {
     let routes = Router::new()
         .route("/v1/gateway/keys", post(keys))
         .route("/v1/gateway/status", get(status))
+        .route("/v1/gateway/rollouts/{id}/records", get(records))
         .with_state(gateway);
     authorized(routes, token)
 }
@@ -138,6 +139,41 @@ async fn status(State(gateway): State<Gateway>) -> Response {
 /// How long a control call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The ledger records a trajectory reads: the rollout's calls, their answers and tokens.
+///
+/// One ledger record per line, in the export format (each line carries its version).
+#[utoipa::path(
+    get,
+    path = "/v1/gateway/rollouts/{id}/records",
+    operation_id = "gateway_records",
+    tag = "gateway",
+    params(("id" = String, Path, description = "The rollout whose records to read.")),
+    responses(
+        (status = 200, description = "JSONL ledger records (version 2).", content_type = "application/x-ndjson", body = String),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "The ledger could not be read (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+async fn records(
+    State(gateway): State<Gateway>,
+    axum::extract::Path(rollout): axum::extract::Path<String>,
+) -> Result<Response, ApiError> {
+    let path = gateway.ledger_path().to_owned();
+    let read = tokio::task::spawn_blocking(move || {
+        crate::ledger::read_for_trajectories(&path, Some(&rollout))
+    })
+    .await
+    .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?
+    .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?;
+    let mut resp = Response::new(Body::from(crate::ledger::record::encode_jsonl(&read)));
+    resp.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/x-ndjson"),
+    );
+    Ok(resp)
+}
+
 /// A client of a gateway's control routes.
 #[derive(Debug, Clone)]
 pub struct GatewayClient {
@@ -206,6 +242,28 @@ impl GatewayClient {
             .body(body);
         let _reply: KeysReply = self.reply(route, request).await?;
         Ok(())
+    }
+
+    /// The records a trajectory of `rollout` reads.
+    pub async fn records(&self, rollout: &str) -> Result<Vec<crate::LedgerRecord>, GatewayError> {
+        let route = format!("/v1/gateway/rollouts/{rollout}/records");
+        let route = route.as_str();
+        let response = self
+            .client
+            .get(format!("{}{route}", self.base))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| self.failed(route, e))?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(|e| self.failed(route, e))?;
+        if !status.is_success() {
+            return Err(self.failed(
+                route,
+                format!("{status}: {}", String::from_utf8_lossy(&bytes)),
+            ));
+        }
+        crate::ledger::record::decode_jsonl(&bytes)
     }
 
     /// The gateway's state.

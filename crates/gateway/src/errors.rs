@@ -23,6 +23,14 @@ pub enum GatewayError {
         found: i64,
         supported: i64,
     },
+    #[error(
+        "ledger {path} has schema version {found}, older than this build's {supported} (a gateway of this build upgrades it when it opens it)"
+    )]
+    LedgerTooOld {
+        path: std::path::PathBuf,
+        found: i64,
+        supported: i64,
+    },
     #[error("ledger query failed: {context}")]
     Ledger {
         context: &'static str,

@@ -112,6 +112,12 @@ impl Gateway {
         self.shared.recording()
     }
 
+    /// The ledger's file.
+    #[must_use]
+    pub fn ledger_path(&self) -> &std::path::Path {
+        self.shared.ledger.path()
+    }
+
     /// Every ledger record of `rollout`: its calls and the bodies they reference.
     pub async fn export(&self, rollout: &str) -> Result<Vec<LedgerRecord>, GatewayError> {
         let rollout = rollout.to_owned();

@@ -145,8 +145,9 @@ impl EndpointFile {
     tags((
         name = "run",
         description = "The control endpoint of `rollpoint run` (its address is in \
-            `RUN_DIR/control.json`): the run's status, a checkpoint on request, and forks of \
-            a checkpointed rollout. Every route needs the bearer token."
+            `RUN_DIR/control.json`): the run's status, a checkpoint on request, forks of \
+            a checkpointed rollout, and each rollout's trajectory (as the agent's route of the \
+            same path). Every route needs the bearer token."
     )),
 )]
 pub struct RunApi;
@@ -199,7 +200,12 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
             .route("/v1/coordinator/fork", post(fork))
             .route("/v1/run/status", get(status))
             .route("/metrics", get(metrics))
-            .with_state(loop_tx),
+            .with_state(loop_tx)
+            .merge(
+                Router::new()
+                    .route("/v1/rollouts/{id}/trajectory", get(trajectory))
+                    .with_state(std::sync::Arc::new(run_dir.to_owned())),
+            ),
         &token,
     );
     let task = tokio::spawn(async move {
@@ -265,6 +271,32 @@ async fn fork(
 }
 
 /// Where the run stands: its tasks, what is in flight, its checkpoints.
+/// `GET /v1/rollouts/{id}/trajectory` (described with the agent's route of the same path):
+/// the rollout's trajectory as it stands, read from the ledger file and results.jsonl.
+async fn trajectory(
+    State(run_dir): State<std::sync::Arc<PathBuf>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Response, ApiError> {
+    let asked = id.clone();
+    let found =
+        tokio::task::spawn_blocking(move || crate::export::trajectories(&run_dir, Some(&asked)))
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    ErrorCode::Failed,
+                    format!("reading trajectory of {id}: {e}"),
+                )
+            })?
+            .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?;
+    match found.into_iter().next() {
+        Some(t) => Ok(json(StatusCode::OK, &t)),
+        None => Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("no rollout {id} made a model call or has a result in this run"),
+        )),
+    }
+}
+
 #[utoipa::path(
     get,
     path = "/v1/run/status",

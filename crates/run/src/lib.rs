@@ -36,6 +36,7 @@ pub mod controller;
 pub mod endpoint;
 mod errors;
 pub mod events;
+pub mod export;
 mod fork;
 pub mod gateway;
 pub mod lock;

@@ -38,6 +38,8 @@ async fn agent(run_dir: &Path) -> String {
             instance: "agent0".into(),
             slots: 2,
             env: BTreeMap::new(),
+            gateway: None,
+            token_breaks: rollpoint_trajectory::BreakPolicy::Split,
         },
     )
     .unwrap();

@@ -31,6 +31,22 @@ pub struct Outcome {
     pub checkpoints: u64,
 }
 
+impl Outcome {
+    /// What a rollout's result says besides its calls.
+    #[must_use]
+    pub fn of(r: &rollpoint_driver::RolloutResult) -> Self {
+        Self {
+            finished: true,
+            attempt: r.attempt,
+            reward: r.reward,
+            passed: r.verdict.as_ref().map(|v| v.passed),
+            paused_ms: r.timings.paused_ms,
+            launches: r.launches.len() as u64,
+            checkpoints: r.launches.iter().map(|l| u64::from(l.pauses)).sum(),
+        }
+    }
+}
+
 fn is_generation(c: &CallRecord) -> bool {
     matches!(c.route.as_str(), "chat" | "responses" | "messages")
 }
@@ -39,12 +55,12 @@ fn answered(c: &CallRecord) -> bool {
     matches!(c.status, CallStatus::Ok | CallStatus::Replayed)
 }
 
-struct Records<'a> {
+struct Records<'a, 'b> {
     calls: HashMap<&'a str, &'a CallRecord>,
-    bodies: HashMap<&'a str, &'a [u8]>,
+    bodies: &'b HashMap<&'a str, &'a [u8]>,
 }
 
-impl<'a> Records<'a> {
+impl<'a> Records<'a, '_> {
     /// The call whose answer `c` carries: itself, or the one it was replayed from.
     fn source(&self, c: &'a CallRecord) -> &'a CallRecord {
         let mut c = c;
@@ -108,7 +124,7 @@ impl<'a> Records<'a> {
 
 /// The chain of `rollout`'s final answer, first call first.
 fn chain<'a>(
-    records: &Records<'a>,
+    records: &Records<'a, '_>,
     ordered: &[&'a CallRecord],
     attempt: u32,
 ) -> Result<Vec<&'a CallRecord>, NotTrainable> {
@@ -206,7 +222,48 @@ fn break_at(prompt: &[u32], expected: &[u32]) -> Option<usize> {
     )
 }
 
-/// Builds the trajectory of `rollout` from its ledger records.
+/// Records grouped for building many trajectories: calls by rollout, bodies by digest.
+#[derive(Debug, Default)]
+pub struct Grouped<'a> {
+    pub calls: HashMap<&'a str, Vec<&'a CallRecord>>,
+    pub bodies: HashMap<&'a str, &'a [u8]>,
+}
+
+impl<'a> Grouped<'a> {
+    /// Groups `records` in one pass.
+    #[must_use]
+    pub fn new(records: &'a [LedgerRecord]) -> Self {
+        let mut g = Self::default();
+        for r in records {
+            match r {
+                LedgerRecord::Call(c) => g.calls.entry(c.rollout.as_str()).or_default().push(c),
+                LedgerRecord::Body(b) => {
+                    g.bodies.insert(b.digest.as_str(), b.bytes.as_slice());
+                }
+            }
+        }
+        g
+    }
+
+    /// The trajectory of `rollout`.
+    #[must_use]
+    pub fn build(
+        &self,
+        rollout: &str,
+        outcome: Option<&Outcome>,
+        policy: BreakPolicy,
+    ) -> Trajectory {
+        let mut ordered = self.calls.get(rollout).cloned().unwrap_or_default();
+        ordered.sort_by_key(|c| (c.attempt, c.seq));
+        let records = Records {
+            calls: ordered.iter().map(|c| (c.call_id.as_str(), *c)).collect(),
+            bodies: &self.bodies,
+        };
+        build_one(rollout, &records, &ordered, outcome, policy)
+    }
+}
+
+/// Builds the trajectory of `rollout` from ledger records (of it, or of many rollouts).
 #[must_use]
 pub fn build(
     rollout: &str,
@@ -214,23 +271,16 @@ pub fn build(
     outcome: Option<&Outcome>,
     policy: BreakPolicy,
 ) -> Trajectory {
-    let mut calls = HashMap::new();
-    let mut bodies = HashMap::new();
-    let mut ordered: Vec<&CallRecord> = Vec::new();
-    for r in records {
-        match r {
-            LedgerRecord::Call(c) if c.rollout == rollout => {
-                calls.insert(c.call_id.as_str(), c.as_ref());
-                ordered.push(c);
-            }
-            LedgerRecord::Call(_) => {}
-            LedgerRecord::Body(b) => {
-                bodies.insert(b.digest.as_str(), b.bytes.as_slice());
-            }
-        }
-    }
-    ordered.sort_by_key(|c| (c.attempt, c.seq));
-    let records = Records { calls, bodies };
+    Grouped::new(records).build(rollout, outcome, policy)
+}
+
+fn build_one(
+    rollout: &str,
+    records: &Records<'_, '_>,
+    ordered: &[&CallRecord],
+    outcome: Option<&Outcome>,
+    policy: BreakPolicy,
+) -> Trajectory {
     let attempt = outcome.map_or_else(
         || ordered.iter().map(|c| c.attempt).max().unwrap_or(0),
         |o| o.attempt,
@@ -258,7 +308,7 @@ pub fn build(
             t.not_trainable = Some(n);
         }
     };
-    let chain = match chain(&records, &ordered, attempt) {
+    let chain = match chain(records, ordered, attempt) {
         Ok(chain) => chain,
         Err(n) => {
             fail(&mut t, n);
@@ -268,7 +318,7 @@ pub fn build(
     for c in &chain {
         let source = records.source(c);
         t.metrics.turns += 1;
-        t.metrics.tool_calls += tool_calls(&records, source);
+        t.metrics.tool_calls += tool_calls(records, source);
         let latency_ms = source
             .upstream_ms
             .zip(source.finished_ms)
@@ -327,7 +377,7 @@ pub fn build(
 }
 
 /// Tool calls in the answer of `c`.
-fn tool_calls(records: &Records<'_>, c: &CallRecord) -> u64 {
+fn tool_calls(records: &Records<'_, '_>, c: &CallRecord) -> u64 {
     let Some(body) = c
         .response_digest
         .as_deref()

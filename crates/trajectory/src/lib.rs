@@ -14,7 +14,7 @@ pub mod build;
 pub mod format;
 pub mod jsonl;
 
-pub use build::{Outcome, build};
+pub use build::{Grouped, Outcome, build};
 pub use format::{
     BreakPolicy, Metrics, NotTrainable, Reason, Segment, TRAJECTORY_VERSION, TokenBreak,
     Trajectory, TrajectoryCall,

@@ -168,8 +168,8 @@ class AsyncTransport:
         # A kept connection can turn out closed by the server only once it is
         # used; then, and only when not a byte of the reply came, the request
         # goes once more on a new connection (it never reached the server).
-        for _ in range(2):
-            conn, reused = self._take()
+        for retry in (False, True):
+            conn, reused = (None, False) if retry else self._take()
             left = None if end is None else max(0.0, end - time.monotonic())
             try:
                 async with asyncio.timeout(left):

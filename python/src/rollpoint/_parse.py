@@ -154,17 +154,6 @@ class Obj:
             return None
         return self.numbers(key)
 
-    def integer_map(self, key: str) -> dict[str, int]:
-        v = self._get(key, False)
-        if v is None:
-            return {}
-        o = Obj(v, self._at(key))
-        return {k: o.integer(k) for k in list(o._d)}
-
-    def raw(self, key: str) -> Any:
-        """A field kept as it was sent."""
-        return self._get(key, False)
-
     def extra(self) -> dict[str, Any]:
         """The fields no reader asked for."""
         return {k: v for k, v in self._d.items() if k not in self._seen}

@@ -10,7 +10,10 @@ every instance keeps the server's code, message and field as sent.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .wire import RolloutStatus
 
 
 class RollpointError(Exception):
@@ -43,11 +46,12 @@ class UnsupportedVersion(ProtocolError):
 class ResultTimeout(RollpointError, TimeoutError):
     """A rollout did not finish within the time the caller gave it."""
 
-    def __init__(self, rollout: str, waited_s: float, last: Any = None) -> None:
-        super().__init__(f"rollout {rollout} had no result after {waited_s:.1f} s")
+    def __init__(self, rollout: str, waited_s: float, last: RolloutStatus | None = None) -> None:
+        state = f" (last {last.state})" if last is not None else ""
+        super().__init__(f"rollout {rollout} had no result after {waited_s:.1f} s{state}")
         self.rollout = rollout
         self.waited_s = waited_s
-        # The rollout's last status (a RolloutStatus), when one was read.
+        # The rollout's last status, when one was read.
         self.last = last
 
 

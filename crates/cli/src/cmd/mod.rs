@@ -2,6 +2,7 @@
 
 mod bench;
 mod demo;
+mod export;
 mod fork;
 mod gateway;
 mod locate;
@@ -55,6 +56,9 @@ pub enum Command {
     /// Write one self-contained HTML page of a run: summary, timeline,
     /// checkpoint durations, launches and transcripts.
     Report(report::ReportArgs),
+    /// Write the run's trajectories (token ids, loss masks, logprobs, rewards) for a
+    /// trainer.
+    Export(export::ExportArgs),
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -73,5 +77,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Status(args) => status::run(&args),
         Command::Openapi(args) => openapi::run(&args),
         Command::Report(args) => report::run(&args),
+        Command::Export(args) => export::run(&args),
     }
 }

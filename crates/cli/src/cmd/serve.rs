@@ -45,9 +45,16 @@ pub struct AgentArgs {
     /// File holding the owner's token (default: --token-file).
     #[arg(long)]
     owner_token_file: Option<PathBuf>,
-    /// Base URL of the gateway, given to harnesses as ROLLPOINT_GATEWAY.
+    /// Base URL of the gateway, given to harnesses as ROLLPOINT_GATEWAY; trajectories read
+    /// their calls from its control routes.
     #[arg(long)]
     gateway: Option<String>,
+    /// File holding the gateway's control token (default: --token-file).
+    #[arg(long)]
+    gateway_token_file: Option<PathBuf>,
+    /// What a token break does to a trajectory: split it into segments, or mask the rollout.
+    #[arg(long, value_parser = ["split", "mask"], default_value = "split")]
+    token_breaks: String,
     /// Rollouts holding a slot at once (1..=65536).
     #[arg(long, default_value_t = 8, value_parser = concurrency)]
     concurrency: usize,
@@ -147,6 +154,24 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
             rollpoint_driver::runner::gateway_base(gateway),
         );
     }
+    let gateway = match &args.gateway {
+        Some(url) => {
+            let t = match &args.gateway_token_file {
+                Some(f) => super::locate::token(f)?,
+                None => token.clone(),
+            };
+            Some(
+                rollpoint_gateway::GatewayClient::new(url, &t)
+                    .with_context(|| format!("bad gateway URL {url}"))?,
+            )
+        }
+        None => None,
+    };
+    let token_breaks = if args.token_breaks == "mask" {
+        rollpoint_trajectory::BreakPolicy::Mask
+    } else {
+        rollpoint_trajectory::BreakPolicy::Split
+    };
     // Created only once every argument is known good.
     create_dir(&args.run_dir)?;
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
@@ -158,6 +183,8 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
                 instance: args.instance.clone(),
                 slots: args.concurrency,
                 env,
+                gateway,
+                token_breaks,
             },
         )?;
         let listener = bind(args.listen, args.port_file.as_deref(), "agent").await?;

@@ -1,8 +1,10 @@
-//! Export: every row of a rollout and every body they reference, bodies first.
+//! Export: every row of a rollout and every body they reference, bodies first; and, read
+//! straight from the file, what a trajectory needs.
 
 use std::collections::BTreeSet;
+use std::path::Path;
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OpenFlags};
 
 use crate::errors::GatewayError;
 use crate::ledger::record::{BodyRecord, CallRecord, LedgerRecord};
@@ -15,6 +17,60 @@ pub(crate) fn export(conn: &Connection, rollout: &str) -> Result<Vec<LedgerRecor
     let mut out = Vec::with_capacity(calls.len() + digests.len());
     for d in digests {
         if let Some(bytes) = bodies::get(conn, d)? {
+            out.push(LedgerRecord::Body(BodyRecord {
+                digest: d.clone(),
+                bytes,
+            }));
+        }
+    }
+    out.extend(calls.into_iter().map(|c| LedgerRecord::Call(Box::new(c))));
+    Ok(out)
+}
+
+/// The calls of `rollout` (or of every rollout) and the bodies a trajectory reads (answers
+/// and tokens; requests are left out), from the ledger at `path` opened read-only: a gateway
+/// may go on writing it meanwhile.
+pub fn read_for_trajectories(
+    path: &Path,
+    rollout: Option<&str>,
+) -> Result<Vec<LedgerRecord>, GatewayError> {
+    let open = |source| GatewayError::LedgerOpen {
+        path: path.to_owned(),
+        source,
+    };
+    let conn = Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .map_err(open)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .map_err(open)?;
+    let found: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(open)?;
+    let supported = crate::ledger::SCHEMA_VERSION;
+    if found > supported {
+        return Err(GatewayError::LedgerTooNew {
+            path: path.to_owned(),
+            found,
+            supported,
+        });
+    }
+    if found < supported {
+        return Err(GatewayError::LedgerTooOld {
+            path: path.to_owned(),
+            found,
+            supported,
+        });
+    }
+    let calls = lookup::rows(&conn, rollout)?;
+    let digests: BTreeSet<&String> = calls
+        .iter()
+        .flat_map(|c| c.response_digest.iter().chain(c.tokens_digest.iter()))
+        .collect();
+    let mut out = Vec::with_capacity(calls.len() + digests.len());
+    for d in digests {
+        if let Some(bytes) = bodies::get(&conn, d)? {
             out.push(LedgerRecord::Body(BodyRecord {
                 digest: d.clone(),
                 bytes,

@@ -27,6 +27,7 @@ mod result;
 mod show;
 mod submit;
 mod table;
+mod trajectory;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -57,6 +58,7 @@ use table::{Outcome, Seen, Table};
         show::handle,
         result::handle,
         cancel::handle,
+        trajectory::handle,
     ),
     tags((
         name = "agent",
@@ -79,6 +81,10 @@ pub struct AgentSettings {
     pub slots: usize,
     /// Added to every harness's environment (the task's own values win).
     pub env: BTreeMap<String, String>,
+    /// The gateway's control routes, where trajectories read their calls.
+    pub gateway: Option<rollpoint_gateway::GatewayClient>,
+    /// What a token break does to a trajectory.
+    pub token_breaks: rollpoint_trajectory::BreakPolicy,
 }
 
 /// What the routes and the control wrapper share.
@@ -92,6 +98,8 @@ pub(crate) struct Shared {
     local: ParticipantHost,
     /// Attempt keys of finished rollouts, for the control plane to forget.
     forgetting: Forgetting,
+    gateway: Option<rollpoint_gateway::GatewayClient>,
+    token_breaks: rollpoint_trajectory::BreakPolicy,
 }
 
 /// The drivers of this machine, with their control plane and rollout
@@ -125,6 +133,8 @@ impl AgentService {
             env: settings.env,
             local,
             forgetting: Forgetting::default(),
+            gateway: settings.gateway,
+            token_breaks: settings.token_breaks,
         });
         let control = Arc::new(AgentControl::new(Arc::clone(&shared)));
         Ok(Self { shared, control })
@@ -145,6 +155,7 @@ impl AgentService {
                 get(show::handle).delete(cancel::handle),
             )
             .route("/v1/rollouts/{id}/result", get(result::handle))
+            .route("/v1/rollouts/{id}/trajectory", get(trajectory::handle))
             .route("/metrics", get(metrics::handle))
             .with_state(Arc::clone(&self.shared));
         authorized(rollouts, token).merge(rollpoint_checkpoint::router(

@@ -1,0 +1,69 @@
+//! Trajectories of a run's rollouts (`rollpoint export`, `GET /v1/rollouts/{id}/trajectory`):
+//! the gateway's ledger read straight from its file (the gateway may be running) and each
+//! rollout's last result for its reward, launches and pauses.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use rollpoint_driver::RolloutResult;
+use rollpoint_trajectory::{BreakPolicy, Grouped, Outcome, Trajectory};
+
+use crate::errors::RunError;
+use crate::gateway::LEDGER;
+use crate::results::read_results;
+use crate::state::RunState;
+
+/// The trajectories of `rollout`, or of every rollout of the run (by id), under the run's
+/// `token_breaks` policy.
+pub fn trajectories(run_dir: &Path, rollout: Option<&str>) -> Result<Vec<Trajectory>, RunError> {
+    let policy = RunState::load(run_dir).map_or(BreakPolicy::Split, |s| s.config.token_breaks);
+    let ledger = run_dir.join(LEDGER);
+    let records = if ledger.exists() {
+        rollpoint_gateway::ledger::read_for_trajectories(&ledger, rollout).map_err(|e| {
+            RunError::State {
+                path: ledger.clone(),
+                message: e.to_string(),
+            }
+        })?
+    } else {
+        Vec::new()
+    };
+    let mut results: BTreeMap<String, RolloutResult> = BTreeMap::new();
+    for r in read_results(run_dir)? {
+        if rollout.is_none_or(|id| id == r.rollout) {
+            results.insert(r.rollout.clone(), r);
+        }
+    }
+    let mut ids: BTreeSet<String> = results.keys().cloned().collect();
+    for r in &records {
+        if let rollpoint_gateway::LedgerRecord::Call(c) = r {
+            ids.insert(c.rollout.clone());
+        }
+    }
+    if let Some(id) = rollout {
+        ids.retain(|r| r == id);
+    }
+    let grouped = Grouped::new(&records);
+    Ok(ids
+        .iter()
+        .map(|id| {
+            let outcome = results.get(id).map(Outcome::of);
+            grouped.build(id, outcome.as_ref(), policy)
+        })
+        .collect())
+}
+
+/// Writes the trajectories of every rollout of `run_dir` as JSONL to `out` (atomically,
+/// mode 0600), or returns them when `out` is `None`; and how many there were.
+pub fn export_jsonl(run_dir: &Path, out: Option<&Path>) -> Result<(Vec<u8>, usize), RunError> {
+    let all = trajectories(run_dir, None)?;
+    let mut bytes = Vec::new();
+    for t in &all {
+        rollpoint_trajectory::jsonl::write_line(&mut bytes, t);
+    }
+    if let Some(path) = out {
+        crate::state::write_atomic(path, &bytes)?;
+        return Ok((Vec::new(), all.len()));
+    }
+    Ok((bytes, all.len()))
+}
