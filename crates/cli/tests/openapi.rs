@@ -39,6 +39,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/rollouts/{id}"),
     ("delete", "/v1/rollouts/{id}"),
     ("get", "/v1/rollouts/{id}/result"),
+    ("get", "/v1/rollouts/{id}/trajectory"),
     // Coordinator (and the run's checkpoint route).
     ("post", "/v1/coordinator/checkpoint"),
     ("post", "/v1/coordinator/restore"),
@@ -46,6 +47,7 @@ const ROUTES: &[(&str, &str)] = &[
     // Gateway control and model routes.
     ("post", "/v1/gateway/keys"),
     ("get", "/v1/gateway/status"),
+    ("get", "/v1/gateway/rollouts/{id}/records"),
     ("post", "/r/{key}/v1/chat/completions"),
     ("post", "/r/{key}/v1/responses"),
     ("post", "/r/{key}/v1/messages"),
