@@ -111,21 +111,14 @@ pub async fn run(
             message: "a run already lives here: continue it with `rollpoint resume`".to_owned(),
         });
     }
-    let backend = open_backend(&run_dir, &config, supervisor)?;
-    let stack = Stack::build(
-        &run_dir,
-        &config,
-        backend,
-        &inputs.program,
-        config.gateway_port,
-    )
-    .await?;
-    let state = RunState {
+    // The state first, so a run killed while its stack starts can be resumed; its gateway
+    // port (0: not chosen yet) is settled once the gateway listens, before any launch.
+    let mut state = RunState {
         v: RUN_STATE_VERSION,
         tasks_path: tasks.path.clone(),
         tasks_sha256: tasks.sha256.clone(),
         config: config.clone(),
-        gateway_port: stack.gateway_port,
+        gateway_port: config.gateway_port,
         attempts: tasks
             .tasks
             .iter()
@@ -136,6 +129,19 @@ pub async fn run(
         branched: std::collections::BTreeSet::new(),
     };
     state.save(&run_dir)?;
+    let backend = open_backend(&run_dir, &config, supervisor)?;
+    let stack = Stack::build(
+        &run_dir,
+        &config,
+        backend,
+        &inputs.program,
+        config.gateway_port,
+    )
+    .await?;
+    if state.gateway_port != stack.gateway_port {
+        state.gateway_port = stack.gateway_port;
+        state.save(&run_dir)?;
+    }
     let serving = match inputs.listen {
         Some(listen) => Some(endpoint::start(&run_dir, listen).await?),
         None => None,

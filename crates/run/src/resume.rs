@@ -279,6 +279,11 @@ pub async fn resume(
         state.gateway_port,
     )
     .await?;
+    // A run killed before its gateway first listened has no port yet: this one is its port.
+    if state.gateway_port != stack.gateway_port {
+        state.gateway_port = stack.gateway_port;
+        state.save(&run_dir)?;
+    }
     let mut lp = Loop::new(
         run_dir.clone(),
         stack,

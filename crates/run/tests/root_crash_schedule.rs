@@ -79,7 +79,8 @@ fn root_a_crash_schedule_of_runs_and_resumes_loses_and_leaves_nothing() {
     let mut done = 0;
     let mut finished_early = false;
     while done < kills && started.elapsed() < budget {
-        let mut child = if done == 0 {
+        // A run killed before it wrote its state never began: it is started again, not resumed.
+        let mut child = if done == 0 || !run_dir.join("run.json").exists() {
             spawn(&run_args(&tasks, &config, &run_dir, &sup), &log)
         } else {
             spawn(&[OsStr::new("resume"), run_dir.as_os_str()], &log)
