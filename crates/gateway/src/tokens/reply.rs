@@ -110,17 +110,25 @@ impl Capture {
             self.acc.malformed_once("the reply is not UTF-8");
             return body.to_vec();
         };
-        let Ok(value) = serde_json::from_str::<Value>(text) else {
-            self.acc.malformed_once("the reply is not JSON");
-            return body.to_vec();
+        let edited = match self.route {
+            Route::Chat => {
+                let Some(obj) = RawObject::parse(text) else {
+                    self.acc.malformed_once("the reply is not a JSON object");
+                    return body.to_vec();
+                };
+                self.acc.chat(obj, self.added, false)
+            }
+            Route::Responses => {
+                let Ok(value) = serde_json::from_str::<Value>(text) else {
+                    self.acc.malformed_once("the reply is not JSON");
+                    return body.to_vec();
+                };
+                self.acc.response(&value);
+                strip_responses(self.added, text)
+            }
+            Route::Messages | Route::Models => None,
         };
-        match self.route {
-            Route::Chat => self.acc.chat(&value, false),
-            Route::Responses => self.acc.response(&value),
-            Route::Messages | Route::Models => {}
-        }
-        self.strip(text)
-            .map_or_else(|| body.to_vec(), String::into_bytes)
+        edited.map_or_else(|| body.to_vec(), String::into_bytes)
     }
 
     /// One SSE event: its data read and edited, its other lines kept.
@@ -142,15 +150,17 @@ impl Capture {
             return event.to_vec();
         }
         let joined = data.join("\n");
-        let Ok(value) = serde_json::from_str::<Value>(&joined) else {
-            return event.to_vec();
-        };
         let edited = match self.route {
-            Route::Chat => {
-                self.acc.chat(&value, true);
-                self.strip(&joined)
-            }
-            Route::Responses => match value.get("response") {
+            // `[DONE]` and other data that is not an object pass as they are.
+            Route::Chat => match RawObject::parse(&joined) {
+                Some(obj) => self.acc.chat(obj, self.added, true),
+                None => None,
+            },
+            Route::Responses => match serde_json::from_str::<Value>(&joined)
+                .ok()
+                .as_ref()
+                .and_then(|v| v.get("response"))
+            {
                 Some(response) if response.is_object() => {
                     self.acc.response(response);
                     let added = self.added;
@@ -183,15 +193,6 @@ impl Capture {
             }
         }
         out.into_bytes()
-    }
-
-    /// `text` less what capture added; `None` if nothing was.
-    fn strip(&self, text: &str) -> Option<String> {
-        match self.route {
-            Route::Chat => strip_chat(self.added, text),
-            Route::Responses => strip_responses(self.added, text),
-            Route::Messages | Route::Models => None,
-        }
     }
 
     fn tokens(self) -> Captured {
@@ -259,51 +260,97 @@ impl Acc {
         }
     }
 
-    /// A chat completion (`chunk`: a stream's chunk, whose ids add up).
-    fn chat(&mut self, v: &Value, chunk: bool) {
-        self.meta(v);
-        match v.get("prompt_token_ids") {
-            None | Some(Value::Null) => {}
-            Some(ids) => match ids_of(ids) {
-                Some(ids) => self.prompt_ids = Some(ids),
-                None => self.malformed_once("`prompt_token_ids` is not a list of token ids"),
-            },
+    /// A chat completion or a stream's chunk (whose ids add up), read and edited in one pass
+    /// over its raw members: the text less what capture added, `None` if nothing was.
+    fn chat(&mut self, mut obj: RawObject<'_>, added: Added, chunk: bool) -> Option<String> {
+        if let Some(m) = obj
+            .get("model")
+            .and_then(|r| serde_json::from_str::<String>(r).ok())
+        {
+            self.model = Some(m);
         }
-        let Some(choice) = v.pointer("/choices/0") else {
-            return;
-        };
-        if let Some(f) = choice.get("finish_reason").and_then(Value::as_str) {
-            self.finish_reason = Some(f.to_owned());
+        if let Some(f) = obj
+            .get("system_fingerprint")
+            .and_then(|r| serde_json::from_str::<String>(r).ok())
+        {
+            self.weights_version = Some(f);
         }
-        match choice.get("token_ids") {
-            None | Some(Value::Null) => {}
-            Some(ids) => match ids_of(ids) {
-                Some(ids) if chunk => self.completion_ids.get_or_insert_default().extend(ids),
-                Some(ids) => self.completion_ids = Some(ids),
-                None => self.malformed_once("`choices[0].token_ids` is not a list of token ids"),
-            },
+        match obj
+            .get("prompt_token_ids")
+            .map(serde_json::from_str::<Option<Vec<u32>>>)
+        {
+            None | Some(Ok(None)) => {}
+            Some(Ok(Some(ids))) => self.prompt_ids = Some(ids),
+            Some(Err(_)) => self.malformed_once("`prompt_token_ids` is not a list of token ids"),
         }
-        if let Some(content) = choice.pointer("/logprobs/content") {
-            let Some(entries) = content.as_array() else {
-                self.malformed_once("`choices[0].logprobs.content` is not a list");
-                return;
-            };
-            let lp = self.logprobs.get_or_insert_default();
-            for e in entries {
-                let Some(x) = e.get("logprob").and_then(Value::as_f64) else {
-                    self.malformed_once("a `logprobs.content` entry has no numeric `logprob`");
-                    return;
-                };
-                lp.push(x);
-                if let Some(id) = e
-                    .get("token")
-                    .and_then(Value::as_str)
-                    .and_then(|t| t.strip_prefix("token_id:"))
-                    .and_then(|n| n.parse().ok())
-                {
-                    self.logprob_ids.push(id);
+        if added.token_ids {
+            obj.remove("prompt_token_ids");
+        }
+        let mut first = true;
+        let choices = obj.get("choices").and_then(|choices| {
+            edit_elements(choices, |c| {
+                let mut c = RawObject::parse(c)?;
+                if std::mem::take(&mut first) {
+                    self.choice(&c, chunk);
+                }
+                if added.token_ids {
+                    c.remove("token_ids");
+                }
+                if added.logprobs && c.get("logprobs").is_some_and(|l| l != "null") {
+                    c.set("logprobs", "null".to_owned());
+                }
+                c.changed().then(|| c.write())
+            })
+        });
+        if let Some(new) = choices {
+            obj.set("choices", new);
+        }
+        obj.changed().then(|| obj.write())
+    }
+
+    /// The first choice's finish reason, ids and logprobs.
+    fn choice(&mut self, c: &RawObject<'_>, chunk: bool) {
+        if let Some(Ok(Some(f))) = c
+            .get("finish_reason")
+            .map(serde_json::from_str::<Option<String>>)
+        {
+            self.finish_reason = Some(f);
+        }
+        match c
+            .get("token_ids")
+            .map(serde_json::from_str::<Option<Vec<u32>>>)
+        {
+            None | Some(Ok(None)) => {}
+            Some(Ok(Some(ids))) if chunk => {
+                self.completion_ids.get_or_insert_default().extend(ids);
+            }
+            Some(Ok(Some(ids))) => self.completion_ids = Some(ids),
+            Some(Err(_)) => {
+                self.malformed_once("`choices[0].token_ids` is not a list of token ids");
+            }
+        }
+        let Some(raw) = c.get("logprobs") else { return };
+        match serde_json::from_str::<Option<LogprobsView<'_>>>(raw) {
+            Ok(None | Some(LogprobsView { content: None })) => {}
+            Ok(Some(LogprobsView {
+                content: Some(entries),
+            })) => {
+                let lp = self.logprobs.get_or_insert_default();
+                for e in entries {
+                    lp.push(e.logprob);
+                    if let Some(id) = e
+                        .token
+                        .as_deref()
+                        .and_then(|t| t.strip_prefix("token_id:"))
+                        .and_then(|n| n.parse().ok())
+                    {
+                        self.logprob_ids.push(id);
+                    }
                 }
             }
+            Err(_) => self.malformed_once(
+                "`choices[0].logprobs.content` is not a list of entries with a numeric `logprob`",
+            ),
         }
     }
 
@@ -354,6 +401,20 @@ impl Acc {
     }
 }
 
+/// A choice's `logprobs`, read without building a tree: only what capture keeps.
+#[derive(serde::Deserialize)]
+struct LogprobsView<'a> {
+    #[serde(borrow, default)]
+    content: Option<Vec<LogprobEntry<'a>>>,
+}
+
+#[derive(serde::Deserialize)]
+struct LogprobEntry<'a> {
+    logprob: f64,
+    #[serde(borrow, default)]
+    token: Option<std::borrow::Cow<'a, str>>,
+}
+
 /// A list of token ids.
 fn ids_of(v: &Value) -> Option<Vec<u32>> {
     v.as_array()?
@@ -370,31 +431,6 @@ fn event_end(buf: &[u8]) -> Option<usize> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-fn strip_chat(added: Added, text: &str) -> Option<String> {
-    let mut obj = RawObject::parse(text)?;
-    if added.token_ids {
-        obj.remove("prompt_token_ids");
-    }
-    if let Some(new) = obj
-        .get("choices")
-        .and_then(|choices| edit_elements(choices, |c| strip_choice(added, c)))
-    {
-        obj.set("choices", new);
-    }
-    obj.changed().then(|| obj.write())
-}
-
-fn strip_choice(added: Added, text: &str) -> Option<String> {
-    let mut c = RawObject::parse(text)?;
-    if added.token_ids {
-        c.remove("token_ids");
-    }
-    if added.logprobs && c.get("logprobs").is_some_and(|l| l != "null") {
-        c.set("logprobs", "null".to_owned());
-    }
-    c.changed().then(|| c.write())
 }
 
 fn strip_responses(added: Added, text: &str) -> Option<String> {
