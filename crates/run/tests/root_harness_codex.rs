@@ -5,7 +5,8 @@
 //! model response starts over and says why; two held checkpoints, waiting on
 //! the model and mid-tool, freeze it in place. Forked 8 ways from a
 //! mid-tool checkpoint, every branch continues the saved session. The scenarios are in
-//! `common/harness.rs`.
+//! `common/harness.rs`. With token capture on, two pauses in place, a crash and a resume
+//! export a trajectory with no token break, as an untouched run of the task does.
 
 mod common;
 #[path = "common/harness.rs"]
@@ -36,4 +37,9 @@ fn root_codex_held_waiting_on_the_model_and_mid_tool_nothing_moves() {
 #[test]
 fn root_codex_forked_eight_ways_mid_tool_every_branch_continues_the_saved_session() {
     harness::fork_mid_rollout(CODEX);
+}
+
+#[test]
+fn root_codex_trajectory_through_pauses_and_a_crash_is_that_of_an_untouched_run() {
+    harness::trajectory_through_pauses_and_a_crash(CODEX);
 }

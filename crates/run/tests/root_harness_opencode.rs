@@ -37,3 +37,8 @@ fn root_opencode_held_waiting_on_the_model_and_mid_tool_nothing_moves() {
 fn root_opencode_forked_eight_ways_mid_tool_every_branch_continues_the_saved_session() {
     harness::fork_mid_rollout(OPENCODE);
 }
+
+#[test]
+fn root_opencode_trajectory_through_pauses_and_a_crash_is_that_of_an_untouched_run() {
+    harness::trajectory_through_pauses_and_a_crash(OPENCODE);
+}

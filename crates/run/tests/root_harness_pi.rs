@@ -6,7 +6,8 @@
 //! the model and mid-tool, freeze its files, its session file and its CPU
 //! time, and the same processes finish. Forked 8 ways from a
 //! mid-tool checkpoint, every branch continues the saved session. The scenarios are in
-//! `common/harness.rs`.
+//! `common/harness.rs`. With token capture on, two pauses in place, a crash and a resume
+//! export a trajectory with no token break, as an untouched run of the task does.
 
 mod common;
 #[path = "common/harness.rs"]
@@ -37,4 +38,9 @@ fn root_pi_held_waiting_on_the_model_and_mid_tool_nothing_moves() {
 #[test]
 fn root_pi_forked_eight_ways_mid_tool_every_branch_continues_the_saved_session() {
     harness::fork_mid_rollout(PI);
+}
+
+#[test]
+fn root_pi_trajectory_through_pauses_and_a_crash_is_that_of_an_untouched_run() {
+    harness::trajectory_through_pauses_and_a_crash(PI);
 }

@@ -53,6 +53,9 @@ pub struct Harness {
     /// call into its session: a mid-tool checkpoint waits this long, so the
     /// snapshot holds the call (docs/design/harness-claude-code.md).
     pub session_lag_ms: u64,
+    /// Its tool results carry something new on every run (Codex's exec output has a random
+    /// chunk id), so two runs of a task never send the model the same conversation.
+    pub tool_output_varies: bool,
 }
 
 /// Rollpoint's own worker on the same script: the benchmark's baseline.
@@ -64,6 +67,7 @@ pub const NATIVE: Harness = Harness {
     processes: &["rollpoint"],
     no_response: &[],
     session_lag_ms: 0,
+    tool_output_varies: false,
 };
 
 /// OpenCode: continues its saved session with no message added.
@@ -75,6 +79,7 @@ pub const OPENCODE: Harness = Harness {
     processes: &["opencode"],
     no_response: &["holds no completed model response"],
     session_lag_ms: 0,
+    tool_output_varies: false,
 };
 
 /// Pi: continues from its last tool result with no message added.
@@ -86,6 +91,7 @@ pub const PI: Harness = Harness {
     processes: &["pi", "node"],
     no_response: &["no saved pi session"],
     session_lag_ms: 0,
+    tool_output_varies: false,
 };
 
 /// Codex CLI: continues its saved session with no message added.
@@ -100,6 +106,7 @@ pub const CODEX: Harness = Harness {
         "no saved codex session",
     ],
     session_lag_ms: 0,
+    tool_output_varies: true,
 };
 
 /// Claude Code: one documented continue turn per relaunch.
@@ -114,6 +121,7 @@ pub const CLAUDE_CODE: Harness = Harness {
         "no saved claude-code session",
     ],
     session_lag_ms: 300,
+    tool_output_varies: false,
 };
 
 /// One model step: its shell command appends line `n`, then sleeps.
@@ -898,4 +906,96 @@ pub fn fork_mid_rollout(h: Harness) {
         );
     }
     metric(h.kind, "fork_upstream_calls", asked.values().sum::<usize>());
+}
+
+/// `rollpoint export RUN_DIR --out F` of the case's run, its one trajectory.
+fn exported(case: &Case) -> rollpoint_trajectory::Trajectory {
+    let out = case.dir.join("trajectories.jsonl");
+    let mut child = spawn(
+        &[
+            OsStr::new("export"),
+            case.run_dir.as_os_str(),
+            OsStr::new("--out"),
+            out.as_os_str(),
+        ],
+        &case.log,
+    );
+    assert!(
+        wait(&mut child, LIMIT, &case.log).success(),
+        "export:\n{}",
+        case.log_text()
+    );
+    let text = std::fs::read_to_string(&out).expect("export file");
+    let mut all = rollpoint_trajectory::jsonl::read(&text).expect("trajectories");
+    assert_eq!(all.len(), 1, "{text}");
+    all.remove(0)
+}
+
+/// Trainable, no break, one segment whose mask is 1 exactly on the completions.
+fn check_trajectory(t: &rollpoint_trajectory::Trajectory, what: &str) {
+    assert!(t.trainable, "{what}: {:?}", t.not_trainable);
+    assert!(t.token_breaks.is_empty(), "{what}: {:?}", t.token_breaks);
+    assert_eq!(t.segments.len(), 1, "{what}");
+    let mut mask = Vec::new();
+    let mut at = 0;
+    for c in &t.calls {
+        mask.extend(std::iter::repeat_n(0u8, c.prompt_ids.len() - at));
+        mask.extend(std::iter::repeat_n(1u8, c.completion_ids.len()));
+        at = c.prompt_ids.len() + c.completion_ids.len();
+    }
+    assert_eq!(t.segments[0].loss_mask, mask, "{what}");
+}
+
+/// With token capture on: two checkpoints that pause the harness in place while it waits on
+/// the model, then a crash and a resume. The exported trajectory has no token break and no
+/// repeated model call, its loss mask covers exactly the completion tokens, and it is the
+/// trajectory (ids, mask, logprobs) of the same task run with no checkpoint and no crash
+/// (for a harness whose tool output varies from run to run, the same completions).
+pub fn trajectory_through_pauses_and_a_crash(h: Harness) {
+    let steps = [(100, 1500); 4];
+    let tokens = "v = 1\nconcurrency = 1\ncheckpoint_every_s = 0\nmodel_script = \"model.json\"\nstore = \"btrfs\"\nmodel_tokens = \"vllm\"\n";
+    let clean = Case::new(h, 't', &steps);
+    std::fs::write(&clean.config, tokens).expect("config");
+    let mut child = clean.start();
+    assert!(
+        wait(&mut child, LIMIT, &clean.log).success(),
+        "{}",
+        clean.log_text()
+    );
+    clean.result();
+    let reference = exported(&clean);
+    check_trajectory(&reference, "untouched run");
+
+    let case = Case::new(h, 't', &steps);
+    std::fs::write(&case.config, tokens).expect("config");
+    let mut child = case.start();
+    for step in [2, 3] {
+        case.wait_until("the harness did not ask for its step", || {
+            case.asked_for(step)
+        });
+        case.checkpoint_by_signal(&child);
+    }
+    case.wait_until("the harness did not ask for step 4", || case.asked_for(4));
+    case.crash(&mut child);
+    case.resume();
+    case.result();
+    case.check_no_repeated_call(0);
+    let t = exported(&case);
+    check_trajectory(&t, "paused, crashed and resumed run");
+    assert!(t.attempt >= 1, "the crash came before the end");
+    assert_eq!(t.calls.len(), reference.calls.len());
+    // What the model generated is the same call for call.
+    for (a, b) in reference.calls.iter().zip(&t.calls) {
+        assert_eq!(b.completion_ids, a.completion_ids, "call {}", b.call_id);
+    }
+    if h.tool_output_varies {
+        // Its conversations differ between any two runs: only the structure can match.
+        metric(h.kind, "trajectory_tokens", t.segments[0].tokens.len());
+        return;
+    }
+    let (a, b) = (&reference.segments[0], &t.segments[0]);
+    assert_eq!(b.tokens, a.tokens, "the same tokens");
+    assert_eq!(b.loss_mask, a.loss_mask, "the same mask");
+    assert_eq!(b.logprobs, a.logprobs, "the same logprobs");
+    metric(h.kind, "trajectory_tokens", b.tokens.len());
 }
