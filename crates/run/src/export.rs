@@ -53,14 +53,34 @@ pub fn trajectories(run_dir: &Path, rollout: Option<&str>) -> Result<Vec<Traject
         .collect())
 }
 
-/// Writes the trajectories of every rollout of `run_dir` as JSONL to `out` (atomically,
-/// mode 0600), or returns them when `out` is `None`; and how many there were.
-pub fn export_jsonl(run_dir: &Path, out: Option<&Path>) -> Result<(Vec<u8>, usize), RunError> {
+/// How `rollpoint export` writes trajectories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// One trajectory document per line.
+    Jsonl,
+    /// One row per segment (`rollpoint_trajectory::parquet`).
+    Parquet,
+}
+
+/// Writes the trajectories of every rollout of `run_dir` to `out` (atomically, mode 0600),
+/// or returns them when `out` is `None`; and how many there were.
+pub fn export(
+    run_dir: &Path,
+    format: Format,
+    out: Option<&Path>,
+) -> Result<(Vec<u8>, usize), RunError> {
     let all = trajectories(run_dir, None)?;
-    let mut bytes = Vec::new();
-    for t in &all {
-        rollpoint_trajectory::jsonl::write_line(&mut bytes, t);
-    }
+    let bytes = match format {
+        Format::Jsonl => {
+            let mut bytes = Vec::new();
+            for t in &all {
+                rollpoint_trajectory::jsonl::write_line(&mut bytes, t);
+            }
+            bytes
+        }
+        Format::Parquet => rollpoint_trajectory::parquet::write(&all)
+            .map_err(|message| RunError::setup("export", message))?,
+    };
     if let Some(path) = out {
         crate::state::write_atomic(path, &bytes)?;
         return Ok((Vec::new(), all.len()));

@@ -3,7 +3,8 @@
 //! and resumed, exports a trajectory with no token break and no repeated model call whose
 //! loss mask covers exactly the completion tokens, identical (ids, mask, logprobs) to the
 //! trajectory of the same task run with no checkpoint and no crash. While it runs, the
-//! control endpoint serves the trajectory so far, not trainable yet.
+//! control endpoint serves the trajectory so far, not trainable yet. The Parquet export holds
+//! the same segment.
 
 mod common;
 
@@ -135,6 +136,41 @@ impl Run {
     }
 }
 
+impl Run {
+    /// `rollpoint export RUN_DIR --format parquet`, to standard output: one row per segment.
+    fn export_parquet_tokens(&self) -> Vec<Vec<i64>> {
+        use parquet::file::reader::{FileReader, SerializedFileReader};
+        use parquet::record::{Field, RowAccessor};
+        let out = std::process::Command::new(rollpoint_testkit::rollpoint_bin())
+            .args([OsStr::new("export"), self.run_dir.as_os_str()])
+            .args(["--format", "parquet"])
+            .output()
+            .expect("export");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let reader = SerializedFileReader::new(bytes::Bytes::from(out.stdout)).expect("parquet");
+        reader
+            .get_row_iter(None)
+            .expect("rows")
+            .map(|row| {
+                let row = row.expect("row");
+                row.get_list(8)
+                    .expect("tokens")
+                    .elements()
+                    .iter()
+                    .map(|f| match f {
+                        Field::Int(x) => i64::from(*x),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
 fn check_trainable(t: &Trajectory, what: &str) {
     assert!(t.trainable, "{what}: {:?}", t.not_trainable);
     assert!(t.token_breaks.is_empty(), "{what}: {:?}", t.token_breaks);
@@ -246,6 +282,10 @@ fn root_a_paused_crashed_and_resumed_rollout_exports_the_trajectory_of_an_untouc
     assert_eq!(b.loss_mask, a.loss_mask, "the same mask");
     assert_eq!(b.logprobs, a.logprobs, "the same logprobs");
     assert!(t.metrics.checkpoints >= 1, "{:?}", t.metrics);
+    // The same segment as a Parquet row.
+    let rows = run.export_parquet_tokens();
+    let want: Vec<i64> = b.tokens.iter().map(|&x| i64::from(x)).collect();
+    assert_eq!(rows, [want]);
     assert!(
         t.calls.iter().any(|c| c.call_id.contains("-a")),
         "the resumed attempt's calls are on the chain"

@@ -8,11 +8,13 @@
 //! - [`format`]: the versioned trajectory document.
 //! - [`build`]: the chain, the merge and the checks (pure).
 //! - [`jsonl`]: one document per line, as `rollpoint export` writes it.
+//! - [`parquet`]: one row per segment (`rollpoint export --format parquet`).
 #![forbid(unsafe_code)]
 
 pub mod build;
 pub mod format;
 pub mod jsonl;
+pub mod parquet;
 
 pub use build::{Grouped, Outcome, build};
 pub use format::{

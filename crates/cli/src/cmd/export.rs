@@ -1,5 +1,5 @@
-//! `rollpoint export RUN_DIR [--format jsonl] [--out FILE]`: the run's trajectories, one
-//! document per line (docs/design/tokens.md).
+//! `rollpoint export RUN_DIR [--format jsonl|parquet] [--out FILE]`: the run's trajectories,
+//! one document per line or one Parquet row per segment (docs/design/tokens.md).
 
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -8,6 +8,8 @@ use std::path::PathBuf;
 pub enum Format {
     /// One trajectory document per line.
     Jsonl,
+    /// One row per segment of the merged view (tokens, loss mask, logprobs, reward).
+    Parquet,
 }
 
 #[derive(Debug, clap::Args)]
@@ -22,11 +24,14 @@ pub struct ExportArgs {
 }
 
 pub fn run(args: &ExportArgs) -> anyhow::Result<()> {
-    let Format::Jsonl = args.format;
     if !args.run_dir.is_dir() {
         anyhow::bail!("{}: not a run directory", args.run_dir.display());
     }
-    let (bytes, n) = rollpoint_run::export::export_jsonl(&args.run_dir, args.out.as_deref())?;
+    let format = match args.format {
+        Format::Jsonl => rollpoint_run::export::Format::Jsonl,
+        Format::Parquet => rollpoint_run::export::Format::Parquet,
+    };
+    let (bytes, n) = rollpoint_run::export::export(&args.run_dir, format, args.out.as_deref())?;
     match &args.out {
         Some(path) => {
             tracing::info!(trajectories = n, path = %path.display(), "trajectories written")
