@@ -11,44 +11,24 @@
 //!  [--rounds N] [--chunks N] [--chunk-delay-ms N]`
 #![expect(clippy::unwrap_used, reason = "benchmark harness")]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
 use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, UpstreamApi};
 use rollpoint_model_script::{Script, ScriptServer, Step};
 use serde_json::json;
 
-#[derive(Debug, Clone, Copy)]
-struct Setup {
-    clients: usize,
-    calls: usize,
-    rounds: usize,
-    chunks: usize,
-    chunk_delay_ms: u64,
-}
+use common::{Setup, stats};
 
 fn parse_args() -> Setup {
-    let mut s = Setup {
+    Setup::from_args(Setup {
         clients: 64,
         calls: 40,
         rounds: 5,
         chunks: 16,
         chunk_delay_ms: 10,
-    };
-    let args: Vec<String> = std::env::args().collect();
-    let mut i = 1;
-    while i < args.len() {
-        let value = || args.get(i + 1).and_then(|v| v.parse::<u64>().ok());
-        let used = match args[i].as_str() {
-            "--clients" => value().map(|v| s.clients = usize::try_from(v).unwrap()),
-            "--calls" => value().map(|v| s.calls = usize::try_from(v).unwrap()),
-            "--rounds" => value().map(|v| s.rounds = usize::try_from(v).unwrap()),
-            "--chunks" => value().map(|v| s.chunks = usize::try_from(v).unwrap()),
-            "--chunk-delay-ms" => value().map(|v| s.chunk_delay_ms = v),
-            _ => None,
-        };
-        i += if used.is_some() { 2 } else { 1 };
-    }
-    s
+    })
 }
 
 /// One round's figures.
@@ -111,11 +91,6 @@ async fn round(urls: Vec<String>, setup: Setup) -> Round {
         p99_ms: pick(99),
         calls_per_s: all.len() as f64 / wall,
     }
-}
-
-fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
 async fn scenario(setup: Setup) {

@@ -73,17 +73,7 @@ impl Started {
         let token_file = dir.path().join("token");
         std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token");
         let run_dir = dir.path().join("r");
-        let sup = supervisor_bin();
-        let mut args: Vec<std::ffi::OsString> = run_args(&tasks, &config, &run_dir, &sup)
-            .into_iter()
-            .map(OsStr::to_owned)
-            .collect();
-        args.extend([
-            "--listen".into(),
-            "127.0.0.1:0".into(),
-            "--control-token-file".into(),
-        ]);
-        args.push(token_file.clone().into_os_string());
+        let args = run_args_listening(&tasks, &config, &run_dir, &supervisor_bin(), &token_file);
         Self {
             log: dir.path().join("stderr.log"),
             _dir: dir,

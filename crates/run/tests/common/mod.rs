@@ -226,6 +226,28 @@ pub fn run_args<'a>(
     ]
 }
 
+/// The argv of [`run_args`] serving the control endpoint on a free port of 127.0.0.1
+/// behind the token in `token_file`.
+pub fn run_args_listening(
+    tasks: &Path,
+    config: &Path,
+    run_dir: &Path,
+    sup: &Path,
+    token_file: &Path,
+) -> Vec<std::ffi::OsString> {
+    let mut args: Vec<std::ffi::OsString> = run_args(tasks, config, run_dir, sup)
+        .into_iter()
+        .map(std::ffi::OsStr::to_owned)
+        .collect();
+    args.extend([
+        "--listen".into(),
+        "127.0.0.1:0".into(),
+        "--control-token-file".into(),
+        token_file.as_os_str().to_owned(),
+    ]);
+    args
+}
+
 /// Every snapshot id the retained checkpoints name (index.json).
 pub fn retained_snapshots(owner: &Path) -> BTreeSet<String> {
     let Ok(text) = std::fs::read_to_string(owner.join("index.json")) else {
