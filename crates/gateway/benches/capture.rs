@@ -1,12 +1,13 @@
 //! Token capture's cost, side by side in one run: 64 concurrent streaming clients call the
-//! scripted model in token mode straight and through two gateways (ledger on disk), one with
-//! capture off and one with `model_tokens = "vllm"`, in alternating rounds. Prints p50
-//! latency, throughput and the gateway's CPU per call for each, as median, min and max over
-//! the rounds, and the ratios capture on / capture off.
+//! scripted model in token mode straight and through three gateways (ledger on disk): capture
+//! off, capture of the ids only (`model_logprobs = false`), and capture of ids and logprobs
+//! (`model_tokens = "vllm"`), in alternating rounds. Prints p50 latency, throughput and the
+//! gateway's CPU per call for each, as median, min and max over the rounds, and the ratios
+//! against capture off.
 //!
 //! Everything runs in this one process, so a gateway's CPU per call is the process's CPU in
 //! its rounds less the CPU of direct rounds asking the model the same thing (with the token
-//! fields for the capturing gateway, whose model answers with ids and logprobs).
+//! fields a capturing gateway adds, so the model's own work on them is not counted).
 //!
 //! `cargo bench -p rollpoint-gateway --bench capture -- [--clients N] [--calls N]
 //!  [--rounds N] [--chunks N] [--chunk-delay-ms N]`
@@ -50,7 +51,15 @@ struct Round {
     cpu_s: f64,
 }
 
-fn body(client: usize, call: usize, asked: bool) -> Vec<u8> {
+/// What a direct request asks the model for besides the answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Asked {
+    Nothing,
+    Ids,
+    IdsAndLogprobs,
+}
+
+fn body(client: usize, call: usize, asked: Asked) -> Vec<u8> {
     let messages = json!([
         {"role": "system", "content": "You are a coding agent. ".repeat(20)},
         {"role": "user", "content": format!("client {client} call {call}: fix the failing test")},
@@ -59,15 +68,17 @@ fn body(client: usize, call: usize, asked: bool) -> Vec<u8> {
         "stream_options": {"include_usage": true},
         "tools": [{"type": "function", "function": {"name": "bash",
             "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]});
-    if asked {
+    if asked != Asked::Nothing {
         b["return_token_ids"] = json!(true);
+    }
+    if asked == Asked::IdsAndLogprobs {
         b["logprobs"] = json!(true);
         b["return_tokens_as_token_ids"] = json!(true);
     }
     serde_json::to_vec(&b).unwrap()
 }
 
-async fn round(urls: Vec<String>, setup: Setup, asked: bool) -> Round {
+async fn round(urls: Vec<String>, setup: Setup, asked: Asked) -> Round {
     let cpu = cpu_s();
     let started = Instant::now();
     let mut tasks = Vec::new();
@@ -110,11 +121,12 @@ async fn round(urls: Vec<String>, setup: Setup, asked: bool) -> Round {
 async fn gateway(
     upstream: &str,
     clients: usize,
-    capture: bool,
+    capture: Asked,
 ) -> (String, Gateway, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let mut config = GatewayConfig::new(upstream, UpstreamApi::OpenAi, dir.path().join("l.db"));
-    config.tokens = capture.then_some(TokenSource::Vllm);
+    config.tokens = (capture != Asked::Nothing).then_some(TokenSource::Vllm);
+    config.token_logprobs = capture == Asked::IdsAndLogprobs;
     let gateway = Gateway::new(config).unwrap();
     for c in 0..clients {
         gateway
@@ -140,8 +152,11 @@ async fn scenario(setup: Setup) {
     let model = ScriptServer::start(script, "127.0.0.1:0".parse().unwrap(), None)
         .await
         .unwrap();
-    let (off_base, _off, _d1) = gateway(&model.base_url(), setup.clients, false).await;
-    let (on_base, on, _d2) = gateway(&model.base_url(), setup.clients, true).await;
+    let modes = [Asked::Nothing, Asked::Ids, Asked::IdsAndLogprobs];
+    let mut gateways = Vec::new();
+    for mode in modes {
+        gateways.push(gateway(&model.base_url(), setup.clients, mode).await);
+    }
     let urls = |base: &str, keyed: bool| -> Vec<String> {
         (0..setup.clients)
             .map(|c| {
@@ -154,82 +169,88 @@ async fn scenario(setup: Setup) {
             .collect()
     };
     let direct = urls(&model.base_url(), false);
-    let via_off = urls(&off_base, true);
-    let via_on = urls(&on_base, true);
+    let via: Vec<Vec<String>> = gateways
+        .iter()
+        .map(|(base, _, _)| urls(base, true))
+        .collect();
     let warm = Setup { calls: 2, ..setup };
-    round(direct.clone(), warm, false).await;
-    round(via_off.clone(), warm, false).await;
-    round(via_on.clone(), warm, false).await;
-    let mut rows: [Vec<Round>; 4] = Default::default();
+    for v in &via {
+        round(v.clone(), warm, Asked::Nothing).await;
+    }
+    // Per mode: direct rounds asking what that gateway asks, and rounds through it.
+    let mut direct_rounds: [Vec<Round>; 3] = Default::default();
+    let mut via_rounds: [Vec<Round>; 3] = Default::default();
     for _ in 0..setup.rounds {
-        rows[0].push(round(direct.clone(), setup, false).await);
-        rows[1].push(round(direct.clone(), setup, true).await);
-        rows[2].push(round(via_off.clone(), setup, false).await);
-        rows[3].push(round(via_on.clone(), setup, false).await);
+        for (i, mode) in modes.into_iter().enumerate() {
+            direct_rounds[i].push(round(direct.clone(), setup, mode).await);
+            via_rounds[i].push(round(via[i].clone(), setup, Asked::Nothing).await);
+        }
     }
     let calls = (setup.clients * setup.calls) as f64;
-    let [plain, asked, off, on_rounds] = &rows;
-    let per_call_ms = |via: &[Round], direct: &[Round]| -> Vec<f64> {
-        via.iter()
-            .zip(direct)
-            .map(|(v, d)| (v.cpu_s - d.cpu_s) / calls * 1e3)
-            .collect()
-    };
-    let cpu_off = per_call_ms(off, plain);
-    let cpu_on = per_call_ms(on_rounds, asked);
-    let table: Vec<(&str, Vec<f64>)> = vec![
-        (
-            "off: p50 latency (ms)",
-            off.iter().map(|r| r.p50_ms).collect(),
-        ),
-        (
-            "on: p50 latency (ms)",
-            on_rounds.iter().map(|r| r.p50_ms).collect(),
-        ),
-        (
-            "added p50 latency on-off (ms)",
-            on_rounds
+    let cpu: Vec<Vec<f64>> = (0..3)
+        .map(|i| {
+            via_rounds[i]
                 .iter()
-                .zip(off)
+                .zip(&direct_rounds[i])
+                .map(|(v, d)| (v.cpu_s - d.cpu_s) / calls * 1e3)
+                .collect()
+        })
+        .collect();
+    let names = ["off", "ids", "ids+logprobs"];
+    let mut table: Vec<(String, Vec<f64>)> = Vec::new();
+    for i in 0..3 {
+        table.push((
+            format!("{}: p50 latency (ms)", names[i]),
+            via_rounds[i].iter().map(|r| r.p50_ms).collect(),
+        ));
+    }
+    for i in 0..3 {
+        table.push((
+            format!("{}: throughput (calls/s)", names[i]),
+            via_rounds[i].iter().map(|r| r.calls_per_s).collect(),
+        ));
+    }
+    for i in 0..3 {
+        table.push((
+            format!("{}: gateway CPU per call (ms)", names[i]),
+            cpu[i].clone(),
+        ));
+    }
+    for i in 1..3 {
+        table.push((
+            format!("{}: added p50 vs off (ms)", names[i]),
+            via_rounds[i]
+                .iter()
+                .zip(&via_rounds[0])
                 .map(|(a, b)| a.p50_ms - b.p50_ms)
                 .collect(),
-        ),
-        (
-            "off: throughput (calls/s)",
-            off.iter().map(|r| r.calls_per_s).collect(),
-        ),
-        (
-            "on: throughput (calls/s)",
-            on_rounds.iter().map(|r| r.calls_per_s).collect(),
-        ),
-        (
-            "throughput ratio on/off",
-            on_rounds
+        ));
+        table.push((
+            format!("{}: throughput ratio vs off", names[i]),
+            via_rounds[i]
                 .iter()
-                .zip(off)
+                .zip(&via_rounds[0])
                 .map(|(a, b)| a.calls_per_s / b.calls_per_s)
                 .collect(),
-        ),
-        ("off: gateway CPU per call (ms)", cpu_off.clone()),
-        ("on: gateway CPU per call (ms)", cpu_on.clone()),
-        (
-            "gateway CPU ratio on/off",
-            cpu_on.iter().zip(&cpu_off).map(|(a, b)| a / b).collect(),
-        ),
-    ];
-    println!(
-        "\n{} streaming clients x {} calls, {} deltas {} ms apart, {} rounds (captured rows: {})",
-        setup.clients,
-        setup.calls,
-        setup.chunks,
-        setup.chunk_delay_ms,
-        setup.rounds,
-        on.calls(None)
+        ));
+        table.push((
+            format!("{}: CPU ratio vs off", names[i]),
+            cpu[i].iter().zip(&cpu[0]).map(|(a, b)| a / b).collect(),
+        ));
+    }
+    let mut captured = 0;
+    for (_, g, _) in &gateways {
+        captured += g
+            .calls(None)
             .await
             .unwrap()
             .iter()
             .filter(|c| c.tokens_digest.is_some())
-            .count()
+            .count();
+    }
+    println!(
+        "\n{} streaming clients x {} calls, {} deltas {} ms apart, {} rounds (captured rows: {captured})",
+        setup.clients, setup.calls, setup.chunks, setup.chunk_delay_ms, setup.rounds,
     );
     println!(
         "{:<34} {:>10} {:>10} {:>10}",

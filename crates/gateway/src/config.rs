@@ -72,6 +72,8 @@ pub struct GatewayConfig {
     pub models: Vec<ModelUpstream>,
     /// Capture each call's token ids from a token-returning upstream (`model_tokens`).
     pub tokens: Option<crate::tokens::TokenSource>,
+    /// With `tokens`: ask for each generated token's logprob too (`model_logprobs`).
+    pub token_logprobs: bool,
 }
 
 impl GatewayConfig {
@@ -90,6 +92,7 @@ impl GatewayConfig {
             max_upstream_calls: 0,
             models: Vec::new(),
             tokens: None,
+            token_logprobs: true,
         }
     }
 }

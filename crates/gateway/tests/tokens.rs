@@ -63,6 +63,16 @@ async fn open_gateway(upstream: &str, capture: bool) -> Gw {
     .await
 }
 
+/// A capturing gateway that asks for the ids only (`model_logprobs = false`).
+async fn ids_gateway(upstream: &str) -> Gw {
+    gateway_with(upstream, |c| {
+        c.open_keys = true;
+        c.tokens = Some(TokenSource::Vllm);
+        c.token_logprobs = false;
+    })
+    .await
+}
+
 async fn only_row(gw: &Gw, rollout: &str) -> CallRecord {
     let rows = gw.settled(rollout).await;
     assert_eq!(rows.len(), 1, "{rows:?}");
@@ -122,6 +132,7 @@ async fn capture_records_the_upstreams_ids_and_the_harness_sees_the_bytes_of_no_
     let base = upstream.base_url();
     let off = open_gateway(&base, false).await;
     let on = open_gateway(&base, true).await;
+    let ids = ids_gateway(&base).await;
     for route in ["chat", "responses"] {
         let expected = direct_ids(&base, route).await;
         for stream in [false, true] {
@@ -150,6 +161,16 @@ async fn capture_records_the_upstreams_ids_and_the_harness_sees_the_bytes_of_no_
             assert_eq!(t.logprobs, expected.2, "{route} stream={stream}");
             assert_eq!(t.model.as_deref(), Some("m"));
             assert!(t.finish_reason.is_some(), "{route} stream={stream}: {t:?}");
+            // Ids only: the same ids, no logprobs, and the same bytes again.
+            let seen_ids = post(&ids.url(&rollout, path), &body).await;
+            assert_eq!(seen_ids, seen_off, "{route} stream={stream}: ids only");
+            let t = tokens_of(&ids, &only_row(&ids, &rollout).await).await;
+            assert_eq!(t.prompt_ids.len(), expected.0.len());
+            assert_eq!(t.completion_ids.len(), expected.1.len());
+            assert_eq!(
+                t.logprobs, None,
+                "{route} stream={stream}: no logprobs asked"
+            );
         }
     }
     // Messages is not a route capture covers: the reply is untouched and the row says so.

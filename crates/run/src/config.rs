@@ -68,6 +68,9 @@ fn default_concurrency() -> usize {
 fn default_every() -> u64 {
     30
 }
+fn default_logprobs() -> bool {
+    true
+}
 fn default_keep() -> usize {
     2
 }
@@ -116,6 +119,10 @@ pub struct RunConfig {
     /// in token mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_tokens: Option<rollpoint_gateway::TokenSource>,
+    /// With `model_tokens`: ask for each generated token's logprob too (default true);
+    /// false asks only for the ids, and trajectories then carry no logprobs.
+    #[serde(default = "default_logprobs")]
+    pub model_logprobs: bool,
     /// With `model_tokens`: what a token break does to the rollout's merged view,
     /// `"split"` it into segments or `"mask"` the whole rollout as not trainable.
     #[serde(default)]
@@ -186,6 +193,7 @@ impl Default for RunConfig {
             models: Vec::new(),
             model_api: ModelApi::All,
             model_tokens: None,
+            model_logprobs: true,
             token_breaks: rollpoint_trajectory::BreakPolicy::Split,
             model_script: None,
             store: StoreKind::Auto,

@@ -233,6 +233,9 @@ impl GatewayProcess {
         }
         if let Some(source) = config.model_tokens {
             cmd.arg("--model-tokens").arg(source.name());
+            if !config.model_logprobs {
+                cmd.arg("--no-model-logprobs");
+            }
         }
         if config.model_max_calls > 0 {
             cmd.arg("--max-upstream-calls")

@@ -76,6 +76,9 @@ pub struct GatewayArgs {
     /// with --model-script the scripted model answers in token mode.
     #[arg(long, value_parser = ["vllm"])]
     model_tokens: Option<String>,
+    /// With --model-tokens: do not ask for logprobs, only the ids (smaller replies).
+    #[arg(long, requires = "model_tokens")]
+    no_model_logprobs: bool,
     /// The ledger database (created, mode 0600).
     #[arg(long)]
     db: PathBuf,
@@ -256,6 +259,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
             .map(str::parse::<rollpoint_gateway::TokenSource>)
             .transpose()
             .map_err(anyhow::Error::msg)?;
+        config.token_logprobs = !args.no_model_logprobs;
         let gateway = Gateway::new(config)?;
         for key in &keys {
             gateway.register(key)?;

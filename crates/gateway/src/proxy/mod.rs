@@ -87,7 +87,8 @@ pub(crate) async fn handle(
     // With capture on the upstream gets the request with the token fields added; the ledger
     // keeps the harness's bytes.
     let (upstream_body, tokens) = match shared.config.tokens {
-        Some(_) if route != Route::Models => match ask(route, &bytes) {
+        Some(_) if route != Route::Models => match ask(route, &bytes, shared.config.token_logprobs)
+        {
             Some((body, added)) => (body, Plan::Asked(added)),
             None => (bytes.clone(), Plan::Unsupported),
         },

@@ -12,9 +12,10 @@ use super::json_edit::RawObject;
 use crate::conversation::Route;
 
 /// The request to send upstream and what was added to it; `None` when nothing is added (a
-/// route capture does not cover, a body that is not an object).
+/// route capture does not cover, a body that is not an object). With `logprobs` false only
+/// the ids are asked for: the replies stay about as small as without capture.
 #[must_use]
-pub fn ask(route: Route, body: &[u8]) -> Option<(Bytes, Added)> {
+pub fn ask(route: Route, body: &[u8], logprobs: bool) -> Option<(Bytes, Added)> {
     let text = std::str::from_utf8(body).ok()?;
     let mut obj = RawObject::parse(text)?;
     let mut added = Added::default();
@@ -24,7 +25,7 @@ pub fn ask(route: Route, body: &[u8]) -> Option<(Bytes, Added)> {
                 obj.set("return_token_ids", "true".to_owned());
                 added.token_ids = true;
             }
-            if obj.get("logprobs") != Some("true") {
+            if logprobs && obj.get("logprobs") != Some("true") {
                 obj.set("logprobs", "true".to_owned());
                 obj.set("return_tokens_as_token_ids", "true".to_owned());
                 added.logprobs = true;
@@ -53,29 +54,33 @@ mod tests {
 
     #[test]
     fn chat_gets_token_ids_and_logprobs_unless_it_asked() {
-        let (body, added) = ask(Route::Chat, br#"{"model":"m","messages":[]}"#).unwrap();
+        let (body, added) = ask(Route::Chat, br#"{"model":"m","messages":[]}"#, true).unwrap();
         assert_eq!(
             &body[..],
             br#"{"model":"m","messages":[],"return_token_ids":true,"logprobs":true,"return_tokens_as_token_ids":true}"#
         );
         assert!(added.token_ids && added.logprobs && !added.response_messages);
-        let (body, added) = ask(Route::Chat, br#"{"logprobs":true,"top_logprobs":2}"#).unwrap();
+        let (body, added) =
+            ask(Route::Chat, br#"{"logprobs":true,"top_logprobs":2}"#, true).unwrap();
         assert_eq!(
             &body[..],
             br#"{"logprobs":true,"top_logprobs":2,"return_token_ids":true}"#
         );
         assert!(added.token_ids && !added.logprobs);
+        let (body, added) = ask(Route::Chat, br#"{"model":"m"}"#, false).unwrap();
+        assert_eq!(&body[..], br#"{"model":"m","return_token_ids":true}"#);
+        assert!(added.token_ids && !added.logprobs);
     }
 
     #[test]
     fn responses_get_response_messages_and_messages_nothing() {
-        let (body, added) = ask(Route::Responses, br#"{"input":"x"}"#).unwrap();
+        let (body, added) = ask(Route::Responses, br#"{"input":"x"}"#, true).unwrap();
         assert_eq!(
             &body[..],
             br#"{"input":"x","enable_response_messages":true}"#
         );
         assert!(added.response_messages);
-        assert!(ask(Route::Messages, b"{}").is_none());
-        assert!(ask(Route::Chat, b"[1]").is_none());
+        assert!(ask(Route::Messages, b"{}", true).is_none());
+        assert!(ask(Route::Chat, b"[1]", true).is_none());
     }
 }
