@@ -90,6 +90,9 @@ fn rollpoint_refuses_bad_arguments_naming_what_is_wrong() {
         (&["status", "v9"], "unknown version 9"),
         (&["report", "v9"], "unknown version 9"),
         (&["report", "nowhere"], "nowhere"),
+        (&["export", "v9"], "unknown version 9"),
+        (&["export", "nowhere"], "nowhere"),
+        (&["export", "v9", "--format", "xml"], "xml"),
         (
             &[
                 "fork",

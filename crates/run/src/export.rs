@@ -16,8 +16,19 @@ use crate::state::RunState;
 /// The trajectories of `rollout`, or of every rollout of the run (by id), under the run's
 /// `token_breaks` policy.
 pub fn trajectories(run_dir: &Path, rollout: Option<&str>) -> Result<Vec<Trajectory>, RunError> {
-    let policy = RunState::load(run_dir).map_or(BreakPolicy::Split, |s| s.config.token_breaks);
     let ledger = run_dir.join(LEDGER);
+    let state = RunState::path(run_dir);
+    if !state.exists() && !ledger.exists() {
+        return Err(RunError::State {
+            path: state,
+            message: "not a run directory: it has no run state and no gateway ledger".into(),
+        });
+    }
+    let policy = if state.exists() {
+        RunState::load(run_dir)?.config.token_breaks
+    } else {
+        BreakPolicy::Split
+    };
     let records = if ledger.exists() {
         rollpoint_gateway::ledger::read_for_trajectories(&ledger, rollout).map_err(|e| {
             RunError::State {

@@ -106,6 +106,17 @@ fn bad_tasks_and_configs_are_refused_naming_the_line_and_field() {
             "not both",
         ),
         (
+            "v = 1\nmodel_tokens = \"sglang\"\n",
+            "model_tokens",
+            "expected `vllm`",
+        ),
+        (
+            "v = 1\ntoken_breaks = \"drop\"\n",
+            "token_breaks",
+            "`split` or `mask`",
+        ),
+        ("v = 1\nmodel_logprobs = 3\n", "model_logprobs", "a boolean"),
+        (
             "v = 1\nmodel_credential_env = \"NOT A NAME\"\n",
             "model_credential_env",
             "[A-Za-z_]",
