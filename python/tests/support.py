@@ -55,7 +55,7 @@ def binaries() -> Binaries:
         pytest.fail(
             "these tests run the real rollpoint binaries: "
             + "; ".join(problems)
-            + " (scripts/test-python expects them set, e.g. to the builds under target/)",
+            + " (scripts/test sets them to the builds under target/)",
             pytrace=False,
         )
     if os.geteuid() != 0:
