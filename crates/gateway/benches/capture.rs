@@ -22,7 +22,7 @@ use rollpoint_model_script::tokens::TokenMode;
 use rollpoint_model_script::{Script, ScriptServer, Step};
 use serde_json::json;
 
-use common::{Setup, stats};
+use common::{Setup, print_table};
 
 fn parse_args() -> Setup {
     Setup::from_args(Setup {
@@ -252,14 +252,7 @@ async fn scenario(setup: Setup) {
         "\n{} streaming clients x {} calls, {} deltas {} ms apart, {} rounds (captured rows: {captured})",
         setup.clients, setup.calls, setup.chunks, setup.chunk_delay_ms, setup.rounds,
     );
-    println!(
-        "{:<34} {:>10} {:>10} {:>10}",
-        "metric", "median", "min", "max"
-    );
-    for (name, values) in table {
-        let (med, min, max) = stats(values);
-        println!("{name:<34} {med:>10.3} {min:>10.3} {max:>10.3}");
-    }
+    print_table(table);
     model.shutdown().await;
 }
 

@@ -19,7 +19,7 @@ use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, UpstreamApi};
 use rollpoint_model_script::{Script, ScriptServer, Step};
 use serde_json::json;
 
-use common::{Setup, stats};
+use common::{Setup, print_table};
 
 fn parse_args() -> Setup {
     Setup::from_args(Setup {
@@ -183,14 +183,7 @@ async fn scenario(setup: Setup) {
         setup.rounds,
         gateway.calls(None).await.unwrap().len()
     );
-    println!(
-        "{:<34} {:>10} {:>10} {:>10}",
-        "metric", "median", "min", "max"
-    );
-    for (name, values) in rows {
-        let (med, min, max) = stats(values);
-        println!("{name:<34} {med:>10.3} {min:>10.3} {max:>10.3}");
-    }
+    print_table(rows);
     model.shutdown().await;
 }
 

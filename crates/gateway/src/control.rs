@@ -204,11 +204,12 @@ impl GatewayClient {
         }
     }
 
-    async fn reply<T: serde::de::DeserializeOwned>(
+    /// The body of a successful reply; an error reply's message otherwise.
+    async fn fetch(
         &self,
         route: &str,
         request: reqwest::RequestBuilder,
-    ) -> Result<T, GatewayError> {
+    ) -> Result<bytes::Bytes, GatewayError> {
         let response = request
             .bearer_auth(&self.token)
             .send()
@@ -223,6 +224,15 @@ impl GatewayClient {
                 .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
             return Err(self.failed(route, format!("{status}: {message}")));
         }
+        Ok(bytes)
+    }
+
+    async fn reply<T: serde::de::DeserializeOwned>(
+        &self,
+        route: &str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<T, GatewayError> {
+        let bytes = self.fetch(route, request).await?;
         rollpoint_proto::decode("gateway control reply", CONTROL_VERSION, &bytes)
             .map_err(|e| self.failed(route, e))
     }
@@ -247,22 +257,8 @@ impl GatewayClient {
     /// The records a trajectory of `rollout` reads.
     pub async fn records(&self, rollout: &str) -> Result<Vec<crate::LedgerRecord>, GatewayError> {
         let route = format!("/v1/gateway/rollouts/{rollout}/records");
-        let route = route.as_str();
-        let response = self
-            .client
-            .get(format!("{}{route}", self.base))
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .map_err(|e| self.failed(route, e))?;
-        let status = response.status();
-        let bytes = response.bytes().await.map_err(|e| self.failed(route, e))?;
-        if !status.is_success() {
-            return Err(self.failed(
-                route,
-                format!("{status}: {}", String::from_utf8_lossy(&bytes)),
-            ));
-        }
+        let request = self.client.get(format!("{}{route}", self.base));
+        let bytes = self.fetch(&route, request).await?;
         crate::ledger::record::decode_jsonl(&bytes)
     }
 

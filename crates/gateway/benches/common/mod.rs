@@ -37,6 +37,18 @@ impl Setup {
     }
 }
 
+/// Prints `rows` (name, one value per round) as median, min and max.
+pub fn print_table<N: std::fmt::Display>(rows: impl IntoIterator<Item = (N, Vec<f64>)>) {
+    println!(
+        "{:<34} {:>10} {:>10} {:>10}",
+        "metric", "median", "min", "max"
+    );
+    for (name, values) in rows {
+        let (med, min, max) = stats(values);
+        println!("{name:<34} {med:>10.3} {min:>10.3} {max:>10.3}");
+    }
+}
+
 /// Median, min and max.
 #[must_use]
 pub fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {

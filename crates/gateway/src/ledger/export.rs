@@ -13,7 +13,16 @@ use crate::ledger::{bodies, lookup};
 /// Every row of `rollout` and every body they reference.
 pub(crate) fn export(conn: &Connection, rollout: &str) -> Result<Vec<LedgerRecord>, GatewayError> {
     let calls = lookup::rows(conn, Some(rollout))?;
-    let digests: BTreeSet<&String> = calls.iter().flat_map(CallRecord::bodies).collect();
+    with_bodies(conn, calls, |c| Box::new(c.bodies()))
+}
+
+/// `calls`, after the bodies `pick` names of them (each once), as records.
+fn with_bodies(
+    conn: &Connection,
+    calls: Vec<CallRecord>,
+    pick: impl for<'c> Fn(&'c CallRecord) -> Box<dyn Iterator<Item = &'c String> + 'c>,
+) -> Result<Vec<LedgerRecord>, GatewayError> {
+    let digests: BTreeSet<&String> = calls.iter().flat_map(pick).collect();
     let mut out = Vec::with_capacity(calls.len() + digests.len());
     for d in digests {
         if let Some(bytes) = bodies::get(conn, d)? {
@@ -45,17 +54,9 @@ pub fn read_for_trajectories(
     .map_err(open)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))
         .map_err(open)?;
-    let found: i64 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(open)?;
+    // Read-only: an older ledger cannot be upgraded here.
+    let found = crate::ledger::schema::version(&conn, path)?;
     let supported = crate::ledger::SCHEMA_VERSION;
-    if found > supported {
-        return Err(GatewayError::LedgerTooNew {
-            path: path.to_owned(),
-            found,
-            supported,
-        });
-    }
     if found < supported {
         return Err(GatewayError::LedgerTooOld {
             path: path.to_owned(),
@@ -64,19 +65,7 @@ pub fn read_for_trajectories(
         });
     }
     let calls = lookup::rows(&conn, rollout)?;
-    let digests: BTreeSet<&String> = calls
-        .iter()
-        .flat_map(|c| c.response_digest.iter().chain(c.tokens_digest.iter()))
-        .collect();
-    let mut out = Vec::with_capacity(calls.len() + digests.len());
-    for d in digests {
-        if let Some(bytes) = bodies::get(&conn, d)? {
-            out.push(LedgerRecord::Body(BodyRecord {
-                digest: d.clone(),
-                bytes,
-            }));
-        }
-    }
-    out.extend(calls.into_iter().map(|c| LedgerRecord::Call(Box::new(c))));
-    Ok(out)
+    with_bodies(&conn, calls, |c| {
+        Box::new(c.response_digest.iter().chain(c.tokens_digest.iter()))
+    })
 }

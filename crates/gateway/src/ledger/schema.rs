@@ -70,16 +70,7 @@ pub fn prepare(conn: &mut Connection, path: &Path) -> Result<(), GatewayError> {
         .map_err(open)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))
         .map_err(open)?;
-    let found: i64 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(open)?;
-    if found > SCHEMA_VERSION {
-        return Err(GatewayError::LedgerTooNew {
-            path: path.to_owned(),
-            found,
-            supported: SCHEMA_VERSION,
-        });
-    }
+    let found = version(conn, path)?;
     for (i, sql) in MIGRATIONS
         .iter()
         .enumerate()
@@ -96,6 +87,25 @@ pub fn prepare(conn: &mut Connection, path: &Path) -> Result<(), GatewayError> {
         tx.commit().map_err(open)?;
     }
     Ok(())
+}
+
+/// The schema version of the ledger `conn` has open at `path`; newer than this build's is an
+/// error.
+pub(crate) fn version(conn: &Connection, path: &Path) -> Result<i64, GatewayError> {
+    let found: i64 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|source| GatewayError::LedgerOpen {
+            path: path.to_owned(),
+            source,
+        })?;
+    if found > SCHEMA_VERSION {
+        return Err(GatewayError::LedgerTooNew {
+            path: path.to_owned(),
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    Ok(found)
 }
 
 /// A prepared ledger in memory, for tests.
