@@ -8,6 +8,7 @@
 )]
 
 pub mod fuzz;
+pub mod images;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
