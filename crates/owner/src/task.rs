@@ -80,7 +80,8 @@ impl OwnerTask {
     /// Checks what serde cannot: ids, paths and argvs, naming the field.
     pub fn validate(&self) -> Result<(), OwnerError> {
         check_id("task.id", &self.id, MAX_TASK_ID)?;
-        if !self.sandbox.workdir.starts_with('/') {
+        // Empty: the image's WorkingDir, else /workspace.
+        if !self.sandbox.workdir.is_empty() && !self.sandbox.workdir.starts_with('/') {
             return Err(OwnerError::bad(
                 "task.sandbox.workdir",
                 format!("{:?} is not an absolute path", self.sandbox.workdir),
@@ -105,12 +106,6 @@ impl OwnerTask {
             }
         }
         Ok(())
-    }
-
-    /// The in-sandbox path of `path`: itself when absolute, else under the
-    /// workdir.
-    pub fn resolve(&self, path: &str) -> String {
-        resolve(&self.sandbox.workdir, path)
     }
 }
 
@@ -193,8 +188,8 @@ mod tests {
         assert!(t.capture);
         assert_eq!(t.sandbox, SandboxSpec::default());
         t.validate().unwrap();
-        assert_eq!(t.resolve("a/b"), "/workspace/a/b");
-        assert_eq!(t.resolve("/etc/x"), "/etc/x");
+        assert_eq!(resolve("/workspace", "a/b"), "/workspace/a/b");
+        assert_eq!(resolve("/workspace", "/etc/x"), "/etc/x");
     }
 
     #[test]

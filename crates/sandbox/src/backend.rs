@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::Error;
 
+/// An image's identity: the digest of its config.
+pub type ImageId = rollpoint_image::Digest;
+
 /// Version of [`SandboxSpec`] and of the records that embed it.
 pub const SPEC_VERSION: u32 = 1;
 
@@ -25,8 +28,10 @@ pub struct SandboxSpec {
     /// The sandbox's hostname; kept across forks.
     #[serde(default = "default_hostname")]
     pub hostname: String,
-    /// The in-sandbox working directory, created empty when missing.
-    #[serde(default = "default_workdir")]
+    /// The in-sandbox working directory, created empty when missing. Empty
+    /// in a request: the image's `WorkingDir`, else `/workspace`; a created
+    /// sandbox's spec always names it.
+    #[serde(default)]
     pub workdir: String,
     /// The environment every command and launch starts from (`HOME` and
     /// `PATH` get defaults when missing).
@@ -42,16 +47,15 @@ fn default_hostname() -> String {
     "sandbox".to_owned()
 }
 
-fn default_workdir() -> String {
-    "/workspace".to_owned()
-}
+/// The workdir of a sandbox whose request and image name none.
+pub const DEFAULT_WORKDIR: &str = "/workspace";
 
 impl Default for SandboxSpec {
     fn default() -> Self {
         Self {
             base: Base::default(),
             hostname: default_hostname(),
-            workdir: default_workdir(),
+            workdir: String::new(),
             env: BTreeMap::new(),
             limits: Limits::default(),
             network: Network::default(),
@@ -71,20 +75,93 @@ impl SandboxSpec {
     }
 }
 
-/// The read-only lower layer under a sandbox's overlay.
+/// The read-only lower layers under a sandbox's overlay.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[schema(as = SandboxBase)]
-#[serde(rename_all = "snake_case", tag = "kind", content = "path")]
+#[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum Base {
     /// The host's root filesystem, read-only (writes land in the upper).
     #[default]
     HostRoot,
     /// A directory holding a root filesystem.
-    #[schema(value_type = String)]
-    Rootfs(PathBuf),
+    Rootfs {
+        #[schema(value_type = String)]
+        path: PathBuf,
+    },
     /// A root filesystem tarball, unpacked once and shared.
-    #[schema(value_type = String)]
-    Tarball(PathBuf),
+    Tarball {
+        #[schema(value_type = String)]
+        path: PathBuf,
+    },
+    /// An image from a registry: `REGISTRY/REPO:TAG` or `...@sha256:...`.
+    Image {
+        #[serde(rename = "ref")]
+        reference: String,
+        /// The image (its config digest) the sandbox was made on: set when
+        /// the sandbox is created, so a fork or a resume uses the very
+        /// layers even if the tag has moved since.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<String>)]
+        id: Option<ImageId>,
+    },
+    /// An OCI archive (a tar of an OCI layout).
+    #[serde(rename = "oci-archive", alias = "oci_archive")]
+    OciArchive {
+        #[schema(value_type = String)]
+        path: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<String>)]
+        id: Option<ImageId>,
+    },
+    /// A Docker archive (`docker save` or `podman save` output).
+    #[serde(rename = "docker-archive", alias = "docker_archive")]
+    DockerArchive {
+        #[schema(value_type = String)]
+        path: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<String>)]
+        id: Option<ImageId>,
+    },
+    /// An OCI layout directory.
+    #[serde(rename = "oci-layout", alias = "oci_layout")]
+    OciLayout {
+        #[schema(value_type = String)]
+        path: PathBuf,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schema(value_type = Option<String>)]
+        id: Option<ImageId>,
+    },
+}
+
+impl Base {
+    /// The image source and its pinned id, for the image kinds.
+    pub fn image(&self) -> Option<(rollpoint_image::Source, Option<&ImageId>)> {
+        use rollpoint_image::Source;
+        match self {
+            Self::HostRoot | Self::Rootfs { .. } | Self::Tarball { .. } => None,
+            Self::Image { reference, id } => {
+                Some((Source::Registry(reference.clone()), id.as_ref()))
+            }
+            Self::OciArchive { path, id } => Some((Source::OciArchive(path.clone()), id.as_ref())),
+            Self::DockerArchive { path, id } => {
+                Some((Source::DockerArchive(path.clone()), id.as_ref()))
+            }
+            Self::OciLayout { path, id } => Some((Source::OciLayout(path.clone()), id.as_ref())),
+        }
+    }
+
+    /// The same base pinned to `image`.
+    pub(crate) fn pinned(&self, image: ImageId) -> Self {
+        let mut out = self.clone();
+        match &mut out {
+            Self::Image { id, .. }
+            | Self::OciArchive { id, .. }
+            | Self::DockerArchive { id, .. }
+            | Self::OciLayout { id, .. } => *id = Some(image),
+            Self::HostRoot | Self::Rootfs { .. } | Self::Tarball { .. } => {}
+        }
+        out
+    }
 }
 
 /// Resource limits, applied through the cgroup v1 controllers when the

@@ -12,7 +12,8 @@
 //!   - `local::anchor`: the owner's side of the anchor socket;
 //!   - `local::mounts`: the overlay mount and its private `/tmp`;
 //!   - `local::cgroups`: a sandbox's cgroups: limits, freeze, kill, remove;
-//!   - `local::base`: the overlay's lower layer, tarballs unpacked once;
+//!   - `local::base`: the overlay's lower layers: tarballs unpacked once,
+//!     images' layers from the image cache;
 //!   - `local::record`: sandbox and snapshot records on disk;
 //!   - `local::crash`: the named steps a crash may split, which the tests
 //!     crash at one by one.
@@ -26,8 +27,8 @@ mod errors;
 pub mod local;
 
 pub use backend::{
-    Backend, BackendListing, Base, LaunchHandle, Limits, Network, SPEC_VERSION, SandboxInfo,
-    SandboxSpec, SnapshotRef,
+    Backend, BackendListing, Base, DEFAULT_WORKDIR, ImageId, LaunchHandle, Limits, Network,
+    SPEC_VERSION, SandboxInfo, SandboxSpec, SnapshotRef,
 };
 pub use confine::{SandboxRoot, sandbox_relative};
 pub use errors::Error;

@@ -33,6 +33,9 @@ pub struct AnchorOpts {
     /// The pid of the sandbox's owner, which must be the anchor's parent
     /// (`--owner`; without it, whatever parent the anchor has at start).
     pub owner: Option<i32>,
+    /// `--tool AT=HOST`: the host file or directory mounted read-only at
+    /// `/.rollpoint/AT` (a sandbox whose base is not the host's root).
+    pub tools: Vec<(String, PathBuf)>,
 }
 
 #[derive(Debug)]
@@ -141,6 +144,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let (mut root, mut control, mut hostname) = (None, None, None);
     let (mut cgroup_v2, mut cgroup_freezer, mut isolated_net) = (None, None, false);
     let mut owner = None;
+    let mut tools = Vec::new();
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -155,6 +159,24 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
             "--cgroup-v2" => cgroup_v2 = Some(PathBuf::from(value("--cgroup-v2")?)),
             "--cgroup-freezer" => cgroup_freezer = Some(PathBuf::from(value("--cgroup-freezer")?)),
             "--isolated-net" => isolated_net = true,
+            "--tool" => {
+                let v = value("--tool")?;
+                let bad = || {
+                    usage(format!(
+                        "--tool {v:?}: expected AT=HOST, AT relative without `..`, HOST absolute"
+                    ))
+                };
+                let (at, host) = v.split_once('=').ok_or_else(bad)?;
+                let fine = !at.is_empty()
+                    && at
+                        .split('/')
+                        .all(|p| !p.is_empty() && p != "." && p != "..")
+                    && host.starts_with('/');
+                if !fine {
+                    return Err(bad());
+                }
+                tools.push((at.to_owned(), PathBuf::from(host)));
+            }
             "--owner" => {
                 let v = value("--owner")?;
                 let pid = v.parse::<i32>().ok().filter(|p| *p > 0);
@@ -197,6 +219,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
         cgroup_freezer,
         isolated_net,
         owner,
+        tools,
     }))
 }
 

@@ -87,7 +87,7 @@ fn prepare(
         source: Box::new(source),
     };
     for (path, content) in &task.files {
-        let path = task.resolve(path);
+        let path = crate::task::resolve(&info.spec.workdir, path);
         backend
             .upload(
                 &info.id,

@@ -205,8 +205,13 @@ impl Backend for FakeBackend {
         if st.sandboxes.contains_key(id) {
             return Err(Error::SandboxExists { sandbox: id.into() });
         }
+        // As a backend does: a created sandbox's spec names its workdir.
+        let mut spec = spec.clone();
+        if spec.workdir.is_empty() {
+            spec.workdir = rollpoint_sandbox::DEFAULT_WORKDIR.to_owned();
+        }
         let sb = Sandbox {
-            spec: spec.clone(),
+            spec,
             files: Files::new(),
             forked_from: None,
         };

@@ -1,48 +1,189 @@
-//! The lower layer of a sandbox's overlay. A rootfs tarball is unpacked once
-//! per content (keyed by its SHA-256) under the run directory and shared by
-//! every sandbox made from it; the unpacked tree is renamed into place only
-//! when complete, so a crash mid-unpack never leaves a half base in use.
+//! The lower layers of a sandbox's overlay. A rootfs tarball is unpacked
+//! once per content (keyed by its SHA-256) under the run directory and
+//! shared by every sandbox made from it; the unpacked tree is renamed into
+//! place only when complete, so a crash mid-unpack never leaves a half base
+//! in use. An image's layers come from the image cache (`rollpoint-image`),
+//! stacked top first; the first sandbox of a source pulls it and the others
+//! of this process wait for that pull instead of starting their own.
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, PoisonError};
 
+use rollpoint_image::{ImageCache, ImageRecord, RegistryOptions, Source};
 use sha2::{Digest, Sha256};
 
-use crate::{Base, Error};
+use crate::{Base, DEFAULT_WORKDIR, Error, SandboxSpec};
 
-#[derive(Debug, Default)]
+/// Where the supervisor mounts the tools (the worker, harnesses) in a
+/// sandbox whose base is not the host's root.
+pub const TOOLS_DIR: &str = "/.rollpoint";
+
+#[derive(Debug)]
 pub(crate) struct Bases {
     /// Tarball path -> unpacked directory, for this process.
     unpacked: Mutex<HashMap<PathBuf, PathBuf>>,
+    images: ImageCache,
+    registry: RegistryOptions,
+    /// One slot per image source: held while it is pulled, then keeping
+    /// the image for every later sandbox of this process.
+    pulled: Mutex<HashMap<Source, Arc<Mutex<Option<ImageRecord>>>>>,
+    /// Whether tools are mounted (their `bin` joins `PATH`).
+    tools: bool,
+}
+
+fn image_error(sandbox: &str, e: &rollpoint_image::Error) -> Error {
+    Error::Invalid {
+        sandbox: sandbox.to_owned(),
+        message: format!("base: {e}"),
+    }
 }
 
 impl Bases {
-    pub fn lower(&self, sandbox: &str, base: &Base, bases_dir: &Path) -> Result<PathBuf, Error> {
+    pub fn new(images: ImageCache, registry: RegistryOptions, tools: bool) -> Self {
+        Self {
+            unpacked: Mutex::default(),
+            images,
+            registry,
+            pulled: Mutex::default(),
+            tools,
+        }
+    }
+
+    pub fn images(&self) -> &ImageCache {
+        &self.images
+    }
+
+    /// The image of an image base: the pinned one, or the source pulled
+    /// (once per process).
+    fn image(&self, sandbox: &str, base: &Base) -> Result<Option<ImageRecord>, Error> {
+        let Some((source, id)) = base.image() else {
+            return Ok(None);
+        };
+        if let Some(id) = id {
+            if let Ok(record) = self.images.get(id) {
+                return Ok(Some(record));
+            }
+            // Gone from the cache: the source again, if it still is that image.
+            let record = self
+                .images
+                .pull(&source, &self.registry)
+                .map_err(|e| image_error(sandbox, &e))?;
+            if &record.id != id {
+                return Err(Error::Invalid {
+                    sandbox: sandbox.to_owned(),
+                    message: format!(
+                        "base: image {source} is now {}, not {id} that the sandbox was made on, \
+                         and that image's layers are no longer in the cache {}",
+                        record.id,
+                        self.images.dir().display()
+                    ),
+                });
+            }
+            return Ok(Some(record));
+        }
+        let slot = Arc::clone(
+            self.pulled
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(source.clone())
+                .or_default(),
+        );
+        let mut slot = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(record) = slot.as_ref() {
+            return Ok(Some(record.clone()));
+        }
+        let record = self
+            .images
+            .pull(&source, &self.registry)
+            .map_err(|e| image_error(sandbox, &e))?;
+        *slot = Some(record.clone());
+        Ok(Some(record))
+    }
+
+    /// The spec a sandbox is made with: an image base pinned to the image,
+    /// the image's `Env` under the spec's own, its `WorkingDir` as the
+    /// default workdir, and the tools' `bin` at the end of `PATH` when the
+    /// base is not the host's root.
+    pub fn resolve(&self, sandbox: &str, spec: &SandboxSpec) -> Result<SandboxSpec, Error> {
+        let mut out = spec.clone();
+        let image = self.image(sandbox, &spec.base)?;
+        if let Some(image) = &image {
+            out.base = spec.base.pinned(image.id.clone());
+            for pair in &image.env {
+                let (k, v) = pair.split_once('=').unwrap_or((pair.as_str(), ""));
+                out.env.entry(k.to_owned()).or_insert_with(|| v.to_owned());
+            }
+        }
+        if out.workdir.is_empty() {
+            out.workdir = image
+                .and_then(|i| i.working_dir)
+                .filter(|w| w.starts_with('/'))
+                .unwrap_or_else(|| DEFAULT_WORKDIR.to_owned());
+        }
+        if self.tools && spec.base != Base::HostRoot {
+            let mut env = out.full_env();
+            let bin = format!("{TOOLS_DIR}/bin");
+            if let Some(path) = env.get_mut("PATH")
+                && !path.split(':').any(|p| p == bin)
+            {
+                path.push(':');
+                path.push_str(&bin);
+            }
+            out.env.insert("PATH".into(), env["PATH"].clone());
+        }
+        Ok(out)
+    }
+
+    /// Records that the record at `record` uses its image, so an image
+    /// prune keeps the image's layers while the record is there.
+    pub fn pin(&self, record: &Path, base: &Base) -> Result<(), Error> {
+        if let Some((_, Some(id))) = base.image() {
+            self.images
+                .pin(record, id)
+                .map_err(|e| image_error("-", &e))?;
+        }
+        Ok(())
+    }
+
+    /// The overlay's lower directories, top first.
+    pub fn lower(
+        &self,
+        sandbox: &str,
+        base: &Base,
+        bases_dir: &Path,
+    ) -> Result<Vec<PathBuf>, Error> {
         match base {
-            Base::HostRoot => Ok(PathBuf::from("/")),
-            Base::Rootfs(dir) => {
+            Base::HostRoot => Ok(vec![PathBuf::from("/")]),
+            Base::Rootfs { path: dir } => {
                 if !dir.is_dir() {
                     return Err(Error::Invalid {
                         sandbox: sandbox.to_owned(),
                         message: format!("base.path {}: not a directory", dir.display()),
                     });
                 }
-                Ok(dir.clone())
+                Ok(vec![dir.clone()])
             }
-            Base::Tarball(file) => {
-                let mut cache = self
-                    .unpacked
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            Base::Tarball { path: file } => {
+                let mut cache = self.unpacked.lock().unwrap_or_else(PoisonError::into_inner);
                 if let Some(dir) = cache.get(file) {
-                    return Ok(dir.clone());
+                    return Ok(vec![dir.clone()]);
                 }
                 let dir = unpack(sandbox, file, bases_dir)?;
                 cache.insert(file.clone(), dir.clone());
-                Ok(dir)
+                Ok(vec![dir])
+            }
+            Base::Image { .. }
+            | Base::OciArchive { .. }
+            | Base::DockerArchive { .. }
+            | Base::OciLayout { .. } => {
+                let image = self.image(sandbox, base)?.ok_or_else(|| Error::Invalid {
+                    sandbox: sandbox.to_owned(),
+                    message: "base: not an image".into(),
+                })?;
+                Ok(self.images.lowers(&image))
             }
         }
     }

@@ -25,7 +25,9 @@ pub(super) fn create(
     spec: &SandboxSpec,
 ) -> Result<SandboxInfo, Error> {
     let _working = backend.working();
-    // Resolve the base before making anything that would need undoing.
+    // Resolve the base (an image pulled, its config applied) before making
+    // anything that would need undoing.
+    let spec = &backend.bases.resolve(id, spec)?;
     backend
         .bases
         .lower(id, &spec.base, &backend.dir.join("bases"))?;
@@ -167,6 +169,7 @@ fn bring_up(
     };
     let record_path = sbdir.join("sandbox.json");
     record::write(&record_path, &rec)?;
+    backend.bases.pin(&record_path, &spec.base)?;
     crash::point("start: recorded");
 
     let root = sbdir.join("root");
@@ -201,6 +204,11 @@ fn bring_up(
             network: spec.network,
             log,
             join: cgroups.procs_files(id)?,
+            tools: if spec.base == crate::Base::HostRoot {
+                &[]
+            } else {
+                &backend.options.tools
+            },
         },
     )?;
     crash::point("start: anchor started");

@@ -16,6 +16,7 @@
 //! snapshots/<snapshot>.json     what a fork of that snapshot is made from
 //! store/                        the snapshot store (uppers and snapshots)
 //! bases/<sha256>/               rootfs tarballs, unpacked once
+//! images/                       the image cache, unless the options name a shared one
 //! index.json                    which checkpoint names which snapshots
 //! ```
 //!
@@ -50,6 +51,7 @@ use std::process::Child;
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
+use rollpoint_image::{ImageCache, RegistryOptions};
 use rollpoint_proto::anchor::{
     ANCHOR_SOCKET, AnchorRequest, ExecOutput, ExecRequest, LaunchRequest,
 };
@@ -58,6 +60,7 @@ use sha2::{Digest, Sha256};
 
 use crate::{Backend, BackendListing, Error, LaunchHandle, SandboxInfo, SandboxSpec, SnapshotRef};
 use base::Bases;
+pub use base::TOOLS_DIR;
 use cgroups::SandboxCgroups;
 pub use record::{SandboxRecord, SnapshotRecord};
 
@@ -69,6 +72,21 @@ pub struct LocalOptions {
     pub store: StoreOptions,
     /// How long a new sandbox's anchor has to answer.
     pub start_timeout: Duration,
+    /// The image cache; `None`: `images/` in the backend's directory.
+    pub image_cache: Option<PathBuf>,
+    pub registry: RegistryOptions,
+    /// Host files and directories mounted read-only under `/.rollpoint`
+    /// in every sandbox whose base is not the host's root.
+    pub tools: Vec<Tool>,
+}
+
+/// A host file or directory a sandbox not on the host's root gets at
+/// `/.rollpoint/<at>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tool {
+    /// Relative, e.g. `bin/rollpoint-worker`.
+    pub at: String,
+    pub host: PathBuf,
 }
 
 impl LocalOptions {
@@ -77,6 +95,9 @@ impl LocalOptions {
             supervisor,
             store: StoreOptions::default(),
             start_timeout: Duration::from_secs(20),
+            image_cache: None,
+            registry: RegistryOptions::default(),
+            tools: Vec::new(),
         }
     }
 }
@@ -152,6 +173,24 @@ impl LocalBackend {
                 }
             })?;
         record::remember_store(&dir, opened.store.kind())?;
+        let image_dir = options
+            .image_cache
+            .clone()
+            .unwrap_or_else(|| dir.join("images"));
+        let images = ImageCache::open(&image_dir).map_err(|e| Error::Invalid {
+            sandbox: "-".into(),
+            message: e.to_string(),
+        })?;
+        let mut tools = Vec::with_capacity(options.tools.len() + 1);
+        tools.push(Tool {
+            at: "bin/rollpoint-supervisor".into(),
+            host: options.supervisor.clone(),
+        });
+        for tool in &options.tools {
+            tools.push(checked_tool(tool)?);
+        }
+        options.tools = tools;
+        let bases = Bases::new(images, options.registry.clone(), true);
         let digest = Sha256::digest(dir.as_os_str().as_encoded_bytes());
         let key = format!("{digest:x}")[..12].to_owned();
         Ok(Self {
@@ -159,7 +198,7 @@ impl LocalBackend {
             key,
             options,
             store: opened.store,
-            bases: Bases::default(),
+            bases,
             live: Mutex::new(HashMap::new()),
             index: Mutex::new(()),
             sweeps: RwLock::new(()),
@@ -169,6 +208,11 @@ impl LocalBackend {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The image cache sandboxes of this backend use.
+    pub fn images(&self) -> &ImageCache {
+        self.bases.images()
     }
 
     pub fn store_kind(&self) -> rollpoint_snapshot::StoreKind {
@@ -334,6 +378,31 @@ impl Backend for LocalBackend {
     fn list(&self) -> Result<BackendListing, Error> {
         list::list(self)
     }
+}
+
+/// A tool with its host path resolved and its place checked: relative,
+/// with no `..`.
+fn checked_tool(tool: &Tool) -> Result<Tool, Error> {
+    let invalid = |message: String| Error::Invalid {
+        sandbox: "-".into(),
+        message: format!("tool {}: {message}", tool.at),
+    };
+    let rel = std::path::Path::new(&tool.at);
+    if tool.at.is_empty()
+        || !rel
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+    {
+        return Err(invalid(
+            "its place must be a relative path without `..`".into(),
+        ));
+    }
+    let host = std::fs::canonicalize(&tool.host)
+        .map_err(|e| invalid(format!("{}: {e}", tool.host.display())))?;
+    Ok(Tool {
+        at: tool.at.clone(),
+        host,
+    })
 }
 
 /// A store error not about one sandbox.

@@ -43,16 +43,21 @@ pub(crate) fn private_tmp(sandbox: &str, upper: &Path) -> Result<(), Error> {
         .map_err(setup(sandbox, format!("mark {} opaque", tmp.display())))
 }
 
+/// Mounts the overlay of `upper` over `lowers` (top first) at `at`.
 pub(crate) fn mount_overlay(
     sandbox: &str,
-    lower: &Path,
+    lowers: &[std::path::PathBuf],
     upper: &Path,
     work: &Path,
     at: &Path,
 ) -> Result<(), Error> {
+    let lowers = lowers
+        .iter()
+        .map(|l| option_path(sandbox, l))
+        .collect::<Result<Vec<_>, _>>()?;
     let options = format!(
         "lowerdir={},upperdir={},workdir={}",
-        option_path(sandbox, lower)?,
+        lowers.join(":"),
         option_path(sandbox, upper)?,
         option_path(sandbox, work)?
     );

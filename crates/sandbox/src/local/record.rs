@@ -23,8 +23,10 @@ pub struct SandboxRecord {
     pub id: String,
     pub spec: SandboxSpec,
     pub forked_from: Option<String>,
-    /// The overlay's layers, as mounted.
-    pub lower: PathBuf,
+    /// The overlay's lower layers, as mounted, top first (one path in
+    /// records made before images).
+    #[serde(deserialize_with = "one_or_many")]
+    pub lower: Vec<PathBuf>,
     pub upper: PathBuf,
     pub work: PathBuf,
     /// The process that owns the sandbox: pid and its start time in clock
@@ -33,6 +35,19 @@ pub struct SandboxRecord {
     pub owner_start: u64,
     /// Host pid of the anchor's outer process (0 until it is started).
     pub anchor_pid: u32,
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<PathBuf>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Lower {
+        One(PathBuf),
+        Many(Vec<PathBuf>),
+    }
+    Ok(match Lower::deserialize(d)? {
+        Lower::One(p) => vec![p],
+        Lower::Many(v) => v,
+    })
 }
 
 /// What a fork needs to know about a snapshot.

@@ -57,7 +57,12 @@ pub(super) fn snapshot(
             sandbox: id.to_owned(),
             spec: info.spec.clone(),
         },
-    );
+    )
+    .and_then(|()| {
+        backend
+            .bases
+            .pin(&backend.snapshot_record(snapshot), &info.spec.base)
+    });
     if let Err(e) = recorded {
         // Nothing names the snapshot yet.
         let _ = remove(backend, snapshot);

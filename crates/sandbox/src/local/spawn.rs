@@ -32,6 +32,8 @@ pub(crate) struct AnchorArgs<'a> {
     pub network: Network,
     pub log: File,
     pub join: Vec<File>,
+    /// Mounted read-only under `/.rollpoint`.
+    pub tools: &'a [super::Tool],
 }
 
 pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child, Error> {
@@ -45,6 +47,11 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
         .arg(args.hostname)
         .arg("--owner")
         .arg(std::process::id().to_string());
+    for tool in args.tools {
+        let mut arg = std::ffi::OsString::from(format!("{}=", tool.at));
+        arg.push(&tool.host);
+        cmd.arg("--tool").arg(arg);
+    }
     if let Some(dir) = args.cgroup_v2 {
         cmd.arg("--cgroup-v2").arg(dir);
     }

@@ -115,6 +115,9 @@ pub fn enter(opts: &AnchorOpts) -> Result<(), Error> {
     sys(&mkdir_in(root, "sys")?, opts)?;
     let control = mkdir_in(root, SANDBOX_CONTROL_DIR)?;
     bind(&opts.control, &control)?;
+    if !opts.tools.is_empty() {
+        tools(&mkdir_in(root, TOOLS_DIR)?, &opts.tools)?;
+    }
 
     sethostname(&opts.hostname).map_err(|source| Error::Setup {
         what: "set the hostname to",
@@ -125,6 +128,42 @@ pub fn enter(opts: &AnchorOpts) -> Result<(), Error> {
         loopback_up()?;
     }
     pivot(root)
+}
+
+/// In-sandbox directory of the tools of a sandbox not on the host's root.
+const TOOLS_DIR: &str = ".rollpoint";
+
+/// A read-only tmpfs holding each tool bind-mounted read-only at its
+/// place: nothing of them is written to the sandbox's upper, so snapshots
+/// do not carry them and a fork gets whatever the host has then.
+fn tools(dir: &Path, tools: &[(String, PathBuf)]) -> Result<(), Error> {
+    let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    mount_fs("tmpfs", dir, hidden, "mode=0755,size=1m")?;
+    for (at, host) in tools {
+        let target = dir.join(at);
+        if let Some(parent) = target.parent() {
+            mkdir(parent)?;
+        }
+        if host.is_dir() {
+            mkdir(&target)?;
+        } else {
+            std::fs::File::create(&target).map_err(io_err("create the mount point", &target))?;
+        }
+        bind(host, &target)?;
+        read_only(&target, MsFlags::MS_BIND)?;
+    }
+    read_only(dir, hidden)
+}
+
+fn read_only(target: &Path, flags: MsFlags) -> Result<(), Error> {
+    mount(
+        None::<&str>,
+        target,
+        None::<&str>,
+        flags | MsFlags::MS_REMOUNT | MsFlags::MS_RDONLY,
+        None::<&str>,
+    )
+    .map_err(nix_err("make read-only", target))
 }
 
 fn dev(dev: &Path) -> Result<(), Error> {

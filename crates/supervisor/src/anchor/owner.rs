@@ -378,6 +378,7 @@ mod tests {
             cgroup_freezer: v1.map(Path::to_owned),
             isolated_net: false,
             owner: None,
+            tools: Vec::new(),
         }
     }
 

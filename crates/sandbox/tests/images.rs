@@ -1,0 +1,246 @@
+//! Root tests of sandboxes on task images from a real registry (the test
+//! image: a static busybox, three layers with a whiteout and an opaque
+//! directory): commands see the image's files and not the host's, the
+//! image config applies, the tools are mounted read-only, a fork is on the
+//! very layers the snapshot was taken on even after the tag moved, and
+//! sixteen sandboxes started at once pull and unpack each layer once.
+#![expect(clippy::unwrap_used, reason = "tests")]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use rollpoint_proto::anchor::{ExecOutput, ExecRequest};
+use rollpoint_sandbox::local::{LocalBackend, LocalOptions, Tool};
+use rollpoint_sandbox::{Backend, Base, SandboxSpec};
+use rollpoint_testkit::images::{IMAGE_RELEASE, Registry, build_layout, skopeo_copy};
+use rollpoint_testkit::{require_root, supervisor_bin};
+
+fn sh(backend: &LocalBackend, id: &str, script: &str) -> ExecOutput {
+    backend
+        .exec(
+            id,
+            &ExecRequest {
+                argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+                env: BTreeMap::new(),
+                cwd: String::new(),
+                timeout_ms: 60_000,
+                output_limit: 1 << 20,
+                stdin: None,
+            },
+        )
+        .unwrap()
+}
+
+fn ok(out: &ExecOutput) -> &str {
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    &out.stdout
+}
+
+fn disk_use(dir: &Path) -> u64 {
+    let out = std::process::Command::new("du")
+        .args(["-s", "-B1"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+struct Setup {
+    _work: tempfile::TempDir,
+    registry: Registry,
+    reference: String,
+    layout: std::path::PathBuf,
+    owner: std::path::PathBuf,
+}
+
+fn setup() -> Setup {
+    require_root();
+    let work = tempfile::tempdir().unwrap();
+    let layout = build_layout(work.path());
+    let registry = Registry::start();
+    let reference = format!("{}/tasks/busybox:1", registry.addr);
+    skopeo_copy(
+        &format!("oci:{}:t", layout.display()),
+        &format!("docker://{reference}"),
+        &[],
+    );
+    let owner = work.path().join("owner");
+    Setup {
+        _work: work,
+        registry,
+        reference,
+        layout,
+        owner,
+    }
+}
+
+fn open(owner: &Path) -> LocalBackend {
+    let mut options = LocalOptions::new(supervisor_bin());
+    options.tools = vec![Tool {
+        at: "share/marker".into(),
+        host: supervisor_bin(),
+    }];
+    LocalBackend::open(owner, options).unwrap()
+}
+
+#[test]
+fn an_image_sandbox_sees_the_image_and_forks_on_its_layers_after_the_tag_moved() {
+    let s = setup();
+    let backend = open(&s.owner);
+    let mut env = BTreeMap::new();
+    env.insert("SHARED_VAR".to_owned(), "from-task".to_owned());
+    let spec = SandboxSpec {
+        base: Base::Image {
+            reference: s.reference.clone(),
+            id: None,
+        },
+        env,
+        ..SandboxSpec::default()
+    };
+    let info = backend.create("img", &spec).unwrap();
+    let Base::Image { id: Some(id), .. } = &info.spec.base else {
+        panic!("not pinned: {:?}", info.spec.base)
+    };
+    assert_eq!(info.spec.workdir, "/app", "the image's WorkingDir");
+    let out = sh(
+        &backend,
+        "img",
+        "cat /etc/image-release; readlink /bin/sh; pwd; echo $IMAGE_VAR $SHARED_VAR; \
+         ls /data; ls /opq; test -e /usr/bin/apt && echo host-visible; echo $PATH",
+    );
+    let text = ok(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], IMAGE_RELEASE.trim());
+    assert_eq!(lines[1], "busybox", "the image's shell, not the host's");
+    assert_eq!(lines[2], "/app");
+    assert_eq!(lines[3], "from-image from-task", "the task's env wins");
+    assert!(
+        !text.contains("gone") && text.contains("layer2"),
+        "whiteout: {text}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| ["a", "b", "c"].contains(l)).count(),
+        1,
+        "opaque: {text}"
+    );
+    assert!(!text.contains("host-visible"), "{text}");
+    assert!(
+        lines.last().unwrap().ends_with(":/.rollpoint/bin"),
+        "{text}"
+    );
+    // Tools: mounted read-only, at their places.
+    let out = sh(
+        &backend,
+        "img",
+        "test -x /.rollpoint/bin/rollpoint-supervisor && echo tool; \
+         touch /.rollpoint/x 2>/dev/null || echo ro; \
+         touch /.rollpoint/share/marker 2>/dev/null || echo ro-file; \
+         mkdir -p /app && echo 1 > /app/state; id -u",
+    );
+    let text = ok(&out);
+    assert!(
+        text.contains("tool") && text.contains("ro\n") && text.contains("ro-file"),
+        "{text}"
+    );
+    assert!(
+        !info.root.join(".rollpoint/bin").exists(),
+        "tools must not land in the upper"
+    );
+
+    backend.snapshot("img", "snap1", "ck1").unwrap();
+    // The tag moves to another image; the fork keeps the snapshot's.
+    let other = s.layout.parent().unwrap().join("other");
+    std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&s.layout)
+        .arg(&other)
+        .status()
+        .unwrap();
+    let image = format!("{}:t", other.display());
+    let status = std::process::Command::new("umoci")
+        .args(["config", "--image", &image, "--config.env=MOVED=yes"])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    skopeo_copy(
+        &format!("oci:{image}"),
+        &format!("docker://{}", s.reference),
+        &[],
+    );
+    backend.destroy("img").unwrap();
+    drop(backend);
+
+    let backend = open(&s.owner);
+    let forked = backend.fork("snap1", "img2").unwrap();
+    assert_eq!(&forked.spec.base, &info.spec.base, "{id}");
+    let text = sh(
+        &backend,
+        "img2",
+        "cat /app/state; echo moved=$MOVED; cat /etc/image-release",
+    )
+    .stdout;
+    assert_eq!(text, format!("1\nmoved=\n{IMAGE_RELEASE}"));
+    // A new sandbox of the tag gets the moved image.
+    let fresh = backend.create("img3", &spec).unwrap();
+    assert_ne!(fresh.spec.base, info.spec.base);
+    assert_eq!(sh(&backend, "img3", "echo $MOVED").stdout, "yes\n");
+    backend.destroy_all().unwrap();
+    drop(s.registry);
+}
+
+#[test]
+fn sixteen_sandboxes_of_one_image_pull_it_once_and_share_one_copy() {
+    let s = setup();
+    let backend = Arc::new(open(&s.owner));
+    let before = s.registry.blob_gets();
+    let spec = SandboxSpec {
+        base: Base::Image {
+            reference: s.reference.clone(),
+            id: None,
+        },
+        ..SandboxSpec::default()
+    };
+    std::thread::scope(|scope| {
+        for i in 0..16 {
+            let (backend, spec) = (Arc::clone(&backend), spec.clone());
+            scope.spawn(move || {
+                let id = format!("s{i}");
+                backend.create(&id, &spec).unwrap();
+                assert_eq!(
+                    sh(&backend, &id, "cat /etc/image-release").stdout,
+                    IMAGE_RELEASE
+                );
+            });
+        }
+    });
+    // Three layers and one config, each fetched once.
+    assert_eq!(
+        s.registry.blob_gets() - before,
+        4,
+        "{}",
+        s.registry.log_text()
+    );
+    let layers = s.owner.join("images/layers");
+    let names: Vec<String> = std::fs::read_dir(&layers)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 3, "{names:?}");
+    // One copy: the cache holds what one unpack of the image holds.
+    let one = tempfile::tempdir().unwrap();
+    let cache = rollpoint_image::ImageCache::open(one.path()).unwrap();
+    cache
+        .pull(
+            &rollpoint_image::Source::OciLayout(s.layout.clone()),
+            &Default::default(),
+        )
+        .unwrap();
+    assert_eq!(disk_use(&layers), disk_use(&one.path().join("layers")));
+    backend.destroy_all().unwrap();
+}
