@@ -142,6 +142,21 @@ pub struct RunConfig {
     /// Fork every rollout of the tasks file at its own checkpoints (docs/design/fork.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub branch: Option<BranchRule>,
+    /// The task-image cache; unset, `owner/images/` in the run directory. A
+    /// directory shared by runs unpacks each layer once for all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_cache: Option<PathBuf>,
+    /// Registries (`host` or `host:port`) reached over plain HTTP; loopback
+    /// registries always are, every other over TLS.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_insecure_registries: Vec<String>,
+    /// Extra CA certificates (PEM) trusted for registries, next to the system's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_ca_file: Option<PathBuf>,
+    /// A `docker login`-style auth file for registries; unset,
+    /// `REGISTRY_AUTH_FILE`, then `~/.docker/config.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_auth_file: Option<PathBuf>,
 }
 
 /// `[branch]`: when the run forks its rollouts by itself, and how many ways.
@@ -200,6 +215,10 @@ impl Default for RunConfig {
             supervisor: None,
             gateway_port: 0,
             branch: None,
+            image_cache: None,
+            image_insecure_registries: Vec::new(),
+            image_ca_file: None,
+            image_auth_file: None,
         }
     }
 }
@@ -220,6 +239,9 @@ impl RunConfig {
             &mut config.supervisor,
             &mut config.model_ca_file,
             &mut config.model_credential_file,
+            &mut config.image_cache,
+            &mut config.image_ca_file,
+            &mut config.image_auth_file,
         ]
         .into_iter()
         .chain(model_paths)

@@ -13,7 +13,7 @@ use rollpoint_checkpoint::{
 use rollpoint_driver::{AgentParticipant, DriverConfig, Runs};
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
 use rollpoint_sandbox::Backend;
-use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
+use rollpoint_sandbox::local::{LocalBackend, LocalOptions, Tool};
 
 use crate::config::{ModelSource, RunConfig};
 use crate::errors::RunError;
@@ -42,9 +42,51 @@ pub fn open_backend(
 ) -> Result<Arc<LocalBackend>, RunError> {
     let mut options = LocalOptions::new(supervisor);
     options.store.choice = config.store.choice();
+    options.image_cache.clone_from(&config.image_cache);
+    options.registry = rollpoint_image::RegistryOptions {
+        insecure: config.image_insecure_registries.clone(),
+        ca_file: config.image_ca_file.clone(),
+        auth_file: config.image_auth_file.clone(),
+    };
+    options.tools = image_tools(&options.supervisor);
     LocalBackend::open(&run_dir.join(OWNER_DIR), options)
         .map(Arc::new)
         .map_err(|e| RunError::setup("sandboxes", e))
+}
+
+/// What a sandbox on an image gets under `/.rollpoint`: the static worker
+/// beside the supervisor, the pinned harness install and the host's `node`
+/// (which needs the image's glibc and libstdc++), where this host has them.
+fn image_tools(supervisor: &Path) -> Vec<Tool> {
+    let mut tools = Vec::new();
+    let mut add = |at: &str, host: PathBuf| {
+        if host.exists() {
+            tools.push(Tool {
+                at: at.to_owned(),
+                host,
+            });
+        }
+    };
+    let worker = std::env::var_os("ROLLPOINT_WORKER_BIN")
+        .map(PathBuf::from)
+        .or_else(|| supervisor.parent().map(|d| d.join("rollpoint-worker")));
+    if let Some(worker) = worker {
+        add("bin/rollpoint-worker", worker);
+    }
+    let harnesses = std::env::var(rollpoint_driver::adapter::harness::HARNESS_DIR_VAR)
+        .ok()
+        .filter(|d| !d.is_empty())
+        .unwrap_or_else(|| rollpoint_driver::adapter::harness::DEFAULT_HARNESS_DIR.to_owned());
+    add("harnesses", PathBuf::from(harnesses));
+    let node = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join("node"))
+        .find(|p| p.is_file());
+    if let Some(node) = node {
+        add("bin/node", node);
+    }
+    tools
 }
 
 impl Stack {

@@ -61,7 +61,8 @@ pub fn build_layout(dir: &Path) -> PathBuf {
     for applet in [
         "sh", "cat", "ls", "echo", "id", "stat", "sleep", "test", "mkdir", "rm", "wc", "touch",
         "grep", "env", "pwd", "seq", "tail", "head", "printf", "sed", "tr", "date", "true",
-        "false", "cp", "mv", "chmod", "readlink",
+        "false", "cp", "mv", "chmod", "readlink", "sort", "uniq", "cmp", "cut", "awk", "find",
+        "tee", "dirname", "basename", "kill", "ps", "sync", "xargs", "expr", "ln", "uname", "diff",
     ] {
         std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
     }

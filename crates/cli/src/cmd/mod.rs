@@ -5,6 +5,7 @@ mod demo;
 mod export;
 mod fork;
 mod gateway;
+mod images;
 mod locate;
 mod model_script;
 mod openapi;
@@ -59,6 +60,9 @@ pub enum Command {
     /// Write the run's trajectories (token ids, loss masks, logprobs, rewards) for a
     /// trainer.
     Export(export::ExportArgs),
+    /// The task-image cache: pull an image, list the cached ones, prune.
+    #[command(subcommand)]
+    Images(images::Images),
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -78,5 +82,6 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Openapi(args) => openapi::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Export(args) => export::run(&args),
+        Command::Images(i) => images::run(i),
     }
 }
