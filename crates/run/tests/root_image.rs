@@ -4,16 +4,23 @@
 //! SIGKILL and resumed. Every task ends verified exactly once, no model
 //! call reaches the model twice, every sandbox was on the image's files,
 //! `rollpoint images list` shows the one image the run pulled, and a
-//! prune keeps what the retained checkpoint's snapshots need.
+//! prune keeps what the retained checkpoint's snapshots need. OpenCode, from
+//! the harness install under `/.rollpoint`, on an image that adds glibc,
+//! bash and sqlite3 to the busybox one: a crash after a mid-tool checkpoint
+//! continues its saved session in a sandbox forked on the same layers.
 
 mod common;
+#[path = "common/harness.rs"]
+mod harness;
 
 use std::ffi::OsStr;
 use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use rollpoint_testkit::images::{IMAGE_RELEASE, Registry, build_layout, skopeo_copy};
+use rollpoint_testkit::images::{
+    IMAGE_RELEASE, Registry, build_harness_layout, build_layout, skopeo_copy,
+};
 use rollpoint_testkit::{require_root, supervisor_bin};
 
 const LIMIT: Duration = Duration::from_secs(300);
@@ -150,4 +157,36 @@ fn root_tasks_on_an_image_are_checkpointed_killed_and_resumed_once_each() {
         .count();
     assert_eq!(layers, if snapshots > 0 { 3 } else { 0 }, "{pruned}");
     assert!(!Path::new(&run_dir.join("owner/images/layers/.partial")).exists());
+}
+
+#[test]
+fn root_opencode_on_an_image_continues_its_session_after_a_crash() {
+    require_root();
+    let dir = tempfile::Builder::new()
+        .prefix("rp")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let harnesses = std::env::var(rollpoint_driver::adapter::harness::HARNESS_DIR_VAR)
+        .unwrap_or_else(|_| rollpoint_driver::adapter::harness::DEFAULT_HARNESS_DIR.to_owned());
+    let opencode = Path::new(&harnesses).join("node_modules/.bin/opencode");
+    assert!(
+        opencode.exists(),
+        "{} is missing: run scripts/install-harnesses",
+        opencode.display()
+    );
+    let native = std::fs::canonicalize(&opencode).expect("opencode");
+    let layout = build_harness_layout(dir.path(), &[&native]);
+    let registry = Registry::start();
+    let reference = format!("{}/tasks/opencode:1", registry.addr);
+    skopeo_copy(
+        &format!("oci:{}:t", layout.display()),
+        &format!("docker://{reference}"),
+        &[],
+    );
+    let case = harness::Case::new(harness::OPENCODE, 'i', &[(1500, 600); 6]).on_base(
+        serde_json::json!({"kind": "image", "ref": reference}),
+        Some("/.rollpoint/harnesses/node_modules/.bin/opencode"),
+    );
+    harness::crash_after_mid_tool_checkpoint_of(case);
+    drop(registry);
 }

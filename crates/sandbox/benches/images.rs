@@ -19,19 +19,10 @@ use std::time::Instant;
 use rollpoint_proto::anchor::ExecRequest;
 use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
 use rollpoint_sandbox::{Backend, Base, SandboxSpec};
-use rollpoint_testkit::images::{Registry, require, skopeo_copy};
+use rollpoint_testkit::images::{Registry, require, run, skopeo_copy};
 
 const SIZES_MB: [usize; 2] = [24, 192];
 const ROUNDS: usize = 3;
-
-fn run(cmd: &mut Command) {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A 3-layer OCI layout of `mb` MiB of random files.
 fn layout(dir: &Path, mb: usize) -> String {

@@ -191,6 +191,15 @@ fn an_image_sandbox_sees_the_image_and_forks_on_its_layers_after_the_tag_moved()
     assert_ne!(fresh.spec.base, info.spec.base);
     assert_eq!(sh(&backend, "img3", "echo $MOVED").stdout, "yes\n");
     backend.destroy_all().unwrap();
+    drop(backend);
+
+    // A dynamically linked supervisor cannot start launches off the host's root: refused by name.
+    let dynamic = LocalBackend::open(&s.owner, LocalOptions::new("/bin/sh".into())).unwrap();
+    let err = dynamic.create("dyn", &spec).unwrap_err().to_string();
+    assert!(
+        err.contains("dynamically linked") && err.contains("ld-linux"),
+        "{err}"
+    );
     drop(s.registry);
 }
 

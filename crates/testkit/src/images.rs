@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn run(cmd: &mut Command) {
+/// Runs `cmd`, failing with its output when it fails.
+pub fn run(cmd: &mut Command) {
     let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
     assert!(
         out.status.success(),
@@ -63,6 +64,7 @@ pub fn build_layout(dir: &Path) -> PathBuf {
         "grep", "env", "pwd", "seq", "tail", "head", "printf", "sed", "tr", "date", "true",
         "false", "cp", "mv", "chmod", "readlink", "sort", "uniq", "cmp", "cut", "awk", "find",
         "tee", "dirname", "basename", "kill", "ps", "sync", "xargs", "expr", "ln", "uname", "diff",
+        "od", "base64",
     ] {
         std::os::unix::fs::symlink("busybox", root.join("bin").join(applet)).unwrap();
     }
@@ -120,6 +122,59 @@ pub fn build_layout(dir: &Path) -> PathBuf {
         "--config.env=IMAGE_VAR=from-image",
         "--config.env=SHARED_VAR=from-image",
         "--config.workingdir=/app",
+    ]));
+    layout
+}
+
+/// The test image plus a fourth layer for a real harness: the host's
+/// `bash` and `sqlite3` (what the harness launch scripts use) and the glibc
+/// libraries they and `also` (a harness's native binary) link, at the
+/// host's paths. The image's `/bin/sh` stays busybox, and nothing else of
+/// the host is in it. Returns the layout path.
+pub fn build_harness_layout(dir: &Path, also: &[&Path]) -> PathBuf {
+    let layout = build_layout(dir);
+    let stage = dir.join("layer4");
+    let mut files: Vec<PathBuf> = vec![PathBuf::from("/bin/bash"), require("sqlite3")];
+    let mut libs = Vec::new();
+    for bin in files
+        .iter()
+        .map(PathBuf::as_path)
+        .chain(also.iter().copied())
+    {
+        let out = Command::new("ldd").arg(bin).output().unwrap();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let path = line
+                .split_whitespace()
+                .find(|w| w.starts_with('/'))
+                .map(PathBuf::from);
+            libs.extend(path);
+        }
+    }
+    files.extend(libs);
+    files.push(PathBuf::from("/etc/ld.so.cache"));
+    for file in &files {
+        let to = stage.join(file.strip_prefix("/").unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        if !to.exists() {
+            std::fs::copy(file, &to).unwrap_or_else(|e| panic!("copy {}: {e}", file.display()));
+        }
+    }
+    let tarball = dir.join("layer4.tar");
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(&stage)
+        .args(["--owner=0", "--group=0", "-cf"])
+        .arg(&tarball)
+        .arg("."));
+    let image = format!("{}:t", layout.display());
+    run(Command::new(require("umoci"))
+        .args(["raw", "add-layer", "--image", &image])
+        .arg(&tarball));
+    run(Command::new(require("umoci")).args([
+        "config",
+        "--image",
+        &image,
+        "--config.env=PATH=/bin:/usr/bin",
     ]));
     layout
 }

@@ -200,6 +200,20 @@ impl Case {
         }
     }
 
+    /// The same case with its sandbox on `base` and the harness at `bin`
+    /// (a path inside the sandbox).
+    #[must_use]
+    pub fn on_base(self, base: serde_json::Value, bin: Option<&str>) -> Self {
+        let text = std::fs::read_to_string(&self.tasks).expect("tasks");
+        let mut task: serde_json::Value = serde_json::from_str(text.trim()).expect("task");
+        task["task"]["sandbox"] = serde_json::json!({"base": base, "workdir": "/workspace"});
+        if let Some(bin) = bin {
+            task["adapter"]["bin"] = bin.into();
+        }
+        write_jsonl(&self.tasks, &[task]);
+        self
+    }
+
     pub fn start(&self) -> Child {
         let sup = supervisor_bin();
         let args: Vec<&OsStr> = vec![
@@ -523,7 +537,12 @@ fn check_continued(case: &Case) -> RolloutResult {
 /// checkpoint) and is killed with SIGKILL mid-tool; then `rollpoint
 /// resume` continues the saved session from the snapshot.
 pub fn crash_after_mid_tool_checkpoint(h: Harness) {
-    let case = Case::new(h, 'a', &[(1500, 600); 6]);
+    crash_after_mid_tool_checkpoint_of(Case::new(h, 'a', &[(1500, 600); 6]));
+}
+
+/// [`crash_after_mid_tool_checkpoint`] of a case already set up (on an image, say).
+pub fn crash_after_mid_tool_checkpoint_of(case: Case) {
+    let h = case.h;
     let mut child = case.start();
     case.wait_until("the harness did not run its third step", || {
         case.lines() >= 3

@@ -30,8 +30,9 @@ pub(crate) struct Bases {
     /// One slot per image source: held while it is pulled, then keeping
     /// the image for every later sandbox of this process.
     pulled: Mutex<HashMap<Source, Arc<Mutex<Option<ImageRecord>>>>>,
-    /// Whether tools are mounted (their `bin` joins `PATH`).
-    tools: bool,
+    /// The supervisor's ELF interpreter when it is dynamically linked: it
+    /// then cannot start launches in a sandbox without the host's root.
+    dynamic_supervisor: Option<String>,
 }
 
 fn image_error(sandbox: &str, e: &rollpoint_image::Error) -> Error {
@@ -42,13 +43,17 @@ fn image_error(sandbox: &str, e: &rollpoint_image::Error) -> Error {
 }
 
 impl Bases {
-    pub fn new(images: ImageCache, registry: RegistryOptions, tools: bool) -> Self {
+    pub fn new(
+        images: ImageCache,
+        registry: RegistryOptions,
+        dynamic_supervisor: Option<String>,
+    ) -> Self {
         Self {
             unpacked: Mutex::default(),
             images,
             registry,
             pulled: Mutex::default(),
-            tools,
+            dynamic_supervisor,
         }
     }
 
@@ -108,6 +113,18 @@ impl Bases {
     /// default workdir, and the tools' `bin` at the end of `PATH` when the
     /// base is not the host's root.
     pub fn resolve(&self, sandbox: &str, spec: &SandboxSpec) -> Result<SandboxSpec, Error> {
+        if let Some(interp) = &self.dynamic_supervisor
+            && spec.base != Base::HostRoot
+        {
+            return Err(Error::Invalid {
+                sandbox: sandbox.to_owned(),
+                message: format!(
+                    "base: the supervisor is dynamically linked (it needs {interp}), so it cannot \
+                     start launches in a sandbox not on the host's root; use the static build \
+                     (scripts/build-static, or ROLLPOINT_SUPERVISOR)"
+                ),
+            });
+        }
         let mut out = spec.clone();
         let image = self.image(sandbox, &spec.base)?;
         if let Some(image) = &image {
@@ -123,7 +140,7 @@ impl Bases {
                 .filter(|w| w.starts_with('/'))
                 .unwrap_or_else(|| DEFAULT_WORKDIR.to_owned());
         }
-        if self.tools && spec.base != Base::HostRoot {
+        if spec.base != Base::HostRoot {
             let mut env = out.full_env();
             let bin = format!("{TOOLS_DIR}/bin");
             if let Some(path) = env.get_mut("PATH")

@@ -190,7 +190,11 @@ impl LocalBackend {
             tools.push(checked_tool(tool)?);
         }
         options.tools = tools;
-        let bases = Bases::new(images, options.registry.clone(), true);
+        let bases = Bases::new(
+            images,
+            options.registry.clone(),
+            interpreter(&options.supervisor),
+        );
         let digest = Sha256::digest(dir.as_os_str().as_encoded_bytes());
         let key = format!("{digest:x}")[..12].to_owned();
         Ok(Self {
@@ -378,6 +382,34 @@ impl Backend for LocalBackend {
     fn list(&self) -> Result<BackendListing, Error> {
         list::list(self)
     }
+}
+
+/// The ELF interpreter (`PT_INTERP`) a binary names, if it is dynamically
+/// linked. Read by hand: 64-bit little-endian program headers are all that
+/// is looked at, and no crate is needed for that.
+fn interpreter(binary: &Path) -> Option<String> {
+    let bytes = std::fs::read(binary).ok()?;
+    let u16_at = |o: usize| Some(u16::from_le_bytes(bytes.get(o..o + 2)?.try_into().ok()?));
+    let u64_at = |o: usize| Some(u64::from_le_bytes(bytes.get(o..o + 8)?.try_into().ok()?));
+    if bytes.get(..5)? != b"\x7fELF\x02" {
+        return None;
+    }
+    let phoff = usize::try_from(u64_at(0x20)?).ok()?;
+    let (size, count) = (usize::from(u16_at(0x36)?), usize::from(u16_at(0x38)?));
+    (0..count).find_map(|i| {
+        let ph = phoff + i * size;
+        let kind = u32::from_le_bytes(bytes.get(ph..ph + 4)?.try_into().ok()?);
+        (kind == 3).then(|| {
+            let off = usize::try_from(u64_at(ph + 8)?).ok()?;
+            let len = usize::try_from(u64_at(ph + 32)?).ok()?;
+            let raw = bytes.get(off..off + len)?;
+            Some(
+                String::from_utf8_lossy(raw)
+                    .trim_end_matches('\0')
+                    .to_owned(),
+            )
+        })?
+    })
 }
 
 /// A tool with its host path resolved and its place checked: relative,
