@@ -263,3 +263,49 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     fn list(&self) -> Result<BackendListing, Error>;
 }
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bases_keep_their_json_and_refuse_what_they_do_not_know_by_name() {
+        let parse = |s: &str| serde_json::from_str::<Base>(s);
+        assert_eq!(parse(r#"{"kind":"host_root"}"#).unwrap(), Base::HostRoot);
+        assert_eq!(
+            parse(r#"{"kind":"rootfs","path":"/r"}"#).unwrap(),
+            Base::Rootfs { path: "/r".into() }
+        );
+        let image = parse(r#"{"kind":"image","ref":"reg:5000/a/b:1"}"#).unwrap();
+        assert_eq!(
+            image,
+            Base::Image {
+                reference: "reg:5000/a/b:1".into(),
+                id: None
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&image).unwrap(),
+            r#"{"kind":"image","ref":"reg:5000/a/b:1"}"#
+        );
+        assert!(matches!(
+            parse(r#"{"kind":"docker-archive","path":"/a.tar"}"#).unwrap(),
+            Base::DockerArchive { .. }
+        ));
+        let err = parse(r#"{"kind":"image","ref":"x","tag":"y"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("tag"), "{err}");
+        let err = parse(r#"{"kind":"image"}"#).unwrap_err().to_string();
+        assert!(err.contains("ref"), "{err}");
+        let err = parse(r#"{"kind":"image","ref":"x","id":"sha256:12"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("sha256"), "{err}");
+        let err = parse(r#"{"kind":"squashfs","path":"/x"}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("squashfs"), "{err}");
+    }
+}

@@ -11,6 +11,7 @@ use std::path::Path;
 
 use rollpoint_image::{Digest, ImageCache, RegistryOptions, Source};
 use rollpoint_testkit::images::{Registry, build_layout, skopeo_copy};
+use rollpoint_testkit::require_root;
 
 fn layer_dirs(cache: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(cache.join("layers"))
@@ -30,6 +31,7 @@ fn find<'a>(lowers: &'a [std::path::PathBuf], rel: &str) -> Option<&'a std::path
 
 #[test]
 fn a_registry_image_unpacks_into_overlay_layers_and_archives_share_them() {
+    require_root();
     let work = tempfile::tempdir().unwrap();
     let layout = build_layout(work.path());
     let registry = Registry::start();
@@ -191,6 +193,7 @@ fn copy_dir(from: &Path, to: &Path) {
 
 #[test]
 fn bad_images_fail_naming_the_image_and_layer_and_leave_the_cache_clean() {
+    require_root();
     let work = tempfile::tempdir().unwrap();
     let layout = build_layout(work.path());
     let registry = Registry::start();
