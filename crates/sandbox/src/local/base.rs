@@ -113,18 +113,6 @@ impl Bases {
     /// default workdir, and the tools' `bin` at the end of `PATH` when the
     /// base is not the host's root.
     pub fn resolve(&self, sandbox: &str, spec: &SandboxSpec) -> Result<SandboxSpec, Error> {
-        if let Some(interp) = &self.dynamic_supervisor
-            && spec.base != Base::HostRoot
-        {
-            return Err(Error::Invalid {
-                sandbox: sandbox.to_owned(),
-                message: format!(
-                    "base: the supervisor is dynamically linked (it needs {interp}), so it cannot \
-                     start launches in a sandbox not on the host's root; use the static build \
-                     (scripts/build-static, or ROLLPOINT_SUPERVISOR)"
-                ),
-            });
-        }
         let mut out = spec.clone();
         let image = self.image(sandbox, &spec.base)?;
         if let Some(image) = &image {
@@ -165,13 +153,26 @@ impl Bases {
         Ok(())
     }
 
-    /// The overlay's lower directories, top first.
+    /// The overlay's lower directories, top first (for a create and a fork
+    /// alike, so a dynamically linked supervisor is refused for both).
     pub fn lower(
         &self,
         sandbox: &str,
         base: &Base,
         bases_dir: &Path,
     ) -> Result<Vec<PathBuf>, Error> {
+        if let Some(interp) = &self.dynamic_supervisor
+            && *base != Base::HostRoot
+        {
+            return Err(Error::Invalid {
+                sandbox: sandbox.to_owned(),
+                message: format!(
+                    "base: the supervisor is dynamically linked (it needs {interp}), so it cannot \
+                     start launches in a sandbox not on the host's root; use the static build \
+                     (scripts/build-static, or ROLLPOINT_SUPERVISOR)"
+                ),
+            });
+        }
         match base {
             Base::HostRoot => Ok(vec![PathBuf::from("/")]),
             Base::Rootfs { path: dir } => {
