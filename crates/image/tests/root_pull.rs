@@ -35,12 +35,7 @@ fn a_registry_image_unpacks_into_overlay_layers_and_archives_share_them() {
     let work = tempfile::tempdir().unwrap();
     let layout = build_layout(work.path());
     let registry = Registry::start();
-    let reference = format!("{}/rollpoint/test:1", registry.addr);
-    skopeo_copy(
-        &format!("oci:{}:t", layout.display()),
-        &format!("docker://{reference}"),
-        &[],
-    );
+    let reference = registry.push(&layout, "rollpoint/test:1");
 
     let cache_dir = work.path().join("cache");
     let cache = ImageCache::open(&cache_dir).unwrap();

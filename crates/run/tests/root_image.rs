@@ -18,9 +18,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use common::*;
-use rollpoint_testkit::images::{
-    IMAGE_RELEASE, Registry, build_harness_layout, build_layout, skopeo_copy,
-};
+use rollpoint_testkit::images::{IMAGE_RELEASE, Registry, build_harness_layout, build_layout};
 use rollpoint_testkit::{require_root, supervisor_bin};
 
 const LIMIT: Duration = Duration::from_secs(300);
@@ -63,12 +61,7 @@ fn root_tasks_on_an_image_are_checkpointed_killed_and_resumed_once_each() {
         .expect("tempdir");
     let layout = build_layout(dir.path());
     let registry = Registry::start();
-    let reference = format!("{}/tasks/busybox:1", registry.addr);
-    skopeo_copy(
-        &format!("oci:{}:t", layout.display()),
-        &format!("docker://{reference}"),
-        &[],
-    );
+    let reference = registry.push(&layout, "tasks/busybox:1");
 
     let tag = format!("i{:04x}", fastrand::u16(..));
     let mut native = on_image(native_task(&format!("{tag}n")), &reference);
@@ -177,12 +170,7 @@ fn root_opencode_on_an_image_continues_its_session_after_a_crash() {
     let native = std::fs::canonicalize(&opencode).expect("opencode");
     let layout = build_harness_layout(dir.path(), &[&native]);
     let registry = Registry::start();
-    let reference = format!("{}/tasks/opencode:1", registry.addr);
-    skopeo_copy(
-        &format!("oci:{}:t", layout.display()),
-        &format!("docker://{reference}"),
-        &[],
-    );
+    let reference = registry.push(&layout, "tasks/opencode:1");
     let case = harness::Case::new(harness::OPENCODE, 'i', &[(1500, 600); 6]).on_base(
         serde_json::json!({"kind": "image", "ref": reference}),
         Some("/.rollpoint/harnesses/node_modules/.bin/opencode"),

@@ -64,12 +64,7 @@ fn setup() -> Setup {
     let work = tempfile::tempdir().unwrap();
     let layout = build_layout(work.path());
     let registry = Registry::start();
-    let reference = format!("{}/tasks/busybox:1", registry.addr);
-    skopeo_copy(
-        &format!("oci:{}:t", layout.display()),
-        &format!("docker://{reference}"),
-        &[],
-    );
+    let reference = registry.push(&layout, "tasks/busybox:1");
     let owner = work.path().join("owner");
     Setup {
         _work: work,

@@ -285,6 +285,18 @@ impl Registry {
         buf.starts_with("HTTP/1.0 200") || buf.starts_with("HTTP/1.1 200")
     }
 
+    /// Pushes tag `t` of the OCI layout at `layout` as `<addr>/<repo>`;
+    /// returns that reference.
+    pub fn push(&self, layout: &Path, repo: &str) -> String {
+        let reference = format!("{}/{repo}", self.addr);
+        skopeo_copy(
+            &format!("oci:{}:t", layout.display()),
+            &format!("docker://{reference}"),
+            &[],
+        );
+        reference
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
