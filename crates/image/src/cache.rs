@@ -318,7 +318,7 @@ impl ImageCache {
     pub fn get(&self, id: &Digest) -> Result<ImageRecord, Error> {
         let path = self.image_path(id);
         let bytes = std::fs::read(&path).map_err(Error::io("read the image record", &path))?;
-        let record: ImageRecord = decode(&path, &bytes)?;
+        let record: ImageRecord = decode("image record", &path, &bytes)?;
         if let Some(missing) = record.layers.iter().find(|l| !self.layer_dir(l).is_dir()) {
             return Err(Error::Layer {
                 image: id.to_string(),
@@ -336,7 +336,7 @@ impl ImageCache {
             let path = entry.map_err(Error::io("list", &dir))?.path();
             if path.extension().is_some_and(|e| e == "json") {
                 let bytes = std::fs::read(&path).map_err(Error::io("read", &path))?;
-                out.push(decode::<ImageRecord>(&path, &bytes)?);
+                out.push(decode::<ImageRecord>("image record", &path, &bytes)?);
             }
         }
         out.sort_by(|a, b| a.id.cmp(&b.id));
@@ -375,7 +375,7 @@ impl ImageCache {
         for entry in std::fs::read_dir(&dir).map_err(Error::io("list", &dir))? {
             let path = entry.map_err(Error::io("list", &dir))?.path();
             let bytes = std::fs::read(&path).map_err(Error::io("read", &path))?;
-            let pin: Pin = decode(&path, &bytes)?;
+            let pin: Pin = decode("image pin", &path, &bytes)?;
             let live = std::fs::read(&pin.record)
                 .is_ok_and(|r| String::from_utf8_lossy(&r).contains(pin.image.as_str()));
             if live {
@@ -424,24 +424,17 @@ impl ImageCache {
     }
 }
 
-fn decode<T: serde::de::DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<T, Error> {
-    #[derive(Deserialize)]
-    struct Versioned {
-        v: u32,
-    }
-    let bad = |message: String| Error::Format {
+/// An image record or pin, through the project's one versioned reader.
+fn decode<T: serde::de::DeserializeOwned>(
+    what: &'static str,
+    path: &Path,
+    bytes: &[u8],
+) -> Result<T, Error> {
+    rollpoint_proto::decode(what, RECORD_VERSION, bytes).map_err(|e| Error::Format {
         image: "-".into(),
         what: path.display().to_string(),
-        message,
-    };
-    let v: Versioned = serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))?;
-    if v.v != RECORD_VERSION {
-        return Err(bad(format!(
-            "unknown version {} (this build reads {RECORD_VERSION})",
-            v.v
-        )));
-    }
-    serde_json::from_slice(bytes).map_err(|e| bad(e.to_string()))
+        message: e.to_string(),
+    })
 }
 
 fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
@@ -459,4 +452,24 @@ fn sync_dir(dir: &Path) -> Result<(), Error> {
     File::open(dir)
         .and_then(|f| f.sync_all())
         .map_err(Error::io("sync", dir))
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_image_record_of_an_unknown_version_is_refused_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ImageCache::open(dir.path()).unwrap();
+        let path = dir
+            .path()
+            .join("images")
+            .join(format!("{}.json", "a".repeat(64)));
+        std::fs::write(&path, br#"{"v":9,"id":"x"}"#).unwrap();
+        let err = cache.list().unwrap_err().to_string();
+        assert!(err.contains("image record: unknown version 9"), "{err}");
+        assert!(err.contains(&path.display().to_string()), "{err}");
+    }
 }
