@@ -76,6 +76,9 @@ pub enum RewardMode {
     Json,
 }
 
+/// Longest `sandbox.user`.
+const MAX_USER: usize = 256;
+
 impl OwnerTask {
     /// Checks what serde cannot: ids, paths and argvs, naming the field.
     pub fn validate(&self) -> Result<(), OwnerError> {
@@ -85,6 +88,24 @@ impl OwnerTask {
             return Err(OwnerError::bad(
                 "task.sandbox.workdir",
                 format!("{:?} is not an absolute path", self.sandbox.workdir),
+            ));
+        }
+        // Resolved against the sandbox's /etc/passwd at create; here only
+        // its shape.
+        let user = &self.sandbox.user;
+        let shaped = user.len() <= MAX_USER
+            && user.split(':').count() <= 2
+            && !user.split(':').any(str::is_empty)
+            && user
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+        if !user.is_empty() && !shaped {
+            return Err(OwnerError::bad(
+                "task.sandbox.user",
+                format!(
+                    "{user:?}: expected NAME, UID, NAME:GROUP or UID:GID (up to {MAX_USER} \
+                     characters of A-Z a-z 0-9 _ - .)"
+                ),
             ));
         }
         for path in self.files.keys() {
@@ -212,6 +233,18 @@ mod tests {
             (
                 r#"{"id":"a","sandbox":{"workdir":"rel"},"verify":{"command":["t"]}}"#,
                 "task.sandbox.workdir",
+            ),
+            (
+                r#"{"id":"a","sandbox":{"user":"a:b:c"},"verify":{"command":["t"]}}"#,
+                "task.sandbox.user",
+            ),
+            (
+                r#"{"id":"a","sandbox":{"user":"app:"},"verify":{"command":["t"]}}"#,
+                "task.sandbox.user",
+            ),
+            (
+                r#"{"id":"a","sandbox":{"user":"a/b"},"verify":{"command":["t"]}}"#,
+                "task.sandbox.user",
             ),
         ];
         for (json, field) in cases {

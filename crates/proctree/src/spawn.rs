@@ -8,8 +8,10 @@
 //! - [`join_cgroups`]: write `0` to `cgroup.procs` descriptors opened before
 //!   the fork, so the child is in its cgroups before its first instruction.
 //! - [`unshare`]: enter new namespaces (`CLONE_NEW*` flags).
+//! - [`Credentials::set`]: become a sandbox's user (groups, gid, uid), last,
+//!   so the steps before it still run as root.
 //!
-//! [`PreExec`] installs all three, in that order. Each runs in the forked
+//! [`PreExec`] installs all four, in that order. Each runs in the forked
 //! child of a possibly multi-threaded parent, so each is async-signal-safe:
 //! raw libc calls on memory of its own, no allocation, no lock.
 
@@ -90,6 +92,76 @@ pub fn unshare(flags: libc::c_int) -> io::Result<()> {
     Ok(())
 }
 
+/// The user a child runs as. Its text form, `UID:GID` or
+/// `UID:GID:G1,G2,...`, is how the owner tells the anchor and the anchor a
+/// launch's supervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Credentials {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups (none: the list is emptied).
+    pub groups: Vec<u32>,
+}
+
+impl Credentials {
+    /// Parses the text form; `Err` says what is expected.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad = || {
+            format!(
+                "{text:?}: expected UID:GID or UID:GID:G1,G2,... (numbers 0 to {})",
+                u32::MAX
+            )
+        };
+        let mut parts = text.splitn(3, ':');
+        let num = |s: Option<&str>| s.and_then(|s| s.parse::<u32>().ok()).ok_or_else(bad);
+        let (uid, gid) = (num(parts.next())?, num(parts.next())?);
+        let groups = match parts.next() {
+            None | Some("") => Vec::new(),
+            Some(list) => list
+                .split(',')
+                .map(|g| g.parse::<u32>().map_err(|_| bad()))
+                .collect::<Result<_, _>>()?,
+        };
+        Ok(Self { uid, gid, groups })
+    }
+
+    /// Sets the supplementary groups, the gid, then the uid (after which
+    /// nothing else can be changed). Async-signal-safe: raw system calls on
+    /// memory the caller owns.
+    pub fn set(&self) -> io::Result<()> {
+        let check = |r: libc::c_long| {
+            if r == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        };
+        // SAFETY: setgroups(2) reads `groups.len()` gids from a live slice;
+        // setgid(2) and setuid(2) take integers. Raw calls, not the C
+        // library's wrappers, which may broadcast to threads the forked
+        // child no longer has.
+        unsafe {
+            check(libc::syscall(
+                libc::SYS_setgroups,
+                self.groups.len(),
+                self.groups.as_ptr(),
+            ))?;
+            check(libc::syscall(libc::SYS_setgid, self.gid))?;
+            check(libc::syscall(libc::SYS_setuid, self.uid))
+        }
+    }
+}
+
+impl std::fmt::Display for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.uid, self.gid)?;
+        for (i, g) in self.groups.iter().enumerate() {
+            write!(f, "{}{g}", if i == 0 { ":" } else { "," })?;
+        }
+        Ok(())
+    }
+}
+
 /// What a child does between fork and exec: [`reset_signals`], then
 /// [`join_cgroups`], then [`unshare`].
 ///
@@ -104,6 +176,7 @@ pub fn unshare(flags: libc::c_int) -> io::Result<()> {
 pub struct PreExec {
     join: Vec<OwnedFd>,
     unshare: libc::c_int,
+    credentials: Option<Credentials>,
 }
 
 impl PreExec {
@@ -130,22 +203,33 @@ impl PreExec {
         self
     }
 
+    /// Also becomes `credentials` (nothing when `None`), last.
+    pub fn credentials(mut self, credentials: Option<Credentials>) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
     /// Installs the hook on `cmd` (std then forks rather than using
     /// `posix_spawn`).
     pub fn install(self, cmd: &mut Command) {
         let Self {
             join,
             unshare: flags,
+            credentials,
         } = self;
         // SAFETY: the closure runs in the forked child before exec and calls
-        // only the three functions above, which are async-signal-safe and do
+        // only the four functions above, which are async-signal-safe and do
         // not allocate; the descriptors it writes to are owned by the closure,
         // so they stay open for as long as `cmd` can spawn.
         unsafe {
             cmd.pre_exec(move || {
                 reset_signals()?;
                 join_cgroups(&join)?;
-                unshare(flags)
+                unshare(flags)?;
+                match &credentials {
+                    Some(c) => c.set(),
+                    None => Ok(()),
+                }
             });
         }
     }
@@ -212,5 +296,47 @@ mod tests {
             text.lines().any(|l| l.ends_with(&wanted)),
             "{wanted} not in /proc/self/cgroup of the child:\n{text}"
         );
+    }
+
+    #[test]
+    fn credentials_text_round_trips_and_names_what_it_expects() {
+        for text in [
+            "0:0",
+            "1000:1000",
+            "1000:100:10,999",
+            &format!("{}:1", u32::MAX),
+        ] {
+            let c = Credentials::parse(text).unwrap();
+            assert_eq!(c.to_string(), *text);
+        }
+        assert_eq!(
+            Credentials::parse("5:6:").unwrap().groups,
+            Vec::<u32>::new()
+        );
+        for bad in ["", "1", "a:b", "1:2:x", "-1:0", "1:4294967296", "1:2:3,"] {
+            let err = Credentials::parse(bad).unwrap_err();
+            assert!(err.contains("expected UID:GID"), "{bad}: {err}");
+        }
+    }
+
+    /// A child spawned with credentials has exactly those ids, and joins
+    /// its cgroup first (which a non-root process could not).
+    #[test]
+    fn root_child_runs_with_the_credentials_it_was_given() {
+        // SAFETY: geteuid has no preconditions.
+        let euid = unsafe { libc::geteuid() };
+        assert_eq!(euid, 0, "this test needs root (setuid); run it as root");
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "id -u; id -g; id -G"]);
+        let creds = Credentials::parse("4242:4343:10,4444").unwrap();
+        PreExec::new().credentials(Some(creds)).install(&mut cmd);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[..2], ["4242", "4343"], "{text}");
+        let mut groups: Vec<&str> = lines[2].split(' ').collect();
+        groups.sort_unstable();
+        assert_eq!(groups, ["10", "4343", "4444"], "{text}");
     }
 }

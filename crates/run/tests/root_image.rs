@@ -70,9 +70,18 @@ fn root_tasks_on_an_image_are_checkpointed_killed_and_resumed_once_each() {
     native["task"]["files"]["run-worker"] = wrapper.into();
     // The worker's input names /workspace; the image's WorkingDir is /app.
     native["task"]["sandbox"]["workdir"] = "/workspace".into();
+    // One command task as the image's non-root user, through the crash too.
+    let mut as_user = on_image(command_task(&format!("{tag}c1"), 300), &reference);
+    as_user["task"]["sandbox"]["user"] = "app".into();
+    let check = as_user["task"]["verify"]["command"][2]
+        .as_str()
+        .expect("check")
+        .to_owned();
+    as_user["task"]["verify"]["command"][2] =
+        format!("test \"$(id -u):$HOME\" = 1000:/home/app && {check}").into();
     let rows = vec![
         on_image(command_task(&format!("{tag}c0"), 300), &reference),
-        on_image(command_task(&format!("{tag}c1"), 300), &reference),
+        as_user,
         native,
     ];
     let tasks = dir.path().join("tasks.jsonl");
@@ -171,10 +180,13 @@ fn root_opencode_on_an_image_continues_its_session_after_a_crash() {
     let layout = build_harness_layout(dir.path(), &[&native]);
     let registry = Registry::start();
     let reference = registry.push(&layout, "tasks/opencode:1");
-    let case = harness::Case::new(harness::OPENCODE, 'i', &[(1500, 600); 6]).on_base(
-        serde_json::json!({"kind": "image", "ref": reference}),
-        Some("/.rollpoint/harnesses/node_modules/.bin/opencode"),
-    );
+    let case = harness::Case::new(harness::OPENCODE, 'i', &[(1500, 600); 6])
+        .on_base(
+            serde_json::json!({"kind": "image", "ref": reference}),
+            Some("/.rollpoint/harnesses/node_modules/.bin/opencode"),
+        )
+        // The image's User: the harness edits the workdir as uid 1000.
+        .written_by(1000);
     harness::crash_after_mid_tool_checkpoint_of(case);
     drop(registry);
 }

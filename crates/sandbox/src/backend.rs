@@ -33,10 +33,15 @@ pub struct SandboxSpec {
     /// sandbox's spec always names it.
     #[serde(default)]
     pub workdir: String,
-    /// The environment every command and launch starts from (`HOME` and
-    /// `PATH` get defaults when missing).
+    /// The environment every command and launch starts from (`PATH` gets a
+    /// default when missing, `HOME` the user's home).
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The user commands and launches run as: `NAME`, `UID`, `NAME:GROUP`
+    /// or `UID:GID`, looked up in the sandbox's own `/etc/passwd` and
+    /// `/etc/group`. Empty in a request: the image's `User`, else root.
+    #[serde(default)]
+    pub user: String,
     #[serde(default)]
     pub limits: Limits,
     #[serde(default)]
@@ -50,6 +55,11 @@ fn default_hostname() -> String {
 /// The workdir of a sandbox whose request and image name none.
 pub const DEFAULT_WORKDIR: &str = "/workspace";
 
+/// The in-sandbox directory for rollpoint's own state (a harness's session
+/// files), outside the workdir; made at start and owned by the sandbox's
+/// user.
+pub const SANDBOX_STATE_DIR: &str = "/var/lib/rollpoint";
+
 impl Default for SandboxSpec {
     fn default() -> Self {
         Self {
@@ -57,6 +67,7 @@ impl Default for SandboxSpec {
             hostname: default_hostname(),
             workdir: String::new(),
             env: BTreeMap::new(),
+            user: String::new(),
             limits: Limits::default(),
             network: Network::default(),
         }
@@ -64,10 +75,10 @@ impl Default for SandboxSpec {
 }
 
 impl SandboxSpec {
-    /// The environment with its defaults filled in.
+    /// The environment with its `PATH` default filled in (`HOME` is the
+    /// anchor's to fill, from the user's entry in `/etc/passwd`).
     pub fn full_env(&self) -> BTreeMap<String, String> {
         let mut env = self.env.clone();
-        env.entry("HOME".into()).or_insert_with(|| "/root".into());
         env.entry("PATH".into()).or_insert_with(|| {
             "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()
         });

@@ -82,6 +82,41 @@ impl SandboxRoot {
     /// Writes `bytes` to `path` inside the sandbox with `mode`, atomically:
     /// a reader in the sandbox sees the old file or the new one, never part.
     pub fn upload(&self, path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {
+        self.upload_owned(path, bytes, mode, None)
+    }
+
+    /// Makes the directory `path` and its missing parents inside the
+    /// sandbox, and gives `path` to `owner` (uid, gid) when given; a symlink
+    /// on the way that leads outside is refused, as for an upload.
+    pub fn make_dir(&self, path: &Path, owner: Option<(u32, u32)>) -> Result<(), Error> {
+        let rel = sandbox_relative(path)?;
+        self.dir
+            .create_dir_all(&rel)
+            .map_err(self.io("create the directory", path))?;
+        if let Some((uid, gid)) = owner {
+            let dir = self.dir.open_dir(&rel).map_err(self.io("open", path))?;
+            // cap-std's directory handle may be `O_PATH`, which fchown(2)
+            // refuses: fchownat on the handle itself.
+            nix::unistd::fchownat(
+                &dir,
+                "",
+                Some(nix::unistd::Uid::from_raw(uid)),
+                Some(nix::unistd::Gid::from_raw(gid)),
+                nix::fcntl::AtFlags::AT_EMPTY_PATH,
+            )
+            .map_err(|e| self.io("change the owner of", path)(e.into()))?;
+        }
+        Ok(())
+    }
+
+    /// [`Self::upload`], the file owned by `owner` (uid, gid) when given.
+    pub fn upload_owned(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        mode: u32,
+        owner: Option<(u32, u32)>,
+    ) -> Result<(), Error> {
         let rel = sandbox_relative(path)?;
         let name = rel.file_name().ok_or_else(|| Error::NotAFile {
             path: path.to_owned(),
@@ -103,6 +138,10 @@ impl SandboxRoot {
             let mut opts = OpenOptions::new();
             opts.write(true).create_new(true);
             let mut file = dir.open_with(&tmp, &opts)?;
+            if let Some((uid, gid)) = owner {
+                std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+            }
+            // After the chown, which clears setuid and setgid bits.
             file.set_permissions(Permissions::from_std(
                 std::os::unix::fs::PermissionsExt::from_mode(mode),
             ))?;

@@ -28,7 +28,7 @@ pub mod local;
 
 pub use backend::{
     Backend, BackendListing, Base, DEFAULT_WORKDIR, ImageId, LaunchHandle, Limits, Network,
-    SPEC_VERSION, SandboxInfo, SandboxSpec, SnapshotRef,
+    SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxSpec, SnapshotRef,
 };
 pub use confine::{SandboxRoot, sandbox_relative};
 pub use errors::Error;

@@ -3,14 +3,16 @@
 //! directory): commands see the image's files and not the host's, the
 //! image config applies, the tools are mounted read-only, a fork is on the
 //! very layers the snapshot was taken on even after the tag moved, and
-//! sixteen sandboxes started at once pull and unpack each layer once.
+//! sixteen sandboxes started at once pull and unpack each layer once; an
+//! image's `User` runs every command and launch and owns what is made for
+//! it.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use rollpoint_proto::anchor::{ExecOutput, ExecRequest};
+use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
 use rollpoint_sandbox::local::{LocalBackend, LocalOptions, Tool};
 use rollpoint_sandbox::{Backend, Base, SandboxSpec};
 use rollpoint_testkit::images::{IMAGE_RELEASE, Registry, build_layout, skopeo_copy};
@@ -246,5 +248,129 @@ fn sixteen_sandboxes_of_one_image_pull_it_once_and_share_one_copy() {
         )
         .unwrap();
     assert_eq!(disk_use(&layers), disk_use(&one.path().join("layers")));
+    backend.destroy_all().unwrap();
+}
+
+/// The image's `User` (`app`, uid 1000, also in group `dev`): every command
+/// and every launch run as it with its `HOME`, the workdir, rollpoint's state
+/// directory and uploads are its own, a fork keeps it, a task can say root
+/// instead, and an unknown user is refused by name.
+#[test]
+fn root_an_image_user_runs_every_command_and_launch() {
+    require_root();
+    let work = tempfile::tempdir().unwrap();
+    let layout = build_layout(work.path());
+    let status = std::process::Command::new("umoci")
+        .args(["config", "--image"])
+        .arg(format!("{}:t", layout.display()))
+        .arg("--config.user=app")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let backend = open(&work.path().join("owner"));
+    let spec = SandboxSpec {
+        base: Base::OciLayout {
+            path: layout.clone(),
+            id: None,
+        },
+        ..SandboxSpec::default()
+    };
+    let info = backend.create("u", &spec).unwrap();
+    assert_eq!(info.spec.user, "app", "the image's User");
+    let script = "id -u; id -g; id -G; echo $HOME; stat -c %u /app /var/lib/rollpoint; \
+                  touch /app/made && echo wrote; touch /etc/x 2>/dev/null || echo etc-refused";
+    let lines = |text: &str| text.lines().map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(
+        lines(ok(&sh(&backend, "u", script))),
+        [
+            "1000",
+            "1000",
+            "1000 2000",
+            "/home/app",
+            "1000",
+            "1000",
+            "wrote",
+            "etc-refused"
+        ]
+    );
+    backend
+        .upload("u", Path::new("/app/task.txt"), b"task\n", 0o644)
+        .unwrap();
+    let meta = std::fs::metadata(info.root.join("app/task.txt")).unwrap();
+    assert_eq!(
+        (
+            std::os::unix::fs::MetadataExt::uid(&meta),
+            std::os::unix::fs::MetadataExt::gid(&meta)
+        ),
+        (1000, 1000),
+        "an upload is the user's"
+    );
+    backend
+        .launch(
+            "u",
+            &LaunchRequest {
+                launch_id: "who".into(),
+                argv: vec![
+                    "/bin/sh".into(),
+                    "-c".into(),
+                    "echo $(id -u) $(id -G) $HOME > /app/launch.tmp && mv /app/launch.tmp \
+                     /app/launch; sleep 600"
+                        .into(),
+                ],
+                env: BTreeMap::new(),
+                cwd: String::new(),
+                freeze: None,
+                options: Vec::new(),
+            },
+        )
+        .unwrap();
+    let seen = info.root.join("app/launch");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !seen.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the launch never wrote"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(
+        std::fs::read_to_string(&seen).unwrap(),
+        "1000 1000 2000 /home/app\n"
+    );
+    // Its supervisor stays root (it freezes the harness's cgroup).
+    let text = ok(&sh(
+        &backend,
+        "u",
+        "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline | grep -q '^/proc/self/exe run ' \
+         && stat -c %u $p; done; true",
+    ))
+    .to_owned();
+    assert_eq!(text, "0\n", "the launch's supervisor is root");
+
+    backend.snapshot("u", "snap-u", "ck").unwrap();
+    let forked = backend.fork("snap-u", "u2").unwrap();
+    assert_eq!(forked.spec.user, "app");
+    assert_eq!(ok(&sh(&backend, "u2", "id -u; cat /app/made")), "1000\n");
+
+    let as_root = SandboxSpec {
+        user: "0".into(),
+        ..spec.clone()
+    };
+    backend.create("r", &as_root).unwrap();
+    assert_eq!(ok(&sh(&backend, "r", "id -u; echo $HOME")), "0\n/root\n");
+
+    let ghost = SandboxSpec {
+        user: "ghost:dev".into(),
+        ..spec
+    };
+    let err = backend.create("g", &ghost).unwrap_err().to_string();
+    assert!(
+        err.contains("sandbox.user \"ghost:dev\"") && err.contains("/etc/passwd"),
+        "{err}"
+    );
+    assert!(
+        !work.path().join("owner/sandboxes/g").exists(),
+        "a refused create leaves nothing"
+    );
     backend.destroy_all().unwrap();
 }

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rollpoint_proctree::spawn::Credentials;
 use rollpoint_proctree::{Budgets, Strategy};
 use rollpoint_proto::control::Verb;
 
@@ -36,6 +37,11 @@ pub struct AnchorOpts {
     /// `--tool AT=HOST`: the host file or directory mounted read-only at
     /// `/.rollpoint/AT` (a sandbox whose base is not the host's root).
     pub tools: Vec<(String, PathBuf)>,
+    /// `--user UID:GID[:GROUPS]`: what every command and launch runs as
+    /// (root when absent). The anchor itself stays root.
+    pub user: Option<Credentials>,
+    /// `--home`: `HOME` for a command or launch whose environment has none.
+    pub home: String,
 }
 
 #[derive(Debug)]
@@ -46,6 +52,9 @@ pub struct RunOpts {
     pub cgroups: bool,
     pub cwd: Option<PathBuf>,
     pub budgets: Budgets,
+    /// `--user UID:GID[:GROUPS]`: the harness runs as this user; the
+    /// supervisor stays root to freeze it.
+    pub user: Option<Credentials>,
     pub argv: Vec<String>,
 }
 
@@ -78,6 +87,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
     let mut cgroups = true;
     let mut cwd = None;
     let mut budgets = Budgets::default();
+    let mut user = None;
     let mut command = Vec::new();
     let mut it = rest.iter();
     while let Some(arg) = it.next() {
@@ -92,6 +102,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
             "--freeze" => strategy = value("--freeze")?.parse().map_err(usage)?,
             "--no-cgroup" => cgroups = false,
             "--cwd" => cwd = Some(PathBuf::from(value("--cwd")?)),
+            "--user" => user = Some(credentials(&value("--user")?)?),
             "--command-budget" => {
                 budgets.command = secs("--command-budget", &value("--command-budget")?)?
             }
@@ -127,6 +138,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
                 cgroups,
                 cwd,
                 budgets,
+                user,
                 argv: command,
             }))
         }
@@ -145,6 +157,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let (mut cgroup_v2, mut cgroup_freezer, mut isolated_net) = (None, None, false);
     let mut owner = None;
     let mut tools = Vec::new();
+    let (mut user, mut home) = (None, None);
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -159,6 +172,8 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
             "--cgroup-v2" => cgroup_v2 = Some(PathBuf::from(value("--cgroup-v2")?)),
             "--cgroup-freezer" => cgroup_freezer = Some(PathBuf::from(value("--cgroup-freezer")?)),
             "--isolated-net" => isolated_net = true,
+            "--user" => user = Some(credentials(&value("--user")?)?),
+            "--home" => home = Some(value("--home")?),
             "--tool" => {
                 let v = value("--tool")?;
                 let bad = || {
@@ -220,7 +235,17 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
         isolated_net,
         owner,
         tools,
+        user,
+        home: match home {
+            Some(h) if h.starts_with('/') && !h.contains('\0') => h,
+            Some(h) => return Err(usage(format!("--home {h:?}: must be an absolute path"))),
+            None => "/root".to_owned(),
+        },
     }))
+}
+
+fn credentials(v: &str) -> Result<Credentials, Error> {
+    Credentials::parse(v).map_err(|e| Error::Usage(format!("--user {e}")))
 }
 
 /// Longest budget accepted, in seconds: one day. Every budget is a number of
@@ -369,5 +394,43 @@ mod tests {
             let err = parse(&argv).expect_err("bad owner");
             assert!(err.to_string().contains("--owner"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn user_and_home_parse_and_bad_ones_are_named() {
+        let base = [
+            "anchor",
+            "--root",
+            "/m",
+            "--control",
+            "/c",
+            "--hostname",
+            "h",
+        ];
+        let Ok(Parsed::Anchor(a)) = parse(&strings(&base)) else {
+            panic!("not anchor")
+        };
+        assert_eq!((a.user, a.home.as_str()), (None, "/root"));
+        let mut argv = strings(&base);
+        argv.extend(strings(&["--user", "1000:1000:27", "--home", "/home/n"]));
+        let Ok(Parsed::Anchor(a)) = parse(&argv) else {
+            panic!("not anchor")
+        };
+        assert_eq!(
+            a.user.map(|u| u.to_string()).as_deref(),
+            Some("1000:1000:27")
+        );
+        assert_eq!(a.home, "/home/n");
+        for (flag, bad) in [("--user", "node"), ("--user", "1"), ("--home", "rel")] {
+            let mut argv = strings(&base);
+            argv.extend(strings(&[flag, bad]));
+            let err = parse(&argv).expect_err(bad).to_string();
+            assert!(err.contains(flag), "{bad}: {err}");
+        }
+        let run = ["run", "--session", "/s", "--launch", "l", "--user", "7:8"];
+        let Ok(Parsed::Run(r)) = parse(&strings(&[&run[..], &["--", "true"]].concat())) else {
+            panic!("not run")
+        };
+        assert_eq!(r.user.map(|u| (u.uid, u.gid)), Some((7, 8)));
     }
 }

@@ -184,8 +184,12 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
         cmd.current_dir(cwd);
     }
     // std forks to run the hook and the child would keep our blocked mask:
-    // the harness gets a standard signal state and its launch cgroups.
-    PreExec::new().join_all(join).install(&mut cmd);
+    // the harness gets a standard signal state, its launch cgroups, and
+    // the sandbox's user (the supervisor stays root to freeze it).
+    PreExec::new()
+        .join_all(join)
+        .credentials(opts.user.clone())
+        .install(&mut cmd);
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(source) => {

@@ -72,7 +72,7 @@ pub fn build_layout(dir: &Path) -> PathBuf {
         "etc/passwd",
         "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000:app:/home/app:/bin/sh\n",
     );
-    write("etc/group", "root:x:0:\napp:x:1000:\n");
+    write("etc/group", "root:x:0:\napp:x:1000:\ndev:x:2000:app\n");
     write("etc/image-release", IMAGE_RELEASE);
     write("data/gone", "removed by layer 2\n");
     write("data/keep", "kept\n");
@@ -130,7 +130,8 @@ pub fn build_layout(dir: &Path) -> PathBuf {
 /// `bash` and `sqlite3` (what the harness launch scripts use) and the glibc
 /// libraries they and `also` (a harness's native binary) link, at the
 /// host's paths. The image's `/bin/sh` stays busybox, and nothing else of
-/// the host is in it. Returns the layout path.
+/// the host is in it; its `User` is `app` (uid 1000). Returns the layout
+/// path.
 pub fn build_harness_layout(dir: &Path, also: &[&Path]) -> PathBuf {
     let layout = build_layout(dir);
     let stage = dir.join("layer4");
@@ -175,6 +176,8 @@ pub fn build_harness_layout(dir: &Path, also: &[&Path]) -> PathBuf {
         "--image",
         &image,
         "--config.env=PATH=/bin:/usr/bin",
+        // The harness runs as a user of the image, not root.
+        "--config.user=app",
     ]));
     layout
 }

@@ -30,7 +30,8 @@ pub const DEFAULT_HARNESS_DIR: &str = "/opt/rollpoint/harnesses";
 pub const INSTALL_COMMAND: &str = "scripts/install-harnesses";
 /// Where each rollout's harness state lives in the sandbox:
 /// `<STATE_ROOT>/<harness>/<rollout>`. Outside the workdir, so the harness's
-/// own file tools never see it; inside the sandbox, so snapshots carry it.
+/// own file tools never see it; inside the sandbox, so snapshots carry it;
+/// under the sandbox's state directory, which is the sandbox user's.
 pub const STATE_ROOT: &str = "/var/lib/rollpoint/harness";
 /// The variable the launch script sets to this attempt's gateway route
 /// (`<gateway>/<capture key>`, without `/v1`).
@@ -504,6 +505,11 @@ async fn download_text(adapter: &'static str, cx: &Cx, path: &str) -> Result<Str
 #[expect(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn harness_state_is_under_the_sandbox_users_state_directory() {
+        assert!(STATE_ROOT.starts_with(&format!("{}/", rollpoint_sandbox::SANDBOX_STATE_DIR)));
+    }
 
     fn run(cmd: &LaunchCommand, env: &[(&str, &str)]) -> std::process::Output {
         std::process::Command::new(&cmd.argv[0])

@@ -214,6 +214,21 @@ impl Case {
         self
     }
 
+    /// Verify also checks that the harness's file is owned by `uid`: the
+    /// harness ran as that user.
+    pub fn written_by(self, uid: u32) -> Self {
+        let text = std::fs::read_to_string(&self.tasks).expect("tasks");
+        let mut task: serde_json::Value = serde_json::from_str(text.trim()).expect("task");
+        let check = task["task"]["verify"]["command"][2]
+            .as_str()
+            .expect("check")
+            .to_owned();
+        task["task"]["verify"]["command"][2] =
+            format!("test \"$(stat -c %u lines)\" = {uid} && {check}").into();
+        write_jsonl(&self.tasks, &[task]);
+        self
+    }
+
     pub fn start(&self) -> Child {
         let sup = supervisor_bin();
         let args: Vec<&OsStr> = vec![

@@ -109,8 +109,8 @@ impl Bases {
     }
 
     /// The spec a sandbox is made with: an image base pinned to the image,
-    /// the image's `Env` under the spec's own, its `WorkingDir` as the
-    /// default workdir, and the tools' `bin` at the end of `PATH` when the
+    /// the image's `Env` under the spec's own, its `User` and `WorkingDir`
+    /// as the defaults, and the tools' `bin` at the end of `PATH` when the
     /// base is not the host's root.
     pub fn resolve(&self, sandbox: &str, spec: &SandboxSpec) -> Result<SandboxSpec, Error> {
         let mut out = spec.clone();
@@ -121,6 +121,12 @@ impl Bases {
                 let (k, v) = pair.split_once('=').unwrap_or((pair.as_str(), ""));
                 out.env.entry(k.to_owned()).or_insert_with(|| v.to_owned());
             }
+        }
+        if out.user.is_empty() {
+            out.user = image
+                .as_ref()
+                .and_then(|i| i.user.clone())
+                .unwrap_or_default();
         }
         if out.workdir.is_empty() {
             out.workdir = image

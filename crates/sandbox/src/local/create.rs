@@ -16,8 +16,9 @@ use rollpoint_snapshot::UpperDirs;
 
 use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
+use super::user::{self, Identity};
 use super::{Live, LocalBackend, REPLY_MARGIN, anchor, crash, destroy, mounts, spawn};
-use crate::{Error, SPEC_VERSION, SandboxInfo, SandboxSpec, sandbox_relative};
+use crate::{Error, SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxRoot, SandboxSpec};
 
 pub(super) fn create(
     backend: &LocalBackend,
@@ -89,7 +90,7 @@ pub(super) fn start(
     let control = sbdir.join("control");
     let cgroups = SandboxCgroups::locate(&backend.cgroup_name(id));
     let started = bring_up(backend, id, spec, dirs, forked_from.as_deref(), &cgroups);
-    let (mut anchor, mut rec) = match started {
+    let (mut anchor, mut rec, identity) = match started {
         Ok(up) => up,
         Err(e) => {
             destroy::teardown(backend, id, None, &cgroups, &root);
@@ -129,13 +130,15 @@ pub(super) fn start(
             info: info.clone(),
             anchor,
             cgroups,
+            identity,
         },
     );
     Ok(info)
 }
 
 /// The steps of [`start`] up to a started anchor: the record, the overlay,
-/// the directories, the cgroups and the anchor in them.
+/// the user resolved in it, the directories, the cgroups and the anchor in
+/// them.
 fn bring_up(
     backend: &LocalBackend,
     id: &str,
@@ -143,7 +146,7 @@ fn bring_up(
     dirs: &UpperDirs,
     forked_from: Option<&str>,
     cgroups: &SandboxCgroups,
-) -> Result<(Child, SandboxRecord), Error> {
+) -> Result<(Child, SandboxRecord, Identity), Error> {
     let lower = backend
         .bases
         .lower(id, &spec.base, &backend.dir.join("bases"))?;
@@ -176,8 +179,14 @@ fn bring_up(
     let control = sbdir.join("control");
     mounts::mount_overlay(id, &lower, &dirs.upper, &dirs.work, &root)?;
     crash::point("start: mounted");
-    let workdir = root.join(sandbox_relative(Path::new(&spec.workdir))?);
-    std::fs::create_dir_all(&workdir).map_err(setup(format!("create workdir {}", spec.workdir)))?;
+    let identity = user::resolve(id, &root, &spec.user)?;
+    // The workdir and rollpoint's state directory are the user's: the task
+    // and the harness write there.
+    let sandbox_root = SandboxRoot::open(&root)?;
+    let owner = (!identity.is_root()).then_some((identity.uid, identity.gid));
+    for dir in [spec.workdir.as_str(), SANDBOX_STATE_DIR] {
+        sandbox_root.make_dir(Path::new(dir), owner)?;
+    }
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -204,6 +213,7 @@ fn bring_up(
             network: spec.network,
             log,
             join: cgroups.procs_files(id)?,
+            identity: &identity,
             tools: if spec.base == crate::Base::HostRoot {
                 &[]
             } else {
@@ -212,7 +222,7 @@ fn bring_up(
         },
     )?;
     crash::point("start: anchor started");
-    Ok((anchor, rec))
+    Ok((anchor, rec, identity))
 }
 
 /// Waits until the anchor answers on its socket; names why it did not (its

@@ -43,6 +43,7 @@ mod snapshot;
 mod spawn;
 mod sweep;
 mod transfer;
+mod user;
 
 use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;
@@ -110,6 +111,8 @@ struct Live {
     info: SandboxInfo,
     anchor: Child,
     cgroups: SandboxCgroups,
+    /// What `spec.user` resolved to when the anchor started.
+    identity: user::Identity,
 }
 
 /// Sandboxes on this machine.
@@ -279,9 +282,13 @@ impl LocalBackend {
     }
 
     fn info(&self, id: &str) -> Result<SandboxInfo, Error> {
+        self.live(id, |l| l.info.clone())
+    }
+
+    fn live<T>(&self, id: &str, f: impl FnOnce(&Live) -> T) -> Result<T, Error> {
         self.lock()
             .get(id)
-            .map(|l| l.info.clone())
+            .map(f)
             .ok_or_else(|| Error::UnknownSandbox {
                 sandbox: id.to_owned(),
             })

@@ -34,6 +34,8 @@ pub(crate) struct AnchorArgs<'a> {
     pub join: Vec<File>,
     /// Mounted read-only under `/.rollpoint`.
     pub tools: &'a [super::Tool],
+    /// What commands and launches run as.
+    pub identity: &'a super::user::Identity,
 }
 
 pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child, Error> {
@@ -47,6 +49,15 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
         .arg(args.hostname)
         .arg("--owner")
         .arg(std::process::id().to_string());
+    if !args.identity.is_root() {
+        let creds = rollpoint_proctree::spawn::Credentials {
+            uid: args.identity.uid,
+            gid: args.identity.gid,
+            groups: args.identity.groups.clone(),
+        };
+        cmd.arg("--user").arg(creds.to_string());
+    }
+    cmd.arg("--home").arg(&args.identity.home);
     for tool in args.tools {
         let mut arg = std::ffi::OsString::from(format!("{}=", tool.at));
         arg.push(&tool.host);

@@ -1,5 +1,6 @@
 //! Upload and download: files in and out of the overlay the owner has
-//! mounted, confined beneath the sandbox root ([`SandboxRoot`]).
+//! mounted, confined beneath the sandbox root ([`SandboxRoot`]). Uploads
+//! belong to the sandbox's user.
 
 use std::path::Path;
 
@@ -13,8 +14,10 @@ pub(super) fn upload(
     bytes: &[u8],
     mode: u32,
 ) -> Result<(), Error> {
-    let info = backend.info(id)?;
-    SandboxRoot::open(&info.root)?.upload(path, bytes, mode)
+    let (info, identity) = backend.live(id, |l| (l.info.clone(), l.identity.clone()))?;
+    // A file put in for the sandbox's user is that user's.
+    let owner = (!identity.is_root()).then_some((identity.uid, identity.gid));
+    SandboxRoot::open(&info.root)?.upload_owned(path, bytes, mode, owner)
 }
 
 pub(super) fn download(

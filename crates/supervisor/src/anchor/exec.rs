@@ -21,6 +21,7 @@ use nix::unistd::Pid;
 use rollpoint_proctree::spawn::PreExec;
 use rollpoint_proto::anchor::{ExecOutput, ExecRequest};
 
+use super::RunAs;
 use super::reaper::{Exit, Reaper};
 
 /// How long a killed command may take to be reaped before the reply gives
@@ -42,7 +43,7 @@ struct Kept {
 }
 
 /// Runs the request; `Err` is a message naming what could not be started.
-pub fn exec(reaper: &Reaper, req: &ExecRequest) -> Result<ExecOutput, String> {
+pub fn exec(reaper: &Reaper, run_as: &RunAs, req: &ExecRequest) -> Result<ExecOutput, String> {
     let Some(program) = req.argv.first() else {
         return Err("exec: argv is empty".into());
     };
@@ -54,7 +55,7 @@ pub fn exec(reaper: &Reaper, req: &ExecRequest) -> Result<ExecOutput, String> {
     let mut cmd = Command::new(program);
     cmd.args(&req.argv[1..])
         .env_clear()
-        .envs(&req.env)
+        .envs(run_as.env(&req.env))
         .current_dir(&req.cwd)
         .stdin(if req.stdin.is_some() {
             Stdio::piped()
@@ -64,8 +65,11 @@ pub fn exec(reaper: &Reaper, req: &ExecRequest) -> Result<ExecOutput, String> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // Our mask blocks what the anchor waits for: the child starts clean.
-    PreExec::new().install(&mut cmd);
+    // Our mask blocks what the anchor waits for: the child starts clean,
+    // as the sandbox's user.
+    PreExec::new()
+        .credentials(run_as.user.clone())
+        .install(&mut cmd);
 
     let start = Instant::now();
     // A timeout too large for the clock is as good as none.
@@ -235,11 +239,15 @@ mod tests {
             output_limit: 10,
             stdin: None,
         };
-        let err = exec(&reaper, &req).expect_err("empty argv");
+        let root = RunAs {
+            user: None,
+            home: "/root".into(),
+        };
+        let err = exec(&reaper, &root, &req).expect_err("empty argv");
         assert!(err.contains("argv"), "{err}");
         req.argv = vec!["true".into()];
         req.cwd = "/no/such/cwd".into();
-        let err = exec(&reaper, &req).expect_err("bad cwd");
+        let err = exec(&reaper, &root, &req).expect_err("bad cwd");
         assert!(err.contains("/no/such/cwd"), "{err}");
     }
 }

@@ -17,10 +17,11 @@ use rollpoint_proto::anchor::{
     LAUNCH_OUTPUT, LAUNCHES_DIR, LaunchRequest, SANDBOX_CONTROL_DIR, check_launch_id,
 };
 
+use super::RunAs;
 use super::reaper::Reaper;
 
 /// The `run` command line for a request (without the program name).
-fn run_args(req: &LaunchRequest, session: &Path) -> Vec<String> {
+fn run_args(req: &LaunchRequest, run_as: &RunAs, session: &Path) -> Vec<String> {
     let mut args = vec![
         "run".to_owned(),
         "--session".to_owned(),
@@ -32,6 +33,9 @@ fn run_args(req: &LaunchRequest, session: &Path) -> Vec<String> {
     ];
     if let Some(freeze) = &req.freeze {
         args.extend(["--freeze".to_owned(), freeze.clone()]);
+    }
+    if let Some(user) = &run_as.user {
+        args.extend(["--user".to_owned(), user.to_string()]);
     }
     args.extend(req.options.iter().cloned());
     args.push("--".to_owned());
@@ -58,12 +62,12 @@ fn check(req: &LaunchRequest, args: &[String]) -> Result<(), String> {
 }
 
 /// Starts the launch; returns the in-sandbox pid of its supervisor.
-pub fn launch(reaper: &Reaper, req: &LaunchRequest) -> Result<u32, String> {
+pub fn launch(reaper: &Reaper, run_as: &RunAs, req: &LaunchRequest) -> Result<u32, String> {
     let id = &req.launch_id;
     check_launch_id(id)?;
     let launches = Path::new(SANDBOX_CONTROL_DIR).join(LAUNCHES_DIR);
     let session = launches.join(id);
-    let args = run_args(req, &session);
+    let args = run_args(req, run_as, &session);
     check(req, &args)?;
     let in_dir = |what: &str, path: &PathBuf, e: std::io::Error| {
         format!("launch {id}: {what} {}: {e}", path.display())
@@ -95,7 +99,7 @@ pub fn launch(reaper: &Reaper, req: &LaunchRequest) -> Result<u32, String> {
     let mut cmd = Command::new("/proc/self/exe");
     cmd.args(&args)
         .env_clear()
-        .envs(&req.env)
+        .envs(run_as.env(&req.env))
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(log)
@@ -138,14 +142,31 @@ mod tests {
         }
     }
 
+    const ROOT: RunAs = RunAs {
+        user: None,
+        home: String::new(),
+    };
+
     #[test]
     fn builds_the_run_command_line() {
         let req = request(&["--stop-grace", "2"]);
-        let args = run_args(&req, Path::new("/run/rollpoint/launches/l1"));
+        let args = run_args(&req, &ROOT, Path::new("/run/rollpoint/launches/l1"));
         assert_eq!(
             args.join(" "),
             "run --session /run/rollpoint/launches/l1 --launch l1 --cwd / \
              --freeze sigstop --stop-grace 2 -- harness --flag"
+        );
+        assert_eq!(check(&req, &args), Ok(()));
+        let user = RunAs {
+            user: Some(
+                rollpoint_proctree::spawn::Credentials::parse("1000:1000:27").expect("parses"),
+            ),
+            home: "/home/n".into(),
+        };
+        let args = run_args(&req, &user, Path::new("/s"));
+        assert!(
+            args.join(" ")
+                .contains("--freeze sigstop --user 1000:1000:27 --stop-grace")
         );
         assert_eq!(check(&req, &args), Ok(()));
     }
@@ -153,19 +174,19 @@ mod tests {
     #[test]
     fn names_bad_fields() {
         let req = request(&["--stop-grace", "soon"]);
-        let err = check(&req, &run_args(&req, Path::new("/s"))).expect_err("bad option");
+        let err = check(&req, &run_args(&req, &ROOT, Path::new("/s"))).expect_err("bad option");
         assert!(err.contains("--stop-grace"), "{err}");
         let mut req = request(&[]);
         req.cwd = "/no/such/dir".into();
-        let err = check(&req, &run_args(&req, Path::new("/s"))).expect_err("bad cwd");
+        let err = check(&req, &run_args(&req, &ROOT, Path::new("/s"))).expect_err("bad cwd");
         assert!(err.contains("/no/such/dir"), "{err}");
         let mut req = request(&[]);
         req.launch_id = "../x".into();
-        let err = check(&req, &run_args(&req, Path::new("/s"))).expect_err("bad id");
+        let err = check(&req, &run_args(&req, &ROOT, Path::new("/s"))).expect_err("bad id");
         assert!(err.contains("launch_id"), "{err}");
         let mut req = request(&[]);
         req.freeze = Some("ice".into());
-        let err = check(&req, &run_args(&req, Path::new("/s"))).expect_err("bad freeze");
+        let err = check(&req, &run_args(&req, &ROOT, Path::new("/s"))).expect_err("bad freeze");
         assert!(err.contains("ice"), "{err}");
     }
 }

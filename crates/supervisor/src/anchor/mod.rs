@@ -31,6 +31,7 @@ mod owner;
 mod reaper;
 mod serve;
 
+use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
@@ -43,8 +44,28 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, fork, pipe2};
 
+use rollpoint_proctree::spawn::Credentials;
+
 use crate::args::AnchorOpts;
 use crate::errors::Error;
+
+/// Who the sandbox's commands and launches run as (`--user`, `--home`).
+#[derive(Debug, Clone)]
+pub struct RunAs {
+    /// `None`: root, as the anchor is.
+    pub user: Option<Credentials>,
+    pub home: String,
+}
+
+impl RunAs {
+    /// A request's environment with `HOME` set where it sets none.
+    pub fn env(&self, env: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+        let mut env = env.clone();
+        env.entry("HOME".into())
+            .or_insert_with(|| self.home.clone());
+        env
+    }
+}
 
 fn sys(what: &'static str) -> impl FnOnce(nix::Error) -> Error {
     move |source| Error::Sys { what, source }
@@ -223,9 +244,13 @@ fn inner(opts: &AnchorOpts) -> Result<i32, Error> {
             })?;
     }
     let (listener, socket) = serve::bind()?;
+    let run_as = Arc::new(RunAs {
+        user: opts.user.clone(),
+        home: opts.home.clone(),
+    });
     std::thread::Builder::new()
         .name("anchor".into())
-        .spawn(move || serve::serve(&listener, &reaper))
+        .spawn(move || serve::serve(&listener, &reaper, &run_as))
         .map_err(|source| Error::SetupIo {
             what: "start the server thread for",
             path: socket.clone(),

@@ -379,6 +379,8 @@ mod tests {
             isolated_net: false,
             owner: None,
             tools: Vec::new(),
+            user: None,
+            home: "/root".into(),
         }
     }
 

@@ -18,7 +18,7 @@ use rollpoint_proto::anchor::{
 };
 
 use super::reaper::Reaper;
-use super::{exec, launch};
+use super::{RunAs, exec, launch};
 use crate::errors::Error;
 
 /// Largest request line accepted (an exec may carry its stdin).
@@ -51,7 +51,7 @@ pub fn bind() -> Result<(UnixListener, PathBuf), Error> {
 }
 
 /// Accepts connections for as long as the anchor lives.
-pub fn serve(listener: &UnixListener, reaper: &Arc<Reaper>) {
+pub fn serve(listener: &UnixListener, reaper: &Arc<Reaper>, run_as: &Arc<RunAs>) {
     for stream in listener.incoming() {
         let stream = match stream {
             Ok(s) => s,
@@ -62,10 +62,11 @@ pub fn serve(listener: &UnixListener, reaper: &Arc<Reaper>) {
             }
         };
         let reaper = Arc::clone(reaper);
+        let run_as = Arc::clone(run_as);
         let started = std::thread::Builder::new()
             .name("anchor-request".into())
             .spawn(move || {
-                if let Err(e) = answer(&stream, &reaper) {
+                if let Err(e) = answer(&stream, &reaper, &run_as) {
                     eprintln!("rollpoint-supervisor: anchor request failed: {e}");
                 }
             });
@@ -75,7 +76,7 @@ pub fn serve(listener: &UnixListener, reaper: &Arc<Reaper>) {
     }
 }
 
-fn answer(stream: &UnixStream, reaper: &Reaper) -> std::io::Result<()> {
+fn answer(stream: &UnixStream, reaper: &Reaper, run_as: &RunAs) -> std::io::Result<()> {
     stream.set_read_timeout(Some(READ_TIMEOUT))?;
     let mut line = Vec::new();
     BufReader::new(stream.take(MAX_REQUEST)).read_until(b'\n', &mut line)?;
@@ -84,7 +85,7 @@ fn answer(stream: &UnixStream, reaper: &Reaper) -> std::io::Result<()> {
         return Ok(());
     }
     let reply = match AnchorRequest::decode(&line) {
-        Ok(req) => perform(reaper, &req),
+        Ok(req) => perform(reaper, run_as, &req),
         Err(e) => AnchorReply::error(std::process::id(), e.to_string()),
     };
     let mut out = serde_json::to_vec(&reply).map_err(std::io::Error::other)?;
@@ -94,7 +95,7 @@ fn answer(stream: &UnixStream, reaper: &Reaper) -> std::io::Result<()> {
 }
 
 /// Serves one request.
-fn perform(reaper: &Reaper, req: &AnchorRequest) -> AnchorReply {
+fn perform(reaper: &Reaper, run_as: &RunAs, req: &AnchorRequest) -> AnchorReply {
     let pid = std::process::id();
     let mut reply = AnchorReply {
         v: ANCHOR_VERSION,
@@ -106,11 +107,11 @@ fn perform(reaper: &Reaper, req: &AnchorRequest) -> AnchorReply {
     let result = match req.verb {
         AnchorVerb::Status => Ok(()),
         AnchorVerb::Exec => match &req.exec {
-            Some(x) => exec::exec(reaper, x).map(|out| reply.exec = Some(out)),
+            Some(x) => exec::exec(reaper, run_as, x).map(|out| reply.exec = Some(out)),
             None => Err("exec request: field `exec` is missing".to_owned()),
         },
         AnchorVerb::Launch => match &req.launch {
-            Some(l) => launch::launch(reaper, l).map(|p| reply.launched = Some(p)),
+            Some(l) => launch::launch(reaper, run_as, l).map(|p| reply.launched = Some(p)),
             None => Err("launch request: field `launch` is missing".to_owned()),
         },
     };
