@@ -142,17 +142,17 @@ impl Participant for ResourcesParticipant {
                     scope.contains(&key).then_some((s, key))
                 })
                 .collect();
-            let taken = join_all(chosen.iter().map(|(s, key)| async move {
-                let record = self.owner.snapshot(&s.session, checkpoint).await;
-                (s, key, record)
-            }))
-            .await;
-            let mut out = Vec::with_capacity(taken.len());
-            let mut sessions = Vec::with_capacity(taken.len());
-            for (s, key, record) in taken {
-                let record = record.map_err(|e| HookError::new(format!("{key}: {e}")))?;
-                out.push(tagged(&record, key)?);
-                sessions.push(s.session.clone());
+            // One batch: the backend freezes, syncs and snapshots them all
+            // together, so a checkpoint's cost per sandbox stays flat.
+            let sessions: Vec<String> = chosen.iter().map(|(s, _)| s.session.clone()).collect();
+            let records = self
+                .owner
+                .snapshot_sessions(&sessions, checkpoint)
+                .await
+                .map_err(|e| HookError::new(e.to_string()))?;
+            let mut out = Vec::with_capacity(records.len());
+            for ((_, key), record) in chosen.iter().zip(&records) {
+                out.push(tagged(record, key)?);
             }
             *self.exported.lock().unwrap_or_else(PoisonError::into_inner) = sessions;
             Ok(out)

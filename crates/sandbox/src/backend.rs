@@ -263,6 +263,29 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// that checkpoint is retained).
     fn snapshot(&self, id: &str, snapshot: &str, checkpoint: &str) -> Result<SnapshotRef, Error>;
 
+    /// [`Backend::snapshot`] of every `(sandbox, snapshot)` pair, all or
+    /// nothing: on any failure no snapshot of the batch is left. A backend
+    /// may batch the steps; this default takes them one by one.
+    fn snapshot_all(
+        &self,
+        items: &[(String, String)],
+        checkpoint: &str,
+    ) -> Result<Vec<SnapshotRef>, Error> {
+        let mut taken = Vec::with_capacity(items.len());
+        for (id, snapshot) in items {
+            match self.snapshot(id, snapshot, checkpoint) {
+                Ok(s) => taken.push(s),
+                Err(e) => {
+                    for s in &taken {
+                        let _ = self.delete_snapshot(&s.id);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(taken)
+    }
+
     /// Creates and starts sandbox `new_id` from a snapshot: same files,
     /// same in-sandbox paths, hostname and environment.
     fn fork(&self, snapshot: &str, new_id: &str) -> Result<SandboxInfo, Error>;

@@ -47,6 +47,12 @@ pub enum Error {
         first: Box<Error>,
         last: Box<Error>,
     },
+    #[error("btrfs: {what} {path}: {reason}")]
+    Btrfs {
+        what: String,
+        path: PathBuf,
+        reason: String,
+    },
     #[error("btrfs store unavailable for {path}: {reason}")]
     BtrfsUnavailable { path: PathBuf, reason: String },
     #[error(

@@ -107,10 +107,19 @@ impl SnapshotIndex {
     /// Records that `checkpoint` also names `snapshot` (one sandbox's share
     /// of a checkpoint that snapshots several), and writes the index.
     pub fn add(&mut self, checkpoint: &str, snapshot: &str) -> Result<(), Error> {
+        self.add_all(checkpoint, &[snapshot])
+    }
+
+    /// [`Self::add`] for many snapshots, with one write of the index.
+    pub fn add_all(&mut self, checkpoint: &str, snapshots: &[&str]) -> Result<(), Error> {
         ids::check("checkpoint", checkpoint)?;
-        ids::check("snapshot", snapshot)?;
+        for snapshot in snapshots {
+            ids::check("snapshot", snapshot)?;
+        }
         let set = self.checkpoints.entry(checkpoint.to_owned()).or_default();
-        if !set.insert(snapshot.to_owned()) {
+        let before = set.len();
+        set.extend(snapshots.iter().map(|s| (*s).to_owned()));
+        if set.len() == before {
             return Ok(());
         }
         self.write()

@@ -19,10 +19,11 @@
 //! | `copy` | the copy store |
 //! | `choose` | picking a store |
 //! | `index` | the snapshot index |
+//! | `subvol` | btrfs subvolume ioctls (the one module with `unsafe`) |
 //! | `command`, `fsutil`, `ids` | external tools, filesystem chores, id checks |
 //! | `errors` | errors naming the path or id |
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod btrfs;
 mod choose;
@@ -33,6 +34,7 @@ mod fsutil;
 mod ids;
 mod image;
 mod index;
+mod subvol;
 
 use std::path::PathBuf;
 

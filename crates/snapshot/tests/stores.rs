@@ -430,6 +430,49 @@ fn root_btrfs_image_keeps_snapshots_across_close_and_goes_when_empty() {
     }
 }
 
+/// The subvolume ioctls: a snapshot is read-only, a fork of it writable and
+/// separate, and deleting a subvolume that still holds files removes it.
+#[test]
+fn root_btrfs_snapshots_are_read_only_and_forks_writable() {
+    use rollpoint_snapshot::SnapshotStore as _;
+    let dir = tempfile::tempdir().unwrap();
+    let store = BtrfsStore::open(&dir.path().join("store"), &ImageOptions::default()).unwrap();
+    let dirs = store.create_upper("sb").unwrap();
+    std::fs::write(dirs.upper.join("f"), "one").unwrap();
+    let info = store.snapshot("sb", "snap").unwrap();
+    let SnapshotContent::Tree(tree) = &info.content else {
+        panic!("a btrfs snapshot is a tree: {:?}", info.content)
+    };
+    assert_eq!(std::fs::read_to_string(tree.join("f")).unwrap(), "one");
+    let err = std::fs::write(tree.join("g"), "x").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(30), "EROFS: {err}");
+    std::fs::write(dirs.upper.join("f"), "two").unwrap();
+    assert_eq!(std::fs::read_to_string(tree.join("f")).unwrap(), "one");
+
+    let fork = store.fork("snap", "sb2").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(fork.upper.join("f")).unwrap(),
+        "one"
+    );
+    std::fs::write(fork.upper.join("f"), "three").unwrap();
+    assert_eq!(std::fs::read_to_string(tree.join("f")).unwrap(), "one");
+    assert!(fork.work.is_dir() && std::fs::read_dir(&fork.work).unwrap().count() == 0);
+
+    let err = store.snapshot("sb", "snap").unwrap_err();
+    assert!(matches!(err, Error::SnapshotExists { .. }), "{err}");
+    for (kind, id) in [("upper", "sb"), ("upper", "sb2")] {
+        store
+            .destroy_upper(id)
+            .unwrap_or_else(|e| panic!("{kind} {id}: {e}"));
+    }
+    store.delete_snapshot("snap").unwrap();
+    let listing = store.list().unwrap();
+    assert!(
+        listing.uppers.is_empty() && listing.snapshots.is_empty(),
+        "{listing:?}"
+    );
+}
+
 #[test]
 fn root_auto_choice_takes_btrfs_and_the_override_takes_copy() {
     let dir = tempfile::tempdir().unwrap();

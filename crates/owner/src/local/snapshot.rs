@@ -14,6 +14,22 @@ impl LocalOwner {
         session: &str,
         checkpoint: &str,
     ) -> OwnerResult<SessionRecord> {
+        let mut records = self
+            .snapshot_sessions(&[session.to_owned()], checkpoint)
+            .await?;
+        records.pop().ok_or_else(|| OwnerError::NotFound {
+            session: session.to_owned(),
+        })
+    }
+
+    /// Snapshots every session of `sessions` for `checkpoint` as one batch
+    /// of the backend (each step for all sandboxes before the next), all or
+    /// nothing; a session already snapshotted for it keeps its record.
+    pub async fn snapshot_sessions(
+        &self,
+        sessions: &[String],
+        checkpoint: &str,
+    ) -> OwnerResult<Vec<SessionRecord>> {
         check_id("checkpoint", checkpoint, MAX_ID)?;
         if checkpoint.contains(SNAPSHOT_SEPARATOR) {
             return Err(OwnerError::bad(
@@ -21,45 +37,65 @@ impl LocalOwner {
                 format!("{checkpoint:?} contains {SNAPSHOT_SEPARATOR:?}"),
             ));
         }
-        let (sandbox, task) = {
-            let sessions = self.sessions();
-            let s = sessions.get(session).ok_or_else(|| OwnerError::NotFound {
-                session: session.to_owned(),
-            })?;
-            if !s.task.capture {
-                return Err(OwnerError::NotCapturable {
-                    session: session.to_owned(),
-                });
-            }
-            if let Some(record) = s.records.get(checkpoint) {
-                return Ok(record.clone());
-            }
-            (s.sandbox.clone(), Arc::clone(&s.task))
-        };
-        let snap = snapshot_id(checkpoint, session);
-        let (id, name, ck) = (sandbox.id.clone(), snap.clone(), checkpoint.to_owned());
-        let taken = self
-            .on_backend(session, &sandbox.id, "snapshot", move |b| {
-                b.snapshot(&id, &name, &ck)
-            })
-            .await?;
-        self.count_snapshot(taken.bytes, taken.duration_ms);
-        let record = SessionRecord {
-            v: RECORD_VERSION,
-            session: session.to_owned(),
-            task: OwnerTask::clone(&task),
-            snapshot: taken.id,
-            sandbox: sandbox.id.clone(),
-            spec: taken.spec,
-            workdir: sandbox.spec.workdir.clone(),
-            checkpoint: checkpoint.to_owned(),
-        };
-        if let Some(s) = self.sessions().get_mut(session)
-            && s.sandbox.id == sandbox.id
+        let mut done: Vec<Option<SessionRecord>> = Vec::with_capacity(sessions.len());
+        let mut todo = Vec::new();
         {
-            s.records.insert(checkpoint.to_owned(), record.clone());
+            let table = self.sessions();
+            for session in sessions {
+                let s = table.get(session).ok_or_else(|| OwnerError::NotFound {
+                    session: session.clone(),
+                })?;
+                if !s.task.capture {
+                    return Err(OwnerError::NotCapturable {
+                        session: session.clone(),
+                    });
+                }
+                if let Some(record) = s.records.get(checkpoint) {
+                    done.push(Some(record.clone()));
+                    continue;
+                }
+                done.push(None);
+                todo.push((session.clone(), s.sandbox.clone(), Arc::clone(&s.task)));
+            }
         }
-        Ok(record)
+        let items: Vec<(String, String)> = todo
+            .iter()
+            .map(|(session, sandbox, _)| (sandbox.id.clone(), snapshot_id(checkpoint, session)))
+            .collect();
+        let ck = checkpoint.to_owned();
+        let what = format!("{} sessions of checkpoint {checkpoint}", todo.len());
+        let taken = if items.is_empty() {
+            Vec::new()
+        } else {
+            self.on_backend(&what, "-", "snapshot", move |b| b.snapshot_all(&items, &ck))
+                .await?
+        };
+        let mut fresh = todo
+            .into_iter()
+            .zip(taken)
+            .map(|((session, sandbox, task), taken)| {
+                self.count_snapshot(taken.bytes, taken.duration_ms);
+                let record = SessionRecord {
+                    v: RECORD_VERSION,
+                    session: session.clone(),
+                    task: OwnerTask::clone(&task),
+                    snapshot: taken.id,
+                    sandbox: sandbox.id.clone(),
+                    spec: taken.spec,
+                    workdir: sandbox.spec.workdir.clone(),
+                    checkpoint: checkpoint.to_owned(),
+                };
+                if let Some(s) = self.sessions().get_mut(&session)
+                    && s.sandbox.id == sandbox.id
+                {
+                    s.records.insert(checkpoint.to_owned(), record.clone());
+                }
+                record
+            });
+        Ok(done
+            .into_iter()
+            .filter_map(|d| d.or_else(|| fresh.next()))
+            .collect())
     }
 
     pub(super) async fn delete_snapshot_impl(&self, snapshot: &str) -> OwnerResult<()> {

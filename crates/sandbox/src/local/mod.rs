@@ -374,6 +374,14 @@ impl Backend for LocalBackend {
         snapshot::snapshot(self, id, snapshot, checkpoint)
     }
 
+    fn snapshot_all(
+        &self,
+        items: &[(String, String)],
+        checkpoint: &str,
+    ) -> Result<Vec<SnapshotRef>, Error> {
+        snapshot::snapshot_all(self, items, checkpoint)
+    }
+
     fn fork(&self, snapshot: &str, new_id: &str) -> Result<SandboxInfo, Error> {
         fork::fork(self, snapshot, new_id)
     }

@@ -4,7 +4,7 @@
 //! mode 0600.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use atomic_write_file::AtomicWriteFile;
@@ -137,6 +137,67 @@ pub(crate) fn write<T: Serialize>(path: &Path, value: &T) -> Result<(), Error> {
     file.write_all(&bytes).map_err(io)?;
     super::crash::point("record: written, not committed");
     file.commit().map_err(io)
+}
+
+/// Writes many records of one directory as [`write`] does each, with one
+/// sync for all: every temp file written, one `syncfs`, then the renames
+/// and one fsync of each directory. A crash leaves each record old or new,
+/// and temp files (dot-named) that no reader looks at.
+pub(crate) fn write_all<T: Serialize>(records: &[(PathBuf, &T)]) -> Result<(), Error> {
+    let io = |path: &Path, source| Error::Io {
+        what: "write record",
+        root: path.parent().map(Path::to_owned).unwrap_or_default(),
+        path: path.to_owned(),
+        source,
+    };
+    let mut temps = Vec::with_capacity(records.len());
+    let mut dirs = std::collections::BTreeSet::new();
+    for (path, value) in records {
+        let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| io(path, e.into()))?;
+        bytes.push(b'\n');
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        let temp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)
+            .and_then(|mut f| f.write_all(&bytes));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&temp);
+            return Err(io(&temp, e));
+        }
+        dirs.insert(path.parent().map(Path::to_owned).unwrap_or_default());
+        temps.push((temp, path));
+    }
+    super::crash::point("record: written, not committed");
+    let cleanup = |temps: &[(PathBuf, &PathBuf)]| {
+        for (temp, _) in temps {
+            let _ = std::fs::remove_file(temp);
+        }
+    };
+    for dir in &dirs {
+        if let Err(e) = rollpoint_snapshot::syncfs(dir) {
+            cleanup(&temps);
+            return Err(Error::Store {
+                sandbox: "-".into(),
+                source: e,
+            });
+        }
+    }
+    for (i, (temp, path)) in temps.iter().enumerate() {
+        if let Err(e) = std::fs::rename(temp, path) {
+            cleanup(&temps[i..]);
+            return Err(io(path, e));
+        }
+    }
+    for dir in &dirs {
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io(dir, e))?;
+    }
+    Ok(())
 }
 
 pub(crate) fn read<T: DeserializeOwned>(what: &'static str, path: &Path) -> Result<T, Error> {

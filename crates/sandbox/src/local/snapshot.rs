@@ -1,7 +1,9 @@
 //! Snapshot and delete a snapshot: the sandbox frozen through its cgroup,
 //! its filesystem synced and the store's snapshot taken, then thawed; the
 //! snapshot's record (what a fork is made from) and the index entry naming
-//! it for its checkpoint written after. So a record never exists before
+//! it for its checkpoint written after. A checkpoint's sandboxes go as one
+//! batch: each step for all of them before the next, one sync where each
+//! would have synced, so its cost per sandbox stays flat. So a record never exists before
 //! its snapshot, and the index never names a snapshot before its record;
 //! a crash in between leaves a snapshot that no retained checkpoint names,
 //! which the sweep (listing the store) deletes. Deleting goes the other
@@ -9,11 +11,13 @@
 //! leaves is a record without a snapshot, which the sweep (listing the
 //! records) removes.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
+use super::cgroups::SandboxCgroups;
 use super::record::{self, SnapshotRecord};
 use super::{LocalBackend, crash, store_error};
-use crate::{Error, SPEC_VERSION, SnapshotRef};
+use crate::{Error, SPEC_VERSION, SandboxInfo, SnapshotRef};
 
 pub(super) fn snapshot(
     backend: &LocalBackend,
@@ -21,70 +25,231 @@ pub(super) fn snapshot(
     snapshot: &str,
     checkpoint: &str,
 ) -> Result<SnapshotRef, Error> {
-    let started = Instant::now();
-    let _working = backend.working();
-    let (info, cgroups) = {
-        let live = backend.lock();
-        let l = live.get(id).ok_or_else(|| Error::UnknownSandbox {
-            sandbox: id.to_owned(),
-        })?;
-        (l.info.clone(), l.cgroups.clone())
-    };
-    cgroups.freeze(id)?;
-    crash::point("snapshot: frozen");
-    let taken = rollpoint_snapshot::syncfs(&info.root)
-        .and_then(|()| backend.store.snapshot(id, snapshot))
-        .map(|s| match &s.content {
-            rollpoint_snapshot::SnapshotContent::Archive(path) => {
-                std::fs::metadata(path).ok().map(|m| m.len())
-            }
-            rollpoint_snapshot::SnapshotContent::Tree(_) => None,
-        })
-        .inspect(|_| crash::point("snapshot: taken"))
-        .map_err(|source| Error::Store {
-            sandbox: id.to_owned(),
-            source,
-        });
-    let thawed = cgroups.thaw(id);
-    let bytes = taken?;
-    thawed?;
-    crash::point("snapshot: thawed");
-    let recorded = record::write(
-        &backend.snapshot_record(snapshot),
-        &SnapshotRecord {
-            v: SPEC_VERSION,
-            id: snapshot.to_owned(),
-            sandbox: id.to_owned(),
-            spec: info.spec.clone(),
-        },
-    )
-    .and_then(|()| {
-        backend
-            .bases
-            .pin(&backend.snapshot_record(snapshot), &info.spec.base)
-    });
-    if let Err(e) = recorded {
-        // Nothing names the snapshot yet.
-        let _ = remove(backend, snapshot);
-        return Err(e);
-    }
-    crash::point("snapshot: recorded");
-    // A failure here may still have named it (a rename that landed before
-    // its directory's fsync failed): the sweep decides, from the index.
-    retain(backend, checkpoint, snapshot)?;
-    Ok(SnapshotRef {
-        id: snapshot.to_owned(),
+    let mut taken = snapshot_all(backend, &[(id.to_owned(), snapshot.to_owned())], checkpoint)?;
+    taken.pop().ok_or_else(|| Error::UnknownSandbox {
         sandbox: id.to_owned(),
-        spec: info.spec,
-        duration_ms: started.elapsed().as_secs_f64() * 1e3,
-        bytes,
     })
 }
 
-/// Records that `checkpoint` names `snapshot` too, so sweeps keep it while
-/// the checkpoint is retained.
-fn retain(backend: &LocalBackend, checkpoint: &str, snapshot: &str) -> Result<(), Error> {
-    backend.with_index(|index| index.add(checkpoint, snapshot).map_err(store_error))
+/// Workers for the per-sandbox steps of a batch (freeze, snapshot, thaw):
+/// enough to overlap their waits on the kernel, few enough that a thousand
+/// sandboxes do not contend for two cores.
+const BATCH_WORKERS: usize = 16;
+
+/// `f` over every item on up to [`BATCH_WORKERS`] threads; results in order.
+fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let workers = BATCH_WORKERS.min(items.len());
+    if workers <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let mut out: Vec<(usize, R)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(item) = items.get(i) else {
+                            return done;
+                        };
+                        done.push((i, f(item)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    out.sort_unstable_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
+/// How long each step of a batch took, for the debug log.
+struct Phases {
+    last: Instant,
+    done: Vec<(&'static str, f64)>,
+}
+
+impl Phases {
+    fn new() -> Self {
+        Self {
+            last: Instant::now(),
+            done: Vec::new(),
+        }
+    }
+
+    fn mark(&mut self, step: &'static str) {
+        let now = Instant::now();
+        self.done
+            .push((step, (now - self.last).as_secs_f64() * 1e3));
+        self.last = now;
+    }
+}
+
+impl std::fmt::Display for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, (step, ms)) in self.done.iter().enumerate() {
+            write!(f, "{}{step} {ms:.1} ms", if i == 0 { "" } else { ", " })?;
+        }
+        Ok(())
+    }
+}
+
+/// The first error of `results`, if any.
+fn first_error<T>(results: Vec<Result<T, Error>>) -> Result<Vec<T>, Error> {
+    results.into_iter().collect()
+}
+
+/// Snapshots every `(sandbox, snapshot)` of one checkpoint as one batch:
+/// all sandboxes frozen (and confirmed), one `syncfs` (every upper of a
+/// backend is in its one store's filesystem), the store's snapshots taken,
+/// all thawed; then every record written with one sync and the index once.
+/// All or nothing: when any step fails for any sandbox, every snapshot of
+/// the batch is removed again and the error names that sandbox.
+pub(super) fn snapshot_all(
+    backend: &LocalBackend,
+    items: &[(String, String)],
+    checkpoint: &str,
+) -> Result<Vec<SnapshotRef>, Error> {
+    let started = Instant::now();
+    let _working = backend.working();
+    let live: Vec<(SandboxInfo, SandboxCgroups, &str)> = {
+        let live = backend.lock();
+        items
+            .iter()
+            .map(|(id, snapshot)| {
+                let l = live.get(id).ok_or_else(|| Error::UnknownSandbox {
+                    sandbox: id.to_owned(),
+                })?;
+                Ok((l.info.clone(), l.cgroups.clone(), snapshot.as_str()))
+            })
+            .collect::<Result<_, Error>>()?
+    };
+    let Some((first, ..)) = live.first() else {
+        return Ok(Vec::new());
+    };
+    let mut phases = Phases::new();
+    let frozen = parallel(&live, |(info, cgroups, _)| cgroups.freeze(&info.id));
+    phases.mark("freeze");
+    let thaw = |which: &[bool]| {
+        let thawed = parallel(&live, |(info, cgroups, _)| cgroups.thaw(&info.id));
+        first_error(
+            thawed
+                .into_iter()
+                .zip(which)
+                .filter(|(_, was)| **was)
+                .map(|(r, _)| r)
+                .collect(),
+        )
+    };
+    let was_frozen: Vec<bool> = frozen.iter().map(Result::is_ok).collect();
+    if let Err(e) = first_error(frozen) {
+        let _ = thaw(&was_frozen);
+        return Err(e);
+    }
+    crash::point("snapshot: frozen");
+    let synced = rollpoint_snapshot::syncfs(&first.root).map_err(|source| Error::Store {
+        sandbox: first.id.clone(),
+        source,
+    });
+    phases.mark("syncfs");
+    let taken = match synced {
+        Ok(()) => parallel(&live, |(info, _, snapshot)| {
+            backend
+                .store
+                .snapshot(&info.id, snapshot)
+                .map(|s| match &s.content {
+                    rollpoint_snapshot::SnapshotContent::Archive(path) => {
+                        std::fs::metadata(path).ok().map(|m| m.len())
+                    }
+                    rollpoint_snapshot::SnapshotContent::Tree(_) => None,
+                })
+                .map_err(|source| Error::Store {
+                    sandbox: info.id.clone(),
+                    source,
+                })
+        }),
+        Err(e) => vec![Err(e)],
+    };
+    phases.mark("snapshot");
+    let made: Vec<bool> = taken.iter().map(Result::is_ok).collect();
+    let undo = |made: &[bool]| {
+        for ((_, _, snapshot), made) in live.iter().zip(made) {
+            if *made {
+                let _ = remove(backend, snapshot);
+            }
+        }
+    };
+    let taken = first_error(taken).inspect(|_| crash::point("snapshot: taken"));
+    let thawed = thaw(&was_frozen);
+    let bytes = match (taken, thawed) {
+        (Ok(bytes), Ok(_)) => bytes,
+        (Err(e), _) | (Ok(_), Err(e)) => {
+            undo(&made);
+            return Err(e);
+        }
+    };
+    phases.mark("thaw");
+    crash::point("snapshot: thawed");
+    let records: Vec<(std::path::PathBuf, SnapshotRecord)> = live
+        .iter()
+        .map(|(info, _, snapshot)| {
+            (
+                backend.snapshot_record(snapshot),
+                SnapshotRecord {
+                    v: SPEC_VERSION,
+                    id: (*snapshot).to_owned(),
+                    sandbox: info.id.clone(),
+                    spec: info.spec.clone(),
+                },
+            )
+        })
+        .collect();
+    let borrowed: Vec<_> = records.iter().map(|(p, r)| (p.clone(), r)).collect();
+    let recorded = record::write_all(&borrowed).and_then(|()| {
+        records
+            .iter()
+            .try_for_each(|(path, rec)| backend.bases.pin(path, &rec.spec.base))
+    });
+    if let Err(e) = recorded {
+        // Nothing names the snapshots yet.
+        undo(&made);
+        return Err(e);
+    }
+    phases.mark("records");
+    crash::point("snapshot: recorded");
+    // A failure here may still have named them (a rename that landed before
+    // its directory's fsync failed): the sweep decides, from the index.
+    let names: Vec<&str> = live.iter().map(|(_, _, s)| *s).collect();
+    retain(backend, checkpoint, &names)?;
+    phases.mark("index");
+    tracing::debug!(
+        checkpoint,
+        sandboxes = names.len(),
+        phases = %phases,
+        "snapshots taken"
+    );
+    let duration_ms = started.elapsed().as_secs_f64() * 1e3;
+    Ok(live
+        .into_iter()
+        .zip(bytes)
+        .map(|((info, _, snapshot), bytes)| SnapshotRef {
+            id: snapshot.to_owned(),
+            sandbox: info.id,
+            spec: info.spec,
+            duration_ms,
+            bytes,
+        })
+        .collect())
+}
+
+/// Records that `checkpoint` names `snapshots` too, so sweeps keep them
+/// while the checkpoint is retained.
+fn retain(backend: &LocalBackend, checkpoint: &str, snapshots: &[&str]) -> Result<(), Error> {
+    backend.with_index(|index| index.add_all(checkpoint, snapshots).map_err(store_error))
 }
 
 pub(super) fn delete_snapshot(backend: &LocalBackend, snapshot: &str) -> Result<(), Error> {
