@@ -14,7 +14,8 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::FutureExt as _;
-use futures_util::future::{BoxFuture, join_all};
+use futures_util::StreamExt as _;
+use futures_util::future::BoxFuture;
 use rollpoint_checkpoint::HookError;
 use rollpoint_checkpoint::participant::{
     HookResult, Kind, Participant, Readiness, tag_record, untag_decode,
@@ -25,6 +26,9 @@ use serde_json::Value;
 use crate::owner::Owner;
 use crate::record::branch_session;
 use crate::{LocalOwner, SessionRecord};
+
+/// Forks a restore makes at once.
+const RESTORE_PARALLELISM: usize = 16;
 
 /// A [`LocalOwner`] seen by the checkpoint control plane.
 #[derive(Debug)]
@@ -61,11 +65,16 @@ impl ResourcesParticipant {
         &self,
         pending: Vec<(AttemptKey, SessionRecord)>,
     ) -> HookResult<Vec<AttemptKey>> {
-        let forks = join_all(pending.into_iter().map(|(next, record)| async move {
-            let session = record.session.clone();
-            (next, session, self.owner.restore(record).await)
-        }))
-        .await;
+        // A bounded number at once: a thousand forks started together
+        // contend for the same locks and cores and all finish late.
+        let forks: Vec<_> =
+            futures_util::stream::iter(pending.into_iter().map(|(next, record)| async move {
+                let session = record.session.clone();
+                (next, session, self.owner.restore(record).await)
+            }))
+            .buffered(RESTORE_PARALLELISM)
+            .collect()
+            .await;
         let failed: Vec<String> = forks
             .iter()
             .filter_map(|(next, _, r)| r.as_ref().err().map(|e| format!("{next}: {e}")))

@@ -679,3 +679,77 @@ fn root_long_run_dirs_and_ids_still_reach_the_anchor() {
     assert_eq!(stdout(&b, &id, "hostname"), "task-7");
     b.destroy(&id).unwrap();
 }
+
+/// A checkpoint's sandboxes are one batch: all snapshotted together, and
+/// when one of them fails the whole batch fails: no snapshot, record or
+/// index entry of it is left, every sandbox runs on, and the checkpoint
+/// before is untouched.
+fn batch_is_all_or_nothing(kind: Kind) {
+    let fx = Fixture::new(kind);
+    let b = fx.b();
+    let ids = ["ba", "bb", "bc"];
+    for id in ids {
+        b.create(id, &spec()).unwrap();
+        sh(b, id, "echo one > state");
+    }
+    let items = |ck: &str| -> Vec<(String, String)> {
+        ids.iter()
+            .map(|id| ((*id).to_owned(), format!("{ck}-{id}")))
+            .collect()
+    };
+    let taken = b.snapshot_all(&items("ck1"), "ck1").unwrap();
+    assert_eq!(
+        taken.iter().map(|s| s.sandbox.as_str()).collect::<Vec<_>>(),
+        ids,
+        "one snapshot per sandbox, in order"
+    );
+    for id in ids {
+        sh(b, id, "echo two > state");
+    }
+    // `bb`'s snapshot name is taken already: its snapshot fails, the batch fails.
+    let mut second = items("ck2");
+    second[1].1 = "ck1-bb".into();
+    let err = b.snapshot_all(&second, "ck2").unwrap_err().to_string();
+    assert!(err.contains("bb") && err.contains("ck1-bb"), "{err}");
+    let listing = b.list().unwrap();
+    let mut snapshots = listing.snapshots.clone();
+    snapshots.sort();
+    assert_eq!(
+        snapshots,
+        ["ck1-ba", "ck1-bb", "ck1-bc"],
+        "nothing of ck2 is left"
+    );
+    let records: Vec<String> = std::fs::read_dir(fx.dir.path().join("owner/snapshots"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        records.iter().all(|r| r.starts_with("ck1-")) && records.len() == 3,
+        "{records:?}"
+    );
+    let index = std::fs::read_to_string(fx.dir.path().join("owner/index.json")).unwrap();
+    assert!(!index.contains("ck2"), "{index}");
+    for id in ids {
+        assert_eq!(
+            stdout(b, id, "cat state"),
+            "two",
+            "{id} was thawed and runs on"
+        );
+    }
+    // The checkpoint before still forks as it was.
+    let fork = b.fork("ck1-bb", "bb-fork").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(fork.root.join("workspace/project/state")).unwrap(),
+        "one\n"
+    );
+}
+
+#[test]
+fn root_a_failed_snapshot_fails_the_whole_batch_btrfs() {
+    batch_is_all_or_nothing(Kind::Btrfs);
+}
+
+#[test]
+fn root_a_failed_snapshot_fails_the_whole_batch_copy() {
+    batch_is_all_or_nothing(Kind::Copy);
+}
