@@ -21,7 +21,7 @@ use common::*;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rollpoint_driver::Status;
-use rollpoint_testkit::{mounts_under, require_root, supervisor_bin};
+use rollpoint_testkit::{require_root, supervisor_bin};
 
 const LIMIT: Duration = Duration::from_secs(300);
 
@@ -144,18 +144,8 @@ fn root_a_crash_schedule_of_runs_and_resumes_loses_and_leaves_nothing() {
     );
 
     // Nothing left running, mounted, in a cgroup or on a loop device.
-    let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        let (procs, mounts, groups) =
-            (processes_of(&tag), mounts_under(&run_dir), cgroups_of(&tag));
-        if procs.is_empty() && mounts.is_empty() && groups.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < end,
-            "seed {seed}: left behind: processes {procs:?}, mounts {mounts:?}, cgroups {groups:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
+    if let Err(left) = wait_nothing_left(&tag, &run_dir, Duration::from_secs(30)) {
+        panic!("seed {seed}: {left}");
     }
     let loops = std::process::Command::new("losetup")
         .arg("-a")

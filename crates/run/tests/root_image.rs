@@ -26,15 +26,13 @@ const LIMIT: Duration = Duration::from_secs(300);
 fn on_image(mut task: serde_json::Value, reference: &str) -> serde_json::Value {
     task["task"]["sandbox"] = serde_json::json!({"base": {"kind": "image", "ref": reference}});
     // The image's own files, not the host's, and its config applied.
-    let check = task["task"]["verify"]["command"][2]
-        .as_str()
-        .expect("check")
-        .to_owned();
-    task["task"]["verify"]["command"][2] = format!(
-        "test \"$(cat /etc/image-release)\" = {:?} && test \"$IMAGE_VAR\" = from-image && ! test -e /usr/bin/apt && {check}",
-        IMAGE_RELEASE.trim()
-    )
-    .into();
+    also_verify(
+        &mut task,
+        &format!(
+            "test \"$(cat /etc/image-release)\" = {:?} && test \"$IMAGE_VAR\" = from-image && ! test -e /usr/bin/apt",
+            IMAGE_RELEASE.trim()
+        ),
+    );
     task
 }
 
@@ -73,12 +71,7 @@ fn root_tasks_on_an_image_are_checkpointed_killed_and_resumed_once_each() {
     // One command task as the image's non-root user, through the crash too.
     let mut as_user = on_image(command_task(&format!("{tag}c1"), 300), &reference);
     as_user["task"]["sandbox"]["user"] = "app".into();
-    let check = as_user["task"]["verify"]["command"][2]
-        .as_str()
-        .expect("check")
-        .to_owned();
-    as_user["task"]["verify"]["command"][2] =
-        format!("test \"$(id -u):$HOME\" = 1000:/home/app && {check}").into();
+    also_verify(&mut as_user, "test \"$(id -u):$HOME\" = 1000:/home/app");
     let rows = vec![
         on_image(command_task(&format!("{tag}c0"), 300), &reference),
         as_user,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use rollpoint_driver::Status;
-use rollpoint_testkit::{mounts_under, require_root, supervisor_bin};
+use rollpoint_testkit::{require_root, supervisor_bin};
 
 const N: usize = 256;
 const STEPS: u32 = 150;
@@ -99,20 +99,7 @@ fn root_256_rollouts_through_two_checkpoints_a_crash_and_a_resume() {
         assert_eq!(r.status, Status::Verified, "{r:?}");
         assert_eq!(r.reward, Some(1.0), "{r:?}");
     }
-    let end = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (procs, mounts, groups) =
-            (processes_of(&tag), mounts_under(&run_dir), cgroups_of(&tag));
-        if procs.is_empty() && mounts.is_empty() && groups.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < end,
-            "left behind: {} processes, mounts {mounts:?}, cgroups {groups:?}",
-            procs.len()
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    wait_nothing_left(&tag, &run_dir, Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}"));
     let left = std::fs::read_dir(&sandboxes).map_or(0, |d| d.count());
     assert_eq!(left, 0, "sandboxes left in {}", sandboxes.display());
 }

@@ -219,12 +219,7 @@ impl Case {
     pub fn written_by(self, uid: u32) -> Self {
         let text = std::fs::read_to_string(&self.tasks).expect("tasks");
         let mut task: serde_json::Value = serde_json::from_str(text.trim()).expect("task");
-        let check = task["task"]["verify"]["command"][2]
-            .as_str()
-            .expect("check")
-            .to_owned();
-        task["task"]["verify"]["command"][2] =
-            format!("test \"$(stat -c %u lines)\" = {uid} && {check}").into();
+        crate::common::also_verify(&mut task, &format!("test \"$(stat -c %u lines)\" = {uid}"));
         write_jsonl(&self.tasks, &[task]);
         self
     }

@@ -65,6 +65,39 @@ pub fn model_script(tool_ms: u32) -> serde_json::Value {
     serde_json::json!({"version": 1, "steps": steps, "after_last": {"text": "done"}})
 }
 
+/// Waits up to `limit` until no process, mount or cgroup of the run is
+/// left (processes and cgroups by the rollouts' `tag`); `Err` lists what
+/// still is.
+pub fn wait_nothing_left(tag: &str, run_dir: &Path, limit: Duration) -> Result<(), String> {
+    let end = std::time::Instant::now() + limit;
+    loop {
+        let (procs, mounts, groups) = (
+            processes_of(tag),
+            rollpoint_testkit::mounts_under(run_dir),
+            cgroups_of(tag),
+        );
+        if procs.is_empty() && mounts.is_empty() && groups.is_empty() {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= end {
+            return Err(format!(
+                "left behind: processes {procs:?}, mounts {mounts:?}, cgroups {groups:?}"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Puts `check` (a shell condition) before the task's verify script, so
+/// verify passes only when both hold.
+pub fn also_verify(task: &mut serde_json::Value, check: &str) {
+    let script = task["task"]["verify"]["command"][2]
+        .as_str()
+        .expect("a /bin/sh -c verify script")
+        .to_owned();
+    task["task"]["verify"]["command"][2] = format!("{check} && {script}").into();
+}
+
 pub fn write_jsonl(path: &Path, rows: &[serde_json::Value]) {
     let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
     std::fs::write(path, text).expect("write tasks");
