@@ -91,8 +91,18 @@ impl ScriptedModel {
         format!("http://{}/v1", self.addr)
     }
 
+    /// Every request received so far, once each has its entry: a reply's
+    /// entry is logged after the write returns, by when the client may have
+    /// read it, recorded it and been killed (up to 10 s).
     pub fn log(&self) -> Vec<Logged> {
-        self.log.lock().expect("log lock").clone()
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = self.log.lock().expect("log lock").clone();
+            if log.len() >= self.received.load(Ordering::SeqCst) || Instant::now() >= deadline {
+                return log;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 }
 
