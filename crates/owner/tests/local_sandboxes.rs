@@ -4,7 +4,6 @@
 //! files at the same paths; closing leaves no sandbox behind.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rollpoint_owner::{HttpOwner, LocalOwner, Owner, OwnerTask};
@@ -17,12 +16,8 @@ const TOKEN: &str = "local-sandbox-token";
 
 fn sh(script: &str) -> ExecRequest {
     ExecRequest {
-        argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
-        env: BTreeMap::new(),
-        cwd: String::new(),
-        timeout_ms: 60_000,
         output_limit: 1 << 16,
-        stdin: None,
+        ..rollpoint_testkit::shell(script)
     }
 }
 

@@ -64,19 +64,7 @@ fn open(dir: &Path, kind: Kind) -> LocalBackend {
 }
 
 fn sh(backend: &LocalBackend, id: &str, script: &str) -> ExecOutput {
-    let out = backend
-        .exec(
-            id,
-            &ExecRequest {
-                argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
-                env: BTreeMap::new(),
-                cwd: String::new(),
-                timeout_ms: 60_000,
-                output_limit: 1 << 20,
-                stdin: None,
-            },
-        )
-        .unwrap();
+    let out = backend.exec(id, &rollpoint_testkit::shell(script)).unwrap();
     assert_eq!(
         out.exit_code,
         Some(0),

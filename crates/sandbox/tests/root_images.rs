@@ -12,26 +12,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
+use rollpoint_proto::anchor::{ExecOutput, LaunchRequest};
 use rollpoint_sandbox::local::{LocalBackend, LocalOptions, Tool};
 use rollpoint_sandbox::{Backend, Base, SandboxSpec};
 use rollpoint_testkit::images::{IMAGE_RELEASE, Registry, build_layout, skopeo_copy};
 use rollpoint_testkit::{require_root, supervisor_bin};
 
 fn sh(backend: &LocalBackend, id: &str, script: &str) -> ExecOutput {
-    backend
-        .exec(
-            id,
-            &ExecRequest {
-                argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
-                env: BTreeMap::new(),
-                cwd: String::new(),
-                timeout_ms: 60_000,
-                output_limit: 1 << 20,
-                stdin: None,
-            },
-        )
-        .unwrap()
+    backend.exec(id, &rollpoint_testkit::shell(script)).unwrap()
 }
 
 fn ok(out: &ExecOutput) -> &str {

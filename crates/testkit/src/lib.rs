@@ -71,6 +71,19 @@ pub fn fake_harness_bin() -> PathBuf {
 
 /// Fails the test loudly unless it runs as root: tests of mounts and
 /// cgroups must not pass without exercising them.
+/// An exec of `/bin/sh -c script` in the sandbox's workdir, with the
+/// sandbox's environment, 60 s and 1 MiB of output each.
+pub fn shell(script: &str) -> rollpoint_proto::anchor::ExecRequest {
+    rollpoint_proto::anchor::ExecRequest {
+        argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+        env: std::collections::BTreeMap::new(),
+        cwd: String::new(),
+        timeout_ms: 60_000,
+        output_limit: 1 << 20,
+        stdin: None,
+    }
+}
+
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };

@@ -179,13 +179,12 @@ fn bring_up(
     let control = sbdir.join("control");
     mounts::mount_overlay(id, &lower, &dirs.upper, &dirs.work, &root)?;
     crash::point("start: mounted");
-    let identity = user::resolve(id, &root, &spec.user)?;
+    let sandbox_root = SandboxRoot::open(&root)?;
+    let identity = user::resolve(id, &sandbox_root, &spec.user)?;
     // The workdir and rollpoint's state directory are the user's: the task
     // and the harness write there.
-    let sandbox_root = SandboxRoot::open(&root)?;
-    let owner = (!identity.is_root()).then_some((identity.uid, identity.gid));
     for dir in [spec.workdir.as_str(), SANDBOX_STATE_DIR] {
-        sandbox_root.make_dir(Path::new(dir), owner)?;
+        sandbox_root.make_dir(Path::new(dir), identity.owner())?;
     }
     std::fs::DirBuilder::new()
         .recursive(true)

@@ -150,6 +150,11 @@ pub(crate) fn write_all<T: Serialize>(records: &[(PathBuf, &T)]) -> Result<(), E
         path: path.to_owned(),
         source,
     };
+    let cleanup = |temps: &[(PathBuf, &PathBuf)]| {
+        for (temp, _) in temps {
+            let _ = std::fs::remove_file(temp);
+        }
+    };
     let mut temps = Vec::with_capacity(records.len());
     let mut dirs = std::collections::BTreeSet::new();
     for (path, value) in records {
@@ -163,20 +168,16 @@ pub(crate) fn write_all<T: Serialize>(records: &[(PathBuf, &T)]) -> Result<(), E
             .truncate(true)
             .mode(0o600)
             .open(&temp)
-            .and_then(|mut f| f.write_all(&bytes));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(io(&temp, e));
-        }
+            .and_then(|mut f| f.write_all(&bytes))
+            .map_err(|e| io(&temp, e));
         dirs.insert(path.parent().map(Path::to_owned).unwrap_or_default());
         temps.push((temp, path));
+        if let Err(e) = written {
+            cleanup(&temps);
+            return Err(e);
+        }
     }
     super::crash::point("record: written, not committed");
-    let cleanup = |temps: &[(PathBuf, &PathBuf)]| {
-        for (temp, _) in temps {
-            let _ = std::fs::remove_file(temp);
-        }
-    };
     for dir in &dirs {
         if let Err(e) = rollpoint_snapshot::syncfs(dir) {
             cleanup(&temps);

@@ -49,12 +49,7 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
         .arg(args.hostname)
         .arg("--owner")
         .arg(std::process::id().to_string());
-    if !args.identity.is_root() {
-        let creds = rollpoint_proctree::spawn::Credentials {
-            uid: args.identity.uid,
-            gid: args.identity.gid,
-            groups: args.identity.groups.clone(),
-        };
+    if let Some(creds) = args.identity.credentials() {
         cmd.arg("--user").arg(creds.to_string());
     }
     cmd.arg("--home").arg(&args.identity.home);

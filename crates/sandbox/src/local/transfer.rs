@@ -16,8 +16,7 @@ pub(super) fn upload(
 ) -> Result<(), Error> {
     let (info, identity) = backend.live(id, |l| (l.info.clone(), l.identity.clone()))?;
     // A file put in for the sandbox's user is that user's.
-    let owner = (!identity.is_root()).then_some((identity.uid, identity.gid));
-    SandboxRoot::open(&info.root)?.upload_owned(path, bytes, mode, owner)
+    SandboxRoot::open(&info.root)?.upload_owned(path, bytes, mode, identity.owner())
 }
 
 pub(super) fn download(

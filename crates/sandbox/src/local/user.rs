@@ -10,6 +10,8 @@
 
 use std::path::Path;
 
+use rollpoint_proctree::spawn::Credentials;
+
 use crate::{Error, SandboxRoot};
 
 /// Largest `/etc/passwd` or `/etc/group` read.
@@ -39,15 +41,29 @@ impl Identity {
     pub fn is_root(&self) -> bool {
         self.uid == 0 && self.gid == 0 && self.groups.is_empty()
     }
+
+    /// The owner (uid, gid) to give what is made for the user; `None` for
+    /// root, whose files need no change.
+    pub fn owner(&self) -> Option<(u32, u32)> {
+        (!self.is_root()).then_some((self.uid, self.gid))
+    }
+
+    /// What the anchor is told (`--user`); `None` for root.
+    pub fn credentials(&self) -> Option<Credentials> {
+        (!self.is_root()).then(|| Credentials {
+            uid: self.uid,
+            gid: self.gid,
+            groups: self.groups.clone(),
+        })
+    }
 }
 
 /// Resolves `user` (`NAME`, `UID`, `NAME:GROUP`, `UID:GID`, mixed; empty is
 /// root) in the mounted root of sandbox `sandbox`.
-pub fn resolve(sandbox: &str, root: &Path, user: &str) -> Result<Identity, Error> {
+pub fn resolve(sandbox: &str, root: &SandboxRoot, user: &str) -> Result<Identity, Error> {
     if user.is_empty() {
         return Ok(Identity::root());
     }
-    let root = SandboxRoot::open(root)?;
     let read = |path: &str| match root.download(Path::new(path), DB_LIMIT) {
         Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {

@@ -34,12 +34,9 @@ fn sh(b: &LocalBackend, id: &str, script: &str) -> String {
         .exec(
             id,
             &ExecRequest {
-                argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
-                env: BTreeMap::new(),
-                cwd: String::new(),
                 timeout_ms: 30_000,
                 output_limit: 1 << 16,
-                stdin: None,
+                ..rollpoint_testkit::shell(script)
             },
         )
         .unwrap();
