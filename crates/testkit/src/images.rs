@@ -104,16 +104,7 @@ pub fn build_layout(dir: &Path) -> PathBuf {
     std::fs::create_dir_all(stage.join("opq")).unwrap();
     std::fs::write(stage.join("opq/.wh..wh..opq"), "").unwrap();
     std::fs::write(stage.join("opq/c"), "from layer 3\n").unwrap();
-    let tarball = dir.join("layer3.tar");
-    run(Command::new("tar")
-        .arg("-C")
-        .arg(&stage)
-        .args(["--owner=0", "--group=0", "-cf"])
-        .arg(&tarball)
-        .arg("opq"));
-    run(Command::new(&umoci)
-        .args(["raw", "add-layer", "--image", &image])
-        .arg(&tarball));
+    add_layer(&image, &stage, "opq", &dir.join("layer3.tar"));
     run(Command::new(&umoci).args([
         "config",
         "--image",
@@ -160,17 +151,8 @@ pub fn build_harness_layout(dir: &Path, also: &[&Path]) -> PathBuf {
             std::fs::copy(file, &to).unwrap_or_else(|e| panic!("copy {}: {e}", file.display()));
         }
     }
-    let tarball = dir.join("layer4.tar");
-    run(Command::new("tar")
-        .arg("-C")
-        .arg(&stage)
-        .args(["--owner=0", "--group=0", "-cf"])
-        .arg(&tarball)
-        .arg("."));
     let image = format!("{}:t", layout.display());
-    run(Command::new(require("umoci"))
-        .args(["raw", "add-layer", "--image", &image])
-        .arg(&tarball));
+    add_layer(&image, &stage, ".", &dir.join("layer4.tar"));
     run(Command::new(require("umoci")).args([
         "config",
         "--image",
@@ -180,6 +162,20 @@ pub fn build_harness_layout(dir: &Path, also: &[&Path]) -> PathBuf {
         "--config.user=app",
     ]));
     layout
+}
+
+/// Adds `what` (relative to `stage`) as a new top layer of `image`, owned
+/// by root, through the tarball `tarball`.
+fn add_layer(image: &str, stage: &Path, what: &str, tarball: &Path) {
+    run(Command::new("tar")
+        .arg("-C")
+        .arg(stage)
+        .args(["--owner=0", "--group=0", "-cf"])
+        .arg(tarball)
+        .arg(what));
+    run(Command::new(require("umoci"))
+        .args(["raw", "add-layer", "--image", image])
+        .arg(tarball));
 }
 
 fn xattr_set(path: &Path, name: &str, value: &[u8]) {
