@@ -10,6 +10,11 @@
 //! checkpoint is published (`checkpoint.json`, then `LATEST`) only after
 //! every commit succeeded. Restore is all or nothing: on any failure the new
 //! attempts are retired everywhere and everyone is resumed.
+//!
+//! With a checkpoint store (`CoordinatorConfig::remote`), the publish point
+//! is the store's next publish marker (`store::remote`): the coordinator
+//! counts on from the newest marker it saw when it started, so one that
+//! missed a rival's publish is fenced out. `LATEST` follows locally.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -28,6 +33,7 @@ use crate::wire::{
     CommitRequest, ForkSpec, KeysRequest, KeysVerb, PrepareReply, PrepareRequest, RestoreRequest,
     ResumeRequest,
 };
+use rollpoint_remote::RemoteStore;
 
 /// Shortest deadline used to clean up after a failure (resume, retire).
 pub const CLEANUP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -42,6 +48,8 @@ pub struct CoordinatorConfig {
     pub keep: usize,
     /// Each control call's deadline.
     pub timeout: Duration,
+    /// The object store checkpoints are published in, besides `run_dir`.
+    pub remote: Option<RemoteStore>,
 }
 
 impl CoordinatorConfig {
@@ -50,6 +58,7 @@ impl CoordinatorConfig {
             run_dir: run_dir.into(),
             keep: DEFAULT_KEEP,
             timeout: Duration::from_secs(300),
+            remote: None,
         }
     }
 }
@@ -135,6 +144,8 @@ pub struct Restored {
 pub struct Coordinator {
     peers: Vec<Peer>,
     config: CoordinatorConfig,
+    /// The newest publish marker of the store this coordinator saw or made.
+    published_seq: Arc<tokio::sync::Mutex<Option<u64>>>,
 }
 
 impl Coordinator {
@@ -166,7 +177,27 @@ impl Coordinator {
                 });
             }
         }
-        Ok(Self { peers, config })
+        let published_seq = match &config.remote {
+            Some(remote) => {
+                store::remote::head(remote)
+                    .await
+                    .map_err(|source| CoordinatorError::Store {
+                        checkpoint: "(publish marker)".to_owned(),
+                        source,
+                    })?
+            }
+            None => None,
+        };
+        Ok(Self {
+            peers,
+            config,
+            published_seq: Arc::new(tokio::sync::Mutex::new(published_seq)),
+        })
+    }
+
+    /// The object store checkpoints are published in, if any.
+    pub fn remote(&self) -> Option<&RemoteStore> {
+        self.config.remote.as_ref()
     }
 
     /// The participants, in prepare order.
@@ -370,33 +401,13 @@ impl Coordinator {
             restarts: prepared.restarts.into_iter().collect(),
             participants: members,
         };
-        let run_dir = self.config.run_dir.clone();
-        let keep = self.config.keep;
-        let published = {
-            let doc = doc.clone();
-            tokio::task::spawn_blocking(move || {
-                store::publish(&run_dir, &doc)?;
-                store::prune(&run_dir, keep)
-            })
-            .await
-        };
-        let pruned = match published {
-            Ok(Ok(pruned)) => pruned,
-            Ok(Err(source)) => {
+        let pruned = match self.publish(&doc).await {
+            Ok(pruned) => pruned,
+            Err(source) => {
                 self.cleanup_resume(id).await;
                 return Err(CoordinatorError::Store {
                     checkpoint: id.to_owned(),
                     source,
-                });
-            }
-            Err(e) => {
-                self.cleanup_resume(id).await;
-                return Err(CoordinatorError::Store {
-                    checkpoint: id.to_owned(),
-                    source: StoreError::Invalid {
-                        path: self.config.run_dir.clone(),
-                        message: format!("publish task failed: {e}"),
-                    },
                 });
             }
         };
@@ -421,6 +432,49 @@ impl Coordinator {
             timings,
             pruned,
         })
+    }
+
+    /// Publishes `doc` (every share is written) and prunes. Returns the ids
+    /// retention removed here.
+    async fn publish(&self, doc: &CheckpointDoc) -> Result<Vec<String>, StoreError> {
+        let run_dir = self.config.run_dir.clone();
+        let keep = self.config.keep;
+        let Some(remote) = &self.config.remote else {
+            let doc = doc.clone();
+            return blocking(move || {
+                store::publish(&run_dir, &doc)?;
+                store::prune(&run_dir, keep)
+            })
+            .await;
+        };
+        {
+            let (run_dir, doc) = (run_dir.clone(), doc.clone());
+            blocking(move || store::write_doc(&run_dir, &doc)).await?;
+        }
+        let mut seq = self.published_seq.lock().await;
+        let marker = store::remote::publish(remote, &run_dir, doc, *seq).await?;
+        *seq = Some(marker);
+        drop(seq);
+        // Published: what is left only follows the store, and a failure of it
+        // is mended by the next fetch or prune.
+        let id = doc.id.clone();
+        let local = blocking(move || {
+            store::point_latest(&run_dir, &id)?;
+            let pruned = store::prune(&run_dir, keep)?;
+            Ok((pruned, store::local_ids(&run_dir)?))
+        })
+        .await;
+        let (pruned, kept) = match local {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::warn!(checkpoint = %doc.id, marker, error = %e, "published in the checkpoint store; the local copy did not follow");
+                return Ok(Vec::new());
+            }
+        };
+        if let Err(e) = store::remote::prune(remote, &kept).await {
+            tracing::warn!(checkpoint = %doc.id, error = %e, "pruning the checkpoint store failed");
+        }
+        Ok(pruned)
     }
 
     /// Resumes after a failure with a deadline of at least
@@ -524,6 +578,14 @@ impl Coordinator {
     /// Checks that checkpoint `source` is published and was written by
     /// exactly these participants, before anyone is disturbed.
     async fn check_members(&self, source: &str) -> Result<(), CoordinatorError> {
+        if let Some(remote) = &self.config.remote {
+            store::remote::fetch_checkpoint(remote, &self.config.run_dir, source)
+                .await
+                .map_err(|e| CoordinatorError::Store {
+                    checkpoint: source.to_owned(),
+                    source: e,
+                })?;
+        }
         let run_dir = self.config.run_dir.clone();
         let id = source.to_owned();
         let doc = tokio::task::spawn_blocking(move || store::read_checkpoint(&run_dir, &id))
@@ -643,4 +705,16 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or_default()
+}
+
+/// Runs blocking file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| StoreError::Invalid {
+            path: PathBuf::new(),
+            message: format!("file task failed: {e}"),
+        })?
 }

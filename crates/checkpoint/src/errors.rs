@@ -203,6 +203,18 @@ pub enum StoreError {
     Export { index: usize, message: String },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    /// The object store failed (it could not be reached, refused, or timed out).
+    #[error(transparent)]
+    Remote(#[from] rollpoint_remote::RemoteError),
+    /// Another coordinator published this marker number first: this one may not publish.
+    #[error(
+        "{url}: publish marker {seq} is held by checkpoint {holder}: another coordinator published since this one last did, so it may not publish (fenced)"
+    )]
+    Fenced {
+        url: String,
+        seq: u64,
+        holder: String,
+    },
     #[error("{what} {value:?}: {message}")]
     Name {
         what: &'static str,

@@ -157,6 +157,15 @@ pub struct RunConfig {
     /// `REGISTRY_AUTH_FILE`, then `~/.docker/config.json`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_auth_file: Option<PathBuf>,
+    /// An object store checkpoints are published in besides the run directory, so they
+    /// outlive this machine: `s3://BUCKET/PREFIX`, `gs://…`, `az://…` or
+    /// `file:///SHARED/DIR` (docs/design/cluster.md). Credentials never go here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_store: Option<String>,
+    /// A file of `KEY=VALUE` store settings and credentials (`AWS_ENDPOINT`,
+    /// `AWS_ACCESS_KEY_ID`, …) that only its owner may read; the environment's are used too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_store_options: Option<PathBuf>,
 }
 
 /// `[branch]`: when the run forks its rollouts by itself, and how many ways.
@@ -219,6 +228,8 @@ impl Default for RunConfig {
             image_insecure_registries: Vec::new(),
             image_ca_file: None,
             image_auth_file: None,
+            checkpoint_store: None,
+            checkpoint_store_options: None,
         }
     }
 }
@@ -242,6 +253,7 @@ impl RunConfig {
             &mut config.image_cache,
             &mut config.image_ca_file,
             &mut config.image_auth_file,
+            &mut config.checkpoint_store_options,
         ]
         .into_iter()
         .chain(model_paths)
@@ -320,6 +332,13 @@ impl RunConfig {
                 return bad("branch.n", &format!("{} is outside 1..={max}", rule.n));
             }
         }
+        if let Some(url) = &self.checkpoint_store {
+            if let Err(e) = rollpoint_remote::StoreUrl::parse(url) {
+                return bad("checkpoint_store", &e.to_string());
+            }
+        } else if self.checkpoint_store_options.is_some() {
+            return bad("checkpoint_store_options", "given without checkpoint_store");
+        }
         if self.model_upstream.is_some() && self.model_script.is_some() {
             return bad(
                 "model_script",
@@ -357,6 +376,15 @@ impl RunConfig {
             }
         }
         Ok(())
+    }
+
+    /// The checkpoint store the config names, opened (nothing is sent to it yet).
+    pub fn open_checkpoint_store(&self) -> Result<Option<rollpoint_remote::RemoteStore>, RunError> {
+        rollpoint_remote::RemoteStore::named(
+            self.checkpoint_store.as_deref(),
+            self.checkpoint_store_options.as_deref(),
+        )
+        .map_err(|e| RunError::setup("checkpoint store", e))
     }
 
     /// Where model calls go.

@@ -237,6 +237,12 @@ impl GatewayProcess {
                 cmd.arg("--no-model-logprobs");
             }
         }
+        if let Some(url) = &config.checkpoint_store {
+            cmd.arg("--checkpoint-store").arg(url);
+        }
+        if let Some(path) = &config.checkpoint_store_options {
+            cmd.arg("--checkpoint-store-options").arg(path);
+        }
         if config.model_max_calls > 0 {
             cmd.arg("--max-upstream-calls")
                 .arg(config.model_max_calls.to_string());

@@ -175,6 +175,31 @@ pub fn choose_source(run_dir: &Path, asked: Option<&str>) -> Result<Option<Sourc
     Ok(None)
 }
 
+/// With a checkpoint store, brings what it publishes into the run directory first, so the
+/// choice below sees every checkpoint the store holds (this node may hold none of them). A
+/// store that cannot be reached is reported and the local copy is used: `LATEST` here only
+/// ever follows the store, so it is at most one checkpoint behind it.
+async fn fetch_published(
+    run_dir: &Path,
+    config: &crate::config::RunConfig,
+) -> Result<(), RunError> {
+    let Some(remote) = config.open_checkpoint_store()? else {
+        return Ok(());
+    };
+    match store::remote::fetch(&remote, run_dir).await {
+        Ok(fetched) => {
+            for bad in &fetched.unreadable {
+                tracing::warn!(store = %remote.url(), problem = %bad, "a publish marker of the checkpoint store cannot be read");
+            }
+            tracing::info!(store = %remote.url(), latest = fetched.latest.as_deref().unwrap_or("none"), files = fetched.files, "checkpoint store read");
+        }
+        Err(e) => {
+            tracing::warn!(store = %remote.url(), error = %e, "the checkpoint store cannot be read; resuming from the local copy");
+        }
+    }
+    Ok(())
+}
+
 /// `rollpoint resume`: continues the run in `run_dir` from checkpoint
 /// `checkpoint` (default: the newest intact one).
 pub async fn resume(
@@ -226,6 +251,7 @@ pub async fn resume(
         .into_iter()
         .map(|r| r.rollout)
         .collect();
+    fetch_published(&run_dir, &state.config).await?;
     let source = choose_source(&run_dir, checkpoint)?;
     let supervisor = supervisor
         .or_else(|| state.config.supervisor.clone())

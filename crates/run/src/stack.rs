@@ -130,8 +130,13 @@ impl Stack {
         )
         .map_err(|e| RunError::setup("drivers", e))?;
         let agent = Arc::new(AgentParticipant::new(runs.clone(), "agent0"));
+        let remote = config.open_checkpoint_store()?;
         let local = |p: Arc<dyn Participant>| -> Result<Arc<dyn Control>, RunError> {
-            ParticipantHost::new(p, HostConfig::new(run_dir))
+            let host = HostConfig {
+                remote: remote.clone(),
+                ..HostConfig::new(run_dir)
+            };
+            ParticipantHost::new(p, host)
                 .map(|c| Arc::new(c) as Arc<dyn Control>)
                 .map_err(|e| RunError::setup("checkpoint control", e))
         };
@@ -147,6 +152,7 @@ impl Stack {
         }
         let mut cc = CoordinatorConfig::new(run_dir);
         cc.keep = config.keep;
+        cc.remote = remote;
         let coordinator = Coordinator::new(controls, cc)
             .await
             .map_err(|e| RunError::setup("coordinator", e))?;

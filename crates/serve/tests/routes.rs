@@ -40,6 +40,7 @@ async fn agent(run_dir: &Path) -> String {
             env: BTreeMap::new(),
             gateway: None,
             token_breaks: rollpoint_trajectory::BreakPolicy::Split,
+            remote: None,
         },
     )
     .unwrap();
@@ -53,6 +54,7 @@ async fn coordinator(run_dir: &Path, agent: &str) -> String {
         participant_token: TOKEN.into(),
         keep: 2,
         timeout: std::time::Duration::from_secs(60),
+        remote: None,
     })
     .await
     .unwrap();

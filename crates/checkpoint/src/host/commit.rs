@@ -98,6 +98,9 @@ async fn export_and_write(
     })
     .await
     .map_err(|e| join_error("write", &e))??;
+    if let Some(remote) = &inner.config.remote {
+        store::remote::upload_share(remote, &inner.config.run_dir, &manifest).await?;
+    }
     let park_error = if args.stop {
         inner
             .participant

@@ -41,6 +41,9 @@ pub struct HostConfig {
     /// The lease: a checkpoint left open this long past the last call's
     /// deadline is aborted (admission reopens).
     pub lease_grace: Duration,
+    /// The object store each commit's share is uploaded to (and a restore
+    /// fetches from when the files are not here).
+    pub remote: Option<rollpoint_remote::RemoteStore>,
 }
 
 impl HostConfig {
@@ -48,6 +51,7 @@ impl HostConfig {
         Self {
             run_dir: run_dir.into(),
             lease_grace: DEFAULT_LEASE_GRACE,
+            remote: None,
         }
     }
 }

@@ -68,6 +68,16 @@ pub(super) async fn run(inner: Arc<Inner>, req: RestoreRequest) -> ControlResult
 
 async fn install(inner: &Arc<Inner>, id: &str, args: &RestoreArgs) -> ControlResult<RestoreReply> {
     let keep: BTreeSet<AttemptKey> = args.scope.iter().cloned().collect();
+    if let Some(remote) = &inner.config.remote {
+        store::remote::fetch_share(
+            remote,
+            &inner.config.run_dir,
+            &args.source,
+            inner.kind,
+            &inner.instance,
+        )
+        .await?;
+    }
     let (run_dir, kind, instance, source) = (
         inner.config.run_dir.clone(),
         inner.kind,

@@ -16,6 +16,7 @@
 mod fsio;
 mod published;
 mod records;
+pub mod remote;
 mod retention;
 mod versioned;
 
@@ -23,13 +24,13 @@ use std::path::{Path, PathBuf};
 
 pub use published::{
     CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointDoc, DAMAGED_FILE, LATEST_FILE, Member,
-    Published, Unforkable, damaged, latest, mark_damaged, publish, published, read_checkpoint,
-    verify,
+    Published, Unforkable, damaged, latest, mark_damaged, point_latest, publish, published,
+    read_checkpoint, verify, write_doc,
 };
 pub use records::{
     MANIFEST_FILE, MANIFEST_VERSION, Manifest, participant_dir, read, read_manifest, write,
 };
-pub use retention::{DEFAULT_KEEP, prune};
+pub use retention::{DEFAULT_KEEP, local_ids, prune};
 
 use crate::errors::StoreError;
 use crate::id::name_problem;
@@ -70,7 +71,7 @@ impl StoreError {
             | Self::Record { .. }
             | Self::Invalid { .. }
             | Self::Name { .. } => true,
-            Self::Export { .. } => false,
+            Self::Export { .. } | Self::Remote(_) | Self::Fenced { .. } => false,
         }
     }
 }

@@ -88,6 +88,13 @@ impl CheckpointDoc {
 /// at it. Each step is atomic; a crash before `LATEST` leaves the previous
 /// checkpoint the latest.
 pub fn publish(run_dir: &Path, doc: &CheckpointDoc) -> Result<(), StoreError> {
+    write_doc(run_dir, doc)?;
+    point_latest(run_dir, &doc.id)
+}
+
+/// Writes `doc` as `checkpoints/<id>/checkpoint.json` (atomic), publishing
+/// nothing yet.
+pub fn write_doc(run_dir: &Path, doc: &CheckpointDoc) -> Result<(), StoreError> {
     super::check_component("checkpoint", &doc.id)?;
     let dir = super::checkpoint_dir(run_dir, &doc.id);
     fsio::create_dirs(&dir)?;
@@ -96,9 +103,15 @@ pub fn publish(run_dir: &Path, doc: &CheckpointDoc) -> Result<(), StoreError> {
         path: path.clone(),
         message: e.to_string(),
     })?;
-    fsio::replace(&path, &bytes)?;
+    fsio::replace(&path, &bytes)
+}
+
+/// Points `LATEST` at checkpoint `id` (atomic replace): the local publish
+/// point.
+pub fn point_latest(run_dir: &Path, id: &str) -> Result<(), StoreError> {
+    super::check_component("checkpoint", id)?;
     let latest = super::checkpoints_dir(run_dir).join(LATEST_FILE);
-    fsio::replace(&latest, format!("{}\n", doc.id).as_bytes())
+    fsio::replace(&latest, format!("{id}\n").as_bytes())
 }
 
 /// The id `LATEST` names, if any checkpoint was published.

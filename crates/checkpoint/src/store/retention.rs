@@ -100,6 +100,26 @@ pub fn prune(run_dir: &Path, keep: usize) -> Result<Vec<String>, StoreError> {
     Ok(deleted)
 }
 
+/// The names of every checkpoint directory under `run_dir/checkpoints/`
+/// (published, damaged or not yet published): what a store prune keeps.
+pub fn local_ids(run_dir: &Path) -> Result<std::collections::BTreeSet<String>, StoreError> {
+    let root = super::checkpoints_dir(run_dir);
+    let entries = match fs::read_dir(&root) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        Err(e) => return Err(StoreError::io(&root)(e)),
+    };
+    let mut ids = std::collections::BTreeSet::new();
+    for entry in entries {
+        let entry = entry.map_err(StoreError::io(&root))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with('.') && entry.path().is_dir() {
+            ids.insert(name);
+        }
+    }
+    Ok(ids)
+}
+
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {

@@ -106,6 +106,8 @@ pub struct GatewayArgs {
     /// The run directory checkpoints are written under (with --control-token-file).
     #[arg(long, requires = "control_token_file")]
     run_dir: Option<PathBuf>,
+    #[command(flatten)]
+    checkpoint_store: super::store_args::StoreArgs,
     /// File holding the bearer token of the control routes.
     #[arg(long, requires = "run_dir")]
     control_token_file: Option<PathBuf>,
@@ -269,8 +271,14 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
             let participant: Arc<dyn Participant> =
                 Arc::new(ModelParticipant::new(Arc::new(gateway.clone()), "gateway"));
             let control: Arc<dyn Control> = Arc::new(
-                ParticipantHost::new(participant, HostConfig::new(run_dir))
-                    .context("cannot start the checkpoint control routes")?,
+                ParticipantHost::new(
+                    participant,
+                    HostConfig {
+                        remote: args.checkpoint_store.open()?,
+                        ..HostConfig::new(run_dir)
+                    },
+                )
+                .context("cannot start the checkpoint control routes")?,
             );
             app = app
                 .merge(rollpoint_checkpoint::router(control, token))

@@ -15,6 +15,7 @@ mod resume;
 mod run;
 mod serve;
 mod status;
+mod store_args;
 mod sweep;
 mod worker;
 

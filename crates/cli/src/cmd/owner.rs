@@ -44,10 +44,13 @@ pub struct OwnerArgs {
     /// The static supervisor binary to anchor sandboxes with.
     #[arg(long)]
     supervisor: Option<PathBuf>,
+    #[command(flatten)]
+    checkpoint_store: super::store_args::StoreArgs,
 }
 
 pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
     let token = locate::token(&args.token_file)?;
+    let remote = args.checkpoint_store.open()?;
     let choice: StoreChoice = args.store.parse()?;
     let mut options = LocalOptions::new(locate::supervisor(args.supervisor.as_ref())?);
     options.store = StoreOptions {
@@ -72,8 +75,14 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
     let participant: Arc<dyn Participant> =
         Arc::new(ResourcesParticipant::new(Arc::clone(&local), "owner"));
     let control: Arc<dyn Control> = Arc::new(
-        ParticipantHost::new(participant, HostConfig::new(&args.run_dir))
-            .context("cannot start the checkpoint control routes")?,
+        ParticipantHost::new(
+            participant,
+            HostConfig {
+                remote,
+                ..HostConfig::new(&args.run_dir)
+            },
+        )
+        .context("cannot start the checkpoint control routes")?,
     );
     let owner: Arc<dyn Owner> = local;
     let app =

@@ -61,6 +61,8 @@ pub struct AgentArgs {
     /// This agent's name among the run's agents.
     #[arg(long, default_value = "agent")]
     instance: String,
+    #[command(flatten)]
+    store: super::store_args::StoreArgs,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
@@ -93,6 +95,8 @@ pub struct CoordinatorArgs {
     /// How long to wait for every participant to answer at start, in seconds.
     #[arg(long, default_value_t = 60)]
     connect_timeout_s: u64,
+    #[command(flatten)]
+    store: super::store_args::StoreArgs,
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:0")]
     listen: SocketAddr,
@@ -172,6 +176,7 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
     } else {
         rollpoint_trajectory::BreakPolicy::Split
     };
+    let remote = args.store.open()?;
     // Created only once every argument is known good.
     create_dir(&args.run_dir)?;
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
@@ -185,6 +190,7 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
                 env,
                 gateway,
                 token_breaks,
+                remote,
             },
         )?;
         let listener = bind(args.listen, args.port_file.as_deref(), "agent").await?;
@@ -210,6 +216,7 @@ fn coordinator(args: &CoordinatorArgs) -> anyhow::Result<()> {
         Some(f) => super::locate::token(f)?,
         None => token.clone(),
     };
+    let remote = args.store.open()?;
     create_dir(&args.run_dir)?;
     let settings = CoordinatorSettings {
         run_dir: args.run_dir.clone(),
@@ -217,6 +224,7 @@ fn coordinator(args: &CoordinatorArgs) -> anyhow::Result<()> {
         participant_token,
         keep: args.keep,
         timeout: Duration::from_secs(args.timeout_s),
+        remote,
     };
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     runtime.block_on(async {

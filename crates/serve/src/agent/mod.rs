@@ -85,6 +85,8 @@ pub struct AgentSettings {
     pub gateway: Option<rollpoint_gateway::GatewayClient>,
     /// What a token break does to a trajectory.
     pub token_breaks: rollpoint_trajectory::BreakPolicy,
+    /// The object store each checkpoint's share is uploaded to.
+    pub remote: Option<rollpoint_remote::RemoteStore>,
 }
 
 /// What the routes and the control wrapper share.
@@ -122,10 +124,9 @@ impl AgentService {
             },
         )?;
         let participant = Arc::new(AgentParticipant::new(runs.clone(), &settings.instance));
-        let local = ParticipantHost::new(
-            Arc::clone(&participant) as Arc<dyn Participant>,
-            HostConfig::new(&settings.run_dir),
-        )?;
+        let mut host = HostConfig::new(&settings.run_dir);
+        host.remote = settings.remote.clone();
+        let local = ParticipantHost::new(Arc::clone(&participant) as Arc<dyn Participant>, host)?;
         let shared = Arc::new(Shared {
             runs,
             participant,

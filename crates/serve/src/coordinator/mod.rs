@@ -90,6 +90,8 @@ pub struct CoordinatorSettings {
     pub keep: usize,
     /// Each control call's deadline.
     pub timeout: Duration,
+    /// The object store checkpoints are published in, besides `run_dir`.
+    pub remote: Option<rollpoint_remote::RemoteStore>,
 }
 
 /// A participant as discovered.
@@ -154,6 +156,7 @@ impl CoordinatorService {
         let mut config = CoordinatorConfig::new(&settings.run_dir);
         config.keep = settings.keep;
         config.timeout = settings.timeout;
+        config.remote = settings.remote;
         let coordinator = Coordinator::new(
             members.iter().map(|m| Arc::clone(&m.control)).collect(),
             config,
@@ -263,6 +266,11 @@ impl Shared {
     ) -> Result<rollpoint_checkpoint::store::CheckpointDoc, ApiError> {
         use rollpoint_api::error::{ApiError, ErrorCode};
         use rollpoint_checkpoint::store;
+        if let Some(remote) = self.coordinator.remote() {
+            store::remote::fetch(remote, &self.run_dir)
+                .await
+                .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?;
+        }
         let run_dir = self.run_dir.clone();
         tokio::task::spawn_blocking(move || {
             let id = match id {
