@@ -9,6 +9,7 @@
 
 pub mod fuzz;
 pub mod images;
+pub mod s3;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
