@@ -27,6 +27,7 @@ mod owner;
 mod participant;
 pub mod record;
 pub mod task;
+pub mod travel;
 pub mod verdict;
 
 pub use client::HttpOwner;

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use crate::owner::Owner;
 use crate::record::branch_session;
+use crate::travel::Travel;
 use crate::{LocalOwner, SessionRecord};
 
 /// Forks a restore makes at once.
@@ -37,6 +38,8 @@ pub struct ResourcesParticipant {
     instance: String,
     /// Sessions exported by the last commit, for a commit with `stop`.
     exported: Mutex<Vec<String>>,
+    /// The checkpoint store snapshots also go to, when there is one.
+    travel: Option<Arc<Travel>>,
 }
 
 impl ResourcesParticipant {
@@ -45,7 +48,35 @@ impl ResourcesParticipant {
             owner,
             instance: instance.to_owned(),
             exported: Mutex::new(Vec::new()),
+            travel: None,
         }
+    }
+
+    /// Every snapshot a commit takes is also uploaded through `travel` before the commit's
+    /// records are written, and a restore fetches the snapshots this node lacks.
+    #[must_use]
+    pub fn with_travel(mut self, travel: Arc<Travel>) -> Self {
+        self.travel = Some(travel);
+        self
+    }
+
+    /// Fetches the snapshots of `pending` this node lacks from the checkpoint store.
+    async fn fetch(&self, pending: &[(AttemptKey, SessionRecord)]) -> HookResult<()> {
+        let Some(travel) = &self.travel else {
+            return Ok(());
+        };
+        let records: Vec<(String, SessionRecord)> = pending
+            .iter()
+            .map(|(key, record)| (key.rollout().to_string(), record.clone()))
+            .collect();
+        let fetched = travel
+            .fetch(self.owner.backend(), &records)
+            .await
+            .map_err(|e| HookError::new(format!("fetching snapshots: {e}")))?;
+        if fetched > 0 {
+            tracing::info!(snapshots = fetched, store = %travel.store().url(), "snapshots fetched from the checkpoint store");
+        }
+        Ok(())
     }
 }
 
@@ -159,6 +190,23 @@ impl Participant for ResourcesParticipant {
                 .snapshot_sessions(&sessions, checkpoint)
                 .await
                 .map_err(|e| HookError::new(e.to_string()))?;
+            if let Some(travel) = &self.travel {
+                let pairs: Vec<(String, SessionRecord)> = chosen
+                    .iter()
+                    .zip(&records)
+                    .map(|((_, key), record)| (key.rollout().to_string(), record.clone()))
+                    .collect();
+                let sent = travel
+                    .upload(self.owner.backend(), checkpoint, &self.instance, &pairs)
+                    .await
+                    .map_err(|e| HookError::new(format!("uploading snapshots: {e}")))?;
+                tracing::debug!(
+                    checkpoint,
+                    snapshots = sent.len(),
+                    bytes = sent.iter().map(|s| s.bytes).sum::<u64>(),
+                    "snapshots uploaded"
+                );
+            }
             let mut out = Vec::with_capacity(records.len());
             for ((_, key), record) in chosen.iter().zip(&records) {
                 out.push(tagged(record, key)?);
@@ -205,6 +253,7 @@ impl Participant for ResourcesParticipant {
                 record.task.id = next.to_string();
                 pending.push((next, record));
             }
+            self.fetch(&pending).await?;
             self.restore_all(pending).await
         }
         .boxed()
@@ -236,6 +285,7 @@ impl Participant for ResourcesParticipant {
                     pending.push((next.clone(), record));
                 }
             }
+            self.fetch(&pending).await?;
             self.restore_all(pending).await?;
             // A branch with no sandbox saved (a seed) still continues as its next attempt.
             Ok(to.iter().map(AttemptKey::next).collect())

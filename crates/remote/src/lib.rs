@@ -20,5 +20,5 @@ mod url;
 
 pub use errors::RemoteError;
 pub use options::Options;
-pub use store::{Created, RemoteStore};
+pub use store::{Chunk, Created, RemoteStore, sha256_hex};
 pub use url::StoreUrl;

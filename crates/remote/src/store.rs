@@ -299,3 +299,150 @@ fn unknown_key(options: &Options, key: &str, why: &str) -> RemoteError {
         message: format!("key {}: {why}", key.to_ascii_uppercase()),
     }
 }
+
+/// One piece of a file kept as several objects.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Chunk {
+    pub sha256: String,
+    pub len: u64,
+}
+
+/// Chunks uploaded at once per file.
+const CHUNKS_IN_FLIGHT: usize = 4;
+
+impl RemoteStore {
+    /// Uploads the file at `path` as objects `<prefix>/<n>-<sha256>` of at most `chunk_size`
+    /// bytes each (put-if-absent: a retry re-uses what landed); returns them in order.
+    pub async fn upload_file(
+        &self,
+        prefix: &str,
+        path: &std::path::Path,
+        chunk_size: usize,
+    ) -> Result<Vec<Chunk>, RemoteError> {
+        use futures_util::StreamExt as _;
+        use tokio::io::AsyncReadExt as _;
+        let read_error = |e: std::io::Error| RemoteError::Op {
+            url: self.url.to_string(),
+            op: "read",
+            key: path.display().to_string(),
+            message: e.to_string(),
+        };
+        let mut file = tokio::fs::File::open(path).await.map_err(read_error)?;
+        let mut pieces = Vec::new();
+        loop {
+            let mut buf = vec![0u8; chunk_size.max(1)];
+            let mut filled = 0;
+            while filled < buf.len() {
+                let n = file.read(&mut buf[filled..]).await.map_err(read_error)?;
+                if n == 0 {
+                    break;
+                }
+                filled += n;
+            }
+            if filled == 0 {
+                break;
+            }
+            buf.truncate(filled);
+            pieces.push(Bytes::from(buf));
+            if filled < chunk_size.max(1) {
+                break;
+            }
+        }
+        let uploads: Vec<futures_util::future::BoxFuture<'_, Result<Chunk, RemoteError>>> = pieces
+            .into_iter()
+            .enumerate()
+            .map(|(n, bytes)| {
+                Box::pin(async move {
+                    let chunk = Chunk {
+                        sha256: sha256_hex(&bytes),
+                        len: bytes.len() as u64,
+                    };
+                    self.put_new(&format!("{prefix}/{n:06}-{}", chunk.sha256), bytes)
+                        .await
+                        .map(|_| chunk)
+                }) as futures_util::future::BoxFuture<'_, _>
+            })
+            .collect();
+        futures_util::stream::iter(uploads)
+            .buffered(CHUNKS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect()
+    }
+
+    /// Writes the file [`RemoteStore::upload_file`] uploaded as `chunks` to `path` (created
+    /// new, 0600, fsynced), checking every chunk's length and digest; a mismatch is an error
+    /// naming the object. Returns the bytes written.
+    pub async fn download_file(
+        &self,
+        prefix: &str,
+        chunks: &[Chunk],
+        path: &std::path::Path,
+    ) -> Result<u64, RemoteError> {
+        use futures_util::StreamExt as _;
+        use tokio::io::AsyncWriteExt as _;
+        let write_error = |e: std::io::Error| RemoteError::Op {
+            url: self.url.to_string(),
+            op: "write",
+            key: path.display().to_string(),
+            message: e.to_string(),
+        };
+        let mut file = tokio::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .await
+            .map_err(write_error)?;
+        let fetches: Vec<futures_util::future::BoxFuture<'_, Result<Bytes, RemoteError>>> = chunks
+            .iter()
+            .enumerate()
+            .map(|(n, chunk)| {
+                Box::pin(async move {
+                    let key = format!("{prefix}/{n:06}-{}", chunk.sha256);
+                    let bytes = self.get(&key).await?.ok_or_else(|| RemoteError::Op {
+                        url: self.url.to_string(),
+                        op: "get",
+                        key: key.clone(),
+                        message: "missing".to_owned(),
+                    })?;
+                    let found = sha256_hex(&bytes);
+                    if found != chunk.sha256 || bytes.len() as u64 != chunk.len {
+                        return Err(RemoteError::Op {
+                            url: self.url.to_string(),
+                            op: "verify",
+                            key,
+                            message: format!(
+                                "{} bytes with sha256 {found}, expected {} bytes with sha256 {}",
+                                bytes.len(),
+                                chunk.len,
+                                chunk.sha256
+                            ),
+                        });
+                    }
+                    Ok(bytes)
+                }) as futures_util::future::BoxFuture<'_, _>
+            })
+            .collect();
+        let mut stream = futures_util::stream::iter(fetches).buffered(CHUNKS_IN_FLIGHT);
+        let mut total = 0u64;
+        while let Some(bytes) = stream.next().await {
+            let bytes = bytes?;
+            file.write_all(&bytes).await.map_err(write_error)?;
+            total += bytes.len() as u64;
+        }
+        file.sync_all().await.map_err(write_error)?;
+        Ok(total)
+    }
+}
+
+/// The lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}

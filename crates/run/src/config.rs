@@ -166,6 +166,15 @@ pub struct RunConfig {
     /// `AWS_ACCESS_KEY_ID`, …) that only its owner may read; the environment's are used too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint_store_options: Option<PathBuf>,
+    /// With `checkpoint_store`: a sandbox snapshot goes whole every this many checkpoints and
+    /// as an incremental `btrfs send` against the one before otherwise, so a restore fetches
+    /// at most this many streams (1..=1000; 1 sends each whole).
+    #[serde(default = "default_full_every")]
+    pub snapshot_full_every: u32,
+}
+
+fn default_full_every() -> u32 {
+    rollpoint_owner::travel::DEFAULT_FULL_EVERY
 }
 
 /// `[branch]`: when the run forks its rollouts by itself, and how many ways.
@@ -230,6 +239,7 @@ impl Default for RunConfig {
             image_auth_file: None,
             checkpoint_store: None,
             checkpoint_store_options: None,
+            snapshot_full_every: default_full_every(),
         }
     }
 }
@@ -331,6 +341,13 @@ impl RunConfig {
             if !(1..=max).contains(&rule.n) {
                 return bad("branch.n", &format!("{} is outside 1..={max}", rule.n));
             }
+        }
+        let max = rollpoint_owner::travel::MAX_FULL_EVERY;
+        if !(1..=max).contains(&self.snapshot_full_every) {
+            return bad(
+                "snapshot_full_every",
+                &format!("{} is outside 1..={max}", self.snapshot_full_every),
+            );
         }
         if let Some(url) = &self.checkpoint_store {
             if let Err(e) = rollpoint_remote::StoreUrl::parse(url) {

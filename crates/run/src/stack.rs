@@ -18,6 +18,7 @@ use rollpoint_sandbox::local::{LocalBackend, LocalOptions, Tool};
 use crate::config::{ModelSource, RunConfig};
 use crate::errors::RunError;
 use crate::gateway::{GatewayProcess, Upstream};
+use rollpoint_owner::travel::Travel;
 
 /// Where the owner keeps its sandboxes inside a run directory.
 pub const OWNER_DIR: &str = "owner";
@@ -140,11 +141,15 @@ impl Stack {
                 .map(|c| Arc::new(c) as Arc<dyn Control>)
                 .map_err(|e| RunError::setup("checkpoint control", e))
         };
+        let mut resources = ResourcesParticipant::new(Arc::clone(&owner), "owner0");
+        if let Some(store) = &remote {
+            let spool = run_dir.join("owner").join("travel");
+            let travel = Travel::new(store.clone(), &spool, config.snapshot_full_every)
+                .map_err(|e| RunError::setup("checkpoint store", e))?;
+            resources = resources.with_travel(Arc::new(travel));
+        }
         let mut controls: Vec<Arc<dyn Control>> = vec![
-            local(Arc::new(ResourcesParticipant::new(
-                Arc::clone(&owner),
-                "owner0",
-            )))?,
+            local(Arc::new(resources))?,
             local(Arc::clone(&agent) as Arc<dyn Participant>)?,
         ];
         if let Some(g) = &gateway {

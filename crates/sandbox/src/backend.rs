@@ -296,6 +296,51 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     fn destroy(&self, id: &str) -> Result<(), Error>;
 
     fn list(&self) -> Result<BackendListing, Error>;
+
+    /// The stream format [`Backend::send_snapshot`] writes (`btrfs` or `copy`): a stream is
+    /// received only by a backend of the same format. `None`: snapshots do not travel.
+    fn snapshot_format(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Writes `snapshot` as a stream file at `out` (against `parent`, a snapshot here it
+    /// descends from, when given); returns the sandbox it was taken of and its spec.
+    fn send_snapshot(
+        &self,
+        snapshot: &str,
+        parent: Option<&str>,
+        out: &Path,
+    ) -> Result<(String, SandboxSpec), Error> {
+        let _ = (parent, out);
+        Err(Error::Invalid {
+            sandbox: snapshot.to_owned(),
+            message: "this backend's snapshots do not travel".to_owned(),
+        })
+    }
+
+    /// Makes snapshot `snapshot` (of `sandbox`, with `spec`) from a stream another node's
+    /// [`Backend::send_snapshot`] wrote, named by `checkpoint` for sweeps. Its parent, if it
+    /// was sent against one, must be here.
+    fn receive_snapshot(
+        &self,
+        snapshot: &str,
+        sandbox: &str,
+        spec: &SandboxSpec,
+        checkpoint: &str,
+        stream: &Path,
+    ) -> Result<(), Error> {
+        let _ = (snapshot, spec, checkpoint, stream);
+        Err(Error::Invalid {
+            sandbox: sandbox.to_owned(),
+            message: "this backend's snapshots do not travel".to_owned(),
+        })
+    }
+
+    /// Whether snapshot `snapshot` is here (its store's snapshot and its record).
+    fn has_snapshot(&self, snapshot: &str) -> bool {
+        let _ = snapshot;
+        false
+    }
 }
 
 #[cfg(test)]

@@ -290,6 +290,69 @@ impl SnapshotStore for BtrfsStore {
         })
     }
 
+    fn send(&self, snapshot: &str, parent: Option<&str>, out: &Path) -> Result<(), Error> {
+        let subvolume = |id: &str| -> Result<PathBuf, Error> {
+            let area = self.snapshot_area(id)?;
+            Held::Snapshot(id).check(&area, true)?;
+            let inner = area.join(SNAPSHOT_SUBVOLUME);
+            if !inner.is_dir() {
+                // A snapshot of the older layout is named after itself: a receive could
+                // not put it where this store looks.
+                return Err(Error::Transport {
+                    snapshot: id.to_owned(),
+                    message: "made by an older layout; it cannot be sent".to_owned(),
+                });
+            }
+            Ok(inner)
+        };
+        let source = subvolume(snapshot)?;
+        let mut args: Vec<std::ffi::OsString> = vec!["send".into(), "-q".into(), "-f".into()];
+        args.push(out.into());
+        if let Some(parent) = parent {
+            args.push("-p".into());
+            args.push(subvolume(parent)?.into());
+        }
+        args.push(source.into());
+        crate::command::run("btrfs", &args).map(drop)
+    }
+
+    fn receive(&self, snapshot: &str, stream: &Path) -> Result<(), Error> {
+        let target = self.snapshot_area(snapshot)?;
+        Held::Snapshot(snapshot).check(&target, false)?;
+        let staging = staging_for(&target)?;
+        let received = crate::command::run(
+            "btrfs",
+            [
+                "receive".as_ref(),
+                "-q".as_ref(),
+                "-f".as_ref(),
+                stream.as_os_str(),
+                staging.as_os_str(),
+            ],
+        )
+        .and_then(|_| {
+            if staging.join(SNAPSHOT_SUBVOLUME).is_dir() {
+                Ok(())
+            } else {
+                Err(Error::Transport {
+                    snapshot: snapshot.to_owned(),
+                    message: format!(
+                        "the stream {} holds no snapshot subvolume named {SNAPSHOT_SUBVOLUME}",
+                        stream.display()
+                    ),
+                })
+            }
+        })
+        .and_then(|()| {
+            std::fs::rename(&staging, &target).map_err(Error::io("rename into place", &staging))
+        })
+        .and_then(|()| fsutil::fsync_dir(target.parent().unwrap_or(&target)));
+        if received.is_err() {
+            let _ = remove_area(&staging);
+        }
+        received
+    }
+
     fn close(&mut self) -> Result<(), Error> {
         if self.closed {
             return Ok(());

@@ -315,6 +315,37 @@ impl SnapshotStore for CopyStore {
         fsutil::remove_entry(&partial)
     }
 
+    fn send(&self, snapshot: &str, parent: Option<&str>, out: &Path) -> Result<(), Error> {
+        if parent.is_some() {
+            return Err(Error::Transport {
+                snapshot: snapshot.to_owned(),
+                message: "the copy store sends whole archives only".to_owned(),
+            });
+        }
+        let (archive, _) = self.archive(snapshot)?;
+        Held::Snapshot(snapshot).check(&archive, true)?;
+        std::fs::copy(&archive, out)
+            .map(drop)
+            .map_err(Error::io("copy", &archive))
+    }
+
+    fn receive(&self, snapshot: &str, stream: &Path) -> Result<(), Error> {
+        let (target, partial) = self.archive(snapshot)?;
+        Held::Snapshot(snapshot).check(&target, false)?;
+        let copied = std::fs::copy(stream, &partial)
+            .map_err(Error::io("copy", stream))
+            .and_then(|_| {
+                std::fs::File::open(&partial)
+                    .and_then(|f| f.sync_all())
+                    .map_err(Error::io("fsync", &partial))
+            })
+            .and_then(|()| publish(&partial, &target));
+        if copied.is_err() {
+            let _ = fsutil::remove_entry(&partial);
+        }
+        copied
+    }
+
     fn list(&self) -> Result<Listing, Error> {
         let root = self.live()?;
         let mut snapshots: Vec<String> = fsutil::list_names(&root.join("snapshots"))?

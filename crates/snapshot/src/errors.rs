@@ -53,6 +53,8 @@ pub enum Error {
         path: PathBuf,
         reason: String,
     },
+    #[error("snapshot {snapshot}: {message}")]
+    Transport { snapshot: String, message: String },
     #[error("btrfs store unavailable for {path}: {reason}")]
     BtrfsUnavailable { path: PathBuf, reason: String },
     #[error(

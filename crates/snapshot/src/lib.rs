@@ -36,7 +36,7 @@ mod image;
 mod index;
 mod subvol;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use btrfs::{BtrfsStore, ImageOptions};
 pub use choose::{Opened, StoreChoice, StoreOptions, open};
@@ -121,6 +121,17 @@ pub trait SnapshotStore: Send + Sync + std::fmt::Debug {
 
     /// Every upper and snapshot in the store, sorted by id.
     fn list(&self) -> Result<Listing, Error>;
+
+    /// Writes `snapshot` as a stream file at `out` that [`SnapshotStore::receive`] reads
+    /// back on any node: for the btrfs store a `btrfs send` stream holding only what changed
+    /// since `parent` when one is given (a snapshot here that `snapshot` descends from), for
+    /// the copy store its archive (which takes no parent).
+    fn send(&self, snapshot: &str, parent: Option<&str>, out: &Path) -> Result<(), Error>;
+
+    /// Makes snapshot `snapshot` from a stream file [`SnapshotStore::send`] wrote; the
+    /// snapshot it was sent against must be here. All or nothing: a failed receive leaves
+    /// no snapshot.
+    fn receive(&self, snapshot: &str, stream: &Path) -> Result<(), Error>;
 
     /// Undoes whatever the store itself mounted (the btrfs image). Data in
     /// a store the caller provided stays. Idempotent; `Drop` calls it too.

@@ -335,7 +335,54 @@ pub async fn prune(
         store.delete_prefix(&format!("checkpoints/{id}")).await?;
         removed.push(id);
     }
+    prune_snapshots(store, keep).await?;
     Ok(removed)
+}
+
+/// Removes the snapshot objects participants stored under `snapshots/<checkpoint>/` that
+/// no retained checkpoint needs: a retained checkpoint keeps all of its own, and every
+/// older one its `index-*.json` files name (the chains its incremental snapshots were sent
+/// against).
+async fn prune_snapshots(store: &RemoteStore, keep: &BTreeSet<String>) -> Result<(), StoreError> {
+    let checkpoints = store.children("snapshots").await?;
+    let mut needed = BTreeSet::new();
+    for id in checkpoints.iter().filter(|id| keep.contains(*id)) {
+        for key in store.list(&format!("snapshots/{id}")).await? {
+            let name = key.rsplit('/').next().unwrap_or_default();
+            if !(name.starts_with("index-") && name.ends_with(".json")) {
+                continue;
+            }
+            let Some(bytes) = store.get(&key).await? else {
+                continue;
+            };
+            // Read loosely: only the names matter here, and a damaged index keeps what
+            // its checkpoint holds anyway.
+            let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            for entry in doc["snapshots"].as_array().into_iter().flatten() {
+                let chain = entry["chain"].as_array().into_iter().flatten();
+                for k in chain.chain(std::iter::once(&entry["key"])) {
+                    if let Some(k) = k.as_str() {
+                        needed.insert(k.to_owned());
+                    }
+                }
+            }
+        }
+    }
+    for id in checkpoints.iter().filter(|id| !keep.contains(*id)) {
+        for key in store.list(&format!("snapshots/{id}")).await? {
+            let mut parts = key.splitn(4, '/');
+            let (_, _, snapshot) = (parts.next(), parts.next(), parts.next());
+            let is_object = parts.next().is_some();
+            let doomed = match snapshot {
+                Some(s) if is_object => !needed.contains(&format!("{id}/{s}")),
+                _ => true,
+            };
+            if doomed {
+                store.delete(&key).await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn read_local(path: &Path) -> Result<Bytes, StoreError> {

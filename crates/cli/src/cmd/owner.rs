@@ -46,6 +46,11 @@ pub struct OwnerArgs {
     supervisor: Option<PathBuf>,
     #[command(flatten)]
     checkpoint_store: super::store_args::StoreArgs,
+    /// With --checkpoint-store: send each sandbox snapshot whole every this many checkpoints,
+    /// incrementally between (1..=1000).
+    #[arg(long, default_value_t = rollpoint_owner::travel::DEFAULT_FULL_EVERY,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(rollpoint_owner::travel::MAX_FULL_EVERY)))]
+    snapshot_full_every: u32,
 }
 
 pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
@@ -72,8 +77,14 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
         );
     }
     let local = Arc::new(LocalOwner::new(backend.clone()));
-    let participant: Arc<dyn Participant> =
-        Arc::new(ResourcesParticipant::new(Arc::clone(&local), "owner"));
+    let mut resources = ResourcesParticipant::new(Arc::clone(&local), "owner");
+    if let Some(store) = &remote {
+        let spool = owner_dir.join("travel");
+        let travel =
+            rollpoint_owner::travel::Travel::new(store.clone(), &spool, args.snapshot_full_every)?;
+        resources = resources.with_travel(Arc::new(travel));
+    }
+    let participant: Arc<dyn Participant> = Arc::new(resources);
     let control: Arc<dyn Control> = Arc::new(
         ParticipantHost::new(
             participant,

@@ -95,6 +95,11 @@ pub struct LiveSession {
 }
 
 impl LocalOwner {
+    /// The backend this owner lends from.
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
     pub fn new(backend: Arc<dyn Backend>) -> Self {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)

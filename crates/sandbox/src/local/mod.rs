@@ -43,6 +43,7 @@ mod snapshot;
 mod spawn;
 mod sweep;
 mod transfer;
+mod travel;
 mod user;
 
 use std::collections::HashMap;
@@ -396,6 +397,39 @@ impl Backend for LocalBackend {
 
     fn list(&self) -> Result<BackendListing, Error> {
         list::list(self)
+    }
+
+    fn snapshot_format(&self) -> Option<&'static str> {
+        Some(match self.store.kind() {
+            rollpoint_snapshot::StoreKind::Btrfs | rollpoint_snapshot::StoreKind::BtrfsImage => {
+                "btrfs"
+            }
+            rollpoint_snapshot::StoreKind::Copy => "copy",
+        })
+    }
+
+    fn send_snapshot(
+        &self,
+        snapshot: &str,
+        parent: Option<&str>,
+        out: &Path,
+    ) -> Result<(String, SandboxSpec), Error> {
+        travel::send(self, snapshot, parent, out).map(|r| (r.sandbox, r.spec))
+    }
+
+    fn receive_snapshot(
+        &self,
+        snapshot: &str,
+        sandbox: &str,
+        spec: &SandboxSpec,
+        checkpoint: &str,
+        stream: &Path,
+    ) -> Result<(), Error> {
+        travel::receive(self, snapshot, sandbox, spec, checkpoint, stream)
+    }
+
+    fn has_snapshot(&self, snapshot: &str) -> bool {
+        travel::has(self, snapshot)
     }
 }
 
