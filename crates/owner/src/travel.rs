@@ -47,7 +47,7 @@ const PARALLEL: usize = 4;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotMeta {
-    pub version: u32,
+    pub v: u32,
     pub snapshot: String,
     pub checkpoint: String,
     pub sandbox: String,
@@ -76,7 +76,7 @@ pub struct IndexEntry {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotIndexDoc {
-    pub version: u32,
+    pub v: u32,
     pub checkpoint: String,
     pub instance: String,
     pub snapshots: Vec<IndexEntry>,
@@ -199,7 +199,7 @@ impl Travel {
             .await;
         let done: Vec<(Sent, Tip)> = done.into_iter().collect::<Result<_, _>>()?;
         let index = SnapshotIndexDoc {
-            version: TRAVEL_VERSION,
+            v: TRAVEL_VERSION,
             checkpoint: checkpoint.to_owned(),
             instance: instance.to_owned(),
             snapshots: done
@@ -269,7 +269,7 @@ impl Travel {
             let prefix = format!("snapshots/{key}");
             let chunks = self.store.upload_file(&prefix, &spool, CHUNK_BYTES).await?;
             let meta = SnapshotMeta {
-                version: TRAVEL_VERSION,
+                v: TRAVEL_VERSION,
                 snapshot: record.snapshot.clone(),
                 checkpoint: record.checkpoint.clone(),
                 sandbox,
