@@ -139,6 +139,16 @@ pub struct Restored {
     pub restored: Vec<(Kind, String, Vec<AttemptKey>)>,
 }
 
+/// A lost participant's share installed into a live one of the same kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    pub kind: Kind,
+    /// The instance that wrote the share (gone).
+    pub from: String,
+    /// The instance that takes its rollouts over.
+    pub to: String,
+}
+
 /// Drives a fixed set of participants.
 #[derive(Debug, Clone)]
 pub struct Coordinator {
@@ -498,7 +508,58 @@ impl Coordinator {
         source: &str,
         scope: &[AttemptKey],
     ) -> Result<Restored, CoordinatorError> {
-        self.restore_or_fork(id, source, scope, None).await
+        self.restore_or_fork(id, source, scope, None, &[]).await
+    }
+
+    /// [`Coordinator::restore`] of rollouts whose participants are gone (a lost node): each
+    /// [`Move`] installs the share `from` wrote into the peer `to` of the same kind, which
+    /// takes those rollouts over as their next attempts. `from` must have written to the
+    /// checkpoint and must not be a peer; every other peer restores its own share (the
+    /// gateway's calls of the moved rollouts). Retiring the saved attempts everywhere first
+    /// fences the lost node's attempts out of the gateway and the store.
+    #[tracing::instrument(name = "restore", skip_all, fields(restore = %id, checkpoint = %source, moves = moves.len()))]
+    pub async fn restore_moved(
+        &self,
+        id: &str,
+        source: &str,
+        scope: &[AttemptKey],
+        moves: &[Move],
+    ) -> Result<Restored, CoordinatorError> {
+        self.restore_or_fork(id, source, scope, None, moves).await
+    }
+
+    /// The attempt keys participant `kind`/`instance`'s share of published checkpoint
+    /// `source` holds: what moves with that participant's node.
+    pub async fn keys_of(
+        &self,
+        source: &str,
+        kind: Kind,
+        instance: &str,
+    ) -> Result<Vec<AttemptKey>, CoordinatorError> {
+        let bad = |e: StoreError| CoordinatorError::Store {
+            checkpoint: source.to_owned(),
+            source: e,
+        };
+        if let Some(remote) = &self.config.remote {
+            store::remote::fetch_share(remote, &self.config.run_dir, source, kind, instance)
+                .await
+                .map_err(bad)?;
+        }
+        let (run_dir, id, inst) = (
+            self.config.run_dir.clone(),
+            source.to_owned(),
+            instance.to_owned(),
+        );
+        let (_, records) = blocking(move || store::read(&run_dir, &id, kind, &inst, None))
+            .await
+            .map_err(bad)?;
+        let mut keys: Vec<AttemptKey> = records
+            .iter()
+            .filter_map(|r| crate::participant::record_key(r).ok())
+            .collect();
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
     }
 
     /// Forks attempt `from` of published checkpoint `source` into the branches `to` (see
@@ -521,7 +582,7 @@ impl Coordinator {
             checkpoint: source.to_owned(),
             source: e,
         })?;
-        self.restore_or_fork(id, source, std::slice::from_ref(from), Some(fork))
+        self.restore_or_fork(id, source, std::slice::from_ref(from), Some(fork), &[])
             .await
     }
 
@@ -531,11 +592,17 @@ impl Coordinator {
         source: &str,
         scope: &[AttemptKey],
         fork: Option<ForkSpec>,
+        moves: &[Move],
     ) -> Result<Restored, CoordinatorError> {
-        self.check_members(source).await?;
+        self.check_members(source, moves).await?;
         let timeout = self.config.timeout;
         let replies = join_all(self.peers.iter().map(|peer| {
+            let from_instance = moves
+                .iter()
+                .find(|m| m.kind == peer.kind && m.to == peer.instance)
+                .map(|m| m.from.clone());
             let req = RestoreRequest {
+                from_instance,
                 checkpoint: id.to_owned(),
                 source: source.to_owned(),
                 timeout_ms: self.timeout_ms(timeout),
@@ -577,7 +644,7 @@ impl Coordinator {
 
     /// Checks that checkpoint `source` is published and was written by
     /// exactly these participants, before anyone is disturbed.
-    async fn check_members(&self, source: &str) -> Result<(), CoordinatorError> {
+    async fn check_members(&self, source: &str, moves: &[Move]) -> Result<(), CoordinatorError> {
         if let Some(remote) = &self.config.remote {
             store::remote::fetch_checkpoint(remote, &self.config.run_dir, source)
                 .await
@@ -611,7 +678,46 @@ impl Coordinator {
             .iter()
             .map(|p| (p.kind, p.instance.as_str()))
             .collect();
-        if written == here {
+        let moved_from: BTreeSet<(Kind, &str)> =
+            moves.iter().map(|m| (m.kind, m.from.as_str())).collect();
+        let moved_to: BTreeSet<(Kind, &str)> =
+            moves.iter().map(|m| (m.kind, m.to.as_str())).collect();
+        let bad_move = |message: String| CoordinatorError::Store {
+            checkpoint: source.to_owned(),
+            source: StoreError::Invalid {
+                path: store::checkpoint_dir(&self.config.run_dir, source),
+                message,
+            },
+        };
+        for m in moves {
+            let (from, to) = ((m.kind, m.from.as_str()), (m.kind, m.to.as_str()));
+            if !written.contains(&from) {
+                return Err(bad_move(format!(
+                    "move {}/{}: it wrote nothing to this checkpoint",
+                    m.kind, m.from
+                )));
+            }
+            if here.contains(&from) {
+                return Err(bad_move(format!(
+                    "move {}/{}: it is still a participant here",
+                    m.kind, m.from
+                )));
+            }
+            if !here.contains(&to) {
+                return Err(bad_move(format!(
+                    "move to {}/{}: no such participant here",
+                    m.kind, m.to
+                )));
+            }
+        }
+        if moved_to.len() != moves.len() {
+            return Err(bad_move(
+                "a participant may take over one lost participant's share per restore".to_owned(),
+            ));
+        }
+        let covered: BTreeSet<(Kind, &str)> = here.union(&moved_from).copied().collect();
+        let served: BTreeSet<(Kind, &str)> = written.union(&moved_to).copied().collect();
+        if written.is_subset(&covered) && here.is_subset(&served) {
             return Ok(());
         }
         let name = |set: BTreeSet<&(Kind, &str)>| {
@@ -622,8 +728,8 @@ impl Coordinator {
         };
         Err(CoordinatorError::Members {
             checkpoint: source.to_owned(),
-            missing: name(written.difference(&here).collect()),
-            extra: name(here.difference(&written).collect()),
+            missing: name(written.difference(&covered).collect()),
+            extra: name(here.difference(&served).collect()),
         })
     }
 

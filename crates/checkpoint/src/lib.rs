@@ -41,7 +41,7 @@ pub mod wire;
 pub use client::{CALL_MARGIN, HttpControl};
 pub use control::{Control, ControlResult};
 pub use coordinator::{
-    Checkpointed, Coordinator, CoordinatorConfig, Peer, Plan, Prepared, Restored, Timings,
+    Checkpointed, Coordinator, CoordinatorConfig, Move, Peer, Plan, Prepared, Restored, Timings,
 };
 pub use errors::{Code, ControlError, CoordinatorError, HookError, StoreError};
 pub use host::{DEFAULT_LEASE_GRACE, HostConfig, ParticipantHost};

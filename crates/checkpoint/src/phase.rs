@@ -71,6 +71,8 @@ pub struct RestoreArgs {
     pub scope: Vec<AttemptKey>,
     /// Set for a fork (see [`crate::wire::ForkSpec`]).
     pub fork: Option<crate::wire::ForkSpec>,
+    /// The instance whose share is installed, when not this participant's own.
+    pub from_instance: Option<String>,
 }
 
 /// The phase, the active checkpoint and the results recorded for it.

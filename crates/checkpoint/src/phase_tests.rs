@@ -44,6 +44,7 @@ fn restore_args() -> RestoreArgs {
         source: "c0".to_owned(),
         scope: vec!["r1".parse().expect("key")],
         fork: None,
+        from_instance: None,
     }
 }
 

@@ -122,6 +122,10 @@ pub struct RestoreRequest {
     /// of continuing `scope` (which is then exactly `[fork.from]`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fork: Option<ForkSpec>,
+    /// Install the share another instance of this kind wrote (a node that is gone) instead of
+    /// this participant's own: its rollouts move here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_instance: Option<String>,
 }
 
 /// Most branches one fork makes.
@@ -181,6 +185,9 @@ impl Request for RestoreRequest {
         check_name("source", &self.source)?;
         check_timeout(self.timeout_ms)?;
         check_keys("scope", &self.scope, false)?;
+        if let Some(from) = &self.from_instance {
+            check_name("from_instance", from)?;
+        }
         if let Some(fork) = &self.fork {
             fork.check()?;
             if self.scope != [fork.from.clone()] {

@@ -74,6 +74,7 @@ async fn one_controller(client: HttpControl, seed: u64, ids: u64) {
                     timeout_ms,
                     scope: keys(2),
                     fork: None,
+                    from_instance: None,
                 })
                 .await
                 .map(|_| ()),

@@ -394,3 +394,99 @@ async fn s3_a_store_that_stops_answering_fails_the_checkpoint_and_publishes_noth
     assert_eq!(store::remote::head(&remote).await.unwrap(), Some(2));
     assert!(!format!("{remote:?}").contains(SECRET));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_a_lost_nodes_rollouts_move_to_a_live_node_from_the_store_alone() {
+    let place = Place::s3();
+    let remote = place.open("moved");
+    let (a_keys, b_keys) = (vec![key("a0"), key("a1")], vec![key("b0")]);
+    let all: Vec<_> = a_keys.iter().chain(&b_keys).cloned().collect();
+    let gw = Fake::with_records(Kind::Model, "gw", &all, 1);
+    let node_a = [
+        Fake::with_records(Kind::Agent, "agent-a", &a_keys, 2),
+        Fake::with_records(Kind::Resources, "owner-a", &a_keys, 1),
+    ];
+    let node_b = [
+        Fake::with_records(Kind::Agent, "agent-b", &b_keys, 2),
+        Fake::with_records(Kind::Resources, "owner-b", &b_keys, 1),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let mut fakes = vec![gw.clone()];
+    fakes.extend(node_a.iter().cloned());
+    fakes.extend(node_b.iter().cloned());
+    let before = node(dir.path(), fakes, &remote).await;
+    let plan = Plan {
+        id: "c1".into(),
+        scope: all.clone(),
+        continues: None,
+        stop: false,
+    };
+    before.coordinator.checkpoint(&plan).await.unwrap();
+    drop(before);
+
+    // Node A is gone with its directory; node B and the gateway go on, from another
+    // directory (the coordinator's own is gone too).
+    let fresh = tempfile::tempdir().unwrap();
+    let mut fakes = vec![Fake::new(Kind::Model, "gw")];
+    let survivors = [
+        Fake::new(Kind::Agent, "agent-b"),
+        Fake::new(Kind::Resources, "owner-b"),
+    ];
+    fakes.extend(survivors.iter().cloned());
+    let after = node(fresh.path(), fakes, &remote).await;
+    let moved = after
+        .coordinator
+        .keys_of("c1", Kind::Agent, "agent-a")
+        .await
+        .unwrap();
+    assert_eq!(moved, a_keys);
+    // Without the moves the lost node's shares are named.
+    let refused = after
+        .coordinator
+        .restore("x0", "c1", &moved)
+        .await
+        .unwrap_err();
+    assert!(refused.to_string().contains("agent/agent-a"), "{refused}");
+    let moves = [
+        rollpoint_checkpoint::Move {
+            kind: Kind::Agent,
+            from: "agent-a".into(),
+            to: "agent-b".into(),
+        },
+        rollpoint_checkpoint::Move {
+            kind: Kind::Resources,
+            from: "owner-a".into(),
+            to: "owner-b".into(),
+        },
+    ];
+    let restored = after
+        .coordinator
+        .restore_moved("x1", "c1", &moved, &moves)
+        .await
+        .unwrap();
+    for (_, _, next) in &restored.restored {
+        assert_eq!(next, &vec![key("a0-a1"), key("a1-a1")]);
+    }
+    let got = installed(&after);
+    assert_eq!(got[0].len(), 2, "the gateway's calls of a0 and a1");
+    assert_eq!(
+        got[1].len(),
+        4,
+        "agent-b holds agent-a's two records of each"
+    );
+    assert!(got[1].iter().all(|r| r["instance"] == "agent-a"));
+    assert!(got[2].iter().all(|r| r["instance"] == "owner-a"));
+    after.coordinator.resume("x1").await.unwrap();
+    // A move from a participant still here is refused by name.
+    let bad = [rollpoint_checkpoint::Move {
+        kind: Kind::Agent,
+        from: "agent-b".into(),
+        to: "agent-b".into(),
+    }];
+    let err = after
+        .coordinator
+        .restore_moved("x2", "c1", &moved, &bad)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("still a participant"), "{err}");
+}

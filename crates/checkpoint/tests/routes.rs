@@ -525,6 +525,7 @@ async fn a_restored_participant_whose_controller_went_silent_reopens() {
             timeout_ms: 100,
             scope: vec!["r1".parse().expect("key")],
             fork: None,
+            from_instance: None,
         })
         .await
         .expect("restore");

@@ -27,6 +27,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: RestoreRequest) -> ControlResult
         source: req.source.clone(),
         scope,
         fork: req.fork.clone(),
+        from_instance: req.from_instance.clone(),
     };
     if let RestoreStep::Replay(reply) = inner.machine().restore(&req.checkpoint, &args)? {
         return Ok(reply);
@@ -68,20 +69,24 @@ pub(super) async fn run(inner: Arc<Inner>, req: RestoreRequest) -> ControlResult
 
 async fn install(inner: &Arc<Inner>, id: &str, args: &RestoreArgs) -> ControlResult<RestoreReply> {
     let keep: BTreeSet<AttemptKey> = args.scope.iter().cloned().collect();
+    // A moved restore reads the share a node that is gone wrote.
+    let instance = args
+        .from_instance
+        .clone()
+        .unwrap_or_else(|| inner.instance.clone());
     if let Some(remote) = &inner.config.remote {
         store::remote::fetch_share(
             remote,
             &inner.config.run_dir,
             &args.source,
             inner.kind,
-            &inner.instance,
+            &instance,
         )
         .await?;
     }
-    let (run_dir, kind, instance, source) = (
+    let (run_dir, kind, source) = (
         inner.config.run_dir.clone(),
         inner.kind,
-        inner.instance.clone(),
         args.source.clone(),
     );
     let (_manifest, records) = tokio::task::spawn_blocking(move || {
