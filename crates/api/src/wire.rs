@@ -228,9 +228,24 @@ pub struct RestoreRequest {
     #[serde(default)]
     pub id: Option<String>,
     /// The attempt keys to continue; the checkpoint's whole scope when
-    /// absent.
+    /// absent, or with `moves`, the attempts the moved agents held.
     #[serde(default)]
     pub scope: Option<Vec<AttemptKey>>,
+    /// Participants that are gone (a lost node) and the live ones of the same kind that take
+    /// their rollouts over, from the checkpoint store.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<MoveSpec>,
+}
+
+/// A lost participant's share installed into a live one of the same kind.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoveSpec {
+    pub kind: Kind,
+    /// The instance that is gone.
+    pub from: String,
+    /// The live instance that takes its rollouts over.
+    pub to: String,
 }
 
 /// The next attempts one participant installed.

@@ -15,14 +15,12 @@
 use rollpoint_checkpoint::AttemptKey;
 use std::ffi::OsStr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use reqwest::{Client, StatusCode};
 use rollpoint_checkpoint::{Kind, store};
 use rollpoint_serve::wire::{CheckpointReply, CoordinatorStatus, RolloutList};
+use rollpoint_testkit::services::Services;
 use rollpoint_testkit::{mounts_under, require_root, sandbox_cgroups, supervisor_bin};
 use serde_json::{Value, json};
 
@@ -33,96 +31,6 @@ const TICK: &str = "0.25";
 const LIMIT: Duration = Duration::from_secs(180);
 /// Shell steps of the native worker's script.
 const STEPS: u32 = 6;
-
-/// The services, killed if the test fails before it stops them.
-struct Services {
-    children: Vec<(&'static str, Child)>,
-    logs: PathBuf,
-}
-
-impl Services {
-    /// Starts `rollpoint <args> --port-file <file>` and returns its port.
-    fn start(&mut self, name: &'static str, args: &[&OsStr]) -> u16 {
-        let port_file = self.logs.join(format!("{name}.port"));
-        let _first_start = std::fs::remove_file(&port_file);
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.logs.join(format!("{name}.log")))
-            .unwrap();
-        let child = Command::new(rollpoint_testkit::rollpoint_bin())
-            .args(args)
-            .arg("--port-file")
-            .arg(&port_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.children.push((name, child));
-        let end = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(port) = std::fs::read_to_string(&port_file)
-                .ok()
-                .and_then(|s| s.trim().parse().ok())
-            {
-                return port;
-            }
-            assert!(
-                Instant::now() < end,
-                "{name} wrote no port:\n{}",
-                self.log(name)
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// SIGKILL to `name`, reaped.
-    fn kill(&mut self, name: &str) {
-        let i = self.children.iter().position(|(n, _)| *n == name).unwrap();
-        let (_, mut child) = self.children.remove(i);
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-
-    fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.logs.join(format!("{name}.log"))).unwrap_or_default()
-    }
-
-    /// SIGTERM to each, last started first; each must exit cleanly.
-    fn stop(&mut self) {
-        while let Some((name, mut child)) = self.children.pop() {
-            let pid = Pid::from_raw(i32::try_from(child.id()).unwrap());
-            kill(pid, Signal::SIGTERM).unwrap();
-            let end = Instant::now() + LIMIT;
-            let status = loop {
-                if let Some(s) = child.try_wait().unwrap() {
-                    break s;
-                }
-                assert!(
-                    Instant::now() < end,
-                    "{name} did not stop:\n{}",
-                    self.log(name)
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            };
-            assert!(
-                status.success(),
-                "{name} exited {status}:\n{}",
-                self.log(name)
-            );
-        }
-    }
-}
-
-impl Drop for Services {
-    fn drop(&mut self) {
-        for (_, child) in &mut self.children {
-            let _already_gone = child.kill();
-            let _reaped = child.wait();
-        }
-    }
-}
 
 /// A task appending 1..=`lines` to `lines`, continuing from the file's
 /// length; it passes when the file holds each line exactly once and the
@@ -220,10 +128,7 @@ impl Run {
         .unwrap();
         let model_log = dir.path().join("model.log");
         let sup = supervisor_bin();
-        let mut services = Services {
-            children: Vec::new(),
-            logs,
-        };
+        let mut services = Services::new(logs);
         let model = services.start(
             "model",
             &[

@@ -10,6 +10,7 @@
 pub mod fuzz;
 pub mod images;
 pub mod s3;
+pub mod services;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

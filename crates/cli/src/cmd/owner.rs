@@ -44,6 +44,9 @@ pub struct OwnerArgs {
     /// The static supervisor binary to anchor sandboxes with.
     #[arg(long)]
     supervisor: Option<PathBuf>,
+    /// This owner's name among the run's owners (one per node).
+    #[arg(long, default_value = "owner")]
+    instance: String,
     #[command(flatten)]
     checkpoint_store: super::store_args::StoreArgs,
     /// With --checkpoint-store: send each sandbox snapshot whole every this many checkpoints,
@@ -77,7 +80,7 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
         );
     }
     let local = Arc::new(LocalOwner::new(backend.clone()));
-    let mut resources = ResourcesParticipant::new(Arc::clone(&local), "owner");
+    let mut resources = ResourcesParticipant::new(Arc::clone(&local), &args.instance);
     if let Some(store) = &remote {
         let spool = owner_dir.join("travel");
         let travel =

@@ -1,7 +1,10 @@
 //! `POST /v1/coordinator/restore` (`{v:1, id?, scope?}`): retires the
 //! saved attempts everywhere, restores a published checkpoint (the latest
 //! when `id` is absent) on every participant as the next attempts, then
-//! resumes them; the restore itself is all or nothing.
+//! resumes them; the restore itself is all or nothing. With `moves`, the
+//! rollouts of participants that are gone (a lost node) continue on live
+//! ones of the same kind, from the checkpoint store; without `scope`, the
+//! attempts the moved agents held.
 //! Later checkpoints record that they continue it. 404 when there is no
 //! such checkpoint; 409 `busy` while another checkpoint or restore runs.
 
@@ -16,6 +19,7 @@ use super::{Shared, coordinator_error, fresh_id};
 use rollpoint_api::error::{ApiError, json, versioned};
 use rollpoint_api::wire::check_id;
 use rollpoint_api::wire::{RestoreReply, RestoreRequest, RestoredMember, WIRE_VERSION};
+use rollpoint_checkpoint::{Kind, Move};
 
 /// Restore a published checkpoint on every participant and resume it.
 ///
@@ -46,7 +50,32 @@ pub(super) async fn handle(
     check_id(req.id.as_deref())?;
     let _held = shared.hold()?;
     let doc = shared.published(req.id.clone()).await?;
-    let scope = req.scope.unwrap_or_else(|| doc.scope.clone());
+    let moves: Vec<Move> = req
+        .moves
+        .iter()
+        .map(|m| Move {
+            kind: m.kind,
+            from: m.from.clone(),
+            to: m.to.clone(),
+        })
+        .collect();
+    let scope = match req.scope {
+        Some(scope) => scope,
+        None if moves.is_empty() => doc.scope.clone(),
+        None => {
+            let mut keys = Vec::new();
+            for m in moves.iter().filter(|m| m.kind == Kind::Agent) {
+                keys.extend(
+                    shared
+                        .coordinator
+                        .keys_of(&doc.id, m.kind, &m.from)
+                        .await
+                        .map_err(|e| coordinator_error(&e))?,
+                );
+            }
+            keys
+        }
+    };
     // The attempts saved (and any earlier) end everywhere first: a
     // participant that outlived them still runs them, and the gateway
     // fences their keys.
@@ -60,7 +89,7 @@ pub(super) async fn handle(
     let id = fresh_id("restore");
     let restored = shared
         .coordinator
-        .restore(&id, &doc.id, &scope)
+        .restore_moved(&id, &doc.id, &scope, &moves)
         .await
         .map_err(|e| coordinator_error(&e))?;
     shared.set_continues(&doc.id);
