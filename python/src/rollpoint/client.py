@@ -29,6 +29,7 @@ from .wire import (
     CheckpointReply,
     CoordinatorStatus,
     ForkReply,
+    Move,
     RestoreReply,
     RolloutRef,
     RolloutResult,
@@ -166,10 +167,15 @@ class _Ops:
         )
 
     @staticmethod
-    def restore(id: str | None, scope: Iterable[str] | None) -> _Op[RestoreReply]:
+    def restore(
+        id: str | None, scope: Iterable[str] | None, moves: Iterable[Move] = ()
+    ) -> _Op[RestoreReply]:
         fields: dict[str, Any] = _keys(scope)
         if id is not None:
             fields["id"] = id
+        moved = [m.body() for m in moves]
+        if moved:
+            fields["moves"] = moved
         return _Op(
             "POST",
             "/v1/coordinator/restore",
@@ -389,9 +395,18 @@ class Client(_Base):
         (a run's endpoint refuses ``scope``), answered once it is published."""
         return self._run(_Ops.checkpoint(scope, id, stop, hold_ms))
 
-    def restore(self, id: str | None = None, scope: Iterable[str] | None = None) -> RestoreReply:
-        """Restores checkpoint ``id`` (the latest when None) as the next attempts."""
-        return self._run(_Ops.restore(id, scope))
+    def restore(
+        self,
+        id: str | None = None,
+        scope: Iterable[str] | None = None,
+        moves: Iterable[Move] = (),
+    ) -> RestoreReply:
+        """Restores checkpoint ``id`` (the latest when None) as the next attempts.
+
+        With ``moves``, the rollouts of lost participants continue on live ones from the
+        checkpoint store (``scope`` then defaults to what the moved agents held).
+        """
+        return self._run(_Ops.restore(id, scope, moves))
 
     def fork(self, checkpoint: str, rollout: str, n: int = 1) -> ForkReply:
         """Makes ``n`` new rollouts ``rollout~i`` from what ``checkpoint`` saved of it."""
@@ -501,10 +516,16 @@ class AsyncClient(_Base):
         return await self._run(_Ops.checkpoint(scope, id, stop, hold_ms))
 
     async def restore(
-        self, id: str | None = None, scope: Iterable[str] | None = None
+        self,
+        id: str | None = None,
+        scope: Iterable[str] | None = None,
+        moves: Iterable[Move] = (),
     ) -> RestoreReply:
-        """Restores checkpoint ``id`` (the latest when None) as the next attempts."""
-        return await self._run(_Ops.restore(id, scope))
+        """Restores checkpoint ``id`` (the latest when None) as the next attempts.
+
+        With ``moves``, the rollouts of lost participants continue on live ones.
+        """
+        return await self._run(_Ops.restore(id, scope, moves))
 
     async def fork(self, checkpoint: str, rollout: str, n: int = 1) -> ForkReply:
         """Makes ``n`` new rollouts ``rollout~i`` from what ``checkpoint`` saved of it."""

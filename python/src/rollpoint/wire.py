@@ -368,6 +368,22 @@ class CheckpointReply:
 
 
 @dataclass(frozen=True)
+class Move:
+    """A lost participant's share taken over by a live one of the same kind.
+
+    ``kind`` is ``"agent"`` or ``"resources"``; ``lost`` is the instance that is gone
+    (its node died), ``to`` the live instance that continues its rollouts.
+    """
+
+    kind: str
+    lost: str
+    to: str
+
+    def body(self) -> dict[str, str]:
+        return {"kind": self.kind, "from": self.lost, "to": self.to}
+
+
+@dataclass(frozen=True)
 class RestoredMember:
     """The next attempts one participant installed."""
 
