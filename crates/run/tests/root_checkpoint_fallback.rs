@@ -337,3 +337,65 @@ fn root_attempts_dispatched_after_the_older_checkpoint_start_over() {
             .is_file()
     );
 }
+
+/// A run with a checkpoint store: its checkpoints are published there too, so after a
+/// SIGKILL and the loss of every checkpoint under RUN_DIR the resume fetches them back from
+/// the store (a real S3 server), restores the newest, and every task finishes exactly once.
+#[test]
+fn root_a_run_whose_local_checkpoints_are_lost_resumes_from_the_checkpoint_store() {
+    require_root();
+    let s3 = rollpoint_testkit::s3::S3Server::start();
+    let dir = tempfile::Builder::new()
+        .prefix("rp")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    let tag = format!("s{:04x}", fastrand::u16(..));
+    let count = 3;
+    let (tasks, config) = setup(dir.path(), &tag, count);
+    s3.options_file(dir.path(), "");
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(&format!(
+        "checkpoint_store = \"{}\"\ncheckpoint_store_options = \"store.env\"\n",
+        s3.url("run")
+    ));
+    std::fs::write(&config, text).expect("config");
+    let run_dir = dir.path().join("r");
+    let log = dir.path().join("stderr.log");
+    let mut child = start(&tasks, &config, &run_dir, &log);
+    checkpoint(&mut child, &run_dir, &log);
+    let newest = checkpoint(&mut child, &run_dir, &log);
+    crash(&mut child, &log);
+
+    std::fs::remove_dir_all(run_dir.join("checkpoints")).expect("lose the checkpoints");
+    let (ok, said) = resume(&run_dir, &[], &log);
+    assert!(ok, "resume failed:\n{said}");
+    assert!(said.contains("checkpoint store read"), "{said}");
+    assert!(
+        said.contains(&format!(
+            "restored rollouts from a checkpoint checkpoint={newest}"
+        )),
+        "the resume restored the store's newest checkpoint:\n{said}"
+    );
+    let rows = check_results(&run_dir, &tag, count, &log);
+    let restored = rows.iter().filter(|r| r.attempt > 0).count();
+    assert!(
+        restored > 0,
+        "some rollout continued from the store's checkpoint: {rows:?}"
+    );
+    let store_log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !store_log.contains(rollpoint_testkit::s3::SECRET),
+        "the store's secret reached the run's output"
+    );
+    // The run's own files (not the sandboxes' store image, gigabytes of sparse file).
+    for part in ["checkpoints", "run.json", "results.jsonl", "events.jsonl"] {
+        let holding = files_holding(
+            &run_dir.join(part),
+            rollpoint_testkit::s3::SECRET.as_bytes(),
+        );
+        assert!(
+            holding.is_empty(),
+            "files holding the store's secret: {holding:?}"
+        );
+    }
+}

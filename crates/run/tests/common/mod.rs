@@ -349,6 +349,14 @@ pub fn run_verified_with_env(
 /// Every regular file under `dir` that holds `needle`.
 pub fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
     let mut out = Vec::new();
+    let holds =
+        |p: &Path| std::fs::read(p).is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle));
+    if dir.is_file() {
+        if holds(dir) {
+            out.push(dir.display().to_string());
+        }
+        return out;
+    }
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
@@ -358,10 +366,7 @@ pub fn files_holding(dir: &Path, needle: &[u8]) -> Vec<String> {
             let Ok(kind) = e.file_type() else { continue };
             if kind.is_dir() {
                 stack.push(e.path());
-            } else if kind.is_file()
-                && std::fs::read(e.path())
-                    .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle))
-            {
+            } else if kind.is_file() && holds(&e.path()) {
                 out.push(e.path().display().to_string());
             }
         }
