@@ -429,3 +429,16 @@ pub fn metric(text: &str, metric: &str, label: Option<(&str, &str)>) -> f64 {
         })
         .sum()
 }
+
+/// Median, min and max of `samples`, for benchmark tables.
+pub fn stats(mut samples: Vec<f64>) -> (f64, f64, f64) {
+    samples.sort_by(f64::total_cmp);
+    if samples.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    (
+        samples[samples.len() / 2],
+        samples[0],
+        samples[samples.len() - 1],
+    )
+}
