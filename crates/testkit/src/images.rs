@@ -226,11 +226,7 @@ impl Registry {
     pub fn start() -> Self {
         let bin = require("docker-registry");
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::free_port();
         let addr = format!("127.0.0.1:{port}");
         let config = dir.path().join("config.yml");
         std::fs::write(

@@ -442,3 +442,40 @@ pub fn stats(mut samples: Vec<f64>) -> (f64, f64, f64) {
         samples[samples.len() - 1],
     )
 }
+
+/// A rollout task (`RolloutTask` v1) running the native worker (`$ROLLPOINT_BIN worker`)
+/// against the gateway the harness is given: its prompt names `id`, so no two rollouts send
+/// the same conversation; it passes when `work.txt` holds `steps` distinct lines (what the
+/// tests' scripted models have it write).
+pub fn native_task(id: &str, steps: u32) -> serde_json::Value {
+    let wrapper = "#!/bin/sh\nin=\"$1\"; shift\nsed \"s|@MODEL@|$ROLLPOINT_GATEWAY/$ROLLPOINT_CAPTURE_KEY/v1|\" \"$in\" > \"$in.live\"\nexec \"$ROLLPOINT_BIN\" worker \"$in.live\" \"$@\"\n";
+    let input = serde_json::json!({
+        "v": 1,
+        "rollout_id": id,
+        "task": {"prompt": format!("Append the steps to work.txt ({id}).")},
+        "model": {"base_url": "@MODEL@", "api": "chat_completions", "name": "scripted"},
+        "workdir": "/workspace"
+    });
+    let check = format!(
+        "test \"$(wc -l < work.txt)\" -eq {steps} && test \"$(sort -u work.txt | wc -l)\" -eq {steps}"
+    );
+    serde_json::json!({
+        "v": 1,
+        "task": {
+            "id": id,
+            "files": {"input.json": input.to_string(), "run-worker": wrapper},
+            "setup": [["chmod", "0755", "run-worker"]],
+            "verify": {"command": ["/bin/sh", "-c", check]}
+        },
+        "adapter": {"kind": "native", "input": "input.json", "worker": "./run-worker"}
+    })
+}
+
+/// A port of 127.0.0.1 free a moment ago, for a server a test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

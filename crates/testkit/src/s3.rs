@@ -26,11 +26,7 @@ impl S3Server {
     /// Starts the server and makes bucket `rollpoint-test`. Fails loudly when moto is missing.
     pub fn start() -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = crate::free_port();
         let log = dir.path().join("moto.log");
         let out = std::fs::File::create(&log).unwrap();
         let child = Command::new("python3")

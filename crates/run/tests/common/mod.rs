@@ -30,27 +30,7 @@ pub fn command_task(id: &str, tick_ms: u32) -> serde_json::Value {
 
 /// A native-worker task against the run's scripted model.
 pub fn native_task(id: &str) -> serde_json::Value {
-    let wrapper = "#!/bin/sh\nin=\"$1\"; shift\nsed \"s|@MODEL@|$ROLLPOINT_GATEWAY/$ROLLPOINT_CAPTURE_KEY/v1|\" \"$in\" > \"$in.live\"\nexec \"$ROLLPOINT_BIN\" worker \"$in.live\" \"$@\"\n";
-    let input = serde_json::json!({
-        "v": 1,
-        "rollout_id": id,
-        "task": {"prompt": format!("Append the steps to work.txt ({id}).")},
-        "model": {"base_url": "@MODEL@", "api": "chat_completions", "name": "scripted"},
-        "workdir": "/workspace"
-    });
-    let check = format!(
-        "test \"$(wc -l < work.txt)\" -eq {STEPS} && test \"$(sort -u work.txt | wc -l)\" -eq {STEPS}"
-    );
-    serde_json::json!({
-        "v": 1,
-        "task": {
-            "id": id,
-            "files": {"input.json": input.to_string(), "run-worker": wrapper},
-            "setup": [["chmod", "0755", "run-worker"]],
-            "verify": {"command": ["/bin/sh", "-c", check]}
-        },
-        "adapter": {"kind": "native", "input": "input.json", "worker": "./run-worker"}
-    })
+    rollpoint_testkit::native_task(id, STEPS)
 }
 
 /// The scripted model: STEPS shell steps; the tool runs take the time, so a
