@@ -481,7 +481,7 @@ impl Coordinator {
                 return Ok(Vec::new());
             }
         };
-        if let Err(e) = store::remote::prune(remote, &kept).await {
+        if let Err(e) = store::remote::prune(remote, &kept, self.config.keep).await {
             tracing::warn!(checkpoint = %doc.id, error = %e, "pruning the checkpoint store failed");
         }
         Ok(pruned)

@@ -490,3 +490,41 @@ async fn s3_a_lost_nodes_rollouts_move_to_a_live_node_from_the_store_alone() {
         .unwrap_err();
     assert!(err.to_string().contains("still a participant"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_a_coordinator_killed_mid_upload_publishes_nothing_and_its_objects_are_pruned() {
+    let place = Place::s3();
+    let remote = place.open("killed");
+    let a = tempfile::tempdir().unwrap();
+    let rig = node(a.path(), fakes(1), &remote).await;
+    rig.coordinator.checkpoint(&plan("c1")).await.unwrap();
+    // The agent exports slowly; the coordinator dies while the others have uploaded.
+    rig.fakes[1].set(|s| s.export_delay = Some(Duration::from_secs(3)));
+    let coordinator = rig.coordinator.clone();
+    let cut = tokio::spawn(async move { coordinator.checkpoint(&plan("c2")).await });
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while remote.list("checkpoints/c2").await.unwrap().len() < 4 {
+        assert!(std::time::Instant::now() < end, "the fast participants never uploaded");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cut.abort();
+    let _killed = cut.await;
+    assert_eq!(store::remote::head(&remote).await.unwrap(), Some(1));
+    let fresh = tempfile::tempdir().unwrap();
+    let fetched = store::remote::fetch(&remote, fresh.path()).await.unwrap();
+    assert_eq!(fetched.latest.as_deref(), Some("c1"), "c2 was never published");
+
+    // Another node's coordinator, with a directory of its own, goes on from the store.
+    let b = tempfile::tempdir().unwrap();
+    let next = node(b.path(), fakes(1), &remote).await;
+    next.coordinator.checkpoint(&plan("c3")).await.unwrap();
+    assert!(
+        remote.list("checkpoints/c2").await.unwrap().is_empty(),
+        "the killed commit's uploads are pruned"
+    );
+    assert!(
+        !remote.list("checkpoints/c1").await.unwrap().is_empty(),
+        "the newest two checkpoints stay although this node never held c1"
+    );
+    assert_eq!(store::remote::head(&remote).await.unwrap(), Some(2));
+}

@@ -216,3 +216,73 @@ async fn root_btrfs_snapshots_travel_incrementally_and_restore_on_another_node()
 async fn root_copy_store_archives_travel_and_restore_on_another_node() {
     travels(StoreChoice::Copy).await;
 }
+
+/// A flipped byte in a snapshot chunk in the store is refused by its digest, naming the
+/// object, and nothing is received; the checkpoint before, whose chunks are intact, restores.
+#[tokio::test(flavor = "multi_thread")]
+async fn root_a_flipped_byte_in_a_snapshot_chunk_is_refused_and_the_previous_restores() {
+    require_root();
+    let server = S3Server::start();
+    let remote = store(&server, "flip");
+    let a = tempfile::Builder::new()
+        .prefix("fa")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let b = tempfile::Builder::new()
+        .prefix("fb")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let (_backend_a, owner_a) = node(a.path(), StoreChoice::Btrfs);
+    // Every snapshot whole, so each checkpoint stands alone.
+    let travel_a = Arc::new(Travel::new(remote.clone(), &a.path().join("spool"), 1).unwrap());
+    let p = ResourcesParticipant::new(Arc::clone(&owner_a), "owner").with_travel(travel_a);
+    let task: OwnerTask = serde_json::from_value(serde_json::json!({
+        "id": "r1", "files": {"lines.txt": "1\n"}, "verify": {"command": ["true"]},
+    }))
+    .unwrap();
+    let session = owner_a.create_session(task).await.unwrap();
+    let (first, r1) = commit(&p, "c1").await;
+    owner_a
+        .exec(&session.session, sh("echo 2 >> lines.txt"))
+        .await
+        .unwrap();
+    let (second, r2) = commit(&p, "c2").await;
+    let m2 = meta(&remote, &r2).await;
+    let chunk = format!(
+        "snapshots/c2/{}/{:06}-{}",
+        r2.snapshot, 0, m2.chunks[0].sha256
+    );
+    let mut bytes = remote.get(&chunk).await.unwrap().unwrap().to_vec();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x01;
+    remote.put(&chunk, bytes.into()).await.unwrap();
+
+    let (backend_b, owner_b) = node(b.path(), StoreChoice::Btrfs);
+    let travel_b = Arc::new(Travel::new(remote.clone(), &b.path().join("spool"), 1).unwrap());
+    let q = ResourcesParticipant::new(Arc::clone(&owner_b), "owner").with_travel(travel_b);
+    q.close_admission("x1").await.unwrap();
+    let err = q
+        .install("x1", vec![second], &[key("r1")])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&chunk) && err.contains("sha256"), "{err}");
+    assert!(
+        backend_b.list().unwrap().snapshots.is_empty(),
+        "nothing received"
+    );
+    assert!(owner_b.live_sessions().is_empty());
+    q.open_admission().await.unwrap();
+    q.close_admission("x2").await.unwrap();
+    q.install("x2", vec![first], &[key("r1")]).await.unwrap();
+    q.open_admission().await.unwrap();
+    let restored = &owner_b.live_sessions()[0].session;
+    let lines = owner_b.download(restored, "lines.txt", 100).await.unwrap();
+    assert_eq!(lines, b"1\n", "c1 as it was");
+    assert_eq!(r1.checkpoint, "c1");
+    for owner in [&owner_a, &owner_b] {
+        for live in owner.live_sessions() {
+            owner.close(&live.session).await.unwrap();
+        }
+    }
+}

@@ -306,15 +306,25 @@ async fn fetch_file(store: &RemoteStore, key: &str, path: &Path) -> Result<bool,
     .map_err(join)?
 }
 
-/// Removes from the store every checkpoint not in `keep` and every marker naming one, but
-/// always keeps the newest marker (the count goes on from it). Objects of a checkpoint no
+/// Removes from the store every checkpoint neither in `keep` nor named by one of the newest
+/// `newest` markers, and every marker naming a removed one, but always keeps the newest
+/// marker (the count goes on from it). So a coordinator whose own directory holds fewer
+/// checkpoints (a new one, on another node) never prunes the store below `newest`. Objects of a checkpoint no
 /// marker names (a commit that failed or was killed mid-upload) go too. Run by the
 /// coordinator after publishing, while no commit is in progress. Returns the ids removed.
 pub async fn prune(
     store: &RemoteStore,
     keep: &BTreeSet<String>,
+    newest: usize,
 ) -> Result<Vec<String>, StoreError> {
     let seqs = marker_seqs(store).await?;
+    let mut keep = keep.clone();
+    for seq in seqs.iter().take(newest.max(1)) {
+        if let Ok(m) = read_marker(store, *seq).await {
+            keep.insert(m.checkpoint);
+        }
+    }
+    let keep = &keep;
     for (i, seq) in seqs.iter().enumerate() {
         if i == 0 {
             continue;
