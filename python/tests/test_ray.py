@@ -26,6 +26,7 @@ from support import (
     write_secret,
 )
 
+from rollpoint import Client
 from rollpoint.ray import RollpointCluster
 
 # Lines a counting task appends, one every TICK seconds: long enough to be cut mid-run.
@@ -170,7 +171,18 @@ def test_a_node_removed_mid_run_loses_no_rollout(bins: Binaries) -> None:
         assert len(ids) == 24
         per_node = Counter(rc.where(r) for r in ids)
         assert len(per_node) == 3, f"spread over every node: {per_node}"
-        time.sleep(4)
+        # Every rollout launched (not still seeding), then a little more: the checkpoint
+        # catches each counting task past its first lines.
+        end = time.monotonic() + 300
+        while True:
+            states = [
+                r.state for n in rc.nodes.values() for r in Client(n.agent, rc.token).rollouts()
+            ]
+            if len(states) == len(ids) and all(s == "running" for s in states):
+                break
+            assert time.monotonic() < end, f"rollouts never all ran: {Counter(states)}"
+            time.sleep(0.2)
+        time.sleep(2)
         reply = rc.checkpoint()
         assert reply.id
         # Lose a node that holds rollouts (not the driver's, which runs the gateway).
