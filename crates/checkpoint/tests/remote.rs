@@ -504,7 +504,10 @@ async fn s3_a_coordinator_killed_mid_upload_publishes_nothing_and_its_objects_ar
     let cut = tokio::spawn(async move { coordinator.checkpoint(&plan("c2")).await });
     let end = std::time::Instant::now() + Duration::from_secs(30);
     while remote.list("checkpoints/c2").await.unwrap().len() < 4 {
-        assert!(std::time::Instant::now() < end, "the fast participants never uploaded");
+        assert!(
+            std::time::Instant::now() < end,
+            "the fast participants never uploaded"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     cut.abort();
@@ -512,7 +515,11 @@ async fn s3_a_coordinator_killed_mid_upload_publishes_nothing_and_its_objects_ar
     assert_eq!(store::remote::head(&remote).await.unwrap(), Some(1));
     let fresh = tempfile::tempdir().unwrap();
     let fetched = store::remote::fetch(&remote, fresh.path()).await.unwrap();
-    assert_eq!(fetched.latest.as_deref(), Some("c1"), "c2 was never published");
+    assert_eq!(
+        fetched.latest.as_deref(),
+        Some("c1"),
+        "c2 was never published"
+    );
 
     // Another node's coordinator, with a directory of its own, goes on from the store.
     let b = tempfile::tempdir().unwrap();
