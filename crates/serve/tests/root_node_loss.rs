@@ -192,12 +192,9 @@ async fn root_a_lost_nodes_rollouts_finish_on_another_node_from_the_object_store
         options.display().to_string(),
     ];
     let script = dir.path().join("model.json");
-    let steps: Vec<Value> = (1..=STEPS)
-        .map(|n| json!({"shell": [format!("echo step {n} >> work.txt; sleep 0.5")]}))
-        .collect();
     std::fs::write(
         &script,
-        json!({"version": 1, "steps": steps, "after_last": {"text": "done"}}).to_string(),
+        rollpoint_testkit::native_model_script(STEPS, 500).to_string(),
     )
     .unwrap();
     let model_log = dir.path().join("model.log");

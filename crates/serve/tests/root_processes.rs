@@ -98,12 +98,9 @@ impl Run {
         let token = dir.path().join("token");
         std::fs::write(&token, TOKEN).unwrap();
         let script = dir.path().join("model.json");
-        let steps: Vec<Value> = (1..=STEPS)
-            .map(|n| json!({"shell": [format!("echo step {n} >> work.txt; sleep 0.4")]}))
-            .collect();
         std::fs::write(
             &script,
-            json!({"version": 1, "steps": steps, "after_last": {"text": "done"}}).to_string(),
+            rollpoint_testkit::native_model_script(STEPS, 400).to_string(),
         )
         .unwrap();
         let model_log = dir.path().join("model.log");

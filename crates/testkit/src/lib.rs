@@ -479,3 +479,15 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// The scripted model [`native_task`] runs against: `steps` shell steps, each appending
+/// `step N` to `work.txt` and sleeping `tool_ms`, then `done`.
+pub fn native_model_script(steps: u32, tool_ms: u32) -> serde_json::Value {
+    let sleep = format!("{}.{:03}", tool_ms / 1000, tool_ms % 1000);
+    let steps: Vec<serde_json::Value> = (1..=steps)
+        .map(
+            |n| serde_json::json!({"shell": [format!("echo step {n} >> work.txt; sleep {sleep}")]}),
+        )
+        .collect();
+    serde_json::json!({"version": 1, "steps": steps, "after_last": {"text": "done"}})
+}

@@ -36,13 +36,7 @@ pub fn native_task(id: &str) -> serde_json::Value {
 /// The scripted model: STEPS shell steps; the tool runs take the time, so a
 /// kill lands in a tool far more often than in a model call.
 pub fn model_script(tool_ms: u32) -> serde_json::Value {
-    let sleep = format!("{}.{:03}", tool_ms / 1000, tool_ms % 1000);
-    let steps: Vec<serde_json::Value> = (1..=STEPS)
-        .map(
-            |n| serde_json::json!({"shell": [format!("echo step {n} >> work.txt; sleep {sleep}")]}),
-        )
-        .collect();
-    serde_json::json!({"version": 1, "steps": steps, "after_last": {"text": "done"}})
+    rollpoint_testkit::native_model_script(STEPS, tool_ms)
 }
 
 /// Waits up to `limit` until no process, mount or cgroup of the run is
