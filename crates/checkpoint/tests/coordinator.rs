@@ -10,20 +10,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Fake, TOKEN, key, keys, serve};
+use common::{Fake, Rig, all_idle, key, keys};
 use rollpoint_checkpoint::coordinator::Plan;
 use rollpoint_checkpoint::{
-    Code, Control, Coordinator, CoordinatorConfig, CoordinatorError, HostConfig, HttpControl, Kind,
+    Code, Control, Coordinator, CoordinatorConfig, CoordinatorError, HostConfig, Kind,
     ParticipantHost, Phase, store,
 };
 
 const KEYS: usize = 4;
-
-struct Rig {
-    fakes: Vec<Arc<Fake>>,
-    controls: Vec<Arc<dyn Control>>,
-    coordinator: Coordinator,
-}
 
 fn fakes(records: usize) -> Vec<Arc<Fake>> {
     let k = keys(KEYS);
@@ -36,26 +30,7 @@ fn fakes(records: usize) -> Vec<Arc<Fake>> {
 }
 
 async fn rig(run: &Path, fakes: Vec<Arc<Fake>>, http: bool, timeout: Duration) -> Rig {
-    let mut controls: Vec<Arc<dyn Control>> = Vec::new();
-    for fake in &fakes {
-        let local = ParticipantHost::new(fake.clone(), HostConfig::new(run)).expect("control");
-        if http {
-            let base = serve(Arc::new(local)).await;
-            controls.push(Arc::new(HttpControl::new(&base, TOKEN).expect("client")));
-        } else {
-            controls.push(Arc::new(local));
-        }
-    }
-    let mut config = CoordinatorConfig::new(run);
-    config.timeout = timeout;
-    let coordinator = Coordinator::new(controls.clone(), config)
-        .await
-        .expect("coordinator");
-    Rig {
-        fakes,
-        controls,
-        coordinator,
-    }
+    common::rig(run, fakes, http, timeout, None).await
 }
 
 fn fake<'a>(rig: &'a Rig, instance: &str) -> &'a Arc<Fake> {
@@ -63,28 +38,7 @@ fn fake<'a>(rig: &'a Rig, instance: &str) -> &'a Arc<Fake> {
 }
 
 fn plan(id: &str) -> Plan {
-    Plan {
-        id: id.to_owned(),
-        scope: keys(KEYS),
-        continues: None,
-        stop: false,
-    }
-}
-
-async fn all_idle(rig: &Rig) {
-    for c in &rig.controls {
-        let status = c.status().await.expect("status");
-        assert_eq!(
-            status.phase,
-            Phase::Idle,
-            "{}/{}",
-            status.kind,
-            status.instance
-        );
-    }
-    for f in &rig.fakes {
-        assert!(f.is_open(), "{} left closed", f.instance);
-    }
+    common::plan(id, keys(KEYS))
 }
 
 async fn checkpoint_publishes_and_resumes(http: bool) {

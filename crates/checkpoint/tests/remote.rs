@@ -13,12 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{Fake, key, keys};
+use common::{Fake, Rig, all_idle, key, keys};
 use rollpoint_checkpoint::coordinator::Plan;
-use rollpoint_checkpoint::{
-    Control, Coordinator, CoordinatorConfig, CoordinatorError, HostConfig, Kind, ParticipantHost,
-    Phase, StoreError, store,
-};
+use rollpoint_checkpoint::{CoordinatorError, Kind, StoreError, store};
 use rollpoint_remote::{Options, RemoteStore, StoreUrl};
 use rollpoint_testkit::s3::{S3Server, SECRET};
 
@@ -59,12 +56,6 @@ impl Place {
     }
 }
 
-struct Rig {
-    fakes: Vec<Arc<Fake>>,
-    controls: Vec<Arc<dyn Control>>,
-    coordinator: Coordinator,
-}
-
 fn fakes(records: usize) -> Vec<Arc<Fake>> {
     let k = keys(KEYS);
     vec![
@@ -76,38 +67,11 @@ fn fakes(records: usize) -> Vec<Arc<Fake>> {
 
 /// A node: its own run directory, participants and coordinator, all on `remote`.
 async fn node(run: &Path, fakes: Vec<Arc<Fake>>, remote: &RemoteStore) -> Rig {
-    let mut controls: Vec<Arc<dyn Control>> = Vec::new();
-    for fake in &fakes {
-        let host = HostConfig {
-            remote: Some(remote.clone()),
-            ..HostConfig::new(run)
-        };
-        controls.push(Arc::new(ParticipantHost::new(fake.clone(), host).unwrap()));
-    }
-    let mut config = CoordinatorConfig::new(run);
-    config.timeout = Duration::from_secs(60);
-    config.remote = Some(remote.clone());
-    let coordinator = Coordinator::new(controls.clone(), config).await.unwrap();
-    Rig {
-        fakes,
-        controls,
-        coordinator,
-    }
+    common::rig(run, fakes, false, Duration::from_secs(60), Some(remote)).await
 }
 
 fn plan(id: &str) -> Plan {
-    Plan {
-        id: id.to_owned(),
-        scope: keys(KEYS),
-        continues: None,
-        stop: false,
-    }
-}
-
-async fn all_idle(rig: &Rig) {
-    for c in &rig.controls {
-        assert_eq!(c.status().await.unwrap().phase, Phase::Idle);
-    }
+    common::plan(id, keys(KEYS))
 }
 
 fn installed(rig: &Rig) -> Vec<Vec<serde_json::Value>> {

@@ -281,3 +281,76 @@ pub async fn serve(control: Arc<dyn rollpoint_checkpoint::Control>) -> String {
     });
     format!("http://{addr}")
 }
+
+/// Participants over fakes and a coordinator driving them.
+pub struct Rig {
+    pub fakes: Vec<Arc<Fake>>,
+    pub controls: Vec<Arc<dyn rollpoint_checkpoint::Control>>,
+    pub coordinator: rollpoint_checkpoint::Coordinator,
+}
+
+/// A coordinator over `fakes`, each a participant writing under `run` (over real HTTP on
+/// 127.0.0.1 when `http`), all on checkpoint store `remote` when one is given.
+pub async fn rig(
+    run: &std::path::Path,
+    fakes: Vec<Arc<Fake>>,
+    http: bool,
+    timeout: Duration,
+    remote: Option<&rollpoint_remote::RemoteStore>,
+) -> Rig {
+    use rollpoint_checkpoint::{
+        Control, Coordinator, CoordinatorConfig, HostConfig, HttpControl, ParticipantHost,
+    };
+    let mut controls: Vec<Arc<dyn Control>> = Vec::new();
+    for fake in &fakes {
+        let host = HostConfig {
+            remote: remote.cloned(),
+            ..HostConfig::new(run)
+        };
+        let local = ParticipantHost::new(fake.clone(), host).expect("control");
+        if http {
+            let base = serve(Arc::new(local)).await;
+            controls.push(Arc::new(HttpControl::new(&base, TOKEN).expect("client")));
+        } else {
+            controls.push(Arc::new(local));
+        }
+    }
+    let mut config = CoordinatorConfig::new(run);
+    config.timeout = timeout;
+    config.remote = remote.cloned();
+    let coordinator = Coordinator::new(controls.clone(), config)
+        .await
+        .expect("coordinator");
+    Rig {
+        fakes,
+        controls,
+        coordinator,
+    }
+}
+
+/// Every participant idle and every fake open again.
+pub async fn all_idle(rig: &Rig) {
+    for c in &rig.controls {
+        let status = c.status().await.expect("status");
+        assert_eq!(
+            status.phase,
+            rollpoint_checkpoint::Phase::Idle,
+            "{}/{}",
+            status.kind,
+            status.instance
+        );
+    }
+    for f in &rig.fakes {
+        assert!(f.is_open(), "{} left closed", f.instance);
+    }
+}
+
+/// A checkpoint `id` of `scope`.
+pub fn plan(id: &str, scope: Vec<AttemptKey>) -> rollpoint_checkpoint::coordinator::Plan {
+    rollpoint_checkpoint::coordinator::Plan {
+        id: id.to_owned(),
+        scope,
+        continues: None,
+        stop: false,
+    }
+}
