@@ -72,6 +72,43 @@ pub fn v1_root(controller: &str) -> Option<PathBuf> {
     mount_point(|fstype, opts| fstype == "cgroup" && opts.split(',').any(|o| o == controller))
 }
 
+/// Where each hierarchy a sandbox uses is mounted, from one read of
+/// mountinfo (each read formats every mount of the namespace, and a host
+/// with a thousand sandboxes has thousands).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Hierarchies {
+    pub v2: Option<PathBuf>,
+    pub freezer: Option<PathBuf>,
+    pub memory: Option<PathBuf>,
+    pub pids: Option<PathBuf>,
+}
+
+impl Hierarchies {
+    /// Reads this process's mountinfo once.
+    pub fn read() -> Self {
+        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        Self::parse(&info)
+    }
+
+    fn parse(info: &str) -> Self {
+        let v1 = |controller: &'static str| {
+            move |fstype: &str, opts: &str| {
+                fstype == "cgroup" && opts.split(',').any(|o| o == controller)
+            }
+        };
+        let find = |pred: &dyn Fn(&str, &str) -> bool| {
+            info.lines()
+                .find_map(|line| parse_mountinfo_line(line, &pred))
+        };
+        Self {
+            v2: find(&|fstype, _| fstype == "cgroup2"),
+            freezer: find(&v1("freezer")),
+            memory: find(&v1("memory")),
+            pids: find(&v1("pids")),
+        }
+    }
+}
+
 fn mount_point(pred: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     info.lines()
@@ -188,6 +225,21 @@ pub(crate) mod fake {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hierarchies_are_found_in_one_pass() {
+        let info = "\
+30 25 0:26 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw
+31 25 0:27 / /sys/fs/cgroup/freezer rw - cgroup cgroup rw,freezer
+32 25 0:28 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory
+33 25 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct
+";
+        let found = Hierarchies::parse(info);
+        assert_eq!(found.v2, Some(PathBuf::from("/sys/fs/cgroup/unified")));
+        assert_eq!(found.freezer, Some(PathBuf::from("/sys/fs/cgroup/freezer")));
+        assert_eq!(found.memory, Some(PathBuf::from("/sys/fs/cgroup/memory")));
+        assert_eq!(found.pids, None);
+    }
 
     #[test]
     fn mountinfo_finds_hybrid_and_pure_v2_and_v1_freezer() {

@@ -337,7 +337,22 @@ fn root_limits_apply_to_the_whole_sandbox() {
         memory_bytes: Some(256 << 20),
         pids: Some(24),
     };
-    b.create("limited", &spec).unwrap();
+    let info = b.create("limited", &spec).unwrap();
+    // The anchor moved itself into every hierarchy's sandbox cgroup before
+    // anything else (`--enter`): each line of its /proc/PID/cgroup names
+    // the sandbox, in a hybrid host's v2 and v1 freezer, memory and pids.
+    let own = std::fs::read_to_string(format!("/proc/{}/cgroup", info.anchor_pid)).unwrap();
+    let hierarchies: Vec<&str> = own
+        .lines()
+        .filter(|l| l.ends_with("-limited"))
+        .map(|l| l.split(':').nth(1).unwrap_or(""))
+        .collect();
+    for want in ["", "freezer", "memory", "pids"] {
+        assert!(
+            hierarchies.iter().any(|h| h.split(',').any(|c| c == want)),
+            "the anchor is not in the sandbox's {want:?} cgroup: {own}"
+        );
+    }
     let out = b
         .exec(
             "limited",

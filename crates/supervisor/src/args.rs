@@ -42,6 +42,14 @@ pub struct AnchorOpts {
     pub user: Option<Credentials>,
     /// `--home`: `HOME` for a command or launch whose environment has none.
     pub home: String,
+    /// `--enter`: the anchor resets its signals, joins `join` and makes the
+    /// sandbox's namespaces itself, before anything else, instead of being
+    /// started inside them. The host then starts it with a plain spawn, no
+    /// fork of its own (large) process.
+    pub enter: bool,
+    /// `--join DIR` (with `--enter`): a cgroup directory the anchor moves
+    /// itself into first.
+    pub join: Vec<PathBuf>,
 }
 
 #[derive(Debug)]
@@ -158,6 +166,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let mut owner = None;
     let mut tools = Vec::new();
     let (mut user, mut home) = (None, None);
+    let (mut enter, mut join) = (false, Vec::new());
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -172,6 +181,8 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
             "--cgroup-v2" => cgroup_v2 = Some(PathBuf::from(value("--cgroup-v2")?)),
             "--cgroup-freezer" => cgroup_freezer = Some(PathBuf::from(value("--cgroup-freezer")?)),
             "--isolated-net" => isolated_net = true,
+            "--enter" => enter = true,
+            "--join" => join.push(PathBuf::from(value("--join")?)),
             "--user" => user = Some(credentials(&value("--user")?)?),
             "--home" => home = Some(value("--home")?),
             "--tool" => {
@@ -219,6 +230,13 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let cgroup_freezer = cgroup_freezer
         .map(|p| absolute("--cgroup-freezer", Some(p)))
         .transpose()?;
+    let join = join
+        .into_iter()
+        .map(|p| absolute("--join", Some(p)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !join.is_empty() && !enter {
+        return Err(usage("--join needs --enter".into()));
+    }
     let hostname = hostname.ok_or_else(|| usage("anchor needs --hostname".into()))?;
     // The kernel's limit (HOST_NAME_MAX); a NUL would cut the name short.
     if hostname.is_empty() || hostname.len() > 64 || hostname.contains('\0') {
@@ -236,6 +254,8 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
         owner,
         tools,
         user,
+        enter,
+        join,
         home: match home {
             Some(h) if h.starts_with('/') && !h.contains('\0') => h,
             Some(h) => return Err(usage(format!("--home {h:?}: must be an absolute path"))),
@@ -394,6 +414,42 @@ mod tests {
             let err = parse(&argv).expect_err("bad owner");
             assert!(err.to_string().contains("--owner"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn enter_and_join_parse_and_a_join_needs_enter() {
+        let base = [
+            "anchor",
+            "--root",
+            "/m",
+            "--control",
+            "/c",
+            "--hostname",
+            "h",
+        ];
+        let Ok(Parsed::Anchor(a)) = parse(&strings(&base)) else {
+            panic!("not anchor")
+        };
+        assert!(!a.enter && a.join.is_empty());
+        let mut argv = strings(&base);
+        argv.extend(strings(&["--enter", "--join", "/cg/a", "--join", "/cg/b"]));
+        let Ok(Parsed::Anchor(a)) = parse(&argv) else {
+            panic!("not anchor")
+        };
+        assert!(a.enter);
+        assert_eq!(a.join, [PathBuf::from("/cg/a"), PathBuf::from("/cg/b")]);
+        let mut argv = strings(&base);
+        argv.extend(strings(&["--join", "/cg/a"]));
+        let err = parse(&argv).expect_err("join without enter");
+        assert!(err.to_string().contains("--join needs --enter"), "{err}");
+        let mut argv = strings(&base);
+        argv.extend(strings(&["--enter", "--join", "cg"]));
+        let err = parse(&argv).expect_err("relative join");
+        assert!(
+            err.to_string()
+                .contains("--join cg: must be an absolute path"),
+            "{err}"
+        );
     }
 
     #[test]

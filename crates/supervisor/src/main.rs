@@ -43,6 +43,8 @@ usage:
   rollpoint-supervisor pause|continue|stop|status --session DIR [options]
   rollpoint-supervisor anchor --root DIR --control DIR --hostname NAME
       [--cgroup-v2 DIR] [--cgroup-freezer DIR] [--isolated-net]
+      [--enter [--join CGROUP_DIR]...] [--owner PID] [--tool AT=HOST]...
+      [--user UID:GID[:GROUPS]] [--home DIR]
 
 options:
   --freeze auto|cgroup-v2|cgroup-v1|sigstop   freeze strategy (default auto)

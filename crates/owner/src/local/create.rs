@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use rollpoint_proto::anchor::ExecRequest;
 use rollpoint_sandbox::{Backend, SandboxInfo};
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::{LocalOwner, OUTPUT_LIMIT, SETUP_TAIL, Session, TASK_FILE_MODE};
 use crate::errors::OwnerError;
@@ -18,19 +19,22 @@ impl LocalOwner {
     pub(super) async fn create_session_impl(&self, task: OwnerTask) -> OwnerResult<SessionInfo> {
         task.validate()?;
         let _seed = self.admit_seed().await;
+        let turn = self.start_turn().await;
         let session = format!("{}-{}", task.id, self.nonce());
         let sandbox = format!("{session}.{}", self.nonce());
         let task = Arc::new(task);
         let info = {
             let (name, sandbox, task) = (session.clone(), sandbox.clone(), Arc::clone(&task));
             let backend = Arc::clone(&self.backend);
-            tokio::task::spawn_blocking(move || seed(backend.as_ref(), &name, &sandbox, &task))
-                .await
-                .map_err(|e| OwnerError::Join {
-                    session: session.clone(),
-                    call: "seed",
-                    message: e.to_string(),
-                })??
+            tokio::task::spawn_blocking(move || {
+                seed(backend.as_ref(), &name, &sandbox, &task, turn)
+            })
+            .await
+            .map_err(|e| OwnerError::Join {
+                session: session.clone(),
+                call: "seed",
+                message: e.to_string(),
+            })??
         };
         let out = SessionInfo {
             session: session.clone(),
@@ -57,6 +61,7 @@ fn seed(
     session: &str,
     sandbox: &str,
     task: &OwnerTask,
+    turn: Option<OwnedSemaphorePermit>,
 ) -> OwnerResult<SandboxInfo> {
     let backend_err = |source| OwnerError::Backend {
         session: session.to_owned(),
@@ -66,6 +71,9 @@ fn seed(
     let info = backend
         .create(sandbox, &task.sandbox)
         .map_err(backend_err)?;
+    // The turn covers making the sandbox, not the task's setup, which may
+    // run for minutes.
+    drop(turn);
     let prepared = prepare(backend, session, &info, task);
     if prepared.is_err() {
         // The seed error is what the caller needs; a failed destroy leaves

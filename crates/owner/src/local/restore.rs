@@ -15,9 +15,11 @@ impl LocalOwner {
         let session = record.session.clone();
         let new_id = format!("{session}.{}", self.nonce());
         let (snap, id) = (record.snapshot.clone(), new_id.clone());
+        let turn = self.start_turn().await;
         let info = self
             .on_backend(&session, &new_id, "fork", move |b| b.fork(&snap, &id))
             .await?;
+        drop(turn);
         let access = Access {
             session: session.clone(),
             sandbox: info.id.clone(),

@@ -6,7 +6,6 @@
 //! The memory cgroup also says whether the kernel's OOM killer ended a
 //! process of the sandbox, so an error can name the limit.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -27,28 +26,33 @@ pub(crate) struct SandboxCgroups {
 /// How long destroy waits for a killed sandbox's cgroup to empty.
 const DRAIN: Duration = Duration::from_secs(10);
 
+/// Where this host mounts each hierarchy, read once per process: a host's
+/// cgroup mounts do not move under a running owner, and each read of
+/// mountinfo formats every sandbox's overlay.
+fn hierarchies() -> &'static cgroup::Hierarchies {
+    static FOUND: std::sync::OnceLock<cgroup::Hierarchies> = std::sync::OnceLock::new();
+    FOUND.get_or_init(cgroup::Hierarchies::read)
+}
+
 /// The parent of every sandbox cgroup in each hierarchy this host has.
 fn parents() -> impl Iterator<Item = PathBuf> {
-    [
-        cgroup::v2_root(),
-        cgroup::v1_freezer_root(),
-        cgroup::v1_root("memory"),
-        cgroup::v1_root("pids"),
-    ]
-    .into_iter()
-    .flatten()
-    .map(|root| root.join("rollpoint"))
+    let h = hierarchies();
+    [&h.v2, &h.freezer, &h.memory, &h.pids]
+        .into_iter()
+        .flatten()
+        .map(|root| root.join("rollpoint"))
 }
 
 impl SandboxCgroups {
     /// The cgroup paths `name` would have on this host (nothing created).
     pub fn locate(name: &str) -> Self {
-        let at = |root: Option<PathBuf>| root.map(|r| r.join("rollpoint").join(name));
+        let at = |root: &Option<PathBuf>| root.as_ref().map(|r| r.join("rollpoint").join(name));
+        let h = hierarchies();
         Self {
-            v2: at(cgroup::v2_root()),
-            freezer: at(cgroup::v1_freezer_root()),
-            memory: at(cgroup::v1_root("memory")),
-            pids: at(cgroup::v1_root("pids")),
+            v2: at(&h.v2),
+            freezer: at(&h.freezer),
+            memory: at(&h.memory),
+            pids: at(&h.pids),
         }
     }
 
@@ -105,7 +109,7 @@ impl SandboxCgroups {
         })
     }
 
-    fn all(&self) -> impl Iterator<Item = &PathBuf> {
+    pub fn all(&self) -> impl Iterator<Item = &PathBuf> {
         [&self.v2, &self.freezer, &self.memory, &self.pids]
             .into_iter()
             .flatten()
@@ -143,25 +147,6 @@ impl SandboxCgroups {
         limit(&self.memory, "memory.limit_in_bytes", limits.memory_bytes)?;
         limit(&self.pids, "pids.max", limits.pids)
     }
-
-    /// Opens every `cgroup.procs` for writing, so a child can join them
-    /// between fork and exec without allocating.
-    pub fn procs_files(&self, sandbox: &str) -> Result<Vec<File>, Error> {
-        self.all()
-            .map(|dir| {
-                let path = dir.join("cgroup.procs");
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(&path)
-                    .map_err(|source| Error::Setup {
-                        sandbox: sandbox.to_owned(),
-                        what: format!("open {}", path.display()),
-                        source,
-                    })
-            })
-            .collect()
-    }
-
     fn freezer_dir(&self) -> Option<(Kind, &Path)> {
         self.v2
             .as_deref()

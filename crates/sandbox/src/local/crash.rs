@@ -61,6 +61,28 @@ pub(crate) fn point(name: &'static str) {
     let _ = name;
 }
 
+/// The points this thread reached and has not handed on (nothing outside
+/// tests): a batch's worker threads hand theirs to the thread that
+/// traces, through [`add_reached`].
+#[cfg(test)]
+pub(crate) type Reached = Vec<&'static str>;
+#[cfg(not(test))]
+pub(crate) type Reached = ();
+
+pub(crate) fn take_reached() -> Reached {
+    #[cfg(test)]
+    {
+        REACHED.with_borrow_mut(std::mem::take)
+    }
+}
+
+pub(crate) fn add_reached(points: Reached) {
+    #[cfg(test)]
+    REACHED.with_borrow_mut(|r| r.extend(points));
+    #[cfg(not(test))]
+    let () = points;
+}
+
 /// Runs `f` and returns the points it reached, in order.
 #[cfg(test)]
 pub(crate) fn trace(f: impl FnOnce()) -> Vec<&'static str> {

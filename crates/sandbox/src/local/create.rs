@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use rollpoint_proto::anchor::{ANCHOR_SOCKET, AnchorRequest, LAUNCHES_DIR};
 use rollpoint_snapshot::UpperDirs;
 
+use super::batch::Phases;
 use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
 use super::user::{self, Identity};
@@ -26,13 +27,16 @@ pub(super) fn create(
     spec: &SandboxSpec,
 ) -> Result<SandboxInfo, Error> {
     let _working = backend.working();
+    let mut phases = Phases::new();
     // Resolve the base (an image pulled, its config applied) before making
     // anything that would need undoing.
     let spec = &backend.bases.resolve(id, spec)?;
     backend
         .bases
         .lower(id, &spec.base, &backend.dir.join("bases"))?;
+    phases.mark("base");
     claim(backend, id)?;
+    phases.mark("claim");
     crash::point("create: claimed");
     let made = backend
         .store
@@ -45,8 +49,9 @@ pub(super) fn create(
             crash::point("create: upper made");
             mounts::private_tmp(id, &dirs.upper).map(|()| dirs)
         });
+    phases.mark("upper");
     match made {
-        Ok(dirs) => start(backend, id, spec, &dirs, None),
+        Ok(dirs) => start(backend, id, spec, &dirs, None, phases),
         Err(e) => {
             let _ = destroy::teardown_stale(backend, id);
             Err(e)
@@ -84,12 +89,21 @@ pub(super) fn start(
     spec: &SandboxSpec,
     dirs: &UpperDirs,
     forked_from: Option<String>,
+    mut phases: Phases,
 ) -> Result<SandboxInfo, Error> {
     let sbdir = backend.sandbox_dir(id);
     let root = sbdir.join("root");
     let control = sbdir.join("control");
     let cgroups = SandboxCgroups::locate(&backend.cgroup_name(id));
-    let started = bring_up(backend, id, spec, dirs, forked_from.as_deref(), &cgroups);
+    let started = bring_up(
+        backend,
+        id,
+        spec,
+        dirs,
+        forked_from.as_deref(),
+        &cgroups,
+        &mut phases,
+    );
     let (mut anchor, mut rec, identity) = match started {
         Ok(up) => up,
         Err(e) => {
@@ -109,6 +123,7 @@ pub(super) fn start(
         destroy::teardown(backend, id, Some(anchor), &cgroups, &root);
         return Err(e);
     }
+    phases.mark("anchor ready");
     crash::point("start: anchor ready");
     rec.anchor_pid = anchor.id();
     let record_path = sbdir.join("sandbox.json");
@@ -124,6 +139,8 @@ pub(super) fn start(
         spec: spec.clone(),
         forked_from,
     };
+    phases.mark("record");
+    tracing::debug!(sandbox = id, phases = %phases, "sandbox started");
     backend.lock().insert(
         id.to_owned(),
         Live {
@@ -146,6 +163,7 @@ fn bring_up(
     dirs: &UpperDirs,
     forked_from: Option<&str>,
     cgroups: &SandboxCgroups,
+    phases: &mut Phases,
 ) -> Result<(Child, SandboxRecord, Identity), Error> {
     let lower = backend
         .bases
@@ -173,11 +191,13 @@ fn bring_up(
     let record_path = sbdir.join("sandbox.json");
     record::write(&record_path, &rec)?;
     backend.bases.pin(&record_path, &spec.base)?;
+    phases.mark("first record");
     crash::point("start: recorded");
 
     let root = sbdir.join("root");
     let control = sbdir.join("control");
     mounts::mount_overlay(id, &lower, &dirs.upper, &dirs.work, &root)?;
+    phases.mark("overlay");
     crash::point("start: mounted");
     let sandbox_root = SandboxRoot::open(&root)?;
     let identity = user::resolve(id, &sandbox_root, &spec.user)?;
@@ -191,7 +211,9 @@ fn bring_up(
         .mode(0o700)
         .create(control.join(LAUNCHES_DIR))
         .map_err(setup(format!("create {}", control.display())))?;
+    phases.mark("dirs");
     cgroups.create(id, &spec.limits)?;
+    phases.mark("cgroups");
     crash::point("start: cgroups made");
     let log_path = sbdir.join("anchor.log");
     let log = std::fs::OpenOptions::new()
@@ -211,7 +233,7 @@ fn bring_up(
             cgroup_freezer: cgroups.freezer.as_deref(),
             network: spec.network,
             log,
-            join: cgroups.procs_files(id)?,
+            join: cgroups.all().cloned().collect(),
             identity: &identity,
             tools: if spec.base == crate::Base::HostRoot {
                 &[]
@@ -220,6 +242,7 @@ fn bring_up(
             },
         },
     )?;
+    phases.mark("anchor spawn");
     crash::point("start: anchor started");
     Ok((anchor, rec, identity))
 }

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 
+use super::batch::Phases;
 use super::cgroups::SandboxCgroups;
 use super::mounts;
 use super::{LocalBackend, crash};
@@ -65,7 +66,9 @@ fn teardown_checked(
     // reaps PID 1 before it exits itself. Killing the cgroups first could
     // end the anchor before PID 1 and hand PID 1 to the host's init as a
     // zombie; whoever starts a sandbox reaps it.
+    let mut phases = Phases::new();
     let anchor = anchor.and_then(|mut a| (!ended_on_request(&mut a)).then_some(a));
+    phases.mark("anchor");
     let killed = cgroups.kill(id);
     if let Some(mut anchor) = anchor {
         if killed.is_err() {
@@ -74,10 +77,13 @@ fn teardown_checked(
         let _ = anchor.wait();
     }
     killed?;
+    phases.mark("kill");
     crash::point("teardown: killed");
     mounts::unmount(id, root)?;
+    phases.mark("unmount");
     crash::point("teardown: unmounted");
     cgroups.remove(id)?;
+    phases.mark("cgroups");
     crash::point("teardown: cgroups removed");
     match backend.store.destroy_upper(id) {
         Ok(()) => {}
@@ -89,17 +95,23 @@ fn teardown_checked(
             });
         }
     }
+    phases.mark("upper");
     crash::point("teardown: upper destroyed");
     let sbdir = backend.sandbox_dir(id);
     match std::fs::remove_dir_all(&sbdir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(source) => Err(Error::Setup {
-            sandbox: id.to_owned(),
-            what: format!("remove {}", sbdir.display()),
-            source,
-        }),
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(Error::Setup {
+                sandbox: id.to_owned(),
+                what: format!("remove {}", sbdir.display()),
+                source,
+            });
+        }
     }
+    phases.mark("directory");
+    tracing::debug!(sandbox = id, phases = %phases, "sandbox torn down");
+    Ok(())
 }
 
 /// How long an anchor may take to end its sandbox when asked.

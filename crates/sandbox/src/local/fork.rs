@@ -3,6 +3,7 @@
 //! create, the sandbox's directory is claimed before the store makes its
 //! upper, so a crash in between leaves nothing a sweep cannot find.
 
+use super::batch::Phases;
 use super::record::{self, SnapshotRecord};
 use super::{LocalBackend, crash, create, destroy};
 use crate::{Error, SandboxInfo};
@@ -13,8 +14,10 @@ pub(super) fn fork(
     new_id: &str,
 ) -> Result<SandboxInfo, Error> {
     let _working = backend.working();
+    let mut phases = Phases::new();
     let rec: SnapshotRecord = record::read("snapshot record", &backend.snapshot_record(snapshot))?;
     create::claim(backend, new_id)?;
+    phases.mark("claim");
     crash::point("fork: claimed");
     let forked = backend.store.fork(snapshot, new_id);
     let dirs = match forked {
@@ -28,5 +31,13 @@ pub(super) fn fork(
         }
     };
     crash::point("fork: upper made");
-    create::start(backend, new_id, &rec.spec, &dirs, Some(snapshot.to_owned()))
+    phases.mark("fork upper");
+    create::start(
+        backend,
+        new_id,
+        &rec.spec,
+        &dirs,
+        Some(snapshot.to_owned()),
+        phases,
+    )
 }

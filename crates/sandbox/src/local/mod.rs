@@ -30,6 +30,7 @@
 
 mod anchor;
 mod base;
+mod batch;
 mod cgroups;
 mod crash;
 mod create;

@@ -1,8 +1,12 @@
-//! Starting a sandbox's anchor: the supervisor binary, run as root in fresh
-//! mount, uts, ipc and pid namespaces (and net, when isolated), already in
-//! the sandbox's cgroups before its first instruction, so nothing it starts
-//! can escape them. The supervisor forks the namespace's first process and
-//! does the in-sandbox mounts and `pivot_root` itself.
+//! Starting a sandbox's anchor: the supervisor binary, run as root with
+//! `--enter`: before anything else it joins the sandbox's cgroups (so
+//! nothing it starts can escape them) and makes fresh mount, uts, ipc and
+//! pid namespaces (and net, when isolated). The host spawns it without a
+//! hook between fork and exec, so the standard library spawns it with
+//! `posix_spawn` (a vfork) rather than a fork that copies the owner's page
+//! tables, the cost that dominated starting a thousand sandboxes. The
+//! supervisor forks the namespace's first process and does the in-sandbox
+//! mounts and `pivot_root` itself.
 //!
 //! The anchor's parent is the sandbox's owner: when that process dies the
 //! anchor freezes the sandbox and keeps it for the sweep. So the anchor is
@@ -14,11 +18,8 @@
 //! whoever adopted it.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-
-use nix::sched::CloneFlags;
-use rollpoint_proctree::spawn::PreExec;
 
 use crate::{Error, Network};
 
@@ -31,7 +32,8 @@ pub(crate) struct AnchorArgs<'a> {
     pub cgroup_freezer: Option<&'a Path>,
     pub network: Network,
     pub log: File,
-    pub join: Vec<File>,
+    /// The sandbox's cgroup directories, joined by the anchor first.
+    pub join: Vec<PathBuf>,
     /// Mounted read-only under `/.rollpoint`.
     pub tools: &'a [super::Tool],
     /// What commands and launches run as.
@@ -48,7 +50,11 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
         .arg("--hostname")
         .arg(args.hostname)
         .arg("--owner")
-        .arg(std::process::id().to_string());
+        .arg(std::process::id().to_string())
+        .arg("--enter");
+    for dir in &args.join {
+        cmd.arg("--join").arg(dir);
+    }
     if let Some(creds) = args.identity.credentials() {
         cmd.arg("--user").arg(creds.to_string());
     }
@@ -64,13 +70,8 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
     if let Some(dir) = args.cgroup_freezer {
         cmd.arg("--cgroup-freezer").arg(dir);
     }
-    let mut flags = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWPID;
     if args.network == Network::Isolated {
         cmd.arg("--isolated-net");
-        flags |= CloneFlags::CLONE_NEWNET;
     }
     let log_err = args.log.try_clone().map_err(|source| Error::Setup {
         sandbox: sandbox.to_owned(),
@@ -82,12 +83,6 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
         .stdin(Stdio::null())
         .stdout(args.log)
         .stderr(log_err);
-    // Between fork and exec: default signal state, the sandbox's cgroups,
-    // then the new namespaces.
-    PreExec::new()
-        .join_all(args.join)
-        .unshare(flags.bits())
-        .install(&mut cmd);
     cmd.spawn().map_err(|source| Error::Setup {
         sandbox: sandbox.to_owned(),
         what: format!("start the anchor {}", args.supervisor.display()),

@@ -13,6 +13,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::batch::parallel;
 use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
 use super::{LocalBackend, crash, destroy, list, snapshot, store_error};
@@ -121,21 +122,31 @@ pub(super) fn sweep_orphans(backend: &LocalBackend) -> Result<Vec<String>, Error
     // removed before it: one without a directory is a crash's leftover.
     let uppers = backend.store.list().map_err(store_error)?.uppers;
     let cgroups = SandboxCgroups::names_after(&backend.cgroup_name(""));
-    let mut candidates: BTreeSet<String> = directories.iter().cloned().collect();
+    let directories: BTreeSet<String> = directories.into_iter().collect();
+    let mut candidates = directories.clone();
     candidates.extend(uppers);
     candidates.extend(cgroups);
-    let mut swept = Vec::new();
-    for id in candidates {
-        if backend.lock().contains_key(&id) {
-            continue;
-        }
-        if directories.contains(&id) && owner_alive(backend, &id) {
-            continue;
-        }
-        destroy::teardown_stale(backend, &id)?;
-        swept.push(id);
+    let started = std::time::Instant::now();
+    let stale: Vec<String> = candidates
+        .into_iter()
+        .filter(|id| !backend.lock().contains_key(id))
+        .filter(|id| !(directories.contains(id) && owner_alive(backend, id)))
+        .collect();
+    // Each teardown mostly waits on the kernel (killed processes draining,
+    // an unmount's RCU grace period, a subvolume deleted): a crashed run's
+    // thousand sandboxes go on a bounded pool, not one after another (a
+    // wider pool measured no faster: cgroup removal and subvolume deletion
+    // serialize in the kernel).
+    let results = parallel(&stale, |id| destroy::teardown_stale(backend, id));
+    results.into_iter().collect::<Result<Vec<()>, Error>>()?;
+    if !stale.is_empty() {
+        tracing::debug!(
+            sandboxes = stale.len(),
+            ms = started.elapsed().as_millis(),
+            "swept a crashed owner's sandboxes"
+        );
     }
-    Ok(swept)
+    Ok(stale)
 }
 
 /// Whether the sandbox's record names an owner process other than this one

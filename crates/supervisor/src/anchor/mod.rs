@@ -67,12 +67,43 @@ impl RunAs {
     }
 }
 
+/// `--enter`: what a host that starts the anchor with a plain spawn leaves
+/// to it, done before anything else, while it is one thread: signals back
+/// to their defaults (a spawn keeps what the host ignored), into the
+/// sandbox's cgroups (so nothing it starts is ever outside them), then the
+/// sandbox's namespaces (pid for its first child).
+fn enter(opts: &AnchorOpts) -> Result<(), Error> {
+    let io = |what: &'static str, path: &std::path::Path| {
+        let path = path.to_owned();
+        move |source| Error::SetupIo { what, path, source }
+    };
+    rollpoint_proctree::spawn::reset_signals()
+        .map_err(io("reset signals before entering", &opts.root))?;
+    for dir in &opts.join {
+        let procs = dir.join("cgroup.procs");
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&procs)
+            .map_err(io("open", &procs))?;
+        rollpoint_proctree::spawn::join_cgroups(&[file]).map_err(io("join the cgroup", dir))?;
+    }
+    let mut flags =
+        libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC | libc::CLONE_NEWPID;
+    if opts.isolated_net {
+        flags |= libc::CLONE_NEWNET;
+    }
+    rollpoint_proctree::spawn::unshare(flags).map_err(io("enter new namespaces for", &opts.root))
+}
+
 fn sys(what: &'static str) -> impl FnOnce(nix::Error) -> Error {
     move |source| Error::Sys { what, source }
 }
 
 /// Runs the anchor; returns the exit status of the sandbox's PID 1.
 pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
+    if opts.enter {
+        enter(opts)?;
+    }
     check_isolated(opts)?;
     // Both on the host's view, before PID 1 pivots it away.
     let owner = owner::Owner::watch(opts.owner)?;

@@ -381,6 +381,8 @@ mod tests {
             tools: Vec::new(),
             user: None,
             home: "/root".into(),
+            enter: false,
+            join: Vec::new(),
         }
     }
 
