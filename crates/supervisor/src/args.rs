@@ -416,9 +416,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn enter_and_join_parse_and_a_join_needs_enter() {
-        let base = [
+    /// An anchor's required options, then `extra`.
+    fn anchor_argv(extra: &[&str]) -> Vec<String> {
+        let mut argv = strings(&[
             "anchor",
             "--root",
             "/m",
@@ -426,25 +426,26 @@ mod tests {
             "/c",
             "--hostname",
             "h",
-        ];
-        let Ok(Parsed::Anchor(a)) = parse(&strings(&base)) else {
+        ]);
+        argv.extend(strings(extra));
+        argv
+    }
+
+    #[test]
+    fn enter_and_join_parse_and_a_join_needs_enter() {
+        let Ok(Parsed::Anchor(a)) = parse(&anchor_argv(&[])) else {
             panic!("not anchor")
         };
         assert!(!a.enter && a.join.is_empty());
-        let mut argv = strings(&base);
-        argv.extend(strings(&["--enter", "--join", "/cg/a", "--join", "/cg/b"]));
+        let argv = anchor_argv(&["--enter", "--join", "/cg/a", "--join", "/cg/b"]);
         let Ok(Parsed::Anchor(a)) = parse(&argv) else {
             panic!("not anchor")
         };
         assert!(a.enter);
         assert_eq!(a.join, [PathBuf::from("/cg/a"), PathBuf::from("/cg/b")]);
-        let mut argv = strings(&base);
-        argv.extend(strings(&["--join", "/cg/a"]));
-        let err = parse(&argv).expect_err("join without enter");
+        let err = parse(&anchor_argv(&["--join", "/cg/a"])).expect_err("join without enter");
         assert!(err.to_string().contains("--join needs --enter"), "{err}");
-        let mut argv = strings(&base);
-        argv.extend(strings(&["--enter", "--join", "cg"]));
-        let err = parse(&argv).expect_err("relative join");
+        let err = parse(&anchor_argv(&["--enter", "--join", "cg"])).expect_err("relative join");
         assert!(
             err.to_string()
                 .contains("--join cg: must be an absolute path"),
@@ -454,21 +455,11 @@ mod tests {
 
     #[test]
     fn user_and_home_parse_and_bad_ones_are_named() {
-        let base = [
-            "anchor",
-            "--root",
-            "/m",
-            "--control",
-            "/c",
-            "--hostname",
-            "h",
-        ];
-        let Ok(Parsed::Anchor(a)) = parse(&strings(&base)) else {
+        let Ok(Parsed::Anchor(a)) = parse(&anchor_argv(&[])) else {
             panic!("not anchor")
         };
         assert_eq!((a.user, a.home.as_str()), (None, "/root"));
-        let mut argv = strings(&base);
-        argv.extend(strings(&["--user", "1000:1000:27", "--home", "/home/n"]));
+        let argv = anchor_argv(&["--user", "1000:1000:27", "--home", "/home/n"]);
         let Ok(Parsed::Anchor(a)) = parse(&argv) else {
             panic!("not anchor")
         };
@@ -478,9 +469,9 @@ mod tests {
         );
         assert_eq!(a.home, "/home/n");
         for (flag, bad) in [("--user", "node"), ("--user", "1"), ("--home", "rel")] {
-            let mut argv = strings(&base);
-            argv.extend(strings(&[flag, bad]));
-            let err = parse(&argv).expect_err(bad).to_string();
+            let err = parse(&anchor_argv(&[flag, bad]))
+                .expect_err(bad)
+                .to_string();
             assert!(err.contains(flag), "{bad}: {err}");
         }
         let run = ["run", "--session", "/s", "--launch", "l", "--user", "7:8"];
