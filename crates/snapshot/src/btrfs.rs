@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use nix::fcntl::Flock;
 
 use crate::errors::{Error, Held};
+use crate::fsutil::OverlayMounts;
 use crate::image::Image;
 use crate::{
     Listing, SnapshotContent, SnapshotInfo, SnapshotStore, StoreKind, UpperDirs, fsutil, ids,
@@ -270,10 +271,10 @@ impl SnapshotStore for BtrfsStore {
         remove_area(&area)
     }
 
-    fn destroy_upper(&self, sandbox: &str) -> Result<(), Error> {
+    fn destroy_upper_seen(&self, sandbox: &str, mounts: &OverlayMounts) -> Result<(), Error> {
         let area = self.upper_area(sandbox)?;
         Held::Upper(sandbox).check(&area, true)?;
-        if fsutil::overlay_uses(&area)? {
+        if mounts.uses(&area) {
             return Err(Error::UpperMounted {
                 sandbox: sandbox.to_owned(),
                 path: area,

@@ -33,6 +33,7 @@ use nix::fcntl::Flock;
 
 use crate::command::{run, run_into};
 use crate::errors::{Error, Held};
+use crate::fsutil::OverlayMounts;
 use crate::ids::PARTIAL_PREFIX;
 use crate::{
     Listing, SnapshotContent, SnapshotInfo, SnapshotStore, StoreKind, UpperDirs, fsutil, ids,
@@ -300,10 +301,10 @@ impl SnapshotStore for CopyStore {
         Ok(())
     }
 
-    fn destroy_upper(&self, sandbox: &str) -> Result<(), Error> {
+    fn destroy_upper_seen(&self, sandbox: &str, mounts: &OverlayMounts) -> Result<(), Error> {
         let (area, partial) = self.upper_area(sandbox)?;
         Held::Upper(sandbox).check(&area, true)?;
-        if fsutil::overlay_uses(&area)? {
+        if mounts.uses(&area) {
             return Err(Error::UpperMounted {
                 sandbox: sandbox.to_owned(),
                 path: area,

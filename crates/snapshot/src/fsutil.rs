@@ -43,22 +43,45 @@ pub fn mount_points() -> Result<Vec<PathBuf>, Error> {
         .collect())
 }
 
-/// True when an overlay mount visible in this mount namespace uses a
-/// directory inside `area` as its upperdir or workdir.
-pub(crate) fn overlay_uses(area: &Path) -> Result<bool, Error> {
-    let path = Path::new("/proc/self/mounts");
-    let text = std::fs::read_to_string(path).map_err(Error::io("read", path))?;
-    Ok(text.lines().any(|line| {
-        let fields: Vec<&str> = line.split(' ').collect();
-        fields.len() > 3
-            && fields[2] == "overlay"
-            && fields[3].split(',').any(|option| {
+/// The upper and work directories of every overlay mount visible in this
+/// mount namespace, read once: `/proc/self/mounts` formats every mount of
+/// the namespace, and a host with a thousand sandboxes has a thousand
+/// overlays, so a batch of deletions reads it once rather than once each.
+#[derive(Debug, Clone, Default)]
+pub struct OverlayMounts {
+    dirs: Vec<PathBuf>,
+}
+
+impl OverlayMounts {
+    pub fn read() -> Result<Self, Error> {
+        let path = Path::new("/proc/self/mounts");
+        let text = std::fs::read_to_string(path).map_err(Error::io("read", path))?;
+        Ok(Self::parse(&text))
+    }
+
+    fn parse(text: &str) -> Self {
+        let dirs = text
+            .lines()
+            .filter_map(|line| {
+                let fields: Vec<&str> = line.split(' ').collect();
+                (fields.len() > 3 && fields[2] == "overlay").then(|| fields[3])
+            })
+            .flat_map(|options| options.split(','))
+            .filter_map(|option| {
                 option
                     .strip_prefix("upperdir=")
                     .or_else(|| option.strip_prefix("workdir="))
-                    .is_some_and(|dir| Path::new(&unescape_mount_field(dir)).starts_with(area))
             })
-    }))
+            .map(|dir| PathBuf::from(unescape_mount_field(dir)))
+            .collect();
+        Self { dirs }
+    }
+
+    /// True when an overlay uses a directory inside `area` as its upperdir
+    /// or workdir.
+    pub fn uses(&self, area: &Path) -> bool {
+        self.dirs.iter().any(|dir| dir.starts_with(area))
+    }
 }
 
 /// True when something is mounted exactly at `path`.
@@ -194,6 +217,20 @@ pub(crate) fn list_partials(dir: &Path) -> Result<Vec<PathBuf>, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overlay_mounts_name_their_upper_and_work_dirs() {
+        let text = "\
+/dev/loop0 /store btrfs rw,relatime 0 0
+overlay /sb/a/root overlay rw,lowerdir=/,upperdir=/store/uppers/a/upper,workdir=/store/uppers/a/work 0 0
+overlay /sb/b\\040c/root overlay rw,lowerdir=/,upperdir=/store/uppers/b\\040c/upper,workdir=/store/uppers/b\\040c/work 0 0
+";
+        let mounts = OverlayMounts::parse(text);
+        assert!(mounts.uses(Path::new("/store/uppers/a")));
+        assert!(mounts.uses(Path::new("/store/uppers/b c")));
+        assert!(!mounts.uses(Path::new("/store/uppers/ab")));
+        assert!(!mounts.uses(Path::new("/store/snapshots")));
+    }
 
     #[test]
     fn unescapes_proc_mounts_fields() {

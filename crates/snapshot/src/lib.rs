@@ -42,7 +42,7 @@ pub use btrfs::{BtrfsStore, ImageOptions};
 pub use choose::{Opened, StoreChoice, StoreOptions, open};
 pub use copy::{COPY_STORE_VERSION, CopyStore};
 pub use errors::Error;
-pub use fsutil::{is_btrfs, is_mount_point, syncfs};
+pub use fsutil::{OverlayMounts, is_btrfs, is_mount_point, syncfs};
 pub use index::{INDEX_VERSION, SnapshotIndex, plan_sweep, sweep};
 
 /// The writable area of one sandbox: pass `upper` as overlayfs `upperdir`
@@ -117,7 +117,14 @@ pub trait SnapshotStore: Send + Sync + std::fmt::Debug {
     /// Deletes a sandbox's upper and work directories. Unmount its overlay
     /// first: an overlay on it in the caller's mount namespace is refused
     /// (one in another namespace cannot be seen from here).
-    fn destroy_upper(&self, sandbox: &str) -> Result<(), Error>;
+    fn destroy_upper(&self, sandbox: &str) -> Result<(), Error> {
+        self.destroy_upper_seen(sandbox, &OverlayMounts::read()?)
+    }
+
+    /// [`SnapshotStore::destroy_upper`], checked against overlay mounts the
+    /// caller read once for a batch: valid while nothing mounts a new
+    /// overlay in between (a sweep, which excludes starts).
+    fn destroy_upper_seen(&self, sandbox: &str, mounts: &OverlayMounts) -> Result<(), Error>;
 
     /// Every upper and snapshot in the store, sorted by id.
     fn list(&self) -> Result<Listing, Error>;

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use super::crash;
 
+#[derive(Clone)]
 pub(super) struct Phases {
     last: Instant,
     done: Vec<(&'static str, f64)>,

@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use nix::unistd::Pid;
+use rollpoint_snapshot::OverlayMounts;
 
-use super::batch::Phases;
+use super::batch::{Phases, parallel};
 use super::cgroups::SandboxCgroups;
 use super::mounts;
 use super::{LocalBackend, crash};
@@ -61,12 +62,25 @@ fn teardown_checked(
     cgroups: &SandboxCgroups,
     root: &Path,
 ) -> Result<(), Error> {
+    let mut phases = Phases::new();
+    stop(id, anchor, cgroups, root, &mut phases)?;
+    remove(backend, id, None, phases)
+}
+
+/// The first half of a teardown: the sandbox's processes ended, its
+/// overlay unmounted and its cgroups removed.
+fn stop(
+    id: &str,
+    anchor: Option<Child>,
+    cgroups: &SandboxCgroups,
+    root: &Path,
+    phases: &mut Phases,
+) -> Result<(), Error> {
     // The anchor is asked to end first: it forwards the stop to the
     // sandbox's PID 1, whose exit takes the whole namespace with it, and
     // reaps PID 1 before it exits itself. Killing the cgroups first could
     // end the anchor before PID 1 and hand PID 1 to the host's init as a
     // zombie; whoever starts a sandbox reaps it.
-    let mut phases = Phases::new();
     let anchor = anchor.and_then(|mut a| (!ended_on_request(&mut a)).then_some(a));
     phases.mark("anchor");
     let killed = cgroups.kill(id);
@@ -85,7 +99,22 @@ fn teardown_checked(
     cgroups.remove(id)?;
     phases.mark("cgroups");
     crash::point("teardown: cgroups removed");
-    match backend.store.destroy_upper(id) {
+    Ok(())
+}
+
+/// The second half: the upper deleted (checked against `seen`, the overlay
+/// mounts a batch read once, or read now), then the sandbox's directory.
+fn remove(
+    backend: &LocalBackend,
+    id: &str,
+    seen: Option<&OverlayMounts>,
+    mut phases: Phases,
+) -> Result<(), Error> {
+    let destroyed = match seen {
+        Some(mounts) => backend.store.destroy_upper_seen(id, mounts),
+        None => backend.store.destroy_upper(id),
+    };
+    match destroyed {
         Ok(()) => {}
         Err(rollpoint_snapshot::Error::NoUpper { .. }) => {}
         Err(source) => {
@@ -146,4 +175,44 @@ pub(super) fn teardown_stale(backend: &LocalBackend, id: &str) -> Result<(), Err
     let cgroups = SandboxCgroups::locate(&backend.cgroup_name(id));
     let root = backend.sandbox_dir(id).join("root");
     teardown_checked(backend, id, None, &cgroups, &root)
+}
+
+/// Tears down many sandboxes this process did not start, as a sweep does
+/// (nothing starts meanwhile): all stopped and unmounted first, then the
+/// overlay mounts read once and every upper checked against that read, so
+/// the cost per sandbox does not grow with the number of sandboxes
+/// mounted. Each on a bounded pool (its steps mostly wait on the kernel);
+/// the first error is returned after every sandbox was tried.
+pub(super) fn teardown_stale_all(backend: &LocalBackend, ids: &[String]) -> Result<(), Error> {
+    let stopped = parallel(ids, |id: &String| {
+        let cgroups = SandboxCgroups::locate(&backend.cgroup_name(id));
+        let root = backend.sandbox_dir(id).join("root");
+        let mut phases = Phases::new();
+        stop(id, None, &cgroups, &root, &mut phases).map(|()| (id.clone(), phases))
+    });
+    let mut first_error = None;
+    let mut removable = Vec::new();
+    for result in stopped {
+        match result {
+            Ok(stopped) => removable.push(stopped),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    let seen = OverlayMounts::read().map_err(|source| Error::Store {
+        sandbox: "-".into(),
+        source,
+    })?;
+    let removed = parallel(&removable, |(id, phases): &(String, Phases)| {
+        let mut phases = phases.clone();
+        phases.mark("batch");
+        remove(backend, id, Some(&seen), phases)
+    });
+    for result in removed {
+        if let Err(e) = result {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
 }

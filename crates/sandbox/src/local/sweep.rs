@@ -13,7 +13,6 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use super::batch::parallel;
 use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
 use super::{LocalBackend, crash, destroy, list, snapshot, store_error};
@@ -132,13 +131,7 @@ pub(super) fn sweep_orphans(backend: &LocalBackend) -> Result<Vec<String>, Error
         .filter(|id| !backend.lock().contains_key(id))
         .filter(|id| !(directories.contains(id) && owner_alive(backend, id)))
         .collect();
-    // Each teardown mostly waits on the kernel (killed processes draining,
-    // an unmount's RCU grace period, a subvolume deleted): a crashed run's
-    // thousand sandboxes go on a bounded pool, not one after another (a
-    // wider pool measured no faster: cgroup removal and subvolume deletion
-    // serialize in the kernel).
-    let results = parallel(&stale, |id| destroy::teardown_stale(backend, id));
-    results.into_iter().collect::<Result<Vec<()>, Error>>()?;
+    destroy::teardown_stale_all(backend, &stale)?;
     if !stale.is_empty() {
         tracing::debug!(
             sandboxes = stale.len(),
