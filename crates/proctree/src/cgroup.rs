@@ -58,7 +58,7 @@ impl Kind {
 /// Where the cgroup2 hierarchy is mounted (`/sys/fs/cgroup` on a pure v2
 /// host, `/sys/fs/cgroup/unified` on a hybrid one).
 pub fn v2_root() -> Option<PathBuf> {
-    mount_point(|fstype, _| fstype == "cgroup2")
+    find_mount(&read_mountinfo()?, is_v2)
 }
 
 /// Where the cgroup v1 freezer hierarchy is mounted.
@@ -69,7 +69,7 @@ pub fn v1_freezer_root() -> Option<PathBuf> {
 /// Where the cgroup v1 hierarchy of `controller` (`memory`, `pids`, ...) is
 /// mounted.
 pub fn v1_root(controller: &str) -> Option<PathBuf> {
-    mount_point(|fstype, opts| fstype == "cgroup" && opts.split(',').any(|o| o == controller))
+    find_mount(&read_mountinfo()?, is_v1(controller))
 }
 
 /// Where each hierarchy a sandbox uses is mounted, from one read of
@@ -86,31 +86,36 @@ pub struct Hierarchies {
 impl Hierarchies {
     /// Reads this process's mountinfo once.
     pub fn read() -> Self {
-        let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        Self::parse(&info)
+        Self::parse(&read_mountinfo().unwrap_or_default())
     }
 
     fn parse(info: &str) -> Self {
-        let v1 = |controller: &'static str| {
-            move |fstype: &str, opts: &str| {
-                fstype == "cgroup" && opts.split(',').any(|o| o == controller)
-            }
-        };
-        let find = |pred: &dyn Fn(&str, &str) -> bool| {
-            info.lines()
-                .find_map(|line| parse_mountinfo_line(line, &pred))
-        };
         Self {
-            v2: find(&|fstype, _| fstype == "cgroup2"),
-            freezer: find(&v1("freezer")),
-            memory: find(&v1("memory")),
-            pids: find(&v1("pids")),
+            v2: find_mount(info, is_v2),
+            freezer: find_mount(info, is_v1("freezer")),
+            memory: find_mount(info, is_v1("memory")),
+            pids: find_mount(info, is_v1("pids")),
         }
     }
 }
 
-fn mount_point(pred: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+/// A mountinfo line's filesystem type and super options are cgroup2's.
+fn is_v2(fstype: &str, _opts: &str) -> bool {
+    fstype == "cgroup2"
+}
+
+/// A mountinfo line's filesystem type and super options are those of the
+/// cgroup v1 hierarchy holding `controller`.
+fn is_v1(controller: &str) -> impl Fn(&str, &str) -> bool + '_ {
+    move |fstype, opts| fstype == "cgroup" && opts.split(',').any(|o| o == controller)
+}
+
+fn read_mountinfo() -> Option<String> {
+    std::fs::read_to_string("/proc/self/mountinfo").ok()
+}
+
+/// The mount point of the first line of `info` that `pred` accepts.
+fn find_mount(info: &str, pred: impl Fn(&str, &str) -> bool) -> Option<PathBuf> {
     info.lines()
         .find_map(|line| parse_mountinfo_line(line, &pred))
 }

@@ -7,13 +7,16 @@
 //!   the supervisor and the anchor block what they read from a signalfd.
 //! - [`join_cgroups`]: write `0` to `cgroup.procs` descriptors opened before
 //!   the fork, so the child is in its cgroups before its first instruction.
-//! - [`unshare`]: enter new namespaces (`CLONE_NEW*` flags).
 //! - [`Credentials::set`]: become a sandbox's user (groups, gid, uid), last,
 //!   so the steps before it still run as root.
 //!
-//! [`PreExec`] installs all four, in that order. Each runs in the forked
+//! [`PreExec`] installs those three, in that order. Each runs in the forked
 //! child of a possibly multi-threaded parent, so each is async-signal-safe:
 //! raw libc calls on memory of its own, no allocation, no lock.
+//!
+//! [`reset_signals`], [`join_cgroups`] and [`unshare`] (enter new
+//! namespaces, `CLONE_NEW*` flags) also serve a process that does these
+//! steps itself, first thing, as the anchor does with `--enter`.
 
 use std::fs::File;
 use std::io;
@@ -163,19 +166,18 @@ impl std::fmt::Display for Credentials {
 }
 
 /// What a child does between fork and exec: [`reset_signals`], then
-/// [`join_cgroups`], then [`unshare`].
+/// [`join_cgroups`], then its [`Credentials`].
 ///
 /// ```no_run
 /// # use rollpoint_proctree::spawn::PreExec;
 /// let mut cmd = std::process::Command::new("true");
-/// PreExec::new().unshare(libc::CLONE_NEWUTS).install(&mut cmd);
+/// PreExec::new().install(&mut cmd);
 /// cmd.spawn()?;
 /// # Ok::<(), std::io::Error>(())
 /// ```
 #[derive(Debug, Default)]
 pub struct PreExec {
     join: Vec<OwnedFd>,
-    unshare: libc::c_int,
     credentials: Option<Credentials>,
 }
 
@@ -197,12 +199,6 @@ impl PreExec {
         procs.into_iter().fold(self, Self::join)
     }
 
-    /// Also enters new namespaces (`libc::CLONE_NEW*` flags).
-    pub fn unshare(mut self, flags: libc::c_int) -> Self {
-        self.unshare |= flags;
-        self
-    }
-
     /// Also becomes `credentials` (nothing when `None`), last.
     pub fn credentials(mut self, credentials: Option<Credentials>) -> Self {
         self.credentials = credentials;
@@ -212,20 +208,15 @@ impl PreExec {
     /// Installs the hook on `cmd` (std then forks rather than using
     /// `posix_spawn`).
     pub fn install(self, cmd: &mut Command) {
-        let Self {
-            join,
-            unshare: flags,
-            credentials,
-        } = self;
+        let Self { join, credentials } = self;
         // SAFETY: the closure runs in the forked child before exec and calls
-        // only the four functions above, which are async-signal-safe and do
+        // only the three functions above, which are async-signal-safe and do
         // not allocate; the descriptors it writes to are owned by the closure,
         // so they stay open for as long as `cmd` can spawn.
         unsafe {
             cmd.pre_exec(move || {
                 reset_signals()?;
                 join_cgroups(&join)?;
-                unshare(flags)?;
                 match &credentials {
                     Some(c) => c.set(),
                     None => Ok(()),

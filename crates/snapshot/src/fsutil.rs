@@ -32,11 +32,15 @@ pub fn syncfs(path: &Path) -> Result<(), Error> {
     })
 }
 
+/// This mount namespace's `/proc/self/mounts`.
+fn read_mounts() -> Result<String, Error> {
+    let path = Path::new("/proc/self/mounts");
+    std::fs::read_to_string(path).map_err(Error::io("read", path))
+}
+
 /// Mount points listed in /proc/self/mounts, unescaped.
 pub fn mount_points() -> Result<Vec<PathBuf>, Error> {
-    let path = Path::new("/proc/self/mounts");
-    let text = std::fs::read_to_string(path).map_err(Error::io("read", path))?;
-    Ok(text
+    Ok(read_mounts()?
         .lines()
         .filter_map(|line| line.split(' ').nth(1))
         .map(|field| PathBuf::from(unescape_mount_field(field)))
@@ -54,9 +58,7 @@ pub struct OverlayMounts {
 
 impl OverlayMounts {
     pub fn read() -> Result<Self, Error> {
-        let path = Path::new("/proc/self/mounts");
-        let text = std::fs::read_to_string(path).map_err(Error::io("read", path))?;
-        Ok(Self::parse(&text))
+        Ok(Self::parse(&read_mounts()?))
     }
 
     fn parse(text: &str) -> Self {

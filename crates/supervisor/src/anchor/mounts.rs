@@ -36,7 +36,7 @@ fn nix_err(what: &'static str, path: &Path) -> impl FnOnce(nix::Error) -> Error 
     move |source| Error::Setup { what, path, source }
 }
 
-fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
+pub(super) fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
     let path = path.to_owned();
     move |source| Error::SetupIo { what, path, source }
 }
