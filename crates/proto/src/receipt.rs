@@ -72,7 +72,7 @@ pub struct Member {
     pub state: char,
 }
 
-/// A receipt, written as `receipts/<seq>-<op>.json` and returned on the
+/// A receipt, appended as one line to `receipts.jsonl` and returned on the
 /// control socket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -122,6 +122,58 @@ impl Receipt {
     pub fn confirmed(&self) -> bool {
         self.outcome == Outcome::Confirmed
     }
+
+    /// The receipt as one line of the receipts log, newline included.
+    pub fn encode_line(&self) -> Result<Vec<u8>, serde_json::Error> {
+        let mut line = serde_json::to_vec(self)?;
+        line.push(b'\n');
+        Ok(line)
+    }
+}
+
+/// A line of a receipts log could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("receipts line {line}: {source}")]
+pub struct LogError {
+    /// 1-based.
+    pub line: usize,
+    pub source: FormatError,
+}
+
+/// A launch's receipts, read back from its `receipts.jsonl`.
+///
+/// The supervisor appends each receipt as one line and syncs it before it
+/// answers, so every whole line is a receipt it gave. A last line without
+/// its newline was cut short by a crash mid-append: it is counted in
+/// `torn_tail`, not decoded; no receipt was given for it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReceiptLog {
+    pub receipts: Vec<Receipt>,
+    /// Bytes after the last newline.
+    pub torn_tail: usize,
+}
+
+impl ReceiptLog {
+    /// Reads a log; a whole line that is not a receipt of this version is
+    /// an error naming its line.
+    pub fn decode(bytes: &[u8]) -> Result<Self, LogError> {
+        let (whole, tail) = match bytes.iter().rposition(|&b| b == b'\n') {
+            Some(end) => bytes.split_at(end + 1),
+            None => (&[][..], bytes),
+        };
+        let mut receipts = Vec::new();
+        for (i, line) in whole.split(|&b| b == b'\n').enumerate() {
+            if line.is_empty() {
+                continue;
+            }
+            let receipt = Receipt::decode(line).map_err(|source| LogError { line: i + 1, source })?;
+            receipts.push(receipt);
+        }
+        Ok(Self {
+            receipts,
+            torn_tail: tail.len(),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -150,5 +202,33 @@ mod tests {
         v["surprise"] = serde_json::json!(1);
         let err = Receipt::decode(v.to_string().as_bytes()).expect_err("unknown field");
         assert!(err.to_string().contains("surprise"), "{err}");
+    }
+
+    #[test]
+    fn a_log_reads_whole_lines_and_reports_a_torn_tail() {
+        let a = Receipt::no_action(Op::Pause, "l1", Outcome::NotRunning, None);
+        let b = Receipt::no_action(Op::Stop, "l1", Outcome::AlreadyEnded, Some(3));
+        let mut bytes = a.encode_line().expect("a");
+        bytes.extend(b.encode_line().expect("b"));
+        let whole = ReceiptLog::decode(&bytes).expect("whole");
+        assert_eq!(whole.receipts, vec![a.clone(), b.clone()]);
+        assert_eq!(whole.torn_tail, 0);
+
+        let cut = &bytes[..bytes.len() - 10];
+        let torn = ReceiptLog::decode(cut).expect("torn");
+        assert_eq!(torn.receipts, vec![a]);
+        assert_eq!(torn.torn_tail, b.encode_line().expect("b").len() - 10);
+
+        assert_eq!(ReceiptLog::decode(b"").expect("empty"), ReceiptLog::default());
+    }
+
+    #[test]
+    fn a_log_names_the_line_it_cannot_read() {
+        let a = Receipt::no_action(Op::Pause, "l1", Outcome::NotRunning, None);
+        let mut bytes = a.encode_line().expect("a");
+        bytes.extend(b"{\"v\":9}\n");
+        let err = ReceiptLog::decode(&bytes).expect_err("version 9");
+        assert_eq!(err.line, 2);
+        assert!(err.to_string().contains("unknown version 9"), "{err}");
     }
 }

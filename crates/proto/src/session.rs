@@ -7,8 +7,9 @@ pub const LAUNCH_FILE: &str = "launch.json";
 pub const STOP_FILE: &str = "stop";
 /// Present before a launch starts: it waits until the file is removed.
 pub const PAUSE_FILE: &str = "pause";
-/// Receipts, one file per operation: `<seq>-<op>.json`.
-pub const RECEIPTS_DIR: &str = "receipts";
+/// Receipts, one JSON line per operation, appended in order
+/// ([`crate::receipt::ReceiptLog`]).
+pub const RECEIPTS_FILE: &str = "receipts.jsonl";
 /// What a client froze when no supervisor answered, for its continue.
 pub const FALLBACK_PAUSE_FILE: &str = "fallback-pause.json";
 /// Exit status of `run` when a stop file kept the harness from starting.

@@ -4,22 +4,17 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use rollpoint_proctree::scan::Table;
-use rollpoint_proto::receipt::{Op, Receipt};
-use rollpoint_proto::session::RECEIPTS_DIR;
+use rollpoint_proto::receipt::{Op, Receipt, ReceiptLog};
+use rollpoint_proto::session::RECEIPTS_FILE;
 use rollpoint_testkit::{Supervised, launch_id, wait_for};
 
 const LONG: Duration = Duration::from_secs(60);
 
 fn receipts(s: &Supervised) -> Vec<Receipt> {
-    let mut paths: Vec<_> = std::fs::read_dir(s.session.join(RECEIPTS_DIR))
-        .expect("receipts dir")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    paths.sort();
-    paths
-        .iter()
-        .map(|p| Receipt::decode(&std::fs::read(p).expect("read")).expect("decode"))
-        .collect()
+    let bytes = std::fs::read(s.session.join(RECEIPTS_FILE)).expect("receipts log");
+    let log = ReceiptLog::decode(&bytes).expect("decode");
+    assert_eq!(log.torn_tail, 0, "every receipt is a whole line");
+    log.receipts
 }
 
 #[test]
