@@ -1,13 +1,13 @@
 //! Token capture's cost, side by side in one run: 64 concurrent streaming clients call the
-//! scripted model in token mode straight and through three gateways (ledger on disk): capture
-//! off, capture of the ids only (`model_logprobs = false`), and capture of ids and logprobs
+//! scripted model in token mode through three gateways (ledger on disk): capture off, capture
+//! of the ids only (`model_logprobs = false`), and capture of ids and logprobs
 //! (`model_tokens = "vllm"`), in alternating rounds. Prints p50 latency, throughput and the
 //! gateway's CPU per call for each, as median, min and max over the rounds, and the ratios
 //! against capture off.
 //!
-//! Everything runs in this one process, so a gateway's CPU per call is the process's CPU in
-//! its rounds less the CPU of direct rounds asking the model the same thing (with the token
-//! fields a capturing gateway adds, so the model's own work on them is not counted).
+//! Each gateway runs on a runtime of its own, whose threads (and its ledger's writer thread)
+//! are its alone, so its CPU per call is those threads' CPU time in its rounds, read from
+//! the kernel's per-thread clocks: exact, with nothing of the clients or the model in it.
 //!
 //! `cargo bench -p rollpoint-gateway --bench capture -- [--clients N] [--calls N]
 //!  [--rounds N] [--chunks N] [--chunk-delay-ms N]`
@@ -15,6 +15,7 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, TokenSource, UpstreamApi};
@@ -34,69 +35,62 @@ fn parse_args() -> Setup {
     })
 }
 
-/// CPU seconds this process has used (user and system).
-fn cpu_s() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
-    // Linux reports these in USER_HZ, 100 on every architecture it runs on.
-    ticks as f64 / 100.0
+/// The ids of this process's threads.
+fn tids() -> BTreeSet<i32> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+        .collect()
+}
+
+/// CPU time of thread `tid` of this process in ns (0 once it has exited): the kernel's
+/// per-thread CPU clock, `MAKE_THREAD_CPUCLOCK(tid, CPUCLOCK_SCHED)`, exact where
+/// /proc's counts are in 10 ms ticks.
+fn thread_cpu_ns(tid: i32) -> u64 {
+    let clock = ((!tid) << 3) | 6;
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime only writes `ts`; an unknown clock is an error return.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    u64::try_from(ts.tv_sec).unwrap() * 1_000_000_000 + u64::try_from(ts.tv_nsec).unwrap()
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Round {
     p50_ms: f64,
     calls_per_s: f64,
-    cpu_s: f64,
+    cpu_ms_per_call: f64,
 }
 
-/// What a direct request asks the model for besides the answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Asked {
-    Nothing,
-    Ids,
-    IdsAndLogprobs,
-}
-
-fn body(client: usize, call: usize, asked: Asked) -> Vec<u8> {
+fn body(client: usize, call: usize) -> Vec<u8> {
     let messages = json!([
         {"role": "system", "content": "You are a coding agent. ".repeat(20)},
         {"role": "user", "content": format!("client {client} call {call}: fix the failing test")},
     ]);
-    let mut b = json!({"model": "bench", "stream": true, "messages": messages,
+    serde_json::to_vec(
+        &json!({"model": "bench", "stream": true, "messages": messages,
         "stream_options": {"include_usage": true},
         "tools": [{"type": "function", "function": {"name": "bash",
-            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]});
-    if asked != Asked::Nothing {
-        b["return_token_ids"] = json!(true);
-    }
-    if asked == Asked::IdsAndLogprobs {
-        b["logprobs"] = json!(true);
-        b["return_tokens_as_token_ids"] = json!(true);
-    }
-    serde_json::to_vec(&b).unwrap()
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]}),
+    )
+    .unwrap()
 }
 
-async fn round(urls: Vec<String>, setup: Setup, asked: Asked) -> Round {
-    let cpu = cpu_s();
+async fn round(clients: &[reqwest::Client], gw: &Gw, setup: Setup) -> Round {
+    let cpu = gw.cpu_ns();
     let started = Instant::now();
     let mut tasks = Vec::new();
-    for (c, url) in urls.into_iter().enumerate() {
+    for (c, url) in gw.urls(setup.clients).into_iter().enumerate() {
+        let client = clients[c].clone();
         tasks.push(tokio::spawn(async move {
-            let client = reqwest::Client::builder()
-                .tcp_nodelay(true)
-                .build()
-                .unwrap();
             let mut lat = Vec::with_capacity(setup.calls);
             for k in 0..setup.calls {
                 let t = Instant::now();
-                let resp = client
-                    .post(&url)
-                    .body(body(c, k, asked))
-                    .send()
-                    .await
-                    .unwrap();
+                let resp = client.post(&url).body(body(c, k)).send().await.unwrap();
                 assert!(resp.status().is_success());
                 let bytes = resp.bytes().await.unwrap();
                 assert!(bytes.ends_with(b"data: [DONE]\n\n"));
@@ -110,34 +104,93 @@ async fn round(urls: Vec<String>, setup: Setup, asked: Asked) -> Round {
         all.extend(t.await.unwrap());
     }
     let wall = started.elapsed().as_secs_f64();
+    let cpu_ns = gw.cpu_ns() - cpu;
     all.sort();
     Round {
         p50_ms: all[all.len() / 2].as_secs_f64() * 1e3,
         calls_per_s: all.len() as f64 / wall,
-        cpu_s: cpu_s() - cpu,
+        cpu_ms_per_call: cpu_ns as f64 / 1e6 / all.len() as f64,
     }
 }
 
-async fn gateway(
-    upstream: &str,
-    clients: usize,
-    capture: Asked,
-) -> (String, Gateway, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut config = GatewayConfig::new(upstream, UpstreamApi::OpenAi, dir.path().join("l.db"));
-    config.tokens = (capture != Asked::Nothing).then_some(TokenSource::Vllm);
-    config.token_logprobs = capture == Asked::IdsAndLogprobs;
-    let gateway = Gateway::new(config).unwrap();
-    for c in 0..clients {
-        gateway
-            .register(&CaptureKey::of(&format!("b{c}"), 0).unwrap())
+/// A gateway on a runtime of its own.
+struct Gw {
+    base: String,
+    gateway: Gateway,
+    /// Its runtime's thread name.
+    name: String,
+    /// Threads it started besides its runtime's (the ledger's writer).
+    own: BTreeSet<i32>,
+    runtime: Option<tokio::runtime::Runtime>,
+    _dir: tempfile::TempDir,
+}
+
+impl Gw {
+    fn start(i: usize, upstream: &str, clients: usize, tokens: Option<bool>) -> Self {
+        let name = format!("gw-{i}");
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name(name.clone())
+            .enable_all()
+            .build()
             .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = GatewayConfig::new(upstream, UpstreamApi::OpenAi, dir.path().join("l.db"));
+        config.tokens = tokens.map(|_| TokenSource::Vllm);
+        config.token_logprobs = tokens == Some(true);
+        let before = tids();
+        let gateway = {
+            let _in = runtime.enter();
+            Gateway::new(config).unwrap()
+        };
+        let own = tids().difference(&before).copied().collect();
+        for c in 0..clients {
+            gateway
+                .register(&CaptureKey::of(&format!("b{c}"), 0).unwrap())
+                .unwrap();
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let g = gateway.clone();
+        runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            g.serve(listener).await
+        });
+        Self {
+            base,
+            gateway,
+            name,
+            own,
+            runtime: Some(runtime),
+            _dir: dir,
+        }
     }
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let g = gateway.clone();
-    tokio::spawn(async move { g.serve(listener).await });
-    (format!("http://{addr}"), gateway, dir)
+
+    fn urls(&self, clients: usize) -> Vec<String> {
+        (0..clients)
+            .map(|c| format!("{}/r/b{c}/v1/chat/completions", self.base))
+            .collect()
+    }
+
+    /// CPU time of its threads, ns.
+    fn cpu_ns(&self) -> u64 {
+        tids()
+            .into_iter()
+            .filter(|tid| {
+                self.own.contains(tid)
+                    || std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+                        .is_ok_and(|c| c.trim_end() == self.name)
+            })
+            .map(thread_cpu_ns)
+            .sum()
+    }
+
+    fn stop(mut self) {
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
 }
 
 async fn scenario(setup: Setup) {
@@ -152,49 +205,26 @@ async fn scenario(setup: Setup) {
     let model = ScriptServer::start(script, "127.0.0.1:0".parse().unwrap(), None)
         .await
         .unwrap();
-    let modes = [Asked::Nothing, Asked::Ids, Asked::IdsAndLogprobs];
-    let mut gateways = Vec::new();
-    for mode in modes {
-        gateways.push(gateway(&model.base_url(), setup.clients, mode).await);
-    }
-    let urls = |base: &str, keyed: bool| -> Vec<String> {
-        (0..setup.clients)
-            .map(|c| {
-                if keyed {
-                    format!("{base}/r/b{c}/v1/chat/completions")
-                } else {
-                    format!("{base}/v1/chat/completions")
-                }
-            })
-            .collect()
-    };
-    let direct = urls(&model.base_url(), false);
-    let via: Vec<Vec<String>> = gateways
-        .iter()
-        .map(|(base, _, _)| urls(base, true))
+    // Capture off, ids only, ids and logprobs.
+    let gateways: Vec<Gw> = [None, Some(false), Some(true)]
+        .into_iter()
+        .enumerate()
+        .map(|(i, tokens)| Gw::start(i, &model.base_url(), setup.clients, tokens))
         .collect();
+    let clients = common::clients(setup.clients);
     let warm = Setup { calls: 2, ..setup };
-    for v in &via {
-        round(v.clone(), warm, Asked::Nothing).await;
+    for gw in &gateways {
+        round(&clients, gw, warm).await;
     }
-    // Per mode: direct rounds asking what that gateway asks, and rounds through it.
-    let mut direct_rounds: [Vec<Round>; 3] = Default::default();
     let mut via_rounds: [Vec<Round>; 3] = Default::default();
     for _ in 0..setup.rounds {
-        for (i, mode) in modes.into_iter().enumerate() {
-            direct_rounds[i].push(round(direct.clone(), setup, mode).await);
-            via_rounds[i].push(round(via[i].clone(), setup, Asked::Nothing).await);
+        for (i, gw) in gateways.iter().enumerate() {
+            via_rounds[i].push(round(&clients, gw, setup).await);
         }
     }
-    let calls = (setup.clients * setup.calls) as f64;
-    let cpu: Vec<Vec<f64>> = (0..3)
-        .map(|i| {
-            via_rounds[i]
-                .iter()
-                .zip(&direct_rounds[i])
-                .map(|(v, d)| (v.cpu_s - d.cpu_s) / calls * 1e3)
-                .collect()
-        })
+    let cpu: Vec<Vec<f64>> = via_rounds
+        .iter()
+        .map(|rounds| rounds.iter().map(|r| r.cpu_ms_per_call).collect())
         .collect();
     let names = ["off", "ids", "ids+logprobs"];
     let mut table: Vec<(String, Vec<f64>)> = Vec::new();
@@ -239,8 +269,9 @@ async fn scenario(setup: Setup) {
         ));
     }
     let mut captured = 0;
-    for (_, g, _) in &gateways {
-        captured += g
+    for gw in &gateways {
+        captured += gw
+            .gateway
             .calls(None)
             .await
             .unwrap()
@@ -253,6 +284,9 @@ async fn scenario(setup: Setup) {
         setup.clients, setup.calls, setup.chunks, setup.chunk_delay_ms, setup.rounds,
     );
     print_table(table);
+    for gw in gateways {
+        gw.stop();
+    }
     model.shutdown().await;
 }
 

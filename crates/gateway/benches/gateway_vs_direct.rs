@@ -53,15 +53,12 @@ fn body(client: usize, call: usize) -> Vec<u8> {
     .unwrap()
 }
 
-async fn round(urls: Vec<String>, setup: Setup) -> Round {
+async fn round(clients: &[reqwest::Client], urls: Vec<String>, setup: Setup) -> Round {
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (c, url) in urls.into_iter().enumerate() {
+        let client = clients[c].clone();
         tasks.push(tokio::spawn(async move {
-            let client = reqwest::Client::builder()
-                .tcp_nodelay(true)
-                .build()
-                .unwrap();
             let mut lat = Vec::with_capacity(setup.calls);
             for k in 0..setup.calls {
                 let b = body(c, k);
@@ -127,12 +124,13 @@ async fn scenario(setup: Setup) {
         .map(|c| format!("http://{gw_addr}/r/b{c}/v1/chat/completions"))
         .collect();
     // Warm-up: connections, page cache, ledger file.
-    round(direct_urls.clone(), Setup { calls: 3, ..setup }).await;
-    round(gw_urls.clone(), Setup { calls: 3, ..setup }).await;
+    let clients = common::clients(setup.clients);
+    round(&clients, direct_urls.clone(), Setup { calls: 3, ..setup }).await;
+    round(&clients, gw_urls.clone(), Setup { calls: 3, ..setup }).await;
     let (mut direct, mut via) = (Vec::new(), Vec::new());
     for _ in 0..setup.rounds {
-        direct.push(round(direct_urls.clone(), setup).await);
-        via.push(round(gw_urls.clone(), setup).await);
+        direct.push(round(&clients, direct_urls.clone(), setup).await);
+        via.push(round(&clients, gw_urls.clone(), setup).await);
     }
     server.abort();
     let pairs = direct.iter().zip(&via);

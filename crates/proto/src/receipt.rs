@@ -166,7 +166,10 @@ impl ReceiptLog {
             if line.is_empty() {
                 continue;
             }
-            let receipt = Receipt::decode(line).map_err(|source| LogError { line: i + 1, source })?;
+            let receipt = Receipt::decode(line).map_err(|source| LogError {
+                line: i + 1,
+                source,
+            })?;
             receipts.push(receipt);
         }
         Ok(Self {
@@ -219,7 +222,10 @@ mod tests {
         assert_eq!(torn.receipts, vec![a]);
         assert_eq!(torn.torn_tail, b.encode_line().expect("b").len() - 10);
 
-        assert_eq!(ReceiptLog::decode(b"").expect("empty"), ReceiptLog::default());
+        assert_eq!(
+            ReceiptLog::decode(b"").expect("empty"),
+            ReceiptLog::default()
+        );
     }
 
     #[test]

@@ -55,3 +55,16 @@ pub fn stats(mut v: Vec<f64>) -> (f64, f64, f64) {
     v.sort_by(f64::total_cmp);
     (v[v.len() / 2], v[0], v[v.len() - 1])
 }
+
+/// One HTTP client per simulated harness, built once for the whole run: building one loads
+/// the platform's root certificates, which would otherwise dominate a round's CPU.
+pub fn clients(n: usize) -> Vec<reqwest::Client> {
+    (0..n)
+        .map(|_| {
+            reqwest::Client::builder()
+                .tcp_nodelay(true)
+                .build()
+                .unwrap()
+        })
+        .collect()
+}

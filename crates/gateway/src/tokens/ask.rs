@@ -8,7 +8,7 @@
 use bytes::Bytes;
 
 use super::Added;
-use super::json_edit::RawObject;
+use super::json_edit::{Edits, Object};
 use crate::conversation::Route;
 
 /// The request to send upstream and what was added to it; `None` when nothing is added (a
@@ -17,32 +17,32 @@ use crate::conversation::Route;
 #[must_use]
 pub fn ask(route: Route, body: &[u8], logprobs: bool) -> Option<(Bytes, Added)> {
     let text = std::str::from_utf8(body).ok()?;
-    let mut obj = RawObject::parse(text)?;
+    let obj = Object::parse(text)?;
+    let mut edits = Edits::new(text);
     let mut added = Added::default();
     match route {
         Route::Chat => {
             if obj.get("return_token_ids") != Some("true") {
-                obj.set("return_token_ids", "true".to_owned());
+                obj.set("return_token_ids", "true", &mut edits);
                 added.token_ids = true;
             }
             if logprobs && obj.get("logprobs") != Some("true") {
-                obj.set("logprobs", "true".to_owned());
-                obj.set("return_tokens_as_token_ids", "true".to_owned());
+                obj.set("logprobs", "true", &mut edits);
+                obj.set("return_tokens_as_token_ids", "true", &mut edits);
                 added.logprobs = true;
             }
         }
         Route::Responses => {
             if obj.get("enable_response_messages") != Some("true") {
-                obj.set("enable_response_messages", "true".to_owned());
+                obj.set("enable_response_messages", "true", &mut edits);
                 added.response_messages = true;
             }
         }
         Route::Messages | Route::Models => return None,
     }
-    let out = if obj.changed() {
-        Bytes::from(obj.write())
-    } else {
-        Bytes::copy_from_slice(body)
+    let out = match edits.finish() {
+        Some(edited) => Bytes::from(edited),
+        None => Bytes::copy_from_slice(body),
     };
     Some((out, added))
 }

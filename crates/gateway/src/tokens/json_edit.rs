@@ -1,178 +1,568 @@
-//! Editing members of a JSON object while every other byte stays as the upstream wrote it:
-//! the object is read into its members in order, each value kept as its raw text, and written
-//! back compact. Hand-written over `serde_json::RawValue` because a `Value` round trip sorts
-//! keys and may rewrite numbers, and the harness must see the reply it would have seen
-//! without capture.
+//! Reading and editing members of JSON text in place: an object is read as the byte spans of
+//! its members, edits are cuts and replacements of spans, and every byte no edit touches stays
+//! as the upstream wrote it (its whitespace included).
+//!
+//! Hand-written because no JSON crate edits text in place: a `serde_json::Value` round trip
+//! sorts keys and may rewrite numbers, and the harness must see the reply it would have seen
+//! without capture. It also runs on every streamed event of every captured call, so it reads
+//! without building anything: a span scan allocates one member list per object it opens, and
+//! values it is not asked about are skipped, not decoded. It checks structure (strings,
+//! nesting, separators), not every scalar's grammar; a text it cannot read is passed on as it
+//! came.
 
 use std::borrow::Cow;
-use std::fmt;
+use std::ops::Range;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
-use serde_json::value::RawValue;
-
-/// A JSON object's members in order, values as raw text.
-pub(crate) struct RawObject<'a> {
-    members: Vec<(String, Cow<'a, str>)>,
-    /// Whether a member was changed since it was read.
-    changed: bool,
+/// One member: the span of its key (quotes included), and of its value.
+#[derive(Debug, Clone)]
+struct Member {
+    key: Range<usize>,
+    value: Range<usize>,
 }
 
-impl<'a> RawObject<'a> {
-    /// Reads `text` as an object; `None` if it is not one.
+/// A JSON object read as spans of `text`.
+#[derive(Debug)]
+pub(crate) struct Object<'a> {
+    text: &'a str,
+    members: Vec<Member>,
+    /// Where its closing brace is.
+    close: usize,
+}
+
+impl<'a> Object<'a> {
+    /// Reads `text` as one object (whitespace around it allowed); `None` if it is not one.
     pub(crate) fn parse(text: &'a str) -> Option<Self> {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let members = de.deserialize_map(MembersVisitor).ok()?;
-        de.end().ok()?;
-        Some(Self {
-            members: members
-                .into_iter()
-                .map(|(k, v)| (k, Cow::Borrowed(v.get())))
-                .collect(),
-            changed: false,
-        })
+        Self::parse_with(text, |_, _| None)
     }
 
-    /// The raw text of member `key`.
-    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+    /// [`Object::parse`], handing each member's raw key (quotes included) and the start of
+    /// its value to `read`, which returns the value's end if it read the value itself, or
+    /// `None` to have it skipped. One pass: what `read` reads is not scanned again.
+    pub(crate) fn parse_with(
+        text: &'a str,
+        read: impl FnMut(&str, usize) -> Option<usize>,
+    ) -> Option<Self> {
+        let b = text.as_bytes();
+        let obj = Self::read(text, skip_ws(b, 0), read)?;
+        (skip_ws(b, obj.close + 1) == b.len()).then_some(obj)
+    }
+
+    /// Reads the object whose value spans `span` of `text`.
+    pub(crate) fn at(text: &'a str, span: Range<usize>) -> Option<Self> {
+        let obj = Self::read(text, span.start, |_, _| None)?;
+        (obj.close + 1 == span.end).then_some(obj)
+    }
+
+    /// Reads the object that opens at `start` of `text`, as [`Object::parse_with`] does;
+    /// it ends at [`Object::end`].
+    pub(crate) fn read(
+        text: &'a str,
+        start: usize,
+        mut read: impl FnMut(&str, usize) -> Option<usize>,
+    ) -> Option<Self> {
+        let b = text.as_bytes();
+        if b.get(start) != Some(&b'{') {
+            return None;
+        }
+        let mut members = Vec::with_capacity(8);
+        let mut i = skip_ws(b, start + 1);
+        if b.get(i) == Some(&b'}') {
+            return Some(Self {
+                text,
+                members,
+                close: i,
+            });
+        }
+        loop {
+            if b.get(i) != Some(&b'"') {
+                return None;
+            }
+            let key_start = i;
+            let key_end = string_end(b, i)?;
+            i = skip_ws(b, key_end);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            let value_start = skip_ws(b, i + 1);
+            let value_end = match read(&text[key_start..key_end], value_start) {
+                Some(end) => end,
+                None => value_end(b, value_start)?,
+            };
+            members.push(Member {
+                key: key_start..key_end,
+                value: value_start..value_end,
+            });
+            i = skip_ws(b, value_end);
+            match b.get(i)? {
+                b',' => i = skip_ws(b, i + 1),
+                b'}' => {
+                    return Some(Self {
+                        text,
+                        members,
+                        close: i,
+                    });
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// Where the object ends (after its closing brace).
+    pub(crate) fn end(&self) -> usize {
+        self.close + 1
+    }
+
+    fn position(&self, key: &str) -> Option<usize> {
         self.members
             .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_ref())
+            .position(|m| key_is(&self.text[m.key.clone()], key))
     }
 
-    /// Removes member `key`; whether it was there.
-    pub(crate) fn remove(&mut self, key: &str) -> bool {
-        let before = self.members.len();
-        self.members.retain(|(k, _)| k != key);
-        let removed = self.members.len() != before;
-        self.changed |= removed;
-        removed
+    /// The span of member `key`'s value (the first, if named twice).
+    pub(crate) fn span(&self, key: &str) -> Option<Range<usize>> {
+        self.position(key).map(|i| self.members[i].value.clone())
     }
 
-    /// Sets member `key` to the raw JSON `text`, in its place or appended.
-    pub(crate) fn set(&mut self, key: &str, text: String) {
-        self.changed = true;
-        match self.members.iter_mut().find(|(k, _)| k == key) {
-            Some((_, v)) => *v = Cow::Owned(text),
-            None => self.members.push((key.to_owned(), Cow::Owned(text))),
+    /// The raw text of member `key`'s value.
+    pub(crate) fn get(&self, key: &str) -> Option<&'a str> {
+        let text = self.text;
+        self.span(key).map(|s| &text[s])
+    }
+
+    /// Cuts every member named one of `keys` (and the comma that joined it) out of the text;
+    /// whether any was there.
+    pub(crate) fn remove(&self, keys: &[&str], edits: &mut Edits<'a>) -> bool {
+        let m = &self.members;
+        let gone = |i: usize| keys.iter().any(|k| key_is(&self.text[m[i].key.clone()], k));
+        let n = m.len();
+        // The members from `tail` on are all cut: they go with the comma before them.
+        let tail = (0..n).rposition(|i| !gone(i)).map_or(0, |kept| kept + 1);
+        let mut any = false;
+        for i in (0..tail).filter(|&i| gone(i)) {
+            edits.cut(m[i].key.start..m[i + 1].key.start);
+            any = true;
         }
-    }
-
-    /// Whether any member changed.
-    pub(crate) fn changed(&self) -> bool {
-        self.changed
-    }
-
-    /// Writes the object back, compact.
-    pub(crate) fn write(&self) -> String {
-        let mut out = String::from("{");
-        for (i, (key, value)) in self.members.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            // A key that was read as a string serializes.
-            out.push_str(&serde_json::to_string(key).unwrap_or_default());
-            out.push(':');
-            out.push_str(value);
+        if tail < n {
+            let from = match tail {
+                0 => m[0].key.start,
+                _ => m[tail - 1].value.end,
+            };
+            edits.cut(from..m[n - 1].value.end);
+            any = true;
         }
-        out.push('}');
-        out
-    }
-}
-
-struct MembersVisitor;
-
-impl<'de> Visitor<'de> for MembersVisitor {
-    type Value = Vec<(String, &'de RawValue)>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
+        any
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut members = Vec::new();
-        while let Some((k, v)) = map.next_entry::<String, &'de RawValue>()? {
-            members.push((k, v));
+    /// Sets member `key` to the raw JSON `value`: in its place, or added at the end.
+    pub(crate) fn set(&self, key: &str, value: &'a str, edits: &mut Edits<'a>) {
+        if let Some(span) = self.span(key) {
+            edits.replace(span, Cow::Borrowed(value));
+            return;
         }
-        Ok(members)
+        let comma = if self.members.is_empty() { "" } else { "," };
+        let at = self.members.last().map_or(self.close, |m| m.value.end);
+        edits.replace(at..at, Cow::Owned(format!("{comma}\"{key}\":{value}")));
     }
 }
 
-/// Reads a JSON array's elements as raw text; `None` if `text` is not an array.
-pub(crate) fn raw_elements(text: &str) -> Option<Vec<&RawValue>> {
-    serde_json::from_str::<Vec<&RawValue>>(text).ok()
-}
-
-/// Edits member `key` of `object` (raw text) with `edit`, which gets the member's raw text
-/// and returns its new text or `None` to leave it. `None` if nothing changed.
-pub(crate) fn edit_member(
-    object: &str,
-    key: &str,
-    edit: impl FnOnce(&str) -> Option<String>,
-) -> Option<String> {
-    let mut obj = RawObject::parse(object)?;
-    let new = edit(obj.get(key)?)?;
-    obj.set(key, new);
-    Some(obj.write())
-}
-
-/// Edits each element of the array `text` with `edit` (raw text in, new text or `None` to
-/// keep it out); `None` if nothing changed.
-pub(crate) fn edit_elements(
+/// Walks the array that opens at `start` of `text`, handing each element's start to `read`,
+/// which returns the element's end if it read the element, or `None` to have it skipped.
+/// Returns the array's end (after its closing bracket); `None` if it is not an array.
+pub(crate) fn each_element(
     text: &str,
-    mut edit: impl FnMut(&str) -> Option<String>,
-) -> Option<String> {
-    let elements = raw_elements(text)?;
-    let mut any = false;
-    let parts: Vec<String> = elements
-        .iter()
-        .map(|e| match edit(e.get()) {
-            Some(new) => {
-                any = true;
-                new
-            }
-            None => e.get().to_owned(),
-        })
-        .collect();
-    any.then(|| format!("[{}]", parts.join(",")))
+    start: usize,
+    mut read: impl FnMut(usize) -> Option<usize>,
+) -> Option<usize> {
+    let b = text.as_bytes();
+    if b.get(start) != Some(&b'[') {
+        return None;
+    }
+    let mut i = skip_ws(b, start + 1);
+    if b.get(i) == Some(&b']') {
+        return Some(i + 1);
+    }
+    loop {
+        let end = match read(i) {
+            Some(end) => end,
+            None => value_end(b, i)?,
+        };
+        i = skip_ws(b, end);
+        match b.get(i)? {
+            b',' => i = skip_ws(b, i + 1),
+            b']' => return Some(i + 1),
+            _ => return None,
+        }
+    }
 }
+
+/// The list of token ids (or `null`) at `start` of `text`, and where it ends; `None` if
+/// the value there is not one.
+pub(crate) fn ids_at(text: &str, start: usize) -> Option<(Option<Vec<u32>>, usize)> {
+    let mut out = Vec::new();
+    let (list, end) = ids_into(text, start, &mut out)?;
+    Some((list.then_some(out), end))
+}
+
+/// [`ids_at`], appending the ids to `out`: whether it was a list (not `null`), and its end.
+/// Nothing is appended when it is not a list of ids.
+pub(crate) fn ids_into(text: &str, start: usize, out: &mut Vec<u32>) -> Option<(bool, usize)> {
+    let b = text.as_bytes();
+    if b[start..].starts_with(b"null") {
+        return Some((false, start + 4));
+    }
+    if b.get(start) != Some(&b'[') {
+        return None;
+    }
+    let had = out.len();
+    let read = read_ids(b, start + 1, out);
+    if read.is_none() {
+        out.truncate(had);
+    }
+    read.map(|end| (true, end))
+}
+
+fn read_ids(b: &[u8], start: usize, out: &mut Vec<u32>) -> Option<usize> {
+    let mut i = skip_ws(b, start);
+    if b.get(i) == Some(&b']') {
+        return Some(i + 1);
+    }
+    loop {
+        let first = i;
+        let mut n: u64 = 0;
+        // At most 10 digits: u32::MAX has 10, and 10 cannot overflow a u64.
+        while i - first < 11
+            && let Some(&d) = b.get(i)
+            && d.is_ascii_digit()
+        {
+            n = n * 10 + u64::from(d - b'0');
+            i += 1;
+        }
+        // No digits, a leading zero JSON does not allow, or too large.
+        if i == first || (b[first] == b'0' && i - first > 1) {
+            return None;
+        }
+        out.push(u32::try_from(n).ok()?);
+        i = skip_ws(b, i);
+        match b.get(i)? {
+            b',' => i = skip_ws(b, i + 1),
+            b']' => return Some(i + 1),
+            _ => return None,
+        }
+    }
+}
+
+/// The scalar (number or literal) or string at `start` of `text`: its raw text.
+pub(crate) fn token_at(text: &str, start: usize) -> Option<&str> {
+    value_end(text.as_bytes(), start)
+        .filter(|_| !matches!(text.as_bytes()[start], b'{' | b'['))
+        .map(|end| &text[start..end])
+}
+
+/// A JSON number's value; `None` for anything else.
+pub(crate) fn number(raw: &str) -> Option<f64> {
+    let first = *raw.as_bytes().first()?;
+    // `f64::from_str` also reads `inf` and `NaN`, which JSON has not.
+    (first == b'-' || first.is_ascii_digit())
+        .then(|| raw.parse().ok())
+        .flatten()
+}
+
+/// A JSON string's value; `None` for anything else.
+pub(crate) fn string(raw: &str) -> Option<Cow<'_, str>> {
+    let inner = raw.strip_prefix('"')?.strip_suffix('"')?;
+    if !inner.contains('\\') {
+        return Some(Cow::Borrowed(inner));
+    }
+    serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
+}
+
+/// Cuts and replacements of spans of one text, applied together.
+#[derive(Debug)]
+pub(crate) struct Edits<'a> {
+    text: &'a str,
+    spans: Vec<(Range<usize>, Cow<'a, str>)>,
+}
+
+impl<'a> Edits<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        Self {
+            text,
+            spans: Vec::new(),
+        }
+    }
+
+    fn cut(&mut self, span: Range<usize>) {
+        self.replace(span, Cow::Borrowed(""));
+    }
+
+    /// Replaces `span` (empty: inserts there). Spans must not overlap.
+    pub(crate) fn replace(&mut self, span: Range<usize>, with: Cow<'a, str>) {
+        self.spans.push((span, with));
+    }
+
+    /// Takes in the edits of `other`, made on the same text.
+    pub(crate) fn extend(&mut self, other: Self) {
+        self.spans.extend(other.spans);
+    }
+
+    /// Whether any edit was made.
+    pub(crate) fn any(&self) -> bool {
+        !self.spans.is_empty()
+    }
+
+    /// Writes the edited text to `out`.
+    pub(crate) fn write_to(mut self, out: &mut Vec<u8>) {
+        // Stable: inserts at one place keep their order.
+        self.spans.sort_by_key(|(span, _)| span.start);
+        let mut at = 0;
+        for (span, with) in &self.spans {
+            out.extend_from_slice(&self.text.as_bytes()[at..span.start]);
+            out.extend_from_slice(with.as_bytes());
+            at = span.end;
+        }
+        out.extend_from_slice(&self.text.as_bytes()[at..]);
+    }
+
+    /// The edited text, or `None` if nothing was edited.
+    pub(crate) fn finish(self) -> Option<String> {
+        if !self.any() {
+            return None;
+        }
+        let mut out = Vec::with_capacity(self.text.len());
+        self.write_to(&mut out);
+        // Edits replace whole JSON tokens with UTF-8 text: the result is UTF-8.
+        String::from_utf8(out).ok()
+    }
+}
+
+/// Whether raw key text (quotes included) names `key`.
+fn key_is(raw: &str, key: &str) -> bool {
+    match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+        Some(inner) if !inner.contains('\\') => inner == key,
+        _ => string(raw).is_some_and(|k| k == key),
+    }
+}
+
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// The end (exclusive) of the string whose opening quote is at `i`.
+fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
+    i += 1;
+    loop {
+        i += b.get(i..)?.iter().position(|&c| c == b'"' || c == b'\\')?;
+        if b[i] == b'"' {
+            return Some(i + 1);
+        }
+        i += 2;
+    }
+}
+
+/// The end (exclusive) of the value that starts at `i`.
+fn value_end(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'"' => string_end(b, i),
+        b'{' | b'[' => nested_end(b, i),
+        c if *c == b'-' || c.is_ascii_alphanumeric() => {
+            let mut j = i;
+            while b.get(j).is_some_and(|c| !b",}] \t\n\r".contains(c)) {
+                j += 1;
+            }
+            Some(j)
+        }
+        _ => None,
+    }
+}
+
+/// The end (exclusive) of the object or array that opens at `i`, its brackets matched.
+fn nested_end(b: &[u8], i: usize) -> Option<usize> {
+    // The open brackets as bits (1 for `{`), 128 deep; deeper text is not read.
+    let mut open: u128 = u128::from(b[i] == b'{');
+    let mut depth = 1u32;
+    let mut j = i + 1;
+    loop {
+        // Everything but quotes and brackets is passed over in one step.
+        j += b
+            .get(j..)?
+            .iter()
+            .position(|c| STRUCTURAL[usize::from(*c)])?;
+        match b[j] {
+            b'"' => {
+                j = string_end(b, j)?;
+                continue;
+            }
+            c @ (b'{' | b'[') => {
+                if depth == 128 {
+                    return None;
+                }
+                open = (open << 1) | u128::from(c == b'{');
+                depth += 1;
+            }
+            c => {
+                if (open & 1 == 1) != (c == b'}') {
+                    return None;
+                }
+                open >>= 1;
+                depth -= 1;
+                if depth == 0 {
+                    return Some(j + 1);
+                }
+            }
+        }
+        j += 1;
+    }
+}
+
+/// The bytes `nested_end` stops at.
+const STRUCTURAL: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'"' as usize] = true;
+    t[b'{' as usize] = true;
+    t[b'}' as usize] = true;
+    t[b'[' as usize] = true;
+    t[b']' as usize] = true;
+    t
+};
 
 #[cfg(test)]
 #[expect(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
+    fn removed(text: &str, keys: &[&str]) -> String {
+        let obj = Object::parse(text).unwrap();
+        let mut edits = Edits::new(text);
+        obj.remove(keys, &mut edits);
+        edits.finish().unwrap_or_else(|| text.to_owned())
+    }
+
     #[test]
-    fn removing_a_member_keeps_every_other_byte() {
+    fn removing_members_keeps_every_other_byte() {
         let text = r#"{"b":1.50,"a":{"x" : [1, 2]},"ids":[3,4],"z":"é\u00e9"}"#;
-        let mut obj = RawObject::parse(text).unwrap();
-        assert!(obj.remove("ids"));
-        assert!(!obj.remove("nope"));
-        assert!(obj.changed());
         assert_eq!(
-            obj.write(),
+            removed(text, &["ids"]),
             r#"{"b":1.50,"a":{"x" : [1, 2]},"z":"é\u00e9"}"#
         );
-        obj.set("a", "null".into());
-        obj.set("new", "true".into());
+        assert_eq!(removed(text, &["nope"]), text);
+        // First, last, a run at the end, all of them; whitespace stays where nothing is cut.
         assert_eq!(
-            obj.write(),
-            r#"{"b":1.50,"a":null,"z":"é\u00e9","new":true}"#
+            removed(text, &["b"]),
+            r#"{"a":{"x" : [1, 2]},"ids":[3,4],"z":"é\u00e9"}"#
         );
+        assert_eq!(
+            removed(text, &["z"]),
+            r#"{"b":1.50,"a":{"x" : [1, 2]},"ids":[3,4]}"#
+        );
+        assert_eq!(
+            removed(text, &["ids", "z"]),
+            r#"{"b":1.50,"a":{"x" : [1, 2]}}"#
+        );
+        assert_eq!(
+            removed(text, &["b", "ids"]),
+            r#"{"a":{"x" : [1, 2]},"z":"é\u00e9"}"#
+        );
+        assert_eq!(removed(text, &["b", "a", "ids", "z"]), "{}");
+        assert_eq!(
+            removed("{ \"a\" : 1 ,\n \"b\" : 2 }", &["b"]),
+            "{ \"a\" : 1 }"
+        );
+        // A key written with an escape is still the key.
+        assert_eq!(removed(r#"{"\u0069ds":[1],"k":2}"#, &["ids"]), r#"{"k":2}"#);
+    }
+
+    #[test]
+    fn setting_replaces_in_place_or_appends() {
+        let text = r#"{"a":{"x":1},"b":true}"#;
+        let obj = Object::parse(text).unwrap();
+        let mut edits = Edits::new(text);
+        obj.set("a", "null", &mut edits);
+        obj.set("new", "true", &mut edits);
+        obj.set("more", "1", &mut edits);
+        assert_eq!(
+            edits.finish().unwrap(),
+            r#"{"a":null,"b":true,"new":true,"more":1}"#
+        );
+        let obj = Object::parse("{ }").unwrap();
+        let mut edits = Edits::new("{ }");
+        obj.set("k", "1", &mut edits);
+        assert_eq!(edits.finish().unwrap(), r#"{ "k":1}"#);
     }
 
     #[test]
     fn nested_edits_touch_only_the_named_members() {
-        let text = r#"{"choices":[{"i":0,"t":[1]},{"i":1}],"m":"x"}"#;
-        let out = edit_member(text, "choices", |choices| {
-            edit_elements(choices, |c| {
-                let mut o = RawObject::parse(c)?;
-                o.remove("t").then(|| o.write())
-            })
+        let text = r#"{"choices":[{"i":0,"t":[1]},{"i":1}],"m":"x","p":[2]}"#;
+        let obj = Object::parse(text).unwrap();
+        let mut edits = Edits::new(text);
+        obj.remove(&["p"], &mut edits);
+        each_element(text, obj.span("choices").unwrap().start, |at| {
+            let choice = Object::read(text, at, |_, _| None)?;
+            choice.remove(&["t"], &mut edits);
+            Some(choice.end())
         })
         .unwrap();
-        assert_eq!(out, r#"{"choices":[{"i":0},{"i":1}],"m":"x"}"#);
-        assert!(RawObject::parse("[1]").is_none());
-        assert!(RawObject::parse("{\"a\":1} x").is_none());
+        assert_eq!(
+            edits.finish().unwrap(),
+            r#"{"choices":[{"i":0},{"i":1}],"m":"x"}"#
+        );
+    }
+
+    #[test]
+    fn text_that_is_not_one_object_is_not_read() {
+        for bad in [
+            "[1]",
+            "{\"a\":1} x",
+            "{\"a\":1",
+            "{\"a\" 1}",
+            "{\"a\":[1}",
+            "{\"a\":\"x}",
+            "{a:1}",
+            "",
+        ] {
+            assert!(Object::parse(bad).is_none(), "{bad}");
+        }
+        assert!(Object::parse(" {\"a\":\"}\\\"{\"}\n").is_some());
+    }
+
+    fn ids(raw: &str) -> Result<Option<Vec<u32>>, ()> {
+        match ids_at(raw, 0) {
+            Some((ids, end)) if end == raw.len() => Ok(ids),
+            _ => Err(()),
+        }
+    }
+
+    #[test]
+    fn ids_are_lists_of_u32() {
+        assert_eq!(ids("[1, 2,3]"), Ok(Some(vec![1, 2, 3])));
+        assert_eq!(ids("[]"), Ok(Some(vec![])));
+        assert_eq!(ids("null"), Ok(None));
+        assert_eq!(ids("[4294967295]"), Ok(Some(vec![u32::MAX])));
+        for bad in [
+            "[4294967296]",
+            "[1,\"two\"]",
+            "[-1]",
+            "[1.0]",
+            "[1e3]",
+            "[01]",
+            "[1,]",
+            "[1",
+            "7",
+        ] {
+            assert_eq!(ids(bad), Err(()), "{bad}");
+        }
+    }
+
+    #[test]
+    fn scalars_read_as_json_has_them() {
+        assert_eq!(number("-0.25"), Some(-0.25));
+        assert_eq!(number("1e-3"), Some(0.001));
+        assert_eq!(number("NaN"), None);
+        assert_eq!(number("\"1\""), None);
+        assert_eq!(string(r#""a\"b""#).as_deref(), Some("a\"b"));
+        assert_eq!(string("\"plain\"").as_deref(), Some("plain"));
+        assert_eq!(string("null"), None);
     }
 }

@@ -12,10 +12,12 @@
 //! Taking out: added id fields are removed, an added `logprobs` is put back to `null` (a
 //! choice's value when none were asked for); every other byte stays the upstream's.
 
+use std::ops::Range;
+
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::json_edit::{RawObject, edit_elements, edit_member};
+use super::json_edit::{Edits, Object, each_element, ids_at, ids_into, number, string, token_at};
 use super::{Added, CallTokens, Captured, FaultKind, TOKENS_VERSION, TokenFault};
 use crate::conversation::Route;
 
@@ -67,16 +69,33 @@ impl Capture {
         if !self.ok {
             return Some(Bytes::copy_from_slice(bytes));
         }
-        self.buf.extend_from_slice(bytes);
         if !self.sse {
+            self.buf.extend_from_slice(bytes);
             return None;
         }
-        let mut out = Vec::new();
-        while let Some(end) = event_end(&self.buf) {
-            let event: Vec<u8> = self.buf.drain(..end).collect();
-            out.extend_from_slice(&self.event(&event));
+        let mut out = Vec::with_capacity(self.buf.len() + bytes.len());
+        if self.buf.is_empty() {
+            // The usual chunk: whole events, read where they arrived.
+            let at = self.events(bytes, &mut out);
+            self.buf.extend_from_slice(&bytes[at..]);
+        } else {
+            self.buf.extend_from_slice(bytes);
+            let mut buf = std::mem::take(&mut self.buf);
+            let at = self.events(&buf, &mut out);
+            buf.drain(..at);
+            self.buf = buf;
         }
         (!out.is_empty()).then(|| Bytes::from(out))
+    }
+
+    /// Passes the whole events at the start of `buf` to `out`; returns where they end.
+    fn events(&mut self, buf: &[u8], out: &mut Vec<u8>) -> usize {
+        let mut at = 0;
+        while let Some(end) = event_end(&buf[at..]) {
+            self.event(&buf[at..at + end], out);
+            at += end;
+        }
+        at
     }
 
     /// Ends the capture: what is left to pass on, and the tokens or why there are none.
@@ -86,7 +105,9 @@ impl Capture {
         let rest = if !self.ok || rest.is_empty() {
             None
         } else if self.sse {
-            Some(Bytes::from(self.event(&rest)))
+            let mut out = Vec::with_capacity(rest.len());
+            self.event(&rest, &mut out);
+            Some(Bytes::from(out))
         } else {
             Some(Bytes::from(self.whole(&rest)))
         };
@@ -110,13 +131,13 @@ impl Capture {
             self.acc.malformed_once("the reply is not UTF-8");
             return body.to_vec();
         };
-        let edited = match self.route {
+        let mut edits = Edits::new(text);
+        match self.route {
             Route::Chat => {
-                let Some(obj) = RawObject::parse(text) else {
+                if !self.acc.chat(text, &mut edits, self.added, false) {
                     self.acc.malformed_once("the reply is not a JSON object");
                     return body.to_vec();
-                };
-                self.acc.chat(obj, self.added, false)
+                }
             }
             Route::Responses => {
                 let Ok(value) = serde_json::from_str::<Value>(text) else {
@@ -124,75 +145,103 @@ impl Capture {
                     return body.to_vec();
                 };
                 self.acc.response(&value);
-                strip_responses(self.added, text)
+                if let Some(obj) = Object::parse(text) {
+                    strip_responses(self.added, &obj, &mut edits);
+                }
             }
-            Route::Messages | Route::Models => None,
-        };
-        edited.map_or_else(|| body.to_vec(), String::into_bytes)
+            Route::Messages | Route::Models => {}
+        }
+        let mut out = Vec::with_capacity(body.len());
+        edits.write_to(&mut out);
+        out
     }
 
-    /// One SSE event: its data read and edited, its other lines kept.
-    fn event(&mut self, event: &[u8]) -> Vec<u8> {
+    /// One SSE event, written to `out`: its data read and edited, every other byte kept.
+    fn event(&mut self, event: &[u8], out: &mut Vec<u8>) {
         let Ok(text) = std::str::from_utf8(event) else {
-            return event.to_vec();
+            out.extend_from_slice(event);
+            return;
         };
+        match data_lines(text) {
+            (0, _) | (_, None) => out.extend_from_slice(event),
+            // The usual event: one data line, edited where it stands.
+            (1, Some(span)) => {
+                let data = &text[span.clone()];
+                let mut edits = Edits::new(data);
+                self.data(data, &mut edits);
+                out.extend_from_slice(&event[..span.start]);
+                edits.write_to(out);
+                out.extend_from_slice(&event[span.end..]);
+            }
+            _ => self.split_event(text, out),
+        }
+    }
+
+    /// An event whose data spans several lines: joined, edited, written back as one line.
+    fn split_event(&mut self, text: &str, out: &mut Vec<u8>) {
         let crlf = text.contains("\r\n");
         let lines: Vec<&str> = text
             .split('\n')
             .map(|l| l.strip_suffix('\r').unwrap_or(l))
             .collect();
-        let data: Vec<&str> = lines
+        let joined = lines
             .iter()
             .filter_map(|l| l.strip_prefix("data:"))
             .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
-        if data.is_empty() {
-            return event.to_vec();
-        }
-        let joined = data.join("\n");
-        let edited = match self.route {
-            // `[DONE]` and other data that is not an object pass as they are.
-            Route::Chat => match RawObject::parse(&joined) {
-                Some(obj) => self.acc.chat(obj, self.added, true),
-                None => None,
-            },
-            Route::Responses => match serde_json::from_str::<Value>(&joined)
-                .ok()
-                .as_ref()
-                .and_then(|v| v.get("response"))
-            {
-                Some(response) if response.is_object() => {
-                    self.acc.response(response);
-                    let added = self.added;
-                    edit_member(&joined, "response", |r| strip_responses(added, r))
-                }
-                _ => None,
-            },
-            Route::Messages | Route::Models => None,
-        };
-        let Some(new) = edited else {
-            return event.to_vec();
+            .collect::<Vec<_>>()
+            .join("\n");
+        let mut edits = Edits::new(&joined);
+        self.data(&joined, &mut edits);
+        let Some(new) = edits.finish() else {
+            out.extend_from_slice(text.as_bytes());
+            return;
         };
         let newline = if crlf { "\r\n" } else { "\n" };
-        let mut out = String::with_capacity(event.len());
         let mut wrote_data = false;
         // `lines` ends with the empty lines of the event's end; they are written back as read.
         for (i, line) in lines.iter().enumerate() {
             if line.starts_with("data:") {
                 if !wrote_data {
-                    out.push_str("data: ");
-                    out.push_str(&new);
-                    out.push_str(newline);
+                    out.extend_from_slice(b"data: ");
+                    out.extend_from_slice(new.as_bytes());
+                    out.extend_from_slice(newline.as_bytes());
                     wrote_data = true;
                 }
                 continue;
             }
-            out.push_str(line);
+            out.extend_from_slice(line.as_bytes());
             if i + 1 < lines.len() {
-                out.push_str(newline);
+                out.extend_from_slice(newline.as_bytes());
             }
         }
-        out.into_bytes()
+    }
+
+    /// An event's data: read, and what capture added cut into `edits`. `[DONE]` and other
+    /// data that is not an object pass as they are.
+    fn data<'a>(&mut self, data: &'a str, edits: &mut Edits<'a>) {
+        match self.route {
+            Route::Chat => {
+                self.acc.chat(data, edits, self.added, true);
+            }
+            Route::Responses => {
+                let value = serde_json::from_str::<Value>(data).ok();
+                let Some(response) = value
+                    .as_ref()
+                    .and_then(|v| v.get("response"))
+                    .filter(|r| r.is_object())
+                else {
+                    return;
+                };
+                self.acc.response(response);
+                if let Some(inner) = Object::parse(data)
+                    .and_then(|top| top.span("response"))
+                    .and_then(|span| Object::at(data, span))
+                {
+                    strip_responses(self.added, &inner, edits);
+                }
+            }
+            Route::Messages | Route::Models => {}
+        }
     }
 
     fn tokens(self) -> Captured {
@@ -260,98 +309,168 @@ impl Acc {
         }
     }
 
-    /// A chat completion or a stream's chunk (whose ids add up), read and edited in one pass
-    /// over its raw members: the text less what capture added, `None` if nothing was.
-    fn chat(&mut self, mut obj: RawObject<'_>, added: Added, chunk: bool) -> Option<String> {
-        if let Some(m) = obj
-            .get("model")
-            .and_then(|r| serde_json::from_str::<String>(r).ok())
-        {
-            self.model = Some(m);
-        }
-        if let Some(f) = obj
-            .get("system_fingerprint")
-            .and_then(|r| serde_json::from_str::<String>(r).ok())
-        {
-            self.weights_version = Some(f);
-        }
-        match obj
-            .get("prompt_token_ids")
-            .map(serde_json::from_str::<Option<Vec<u32>>>)
-        {
-            None | Some(Ok(None)) => {}
-            Some(Ok(Some(ids))) => self.prompt_ids = Some(ids),
-            Some(Err(_)) => self.malformed_once("`prompt_token_ids` is not a list of token ids"),
-        }
-        if added.token_ids {
-            obj.remove("prompt_token_ids");
-        }
-        let mut first = true;
-        let choices = obj.get("choices").and_then(|choices| {
-            edit_elements(choices, |c| {
-                let mut c = RawObject::parse(c)?;
-                if std::mem::take(&mut first) {
-                    self.choice(&c, chunk);
+    /// A chat completion or a stream's chunk (whose ids add up), read in one pass, and what
+    /// capture added cut into `edits`; false if `text` is not an object (nothing is cut).
+    fn chat<'a>(
+        &mut self,
+        text: &'a str,
+        edits: &mut Edits<'a>,
+        added: Added,
+        chunk: bool,
+    ) -> bool {
+        let mut cuts = Edits::new(text);
+        let obj = Object::parse_with(text, |key, at| match key {
+            "\"model\"" => self.text_field(text, at, Field::Model),
+            "\"system_fingerprint\"" => self.text_field(text, at, Field::WeightsVersion),
+            "\"prompt_token_ids\"" => match ids_at(text, at) {
+                Some((ids, end)) => {
+                    if ids.is_some() {
+                        self.prompt_ids = ids;
+                    }
+                    Some(end)
                 }
-                if added.token_ids {
-                    c.remove("token_ids");
+                None => {
+                    self.malformed_once("`prompt_token_ids` is not a list of token ids");
+                    None
                 }
-                if added.logprobs && c.get("logprobs").is_some_and(|l| l != "null") {
-                    c.set("logprobs", "null".to_owned());
-                }
-                c.changed().then(|| c.write())
-            })
+            },
+            "\"choices\"" => {
+                let mut first = true;
+                each_element(text, at, |at| {
+                    let choice = Object::read(text, at, |key, at| {
+                        if !first {
+                            return None;
+                        }
+                        self.choice_field(text, key, at, chunk)
+                    })?;
+                    first = false;
+                    if added.token_ids {
+                        choice.remove(&["token_ids"], &mut cuts);
+                    }
+                    if added.logprobs
+                        && let Some(span) = choice.span("logprobs")
+                        && &text[span.clone()] != "null"
+                    {
+                        cuts.replace(span, "null".into());
+                    }
+                    Some(choice.end())
+                })
+            }
+            _ => None,
         });
-        if let Some(new) = choices {
-            obj.set("choices", new);
+        let Some(obj) = obj else {
+            return false;
+        };
+        if added.token_ids {
+            obj.remove(&["prompt_token_ids"], edits);
         }
-        obj.changed().then(|| obj.write())
+        edits.extend(cuts);
+        true
     }
 
-    /// The first choice's finish reason, ids and logprobs.
-    fn choice(&mut self, c: &RawObject<'_>, chunk: bool) {
-        if let Some(Ok(Some(f))) = c
-            .get("finish_reason")
-            .map(serde_json::from_str::<Option<String>>)
-        {
-            self.finish_reason = Some(f);
-        }
-        match c
-            .get("token_ids")
-            .map(serde_json::from_str::<Option<Vec<u32>>>)
-        {
-            None | Some(Ok(None)) => {}
-            Some(Ok(Some(ids))) if chunk => {
-                self.completion_ids.get_or_insert_default().extend(ids);
-            }
-            Some(Ok(Some(ids))) => self.completion_ids = Some(ids),
-            Some(Err(_)) => {
-                self.malformed_once("`choices[0].token_ids` is not a list of token ids");
+    /// A string member of the reply kept as is (`model`, `system_fingerprint`): its end.
+    fn text_field(&mut self, text: &str, at: usize, field: Field) -> Option<usize> {
+        let raw = token_at(text, at)?;
+        if let Some(value) = string(raw) {
+            let slot = match field {
+                Field::Model => &mut self.model,
+                Field::WeightsVersion => &mut self.weights_version,
+            };
+            if slot.as_deref() != Some(&value) {
+                *slot = Some(value.into_owned());
             }
         }
-        let Some(raw) = c.get("logprobs") else { return };
-        match serde_json::from_str::<Option<LogprobsView<'_>>>(raw) {
-            Ok(None | Some(LogprobsView { content: None })) => {}
-            Ok(Some(LogprobsView {
-                content: Some(entries),
-            })) => {
-                let lp = self.logprobs.get_or_insert_default();
-                for e in entries {
-                    lp.push(e.logprob);
-                    if let Some(id) = e
-                        .token
-                        .as_deref()
-                        .and_then(|t| t.strip_prefix("token_id:"))
-                        .and_then(|n| n.parse().ok())
-                    {
-                        self.logprob_ids.push(id);
+        Some(at + raw.len())
+    }
+
+    /// A member of the first choice: its finish reason, ids and logprobs. Returns the
+    /// member's end when read here.
+    fn choice_field(&mut self, text: &str, key: &str, at: usize, chunk: bool) -> Option<usize> {
+        match key {
+            "\"finish_reason\"" => {
+                let raw = token_at(text, at)?;
+                if let Some(f) = string(raw) {
+                    self.finish_reason = Some(f.into_owned());
+                }
+                Some(at + raw.len())
+            }
+            "\"token_ids\"" => {
+                // A chunk's ids add to the completion's, read in place; a whole body's are it.
+                let mut ids = if chunk {
+                    self.completion_ids.take()
+                } else {
+                    None
+                };
+                let had = ids.is_some();
+                let read = ids_into(text, at, ids.get_or_insert_default());
+                match read {
+                    Some((true, end)) => {
+                        self.completion_ids = ids;
+                        Some(end)
+                    }
+                    // `null`, or not a list of ids: nothing was added.
+                    other => {
+                        if chunk && had {
+                            self.completion_ids = ids;
+                        }
+                        if other.is_none() {
+                            self.malformed_once(
+                                "`choices[0].token_ids` is not a list of token ids",
+                            );
+                        }
+                        other.map(|(_, end)| end)
                     }
                 }
             }
-            Err(_) => self.malformed_once(
-                "`choices[0].logprobs.content` is not a list of entries with a numeric `logprob`",
-            ),
+            "\"logprobs\"" => {
+                let end = self.logprobs_at(text, at);
+                if end.is_none() {
+                    self.malformed_once(
+                        "`choices[0].logprobs.content` is not a list of entries with a numeric `logprob`",
+                    );
+                }
+                end
+            }
+            _ => None,
         }
+    }
+
+    /// Adds the logprobs (and `token_id:N` ids) of a choice's `logprobs` at `at` and returns
+    /// its end; `None` if they are malformed. `null`, or no `content`, has none.
+    fn logprobs_at(&mut self, text: &str, at: usize) -> Option<usize> {
+        if text[at..].starts_with("null") {
+            return Some(at + 4);
+        }
+        let logprobs = Object::read(text, at, |key, at| {
+            if key != "\"content\"" || text[at..].starts_with("null") {
+                return None;
+            }
+            let lp = self.logprobs.get_or_insert_default();
+            let ids = &mut self.logprob_ids;
+            each_element(text, at, |at| {
+                let mut logprob = None;
+                let entry = Object::read(text, at, |key, at| match key {
+                    "\"logprob\"" => {
+                        let raw = token_at(text, at)?;
+                        logprob = number(raw);
+                        Some(at + raw.len())
+                    }
+                    "\"token\"" => {
+                        let raw = token_at(text, at)?;
+                        if let Some(id) =
+                            string(raw).and_then(|t| t.strip_prefix("token_id:")?.parse().ok())
+                        {
+                            ids.push(id);
+                        }
+                        Some(at + raw.len())
+                    }
+                    _ => None,
+                })?;
+                lp.push(logprob?);
+                Some(entry.end())
+            })
+        })?;
+        Some(logprobs.end())
     }
 
     /// A Responses response object.
@@ -401,20 +520,6 @@ impl Acc {
     }
 }
 
-/// A choice's `logprobs`, read without building a tree: only what capture keeps.
-#[derive(serde::Deserialize)]
-struct LogprobsView<'a> {
-    #[serde(borrow, default)]
-    content: Option<Vec<LogprobEntry<'a>>>,
-}
-
-#[derive(serde::Deserialize)]
-struct LogprobEntry<'a> {
-    logprob: f64,
-    #[serde(borrow, default)]
-    token: Option<std::borrow::Cow<'a, str>>,
-}
-
 /// A list of token ids.
 fn ids_of(v: &Value) -> Option<Vec<u32>> {
     v.as_array()?
@@ -423,23 +528,52 @@ fn ids_of(v: &Value) -> Option<Vec<u32>> {
         .collect()
 }
 
+/// The string members of a reply kept as they are.
+#[derive(Debug, Clone, Copy)]
+enum Field {
+    Model,
+    WeightsVersion,
+}
+
 /// The end of the first complete SSE event in `buf` (after its blank line).
 fn event_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|i| i + 2);
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|i| i + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+    // One pass: the first `\n\n`, or `\r\n\r\n` (found at its first `\n`).
+    buf.iter().enumerate().find_map(|(i, &c)| {
+        if c != b'\n' {
+            return None;
+        }
+        match (buf.get(i + 1), buf.get(i + 2)) {
+            (Some(b'\n'), _) => Some(i + 2),
+            (Some(b'\r'), Some(b'\n')) if i > 0 && buf[i - 1] == b'\r' => Some(i + 3),
+            _ => None,
+        }
+    })
+}
+
+/// Cuts the message lists capture asked for out of a Responses response object.
+fn strip_responses<'a>(added: Added, response: &Object<'a>, edits: &mut Edits<'a>) {
+    if added.response_messages {
+        response.remove(&["input_messages", "output_messages"], edits);
     }
 }
 
-fn strip_responses(added: Added, text: &str) -> Option<String> {
-    let mut obj = RawObject::parse(text)?;
-    if added.response_messages {
-        obj.remove("input_messages");
-        obj.remove("output_messages");
+/// How many lines of an SSE event are data lines, and the value span of the last one (after
+/// `data:` and its optional space, before the line's end).
+fn data_lines(text: &str) -> (usize, Option<Range<usize>>) {
+    let mut count = 0;
+    let mut span = None;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        let body = line.strip_suffix('\n').unwrap_or(line);
+        let body = body.strip_suffix('\r').unwrap_or(body);
+        if let Some(rest) = body.strip_prefix("data:") {
+            count += 1;
+            let start = at + body.len() - rest.len() + usize::from(rest.starts_with(' '));
+            span = Some(start..at + body.len());
+        }
+        at += line.len();
     }
-    obj.changed().then(|| obj.write())
+    (count, span)
 }
 
 #[cfg(test)]
