@@ -58,53 +58,15 @@ impl<'a> Object<'a> {
     pub(crate) fn read(
         text: &'a str,
         start: usize,
-        mut read: impl FnMut(&str, usize) -> Option<usize>,
+        read: impl FnMut(&str, usize) -> Option<usize>,
     ) -> Option<Self> {
-        let b = text.as_bytes();
-        if b.get(start) != Some(&b'{') {
-            return None;
-        }
         let mut members = Vec::with_capacity(8);
-        let mut i = skip_ws(b, start + 1);
-        if b.get(i) == Some(&b'}') {
-            return Some(Self {
-                text,
-                members,
-                close: i,
-            });
-        }
-        loop {
-            if b.get(i) != Some(&b'"') {
-                return None;
-            }
-            let key_start = i;
-            let key_end = string_end(b, i)?;
-            i = skip_ws(b, key_end);
-            if b.get(i) != Some(&b':') {
-                return None;
-            }
-            let value_start = skip_ws(b, i + 1);
-            let value_end = match read(&text[key_start..key_end], value_start) {
-                Some(end) => end,
-                None => value_end(b, value_start)?,
-            };
-            members.push(Member {
-                key: key_start..key_end,
-                value: value_start..value_end,
-            });
-            i = skip_ws(b, value_end);
-            match b.get(i)? {
-                b',' => i = skip_ws(b, i + 1),
-                b'}' => {
-                    return Some(Self {
-                        text,
-                        members,
-                        close: i,
-                    });
-                }
-                _ => return None,
-            }
-        }
+        let close = walk(text, start, read, |m| members.push(m))?;
+        Some(Self {
+            text,
+            members,
+            close,
+        })
     }
 
     /// Where the object ends (after its closing brace).
@@ -165,6 +127,60 @@ impl<'a> Object<'a> {
     }
 }
 
+/// Walks the object that opens at `start` of `text` as [`Object::read`] does, without
+/// keeping its members: returns its end (after its closing brace).
+pub(crate) fn each_member(
+    text: &str,
+    start: usize,
+    read: impl FnMut(&str, usize) -> Option<usize>,
+) -> Option<usize> {
+    walk(text, start, read, |_| {}).map(|close| close + 1)
+}
+
+/// The object walk: each member to `read` (see [`Object::parse_with`]), then to `keep`;
+/// returns where its closing brace is.
+fn walk(
+    text: &str,
+    start: usize,
+    mut read: impl FnMut(&str, usize) -> Option<usize>,
+    mut keep: impl FnMut(Member),
+) -> Option<usize> {
+    let b = text.as_bytes();
+    if b.get(start) != Some(&b'{') {
+        return None;
+    }
+    let mut i = skip_ws(b, start + 1);
+    if b.get(i) == Some(&b'}') {
+        return Some(i);
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_start = i;
+        let key_end = string_end(b, i)?;
+        i = skip_ws(b, key_end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let value_start = skip_ws(b, i + 1);
+        let value_end = match read(&text[key_start..key_end], value_start) {
+            Some(end) => end,
+            None => value_end(b, value_start)?,
+        };
+        keep(Member {
+            key: key_start..key_end,
+            value: value_start..value_end,
+        });
+        i = skip_ws(b, value_end);
+        match b.get(i)? {
+            b',' => i = skip_ws(b, i + 1),
+            b'}' => return Some(i),
+            _ => return None,
+        }
+    }
+}
+
 /// Walks the array that opens at `start` of `text`, handing each element's start to `read`,
 /// which returns the element's end if it read the element, or `None` to have it skipped.
 /// Returns the array's end (after its closing bracket); `None` if it is not an array.
@@ -214,6 +230,10 @@ pub(crate) fn ids_into(text: &str, start: usize, out: &mut Vec<u32>) -> Option<(
         return None;
     }
     let had = out.len();
+    // About one id per four bytes up to the list's end.
+    if let Some(close) = memchr::memchr(b']', &b[start..]) {
+        out.reserve(close / 4);
+    }
     let read = read_ids(b, start + 1, out);
     if read.is_none() {
         out.truncate(had);
@@ -287,7 +307,7 @@ impl<'a> Edits<'a> {
     pub(crate) fn new(text: &'a str) -> Self {
         Self {
             text,
-            spans: Vec::new(),
+            spans: Vec::with_capacity(4),
         }
     }
 
@@ -354,7 +374,7 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
     i += 1;
     loop {
-        i += b.get(i..)?.iter().position(|&c| c == b'"' || c == b'\\')?;
+        i += memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
         if b[i] == b'"' {
             return Some(i + 1);
         }

@@ -17,7 +17,9 @@ use std::ops::Range;
 use bytes::Bytes;
 use serde_json::Value;
 
-use super::json_edit::{Edits, Object, each_element, ids_at, ids_into, number, string, token_at};
+use super::json_edit::{
+    Edits, Object, each_element, each_member, ids_at, ids_into, number, string, token_at,
+};
 use super::{Added, CallTokens, Captured, FaultKind, TOKENS_VERSION, TokenFault};
 use crate::conversation::Route;
 
@@ -402,7 +404,7 @@ impl Acc {
                     None
                 };
                 let had = ids.is_some();
-                let read = ids_into(text, at, ids.get_or_insert_default());
+                let read = ids_into(text, at, ids.get_or_insert_with(|| Vec::with_capacity(256)));
                 match read {
                     Some((true, end)) => {
                         self.completion_ids = ids;
@@ -441,15 +443,15 @@ impl Acc {
         if text[at..].starts_with("null") {
             return Some(at + 4);
         }
-        let logprobs = Object::read(text, at, |key, at| {
+        each_member(text, at, |key, at| {
             if key != "\"content\"" || text[at..].starts_with("null") {
                 return None;
             }
-            let lp = self.logprobs.get_or_insert_default();
+            let lp = self.logprobs.get_or_insert_with(|| Vec::with_capacity(256));
             let ids = &mut self.logprob_ids;
             each_element(text, at, |at| {
                 let mut logprob = None;
-                let entry = Object::read(text, at, |key, at| match key {
+                let end = each_member(text, at, |key, at| match key {
                     "\"logprob\"" => {
                         let raw = token_at(text, at)?;
                         logprob = number(raw);
@@ -467,10 +469,9 @@ impl Acc {
                     _ => None,
                 })?;
                 lp.push(logprob?);
-                Some(entry.end())
+                Some(end)
             })
-        })?;
-        Some(logprobs.end())
+        })
     }
 
     /// A Responses response object.
@@ -537,17 +538,15 @@ enum Field {
 
 /// The end of the first complete SSE event in `buf` (after its blank line).
 fn event_end(buf: &[u8]) -> Option<usize> {
-    // One pass: the first `\n\n`, or `\r\n\r\n` (found at its first `\n`).
-    buf.iter().enumerate().find_map(|(i, &c)| {
-        if c != b'\n' {
-            return None;
-        }
-        match (buf.get(i + 1), buf.get(i + 2)) {
-            (Some(b'\n'), _) => Some(i + 2),
-            (Some(b'\r'), Some(b'\n')) if i > 0 && buf[i - 1] == b'\r' => Some(i + 3),
-            _ => None,
-        }
-    })
+    let lf = memchr::memmem::find(buf, b"\n\n").map(|i| i + 2);
+    // Most streams have no CR: the second search runs only where one is.
+    let crlf = memchr::memchr(b'\r', buf)
+        .and_then(|_| memchr::memmem::find(buf, b"\r\n\r\n"))
+        .map(|i| i + 4);
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Cuts the message lists capture asked for out of a Responses response object.
