@@ -43,6 +43,7 @@ pub fn answer(
         StepKey::Position => req.position,
         StepKey::Counter => counter,
         StepKey::ToolResults => req.results,
+        StepKey::FinishedToolResults => req.finished,
     };
     let step = script.step(index);
     let seed = hex12(body);

@@ -45,6 +45,8 @@ pub struct Request {
     pub position: usize,
     /// Number of tool results in the conversation.
     pub results: usize,
+    /// Number of those whose text does not say the call was interrupted.
+    pub finished: usize,
     pub tools: Vec<OfferedTool>,
 }
 
@@ -72,39 +74,40 @@ impl Request {
                 .and_then(Value::as_array)
                 .map_or(0, |items| responses_turns(items)),
         };
-        let results = match api {
+        let outputs: Vec<&Value> = match api {
             Api::Chat => body
                 .get("messages")
                 .and_then(Value::as_array)
-                .map_or(0, |m| {
-                    m.iter()
-                        .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
-                        .count()
-                }),
+                .into_iter()
+                .flatten()
+                .filter(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+                .map(|m| m.get("content").unwrap_or(&Value::Null))
+                .collect(),
             Api::Messages => body
                 .get("messages")
                 .and_then(Value::as_array)
-                .map_or(0, |m| {
-                    m.iter()
-                        .filter_map(|m| m.get("content").and_then(Value::as_array))
-                        .flatten()
-                        .filter(|p| p.get("type").and_then(Value::as_str) == Some("tool_result"))
-                        .count()
-                }),
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m.get("content").and_then(Value::as_array))
+                .flatten()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some("tool_result"))
+                .map(|p| p.get("content").unwrap_or(&Value::Null))
+                .collect(),
             Api::Responses => body
                 .get("input")
                 .and_then(Value::as_array)
-                .map_or(0, |items| {
-                    items
-                        .iter()
-                        .filter(|i| {
-                            i.get("type")
-                                .and_then(Value::as_str)
-                                .is_some_and(|t| t.ends_with("_call_output"))
-                        })
-                        .count()
-                }),
+                .into_iter()
+                .flatten()
+                .filter(|i| {
+                    i.get("type")
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| t.ends_with("_call_output"))
+                })
+                .map(|i| i.get("output").unwrap_or(&Value::Null))
+                .collect(),
         };
+        let results = outputs.len();
+        let finished = outputs.iter().filter(|o| !says_interrupted(o)).count();
         let tools = body
             .get("tools")
             .and_then(Value::as_array)
@@ -117,9 +120,28 @@ impl Request {
             include_usage,
             position,
             results,
+            finished,
             tools,
         }
     }
+}
+
+/// A tool output whose text begins with `interrupted`: a harness saying the call was cut off
+/// and its effects are unknown (the native worker's words), not a result.
+fn says_interrupted(output: &Value) -> bool {
+    let text = match output {
+        Value::String(s) => s.as_str(),
+        // A list of content parts: the first one's text.
+        Value::Array(parts) => parts
+            .first()
+            .and_then(|p| p.get("text"))
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        _ => "",
+    };
+    text.trim_start()
+        .get(..11)
+        .is_some_and(|head| head.eq_ignore_ascii_case("interrupted"))
 }
 
 fn is_assistant(message: &Value) -> bool {
@@ -220,5 +242,31 @@ mod tests {
             {"type": "custom_tool_call_output", "call_id": "b"}
         ]});
         assert_eq!(Request::read(Api::Responses, &responses).results, 2);
+    }
+
+    #[test]
+    fn an_interrupted_output_is_a_result_but_not_a_finished_one() {
+        let chat = json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "tool_calls": [{"id": "a"}]},
+            {"role": "tool", "tool_call_id": "a", "content": "ok"},
+            {"role": "assistant", "tool_calls": [{"id": "b"}]},
+            {"role": "tool", "tool_call_id": "b",
+             "content": "interrupted: the worker stopped while this tool call ran"}
+        ]});
+        let r = Request::read(Api::Chat, &chat);
+        assert_eq!((r.results, r.finished), (2, 1));
+        let messages = json!({"messages": [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a",
+                "content": [{"type": "text", "text": "Interrupted by the user"}]}]}
+        ]});
+        let r = Request::read(Api::Messages, &messages);
+        assert_eq!((r.results, r.finished), (1, 0));
+        let responses = json!({"input": [
+            {"type": "function_call_output", "call_id": "a", "output": "interrupted"},
+            {"type": "function_call_output", "call_id": "b", "output": "exit 0"}
+        ]});
+        let r = Request::read(Api::Responses, &responses);
+        assert_eq!((r.results, r.finished), (2, 1));
     }
 }

@@ -27,6 +27,10 @@ pub enum StepKey {
     /// the conversation lacks it (as a real model does when a harness drops
     /// an interrupted call). Made-up assistant turns do not move it.
     ToolResults,
+    /// [`StepKey::ToolResults`], and an output saying the call was interrupted (its text
+    /// begins with `interrupted`) does not count either: the model asks for the call again,
+    /// as a real model told a call's effects are unknown checks and retries.
+    FinishedToolResults,
 }
 
 /// One scripted answer.

@@ -481,13 +481,20 @@ pub fn free_port() -> u16 {
 }
 
 /// The scripted model [`native_task`] runs against: `steps` shell steps, each appending
-/// `step N` to `work.txt` and sleeping `tool_ms`, then `done`.
+/// `step N` to `work.txt` unless it is there and sleeping `tool_ms`, then `done`. It goes on
+/// only with a finished result of each step: a step the worker reports `interrupted` (a
+/// checkpoint or crash landed while it ran, so its effect may or may not be in the restored
+/// sandbox) is asked for again, as a real model would check and retry, and the step's own
+/// check keeps its line single.
 pub fn native_model_script(steps: u32, tool_ms: u32) -> serde_json::Value {
     let sleep = format!("{}.{:03}", tool_ms / 1000, tool_ms % 1000);
     let steps: Vec<serde_json::Value> = (1..=steps)
-        .map(
-            |n| serde_json::json!({"shell": [format!("echo step {n} >> work.txt; sleep {sleep}")]}),
-        )
+        .map(|n| {
+            serde_json::json!({"shell": [format!(
+                "grep -qx 'step {n}' work.txt 2>/dev/null || echo step {n} >> work.txt; sleep {sleep}"
+            )]})
+        })
         .collect();
-    serde_json::json!({"version": 1, "steps": steps, "after_last": {"text": "done"}})
+    serde_json::json!({"version": 1, "key": "finished_tool_results", "steps": steps,
+        "after_last": {"text": "done"}})
 }
