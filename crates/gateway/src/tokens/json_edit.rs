@@ -5,8 +5,8 @@
 //! Hand-written because no JSON crate edits text in place: a `serde_json::Value` round trip
 //! sorts keys and may rewrite numbers, and the harness must see the reply it would have seen
 //! without capture. It also runs on every streamed event of every captured call, so it reads
-//! without building anything: a span scan allocates one member list per object it opens, and
-//! values it is not asked about are skipped, not decoded. It checks structure (strings,
+//! in one pass and builds little: a member list only for an object it may edit, and values
+//! it is not asked about are skipped by their quotes and brackets, not decoded. It checks structure (strings,
 //! nesting, separators), not every scalar's grammar; a text it cannot read is passed on as it
 //! came.
 

@@ -313,6 +313,7 @@ impl Acc {
 
     /// A chat completion or a stream's chunk (whose ids add up), read in one pass, and what
     /// capture added cut into `edits`; false if `text` is not an object (nothing is cut).
+    /// Members are matched by their raw keys, as vLLM writes them (no escapes).
     fn chat<'a>(
         &mut self,
         text: &'a str,
@@ -361,6 +362,10 @@ impl Acc {
             _ => None,
         });
         let Some(obj) = obj else {
+            // An object cut short or broken may have given ids before the break: fail closed.
+            if chunk && text.trim_start().starts_with('{') {
+                self.malformed_once("an event's data is not a whole JSON object");
+            }
             return false;
         };
         if added.token_ids {
@@ -630,6 +635,17 @@ mod tests {
         );
         let t = tokens.unwrap();
         assert_eq!((t.prompt_ids, t.completion_ids), (vec![5, 6], vec![9]));
+    }
+
+    #[test]
+    fn a_broken_event_passes_as_it_came_and_marks_the_call_malformed() {
+        let mut c = Capture::new(Route::Chat, ALL, true, true, "k#5");
+        let broken = "data: {\"prompt_token_ids\":[1,2],\"choices\":[{\"token_ids\":[3]}\n\n";
+        let out = c.feed(broken.as_bytes()).unwrap();
+        assert_eq!(std::str::from_utf8(&out).unwrap(), broken);
+        let fault = c.end(false).1.unwrap_err();
+        assert_eq!(fault.kind, FaultKind::Malformed, "{fault:?}");
+        assert!(fault.message.contains("k#5"), "{fault:?}");
     }
 
     #[test]
