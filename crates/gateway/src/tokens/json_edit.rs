@@ -249,7 +249,8 @@ fn read_ids(b: &[u8], start: usize, out: &mut Vec<u32>) -> Option<usize> {
     loop {
         let first = i;
         let mut n: u64 = 0;
-        // At most 10 digits: u32::MAX has 10, and 10 cannot overflow a u64.
+        // At most 11 digits, one more than u32::MAX has: a longer number is refused
+        // (the next byte is a digit, not a separator), and 11 cannot overflow a u64.
         while i - first < 11
             && let Some(&d) = b.get(i)
             && d.is_ascii_digit()

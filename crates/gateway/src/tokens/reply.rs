@@ -321,6 +321,8 @@ impl Acc {
         added: Added,
         chunk: bool,
     ) -> bool {
+        // The choices' cuts are kept apart until the whole object has been read: a text that
+        // breaks off after them is passed on untouched.
         let mut cuts = Edits::new(text);
         let obj = Object::parse_with(text, |key, at| match key {
             "\"model\"" => self.text_field(text, at, Field::Model),
