@@ -1,16 +1,18 @@
-//! Token capture's cost, side by side in one run: 64 concurrent streaming clients call the
-//! scripted model in token mode through three gateways (ledger on disk): capture off, capture
-//! of the ids only (`model_logprobs = false`), and capture of ids and logprobs
-//! (`model_tokens = "vllm"`), in alternating rounds. Prints p50 latency, throughput and the
-//! gateway's CPU per call for each, as median, min and max over the rounds, and the ratios
-//! against capture off.
+//! Token capture's cost, side by side in one run: three gateways (ledger on disk) in front of
+//! the scripted model in token mode, capture off, capture of the ids only
+//! (`model_logprobs = false`), and capture of ids and logprobs (`model_tokens = "vllm"`),
+//! each with its own streaming clients. In each round the three run at once, so whatever else
+//! the shared machine does in that round falls on all three alike. Prints p50 latency,
+//! throughput and the gateway's CPU per call for each, as median, min and max over the
+//! rounds, and the ratios against capture off within each round.
 //!
 //! Each gateway runs on a runtime of its own, whose threads (and its ledger's writer thread)
-//! are its alone, so its CPU per call is those threads' CPU time in its rounds, read from
+//! are its alone, so its CPU per call is those threads' CPU time in the round, read from
 //! the kernel's per-thread clocks: exact, with nothing of the clients or the model in it.
 //!
 //! `cargo bench -p rollpoint-gateway --bench capture -- [--clients N] [--calls N]
-//!  [--rounds N] [--chunks N] [--chunk-delay-ms N]`
+//!  [--rounds N] [--chunks N] [--chunk-delay-ms N] [--apart]`; `--clients` is per gateway,
+//! `--apart` has the gateways take turns within a round instead.
 #![expect(clippy::unwrap_used, reason = "benchmark harness")]
 
 mod common;
@@ -27,9 +29,9 @@ use common::{Setup, print_table};
 
 fn parse_args() -> Setup {
     Setup::from_args(Setup {
-        clients: 64,
+        clients: 32,
         calls: 20,
-        rounds: 5,
+        rounds: 9,
         chunks: 16,
         chunk_delay_ms: 10,
     })
@@ -211,15 +213,27 @@ async fn scenario(setup: Setup) {
         .enumerate()
         .map(|(i, tokens)| Gw::start(i, &model.base_url(), setup.clients, tokens))
         .collect();
-    let clients = common::clients(setup.clients);
+    let clients: Vec<Vec<reqwest::Client>> =
+        (0..3).map(|_| common::clients(setup.clients)).collect();
     let warm = Setup { calls: 2, ..setup };
-    for gw in &gateways {
-        round(&clients, gw, warm).await;
+    for (gw, clients) in gateways.iter().zip(&clients) {
+        round(clients, gw, warm).await;
     }
     let mut via_rounds: [Vec<Round>; 3] = Default::default();
     for _ in 0..setup.rounds {
-        for (i, gw) in gateways.iter().enumerate() {
-            via_rounds[i].push(round(&clients, gw, setup).await);
+        if apart() {
+            for (i, gw) in gateways.iter().enumerate() {
+                via_rounds[i].push(round(&clients[i], gw, setup).await);
+            }
+        } else {
+            let (a, b, c) = tokio::join!(
+                round(&clients[0], &gateways[0], setup),
+                round(&clients[1], &gateways[1], setup),
+                round(&clients[2], &gateways[2], setup),
+            );
+            for (i, r) in [a, b, c].into_iter().enumerate() {
+                via_rounds[i].push(r);
+            }
         }
     }
     let cpu: Vec<Vec<f64>> = via_rounds
@@ -280,14 +294,24 @@ async fn scenario(setup: Setup) {
             .count();
     }
     println!(
-        "\n{} streaming clients x {} calls, {} deltas {} ms apart, {} rounds (captured rows: {captured})",
-        setup.clients, setup.calls, setup.chunks, setup.chunk_delay_ms, setup.rounds,
+        "\n{} streaming clients per gateway x {} calls, {} deltas {} ms apart, {} rounds, gateways {} (captured rows: {captured})",
+        setup.clients,
+        setup.calls,
+        setup.chunks,
+        setup.chunk_delay_ms,
+        setup.rounds,
+        if apart() { "in turns" } else { "at once" },
     );
     print_table(table);
     for gw in gateways {
         gw.stop();
     }
     model.shutdown().await;
+}
+
+/// `--apart`: the gateways take turns in each round instead of running at once.
+fn apart() -> bool {
+    std::env::args().any(|a| a == "--apart")
 }
 
 fn main() {

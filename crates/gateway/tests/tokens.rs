@@ -85,7 +85,7 @@ async fn tokens_of(gw: &Gw, row: &CallRecord) -> CallTokens {
         .as_deref()
         .unwrap_or_else(|| panic!("call {} has no tokens: {:?}", row.call_id, row.tokens_fault));
     let doc = gw.gateway.body(digest).await.unwrap().unwrap();
-    serde_json::from_slice(&doc).unwrap()
+    CallTokens::decode(&doc).unwrap()
 }
 
 /// The ids the model gives when asked directly, whole: (prompt, completion, logprobs).

@@ -113,7 +113,7 @@ impl<'a> Records<'a, '_> {
                 ),
             ));
         };
-        serde_json::from_slice(bytes).map_err(|e| {
+        CallTokens::decode(bytes).map_err(|e| {
             not(
                 Reason::CaptureError,
                 format!("the tokens of call {} do not read: {e}", source.call_id),
@@ -455,13 +455,12 @@ fn merge(t: &mut Trajectory, policy: BreakPolicy) {
 #[expect(clippy::unwrap_used)]
 mod tests {
     use rollpoint_gateway::ledger::record::BodyRecord;
-    use rollpoint_gateway::tokens::{TOKENS_VERSION, TokenFault};
+    use rollpoint_gateway::tokens::TokenFault;
 
     use super::*;
 
     fn tokens(prompt: &[u32], completion: &[u32]) -> (LedgerRecord, String) {
         let doc = CallTokens {
-            v: TOKENS_VERSION,
             prompt_ids: prompt.to_vec(),
             completion_ids: completion.to_vec(),
             logprobs: Some(completion.iter().map(|&x| -f64::from(x) / 100.0).collect()),
@@ -469,7 +468,7 @@ mod tests {
             model: Some("m".into()),
             weights_version: None,
         };
-        let bytes = serde_json::to_vec(&doc).unwrap();
+        let bytes = doc.encode();
         let digest = rollpoint_gateway::digest::sha256_hex(&bytes);
         (
             LedgerRecord::Body(BodyRecord {

@@ -52,11 +52,7 @@ pub(crate) fn finish(conn: &Connection, call_id: &str, f: &Finish) -> Result<(),
         .map(|b| bodies::store(conn, b))
         .transpose()?;
     let (tokens_digest, tokens_fault) = match &f.tokens {
-        Some(Ok(t)) => {
-            // Numbers, strings and lists only: serializing cannot fail.
-            let doc = serde_json::to_vec(t).unwrap_or_default();
-            (Some(bodies::store(conn, &doc)?), None)
-        }
+        Some(Ok(t)) => (Some(bodies::store(conn, &t.encode())?), None),
         Some(Err(fault)) => (None, serde_json::to_string(fault).ok()),
         None => (None, None),
     };

@@ -374,6 +374,15 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 /// The end (exclusive) of the string whose opening quote is at `i`.
 fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
     i += 1;
+    // Most strings read here are keys and short values: a plain loop over their first bytes
+    // is quicker than setting up a vector search.
+    for (k, &c) in b.get(i..)?.iter().take(16).enumerate() {
+        match c {
+            b'"' => return Some(i + k + 1),
+            b'\\' => break,
+            _ => {}
+        }
+    }
     loop {
         i += memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
         if b[i] == b'"' {
@@ -388,13 +397,12 @@ fn value_end(b: &[u8], i: usize) -> Option<usize> {
     match b.get(i)? {
         b'"' => string_end(b, i),
         b'{' | b'[' => nested_end(b, i),
-        c if *c == b'-' || c.is_ascii_alphanumeric() => {
-            let mut j = i;
-            while b.get(j).is_some_and(|c| !b",}] \t\n\r".contains(c)) {
-                j += 1;
-            }
-            Some(j)
-        }
+        c if *c == b'-' || c.is_ascii_alphanumeric() => Some(
+            b[i..]
+                .iter()
+                .position(|c| SCALAR_END[usize::from(*c)])
+                .map_or(b.len(), |n| i + n),
+        ),
         _ => None,
     }
 }
@@ -437,6 +445,18 @@ fn nested_end(b: &[u8], i: usize) -> Option<usize> {
         j += 1;
     }
 }
+
+/// The bytes a scalar ends at.
+const SCALAR_END: [bool; 256] = {
+    let ends = b",}] \t\n\r";
+    let mut t = [false; 256];
+    let mut k = 0;
+    while k < ends.len() {
+        t[ends[k] as usize] = true;
+        k += 1;
+    }
+    t
+};
 
 /// The bytes `nested_end` stops at.
 const STRUCTURAL: [bool; 256] = {
@@ -493,6 +513,24 @@ mod tests {
         );
         // A key written with an escape is still the key.
         assert_eq!(removed(r#"{"\u0069ds":[1],"k":2}"#, &["ids"]), r#"{"k":2}"#);
+    }
+
+    #[test]
+    fn strings_end_at_their_closing_quote_short_or_long_escaped_or_not() {
+        for (text, end) in [
+            (r#""""#, 2),
+            (r#""a\"b" x"#, 6),
+            (r#""a\\" x"#, 5),
+            (r#""0123456789abcdef" x"#, 18),
+            (r#""0123456789abcdefgh\"ij" x"#, 24),
+            (r#""0123456789abcd\"efgh" x"#, 22),
+        ] {
+            assert_eq!(string_end(text.as_bytes(), 0), Some(end), "{text}");
+        }
+        assert_eq!(string_end(br#""0123456789abcdefgh"#, 0), None);
+        assert_eq!(string_end(br#""ab\""#, 0), None);
+        assert_eq!(value_end(b"-1.5e3}", 0), Some(6));
+        assert_eq!(value_end(b"true", 0), Some(4));
     }
 
     #[test]

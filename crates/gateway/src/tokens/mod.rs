@@ -9,18 +9,20 @@
 //! - [`reply`]: reading the ids out of a reply, whole or streamed, and removing them.
 //! - `json_edit`: member edits that keep every other byte of the upstream's JSON.
 //!
+//! - `doc`: the stored form of a call's tokens.
+//!
 //! What a call's capture yields is a [`CallTokens`] document, stored content-addressed in
 //! the ledger like the bodies, or a [`TokenFault`] that says why there are none: never
 //! made-up ids.
 
 pub mod ask;
+mod doc;
 mod json_edit;
 pub mod reply;
 
 use serde::{Deserialize, Serialize};
 
-/// Version of a [`CallTokens`] document.
-pub const TOKENS_VERSION: u32 = 1;
+pub use doc::{DocError, TOKENS_VERSION};
 
 /// The kind of upstream whose token ids are captured (`model_tokens`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,11 +55,10 @@ impl std::str::FromStr for TokenSource {
     }
 }
 
-/// The tokens of one call as the upstream reported them.
+/// The tokens of one call as the upstream reported them. Stored with
+/// [`CallTokens::encode`]; its fields in this order are the stored form (`doc`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CallTokens {
-    pub v: u32,
     /// The prompt's ids, as the upstream tokenized the request.
     pub prompt_ids: Vec<u32>,
     /// The ids the model generated.

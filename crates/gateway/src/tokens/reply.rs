@@ -20,7 +20,7 @@ use serde_json::Value;
 use super::json_edit::{
     Edits, Object, each_element, each_member, ids_at, ids_into, number, string, token_at,
 };
-use super::{Added, CallTokens, Captured, FaultKind, TOKENS_VERSION, TokenFault};
+use super::{Added, CallTokens, Captured, FaultKind, TokenFault};
 use crate::conversation::Route;
 
 /// The capture of one reply in progress.
@@ -286,7 +286,6 @@ impl Capture {
             ));
         }
         Ok(CallTokens {
-            v: TOKENS_VERSION,
             prompt_ids,
             completion_ids,
             logprobs: acc.logprobs,
@@ -455,6 +454,9 @@ impl Acc {
                 return None;
             }
             let lp = self.logprobs.get_or_insert_with(|| Vec::with_capacity(256));
+            // `token_id:N` ids stand in for `token_ids` only: once those came, they are
+            // not read.
+            let want_ids = self.completion_ids.is_none();
             let ids = &mut self.logprob_ids;
             each_element(text, at, |at| {
                 let mut logprob = None;
@@ -464,7 +466,7 @@ impl Acc {
                         logprob = number(raw);
                         Some(at + raw.len())
                     }
-                    "\"token\"" => {
+                    "\"token\"" if want_ids => {
                         let raw = token_at(text, at)?;
                         if let Some(id) =
                             string(raw).and_then(|t| t.strip_prefix("token_id:")?.parse().ok())
@@ -637,6 +639,24 @@ mod tests {
         );
         let t = tokens.unwrap();
         assert_eq!((t.prompt_ids, t.completion_ids), (vec![5, 6], vec![9]));
+    }
+
+    #[test]
+    fn without_token_ids_the_logprob_tokens_give_the_completion_ids() {
+        // An older vLLM: `return_token_ids` ignored, logprob tokens as `token_id:N`.
+        let only_lp = Added {
+            token_ids: false,
+            ..ALL
+        };
+        let events = [
+            "data: {\"choices\":[{\"index\":0,\"logprobs\":{\"content\":[{\"token\":\"token_id:4\",\"logprob\":-0.5}]}}],\"prompt_token_ids\":[1]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"logprobs\":{\"content\":[{\"token\":\"token_id:5\",\"logprob\":-1.5},{\"token\":\"token_id:6\",\"logprob\":-2.5}]}}]}\n\n",
+        ];
+        let mut c = Capture::new(Route::Chat, only_lp, true, true, "k#5");
+        c.feed(events.concat().as_bytes());
+        let t = c.end(false).1.unwrap();
+        assert_eq!((t.prompt_ids, t.completion_ids), (vec![1], vec![4, 5, 6]));
+        assert_eq!(t.logprobs, Some(vec![-0.5, -1.5, -2.5]));
     }
 
     #[test]
