@@ -66,6 +66,8 @@ struct Round {
     p50_ms: f64,
     calls_per_s: f64,
     cpu_ms_per_call: f64,
+    /// The part of it on the ledger's writer thread.
+    ledger_ms_per_call: f64,
 }
 
 fn body(client: usize, call: usize) -> Vec<u8> {
@@ -84,6 +86,7 @@ fn body(client: usize, call: usize) -> Vec<u8> {
 
 async fn round(clients: &[reqwest::Client], gw: &Gw, setup: Setup) -> Round {
     let cpu = gw.cpu_ns();
+    let ledger = gw.ledger_ns();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for (c, url) in gw.urls(setup.clients).into_iter().enumerate() {
@@ -107,11 +110,13 @@ async fn round(clients: &[reqwest::Client], gw: &Gw, setup: Setup) -> Round {
     }
     let wall = started.elapsed().as_secs_f64();
     let cpu_ns = gw.cpu_ns() - cpu;
+    let ledger_ns = gw.ledger_ns() - ledger;
     all.sort();
     Round {
         p50_ms: all[all.len() / 2].as_secs_f64() * 1e3,
         calls_per_s: all.len() as f64 / wall,
         cpu_ms_per_call: cpu_ns as f64 / 1e6 / all.len() as f64,
+        ledger_ms_per_call: ledger_ns as f64 / 1e6 / all.len() as f64,
     }
 }
 
@@ -173,6 +178,11 @@ impl Gw {
         (0..clients)
             .map(|c| format!("{}/r/b{c}/v1/chat/completions", self.base))
             .collect()
+    }
+
+    /// CPU time of the threads it started besides its runtime's, ns.
+    fn ledger_ns(&self) -> u64 {
+        self.own.iter().copied().map(thread_cpu_ns).sum()
     }
 
     /// CPU time of its threads, ns.
@@ -258,6 +268,12 @@ async fn scenario(setup: Setup) {
         table.push((
             format!("{}: gateway CPU per call (ms)", names[i]),
             cpu[i].clone(),
+        ));
+    }
+    for i in 0..3 {
+        table.push((
+            format!("{}: of which ledger (ms)", names[i]),
+            via_rounds[i].iter().map(|r| r.ledger_ms_per_call).collect(),
         ));
     }
     for i in 1..3 {

@@ -571,15 +571,19 @@ fn data_lines(text: &str) -> (usize, Option<Range<usize>>) {
     let mut count = 0;
     let mut span = None;
     let mut at = 0;
-    for line in text.split_inclusive('\n') {
-        let body = line.strip_suffix('\n').unwrap_or(line);
+    let ends = memchr::memchr_iter(b'\n', text.as_bytes()).chain(Some(text.len()));
+    for end in ends {
+        if at > text.len() {
+            break;
+        }
+        let body = &text[at..end];
         let body = body.strip_suffix('\r').unwrap_or(body);
         if let Some(rest) = body.strip_prefix("data:") {
             count += 1;
             let start = at + body.len() - rest.len() + usize::from(rest.starts_with(' '));
             span = Some(start..at + body.len());
         }
-        at += line.len();
+        at = end + 1;
     }
     (count, span)
 }
