@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -91,6 +92,9 @@ pub(crate) struct Upstream {
     pub credential: Option<Credential>,
     client: reqwest::Client,
     limit: Option<Arc<Semaphore>>,
+    /// Its last captured chat reply listed `token_ids`: the logprob tokens need not spell
+    /// the ids as well (`tokens::ask`).
+    pub lists_token_ids: AtomicBool,
 }
 
 impl Upstream {
@@ -134,6 +138,7 @@ impl Upstream {
             credential: spec.credential,
             client,
             limit,
+            lists_token_ids: AtomicBool::new(false),
         })
     }
 

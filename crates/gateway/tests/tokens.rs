@@ -239,3 +239,78 @@ async fn malformed_token_fields_are_a_capture_error_with_the_call_id() {
     );
     server.abort();
 }
+
+#[tokio::test]
+async fn logprob_token_ids_are_asked_for_until_the_upstream_lists_token_ids() {
+    use axum::extract::State;
+    use axum::routing::post as route_post;
+    use std::sync::{Arc, Mutex};
+    // A vLLM that lists `token_ids` for its first two calls, then one that does not (as
+    // before 0.10.2); every request it gets is kept.
+    type Seen = Arc<Mutex<Vec<Value>>>;
+    async fn answer(
+        State(seen): State<Seen>,
+        body: String,
+    ) -> ([(&'static str, &'static str); 1], String) {
+        let req: Value = serde_json::from_str(&body).unwrap();
+        let n = {
+            let mut seen = seen.lock().unwrap();
+            seen.push(req.clone());
+            seen.len()
+        };
+        let as_ids = req["return_tokens_as_token_ids"] == json!(true);
+        let token = |id: u32, text: &str| {
+            let token = if as_ids {
+                format!("token_id:{id}")
+            } else {
+                text.to_owned()
+            };
+            json!({"token": token, "logprob": -0.5, "bytes": token.as_bytes(), "top_logprobs": []})
+        };
+        let mut choice = json!({"finish_reason": "stop", "index": 0,
+            "logprobs": {"content": [token(72, "H"), token(105, "i")]},
+            "message": {"content": "Hi", "role": "assistant"}});
+        if n <= 2 {
+            choice["token_ids"] = json!([72, 105]);
+        }
+        let reply = json!({"choices": [choice], "model": "m", "prompt_token_ids": [1, 2, 3]});
+        ([("content-type", "application/json")], reply.to_string())
+    }
+    let seen: Seen = Arc::default();
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", route_post(answer))
+        .with_state(Arc::clone(&seen));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let on = open_gateway(&format!("http://{addr}"), true).await;
+    let (path, body) = request("chat", false);
+    let mut rows = Vec::new();
+    for k in 0..4 {
+        let rollout = format!("r{k}");
+        let seen_by_harness: Value =
+            serde_json::from_slice(&post(&on.url(&rollout, path), &body).await).unwrap();
+        // Whatever was asked for, the harness gets no logprobs it did not ask for.
+        assert_eq!(seen_by_harness["choices"][0]["logprobs"], Value::Null);
+        rows.push(only_row(&on, &rollout).await);
+    }
+    let asked: Vec<bool> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| r["return_tokens_as_token_ids"] == json!(true))
+        .collect();
+    // Asked for until a reply listed `token_ids`; asked for again once one did not.
+    assert_eq!(asked, [true, false, false, true]);
+    for k in [0, 1, 3] {
+        let t = tokens_of(&on, &rows[k]).await;
+        assert_eq!(t.completion_ids, [72, 105], "call {k}");
+        assert_eq!(t.logprobs, Some(vec![-0.5, -0.5]), "call {k}");
+    }
+    // The call that met the change has no ids, and says so: none are made up.
+    assert!(rows[2].tokens_digest.is_none());
+    let fault = rows[2].tokens_fault.as_ref().unwrap();
+    assert_eq!(fault.kind, FaultKind::Missing);
+    assert!(fault.message.contains("token_ids"), "{fault:?}");
+    server.abort();
+}

@@ -3,6 +3,7 @@
 //! while its pump records it.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -251,7 +252,9 @@ impl UpstreamCall {
             sse,
             chunks: rx,
         }));
-        pump(Box::pin(response.bytes_stream()), recorder, tx, capture).await;
+        if let Some(listed) = pump(Box::pin(response.bytes_stream()), recorder, tx, capture).await {
+            target.lists_token_ids.store(listed, Ordering::Relaxed);
+        }
     }
 }
 

@@ -9,6 +9,7 @@ pub(crate) mod reply;
 pub(crate) mod types;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Request, State};
@@ -23,7 +24,7 @@ use crate::conversation::{RequestView, Route, read_request};
 use crate::ledger::{self, Begun, CallStatus, NewCall, Rejected};
 use crate::shared::Shared;
 use crate::tokens::Plan;
-use crate::tokens::ask::ask;
+use crate::tokens::ask::{Wanted, ask};
 use crate::upstream::Upstream;
 
 /// A request that passed every check.
@@ -87,8 +88,14 @@ pub(crate) async fn handle(
     // With capture on the upstream gets the request with the token fields added; the ledger
     // keeps the harness's bytes.
     let (upstream_body, tokens) = match shared.config.tokens {
-        Some(_) if route != Route::Models => match ask(route, &bytes, shared.config.token_logprobs)
-        {
+        Some(_) if route != Route::Models => match ask(
+            route,
+            &bytes,
+            Wanted {
+                logprobs: shared.config.token_logprobs,
+                logprob_ids: !upstream.lists_token_ids.load(Ordering::Relaxed),
+            },
+        ) {
             Some((body, added)) => (body, Plan::Asked(added)),
             None => (bytes.clone(), Plan::Unsupported),
         },

@@ -115,13 +115,14 @@ impl Recorder {
 
 /// Reads `chunks` to the end into `recorder`, sending each chunk to `tx` once the next one
 /// is read, and the last (or the reason the upstream broke off) once the reply is committed.
-/// A caller that left is ignored: the reply is still read and recorded.
+/// A caller that left is ignored: the reply is still read and recorded. Returns, for a
+/// captured chat reply that came whole, whether it listed `token_ids`.
 pub(crate) async fn pump(
     mut chunks: Chunks,
     mut recorder: Recorder,
     tx: mpsc::UnboundedSender<Chunk>,
     mut capture: Option<Capture>,
-) {
+) -> Option<bool> {
     let mut held: Option<Bytes> = None;
     let mut pass = |recorder: &mut Recorder, bytes: Bytes| {
         recorder.push(&bytes);
@@ -144,8 +145,14 @@ pub(crate) async fn pump(
             None => break None,
         }
     };
-    if let Some(c) = capture {
-        let (rest, captured) = c.end(broken.is_some());
+    // Whether a whole chat reply listed `token_ids`: what the next request need ask for.
+    let mut listed = None;
+    if let Some(mut c) = capture {
+        let rest = c.rest();
+        if recorder.route == Route::Chat && recorder.status.is_success() && broken.is_none() {
+            listed = Some(c.listed_token_ids());
+        }
+        let captured = c.captured(broken.is_some());
         if let Some(rest) = rest {
             pass(&mut recorder, rest);
         }
@@ -158,4 +165,5 @@ pub(crate) async fn pump(
     if let Some(message) = broken {
         let _gone = tx.send(Err(message));
     }
+    listed
 }

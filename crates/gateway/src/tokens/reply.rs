@@ -100,11 +100,25 @@ impl Capture {
         at
     }
 
+    /// Whether the reply listed its completion's `token_ids` (on chat completions), so far:
+    /// a whole body's, once [`Capture::rest`] was taken.
+    #[must_use]
+    pub fn listed_token_ids(&self) -> bool {
+        self.acc.completion_ids.is_some()
+    }
+
     /// Ends the capture: what is left to pass on, and the tokens or why there are none.
     /// `broken` says the reply ended early.
     pub fn end(mut self, broken: bool) -> (Option<Bytes>, Captured) {
+        let rest = self.rest();
+        (rest, self.captured(broken))
+    }
+
+    /// What is left to pass on once the reply has ended: a whole body, read and edited, or a
+    /// last event without its blank line.
+    pub fn rest(&mut self) -> Option<Bytes> {
         let rest = std::mem::take(&mut self.buf);
-        let rest = if !self.ok || rest.is_empty() {
+        if !self.ok || rest.is_empty() {
             None
         } else if self.sse {
             let mut out = Vec::with_capacity(rest.len());
@@ -112,15 +126,19 @@ impl Capture {
             Some(Bytes::from(out))
         } else {
             Some(Bytes::from(self.whole(&rest)))
-        };
-        let captured = if !self.ok {
+        }
+    }
+
+    /// The tokens, or why there are none, once [`Capture::rest`] was taken. `broken` says
+    /// the reply ended early.
+    pub fn captured(self, broken: bool) -> Captured {
+        if !self.ok {
             Err(self.fault(FaultKind::Incomplete, "the upstream answered with an error"))
         } else if broken {
             Err(self.fault(FaultKind::Incomplete, "the reply broke off"))
         } else {
             self.tokens()
-        };
-        (rest, captured)
+        }
     }
 
     fn fault(&self, kind: FaultKind, what: &str) -> TokenFault {
