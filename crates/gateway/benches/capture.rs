@@ -230,10 +230,11 @@ async fn scenario(setup: Setup) {
         round(clients, gw, warm).await;
     }
     let mut via_rounds: [Vec<Round>; 3] = Default::default();
-    for _ in 0..setup.rounds {
+    for r in 0..setup.rounds {
         if apart() {
-            for (i, gw) in gateways.iter().enumerate() {
-                via_rounds[i].push(round(&clients[i], gw, setup).await);
+            // Each round starts with the next gateway, so none always follows the same one.
+            for i in (0..3).map(|k| (r + k) % 3) {
+                via_rounds[i].push(round(&clients[i], &gateways[i], setup).await);
             }
         } else {
             let (a, b, c) = tokio::join!(
