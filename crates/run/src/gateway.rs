@@ -35,7 +35,6 @@ pub const MODEL_LOG: &str = "model-script.log";
 const PROCESS: &str = "gateway/process.json";
 const TOKEN: &str = "gateway/control.token";
 const LOG: &str = "gateway/gateway.log";
-const PORT: &str = "gateway/port";
 const MODELS: &str = "gateway/models.json";
 
 /// Version of `process.json`.
@@ -162,12 +161,22 @@ impl GatewayProcess {
         let token = fresh_token()?;
         let token_file = run_dir.join(TOKEN);
         write_atomic(&token_file, token.as_bytes())?;
-        let port_file = run_dir.join(PORT);
-        match std::fs::remove_file(&port_file) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(RunError::io(&port_file, e));
+        // A port file of this start's own: a gateway started by a runner killed before it
+        // recorded it in process.json is not waited for, and may still write a shared file
+        // (the same port number) just before it sees its owner gone and exits.
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let port_file = dir.join(format!("port-{}-{nonce}", std::process::id()));
+        // Those of earlier starts (and the shared `port` of older versions) are dropped.
+        if let Ok(entries) = std::fs::read_dir(&dir) {
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                if name == "port" || name.starts_with("port-") {
+                    let _ = std::fs::remove_file(e.path());
+                }
             }
-            _ => {}
         }
         let log_path = run_dir.join(LOG);
         let log = std::fs::OpenOptions::new()
@@ -267,6 +276,7 @@ impl GatewayProcess {
             if let Ok(text) = std::fs::read_to_string(&port_file)
                 && let Ok(port) = text.trim().parse::<u16>()
             {
+                let _ = std::fs::remove_file(&port_file);
                 break port;
             }
             if let Some(status) = child
