@@ -481,7 +481,8 @@ impl Acc {
                 let end = each_member(text, at, |key, at| match key {
                     "\"logprob\"" => {
                         let raw = token_at(text, at)?;
-                        logprob = number(raw);
+                        // A finite number: `-1e999` reads as infinity, which no document holds.
+                        logprob = number(raw).filter(|x| x.is_finite());
                         Some(at + raw.len())
                     }
                     "\"token\"" if want_ids => {
@@ -679,6 +680,19 @@ mod tests {
         let t = c.end(false).1.unwrap();
         assert_eq!((t.prompt_ids, t.completion_ids), (vec![1], vec![4, 5, 6]));
         assert_eq!(t.logprobs, Some(vec![-0.5, -1.5, -2.5]));
+    }
+
+    #[test]
+    fn a_logprob_beyond_f64_is_malformed_not_infinite() {
+        let body = br#"{"choices":[{"index":0,"logprobs":{"content":[{"logprob":-1e999,"token":"a"}]},"token_ids":[7]}],"prompt_token_ids":[1]}"#;
+        let mut c = Capture::new(Route::Chat, ALL, false, true, "k#6");
+        c.feed(body);
+        let fault = c.end(false).1.unwrap_err();
+        assert_eq!(fault.kind, FaultKind::Malformed);
+        assert!(
+            fault.message.contains("k#6") && fault.message.contains("logprob"),
+            "{fault:?}"
+        );
     }
 
     #[test]
