@@ -149,8 +149,8 @@ pub(crate) async fn pump(
     let mut listed = None;
     if let Some(mut c) = capture {
         let rest = c.rest();
-        if recorder.route == Route::Chat && recorder.status.is_success() && broken.is_none() {
-            listed = Some(c.listed_token_ids());
+        if broken.is_none() {
+            listed = c.listed_token_ids();
         }
         let captured = c.captured(broken.is_some());
         if let Some(rest) = rest {

@@ -100,11 +100,12 @@ impl Capture {
         at
     }
 
-    /// Whether the reply listed its completion's `token_ids` (on chat completions), so far:
-    /// a whole body's, once [`Capture::rest`] was taken.
+    /// For a chat reply answered with success, whether it listed its completion's
+    /// `token_ids`, so far (a whole body's once [`Capture::rest`] was taken); `None` for
+    /// other replies.
     #[must_use]
-    pub fn listed_token_ids(&self) -> bool {
-        self.acc.completion_ids.is_some()
+    pub fn listed_token_ids(&self) -> Option<bool> {
+        (self.route == Route::Chat && self.ok).then_some(self.acc.completion_ids.is_some())
     }
 
     /// Ends the capture: what is left to pass on, and the tokens or why there are none.
