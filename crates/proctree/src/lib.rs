@@ -16,6 +16,9 @@
 //! - [`cgroup`]: finding, creating and removing cgroups, and the file seam.
 //! - [`spawn`]: the fork-to-exec hook of every spawner: signals reset,
 //!   cgroups joined, namespaces entered.
+//! - [`isolate`]: a sandbox's confinement (its user namespace, Docker's
+//!   default capabilities, `no_new_privs`, the seccomp filter), entered by
+//!   each child the anchor and the launch supervisors start.
 //! - [`budget`]: time budgets of every operation.
 //! - [`time`]: small time helpers.
 //!
@@ -26,6 +29,7 @@ pub mod cgroup;
 mod errors;
 pub mod freeze;
 pub mod ident;
+pub mod isolate;
 pub mod members;
 pub mod scan;
 pub mod spawn;

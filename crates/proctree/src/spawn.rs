@@ -10,7 +10,13 @@
 //! - [`Credentials::set`]: become a sandbox's user (groups, gid, uid), last,
 //!   so the steps before it still run as root.
 //!
-//! [`PreExec`] installs those three, in that order. Each runs in the forked
+//! - [`Isolation::enter`]: in a strict sandbox, instead of the plain
+//!   credentials: its user namespace, capabilities, `no_new_privs` and
+//!   seccomp filter, the user's ids set inside the namespace.
+//! - [`PreExec::pass`]: a descriptor kept open across exec at a fixed
+//!   number (the user namespace handed to a launch's supervisor).
+//!
+//! [`PreExec`] installs those, in that order. Each runs in the forked
 //! child of a possibly multi-threaded parent, so each is async-signal-safe:
 //! raw libc calls on memory of its own, no allocation, no lock.
 //!
@@ -20,9 +26,12 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::process::Command;
+use std::sync::Arc;
+
+use crate::isolate::Isolation;
 
 /// One past the highest signal number on Linux (`_NSIG`).
 const NSIG: libc::c_int = 65;
@@ -166,7 +175,8 @@ impl std::fmt::Display for Credentials {
 }
 
 /// What a child does between fork and exec: [`reset_signals`], then
-/// [`join_cgroups`], then its [`Credentials`].
+/// [`join_cgroups`], then its [`Credentials`] (inside its [`Isolation`]
+/// when it has one), then the descriptors it is passed.
 ///
 /// ```no_run
 /// # use rollpoint_proctree::spawn::PreExec;
@@ -179,6 +189,8 @@ impl std::fmt::Display for Credentials {
 pub struct PreExec {
     join: Vec<OwnedFd>,
     credentials: Option<Credentials>,
+    isolation: Option<Arc<Isolation>>,
+    pass: Vec<(OwnedFd, RawFd)>,
 }
 
 impl PreExec {
@@ -205,25 +217,70 @@ impl PreExec {
         self
     }
 
+    /// Also confines the child ([`Isolation::enter`], with the
+    /// credentials) when `isolation` is given; the credentials alone
+    /// otherwise.
+    pub fn isolate(mut self, isolation: Option<Arc<Isolation>>) -> Self {
+        self.isolation = isolation;
+        self
+    }
+
+    /// Also leaves `fd` open in the child as descriptor `at` (without
+    /// close-on-exec), as the last step.
+    pub fn pass(mut self, fd: OwnedFd, at: RawFd) -> Self {
+        self.pass.push((fd, at));
+        self
+    }
+
     /// Installs the hook on `cmd` (std then forks rather than using
     /// `posix_spawn`).
     pub fn install(self, cmd: &mut Command) {
-        let Self { join, credentials } = self;
+        let Self {
+            join,
+            credentials,
+            isolation,
+            pass,
+        } = self;
         // SAFETY: the closure runs in the forked child before exec and calls
-        // only the three functions above, which are async-signal-safe and do
-        // not allocate; the descriptors it writes to are owned by the closure,
-        // so they stay open for as long as `cmd` can spawn.
+        // only the functions above and dup2/fcntl, which are
+        // async-signal-safe and do not allocate; the descriptors and the
+        // isolation it uses are owned by the closure, so they stay alive for
+        // as long as `cmd` can spawn.
         unsafe {
             cmd.pre_exec(move || {
                 reset_signals()?;
                 join_cgroups(&join)?;
-                match &credentials {
-                    Some(c) => c.set(),
-                    None => Ok(()),
+                match (&isolation, &credentials) {
+                    (Some(iso), creds) => iso.enter(creds.as_ref())?,
+                    (None, Some(c)) => c.set()?,
+                    (None, None) => {}
                 }
+                // Last: a descriptor moved to `at` may replace one the
+                // steps above still used.
+                for (fd, at) in &pass {
+                    pass_fd(fd.as_raw_fd(), *at)?;
+                }
+                Ok(())
             });
         }
     }
+}
+
+/// Makes `fd` available as `at` across exec. Async-signal-safe.
+fn pass_fd(fd: RawFd, at: RawFd) -> io::Result<()> {
+    // SAFETY: dup2(2) and fcntl(2) on descriptor numbers; dup2 onto
+    // itself keeps close-on-exec, so that case clears the flag instead.
+    let r = unsafe {
+        if fd == at {
+            libc::fcntl(fd, libc::F_SETFD, 0)
+        } else {
+            libc::dup2(fd, at)
+        }
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -329,5 +386,51 @@ mod tests {
         let mut groups: Vec<&str> = lines[2].split(' ').collect();
         groups.sort_unstable();
         assert_eq!(groups, ["10", "4343", "4444"], "{text}");
+    }
+
+    fn isolated_output(user: Option<Credentials>, script: &str) -> String {
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root");
+        let range = crate::isolate::IdRange::parse("1073741824:65536").unwrap();
+        let ns = crate::isolate::userns::create(range).unwrap();
+        let iso = Arc::new(Isolation::new(ns).unwrap());
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script]);
+        PreExec::new()
+            .credentials(user)
+            .isolate(Some(iso))
+            .install(&mut cmd);
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Root of an isolated child is root only of its namespace: the host
+    /// sees the range's first id, it keeps Docker's capabilities, and the
+    /// filter and no_new_privs are on; it cannot make a namespace.
+    #[test]
+    fn root_isolated_child_is_confined() {
+        let text = isolated_output(
+            None,
+            "id -u; grep -E '^(CapEff|CapBnd|Seccomp|NoNewPrivs):' /proc/self/status; \
+             cat /proc/self/uid_map; unshare -U true 2>/dev/null && echo unshared || echo refused",
+        );
+        let kept = format!("{:016x}", crate::isolate::kept_mask());
+        assert!(text.starts_with("0\n"), "{text}");
+        assert!(text.contains(&format!("CapEff:\t{kept}")), "{text}");
+        assert!(text.contains(&format!("CapBnd:\t{kept}")), "{text}");
+        assert!(text.contains("Seccomp:\t2"), "{text}");
+        assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+        assert!(text.contains("1073741824"), "{text}");
+        assert!(text.trim_end().ends_with("refused"), "{text}");
+    }
+
+    /// Another user in the namespace has no capability at all.
+    #[test]
+    fn root_isolated_user_has_no_capabilities() {
+        let user = Credentials::parse("1000:1000:27").unwrap();
+        let text = isolated_output(Some(user), "id -u; id -G; grep CapEff /proc/self/status");
+        assert!(text.starts_with("1000\n"), "{text}");
+        assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
     }
 }

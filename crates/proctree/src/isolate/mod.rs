@@ -1,0 +1,201 @@
+//! Strict confinement of what runs in a sandbox: the process enters the
+//! sandbox's user namespace (root inside is an unprivileged range of host
+//! ids), keeps Docker's default capabilities and no others, sets
+//! `no_new_privs` and installs the system-call filter ([`seccomp`]). The
+//! anchor and the launch supervisors stay root in the host's user namespace
+//! (they freeze cgroups and mount); only the children they start are
+//! confined, between fork and exec, through [`crate::spawn::PreExec`].
+//!
+//! Why the namespace is entered by each child rather than made by the
+//! anchor for itself: the sandbox's mount, pid, ipc, uts and network
+//! namespaces then stay owned by the host's user namespace, so root inside
+//! holds no capability over any of them (no mount, no `sethostname`, no
+//! network configuration), and nothing inside can reach the more
+//! privileged anchor or supervisors (a different uid: no signal, no ptrace,
+//! no `/proc/<pid>/root`).
+
+pub mod seccomp;
+pub mod userns;
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use caps::Capability;
+use seccompiler::BpfProgram;
+
+pub use seccomp::FilterError;
+pub use userns::IdRange;
+
+use crate::spawn::Credentials;
+
+/// The capabilities a sandbox's root keeps: Docker's default set.
+pub const KEPT: [Capability; 14] = [
+    Capability::CAP_CHOWN,
+    Capability::CAP_DAC_OVERRIDE,
+    Capability::CAP_FOWNER,
+    Capability::CAP_FSETID,
+    Capability::CAP_KILL,
+    Capability::CAP_SETGID,
+    Capability::CAP_SETUID,
+    Capability::CAP_SETPCAP,
+    Capability::CAP_NET_BIND_SERVICE,
+    Capability::CAP_NET_RAW,
+    Capability::CAP_SYS_CHROOT,
+    Capability::CAP_MKNOD,
+    Capability::CAP_AUDIT_WRITE,
+    Capability::CAP_SETFCAP,
+];
+
+/// [`KEPT`] as a bit mask.
+pub fn kept_mask() -> u64 {
+    KEPT.iter().fold(0, |mask, cap| mask | cap.bitmask())
+}
+
+/// Highest capability number a kernel may know; the bounding set is
+/// emptied of every other one up to it (an unknown one reads EINVAL).
+const LAST_CAP: u8 = 63;
+
+/// `_LINUX_CAPABILITY_VERSION_3` (linux/capability.h).
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// What a confined child enters: the sandbox's user namespace and the
+/// filters, built once (before any fork) and shared by every spawn.
+#[derive(Debug)]
+pub struct Isolation {
+    userns: OwnedFd,
+    filters: [BpfProgram; 2],
+    kept: u64,
+    /// The namespace's root, for a child given no user.
+    root: Credentials,
+}
+
+impl Isolation {
+    /// Confinement into the user namespace `userns` (a descriptor of it).
+    pub fn new(userns: OwnedFd) -> Result<Self, FilterError> {
+        Ok(Self {
+            userns,
+            filters: seccomp::programs()?,
+            kept: kept_mask(),
+            root: Credentials {
+                uid: 0,
+                gid: 0,
+                groups: Vec::new(),
+            },
+        })
+    }
+
+    /// The user namespace's descriptor (handed to a launch's supervisor).
+    pub fn userns(&self) -> &OwnedFd {
+        &self.userns
+    }
+
+    /// Enters the confinement as `user` (root of the namespace when
+    /// `None`). Runs between fork and exec: async-signal-safe, raw system
+    /// calls on memory built before the fork, no allocation. Order:
+    /// the namespace (full capabilities in it, none outside), the bounding
+    /// and ambient sets, the ids (inside the namespace), the effective,
+    /// permitted and inheritable sets, `no_new_privs`, then the filters, last,
+    /// since they refuse `setns`.
+    pub fn enter(&self, user: Option<&Credentials>) -> io::Result<()> {
+        let check = |r: libc::c_long| {
+            if r < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        };
+        // SAFETY: setns(2) on a descriptor this value owns; prctl(2) with
+        // integer arguments.
+        unsafe {
+            check(libc::syscall(
+                libc::SYS_setns,
+                self.userns.as_raw_fd(),
+                libc::CLONE_NEWUSER,
+            ))?;
+            for cap in 0..=LAST_CAP {
+                if self.kept & (1u64 << cap) == 0
+                    && libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) != 0
+                    && *libc::__errno_location() != libc::EINVAL
+                {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            check(libc::c_long::from(libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            )))?;
+        }
+        let user = user.unwrap_or(&self.root);
+        user.set()?;
+        // Changing ids from the host's root (not this namespace's root)
+        // clears no capability, so set them as exec will: the kept set for
+        // root, none for any other user.
+        let caps = if user.uid == 0 { self.kept } else { 0 };
+        self.capset(caps)?;
+        // SAFETY: prctl(2) with integer arguments.
+        check(libc::c_long::from(unsafe {
+            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        }))?;
+        for filter in &self.filters {
+            let prog = libc::sock_fprog {
+                len: u16::try_from(filter.len())
+                    .map_err(|_| io::Error::other("filter too long"))?,
+                filter: filter.as_ptr().cast_mut().cast(),
+            };
+            // SAFETY: seccomp(2) reads `prog`, which points at a live
+            // program of `len` instructions.
+            check(unsafe {
+                libc::syscall(
+                    libc::SYS_seccomp,
+                    libc::SECCOMP_SET_MODE_FILTER,
+                    0,
+                    &raw const prog,
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Sets the effective and permitted sets to `caps` and the inheritable
+    /// set to none. The `caps` crate's setters allocate (a hash set), so
+    /// the raw call.
+    fn capset(&self, caps: u64) -> io::Result<()> {
+        #[repr(C)]
+        struct Header {
+            version: u32,
+            pid: i32,
+        }
+        #[repr(C)]
+        #[derive(Clone, Copy)]
+        struct Data {
+            effective: u32,
+            permitted: u32,
+            inheritable: u32,
+        }
+        let header = Header {
+            version: CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let half = |shift: u32| u32::try_from((caps >> shift) & 0xffff_ffff).unwrap_or(0);
+        let data = [
+            Data {
+                effective: half(0),
+                permitted: half(0),
+                inheritable: 0,
+            },
+            Data {
+                effective: half(32),
+                permitted: half(32),
+                inheritable: 0,
+            },
+        ];
+        // SAFETY: capset(2) reads a version-3 header and two data structs.
+        if unsafe { libc::syscall(libc::SYS_capset, &raw const header, data.as_ptr()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}

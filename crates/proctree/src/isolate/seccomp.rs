@@ -1,0 +1,206 @@
+//! The system-call filter of a strict sandbox: an allow list with the
+//! semantics of Docker's default profile for a container without
+//! `CAP_SYS_ADMIN` and the other capabilities it drops. Everything not
+//! listed is refused with `EPERM`, so a harness sees an ordinary error
+//! rather than a killed process; `clone3` is refused with `ENOSYS`, which
+//! makes the C library fall back to `clone`, whose flags a filter can read
+//! (and which is allowed only without `CLONE_NEW*` flags).
+//!
+//! Refused, among others: `mount`, `umount2` and the new mount API,
+//! `unshare`, `setns`, `pivot_root`, `chroot` beyond the sandbox's own
+//! (allowed: it needs `CAP_SYS_CHROOT`, which a sandbox keeps, and cannot
+//! leave the sandbox's root), kernel modules, `kexec_*`, `bpf`,
+//! `perf_event_open`, `keyctl`, `add_key`, `request_key`, `userfaultfd`,
+//! `open_by_handle_at`, `reboot`, `swapon`/`swapoff`, clock settings,
+//! `quotactl`, `acct`, `kcmp`, `pidfd_getfd`, `io_uring_*` (refused as
+//! current Docker does), `syslog`, `ioperm`/`iopl`, `vhangup`, and every
+//! 32-bit and x32 entry point (their numbers are not on the list).
+//!
+//! Built with `seccompiler` (pure Rust: the static supervisor links no C
+//! library). Only x86_64 has a list; elsewhere building one is an error the
+//! caller reports, never a sandbox without a filter.
+
+use std::collections::BTreeMap;
+
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule, TargetArch,
+};
+
+/// Every `CLONE_NEW*` flag: `clone` is allowed only with none of them.
+const NAMESPACE_FLAGS: u64 = (libc::CLONE_NEWNS
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUSER
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWCGROUP) as u64;
+
+/// `personality` values that change nothing a sandbox should not change
+/// (Linux, `UNAME26`, `ADDR_NO_RANDOMIZE` alone and together, and the query
+/// `0xffffffff`).
+const PERSONALITIES: [u64; 5] = [0x0, 0x8, 0x2_0000, 0x2_0008, 0xffff_ffff];
+
+/// The `AF_VSOCK` address family: a socket to the hypervisor, refused.
+const AF_VSOCK: u64 = 40;
+
+#[cfg(target_arch = "x86_64")]
+const ARCH: Option<TargetArch> = Some(TargetArch::x86_64);
+#[cfg(not(target_arch = "x86_64"))]
+const ARCH: Option<TargetArch> = None;
+
+/// System calls allowed with any arguments.
+#[cfg(target_arch = "x86_64")]
+#[rustfmt::skip]
+const ALLOWED: &[libc::c_long] = {
+    use libc::*;
+    &[
+        SYS_accept, SYS_accept4, SYS_access, SYS_adjtimex, SYS_alarm, SYS_arch_prctl, SYS_bind,
+        SYS_brk, SYS_capget, SYS_capset, SYS_chdir, SYS_chmod, SYS_chown, SYS_chroot,
+        SYS_clock_adjtime, SYS_clock_getres, SYS_clock_gettime, SYS_clock_nanosleep, SYS_close,
+        SYS_close_range, SYS_connect, SYS_copy_file_range, SYS_creat, SYS_dup, SYS_dup2,
+        SYS_dup3, SYS_epoll_create, SYS_epoll_create1, SYS_epoll_ctl, SYS_epoll_pwait,
+        SYS_epoll_pwait2, SYS_epoll_wait, SYS_eventfd, SYS_eventfd2, SYS_execve, SYS_execveat,
+        SYS_exit, SYS_exit_group, SYS_faccessat, SYS_faccessat2, SYS_fadvise64, SYS_fallocate,
+        SYS_fanotify_mark, SYS_fchdir, SYS_fchmod, SYS_fchmodat, SYS_fchmodat2, SYS_fchown,
+        SYS_fchownat, SYS_fcntl, SYS_fdatasync, SYS_fgetxattr, SYS_flistxattr, SYS_flock,
+        SYS_fork, SYS_fremovexattr, SYS_fsetxattr, SYS_fstat, SYS_fstatfs, SYS_fsync,
+        SYS_ftruncate, SYS_futex, SYS_futex_waitv, SYS_futimesat, SYS_getcpu, SYS_getcwd,
+        SYS_getdents, SYS_getdents64, SYS_getegid, SYS_geteuid, SYS_getgid, SYS_getgroups,
+        SYS_getitimer, SYS_getpeername, SYS_getpgid, SYS_getpgrp, SYS_getpid, SYS_getppid,
+        SYS_getpriority, SYS_getrandom, SYS_getresgid, SYS_getresuid, SYS_getrlimit,
+        SYS_get_robust_list, SYS_getrusage, SYS_getsid, SYS_getsockname, SYS_getsockopt,
+        SYS_get_thread_area, SYS_gettid, SYS_gettimeofday, SYS_getuid, SYS_getxattr,
+        SYS_inotify_add_watch, SYS_inotify_init, SYS_inotify_init1, SYS_inotify_rm_watch,
+        SYS_io_cancel, SYS_ioctl, SYS_io_destroy, SYS_io_getevents, SYS_ioprio_get,
+        SYS_ioprio_set, SYS_io_setup, SYS_io_submit, SYS_kill, SYS_landlock_add_rule,
+        SYS_landlock_create_ruleset, SYS_landlock_restrict_self, SYS_lchown, SYS_lgetxattr,
+        SYS_link, SYS_linkat, SYS_listen, SYS_listxattr, SYS_llistxattr, SYS_lremovexattr,
+        SYS_lseek, SYS_lsetxattr, SYS_lstat, SYS_madvise, SYS_membarrier, SYS_memfd_create,
+        SYS_memfd_secret, SYS_mincore, SYS_mkdir, SYS_mkdirat, SYS_mknod, SYS_mknodat,
+        SYS_mlock, SYS_mlock2, SYS_mlockall, SYS_mmap, SYS_modify_ldt, SYS_mprotect,
+        SYS_mq_getsetattr, SYS_mq_notify, SYS_mq_open, SYS_mq_timedreceive, SYS_mq_timedsend,
+        SYS_mq_unlink, SYS_mremap, SYS_mseal, SYS_msgctl, SYS_msgget, SYS_msgrcv, SYS_msgsnd,
+        SYS_msync, SYS_munlock, SYS_munlockall, SYS_munmap, SYS_name_to_handle_at,
+        SYS_nanosleep, SYS_newfstatat, SYS_open, SYS_openat, SYS_openat2, SYS_pause,
+        SYS_pidfd_open, SYS_pidfd_send_signal, SYS_pipe, SYS_pipe2, SYS_pkey_alloc,
+        SYS_pkey_free, SYS_pkey_mprotect, SYS_poll, SYS_ppoll, SYS_prctl, SYS_pread64,
+        SYS_preadv, SYS_preadv2, SYS_prlimit64, SYS_process_mrelease, SYS_process_vm_readv,
+        SYS_process_vm_writev, SYS_pselect6, SYS_ptrace, SYS_pwrite64, SYS_pwritev,
+        SYS_pwritev2, SYS_read, SYS_readahead, SYS_readlink, SYS_readlinkat, SYS_readv,
+        SYS_recvfrom, SYS_recvmmsg, SYS_recvmsg, SYS_remap_file_pages, SYS_removexattr,
+        SYS_rename, SYS_renameat, SYS_renameat2, SYS_restart_syscall, SYS_rmdir, SYS_rseq,
+        SYS_rt_sigaction, SYS_rt_sigpending, SYS_rt_sigprocmask, SYS_rt_sigqueueinfo,
+        SYS_rt_sigreturn, SYS_rt_sigsuspend, SYS_rt_sigtimedwait, SYS_rt_tgsigqueueinfo,
+        SYS_sched_getaffinity, SYS_sched_getattr, SYS_sched_getparam,
+        SYS_sched_get_priority_max, SYS_sched_get_priority_min, SYS_sched_getscheduler,
+        SYS_sched_rr_get_interval, SYS_sched_setaffinity, SYS_sched_setattr,
+        SYS_sched_setparam, SYS_sched_setscheduler, SYS_sched_yield, SYS_seccomp, SYS_select,
+        SYS_semctl, SYS_semget, SYS_semop, SYS_semtimedop, SYS_sendfile, SYS_sendmmsg,
+        SYS_sendmsg, SYS_sendto, SYS_setfsgid, SYS_setfsuid, SYS_setgid, SYS_setgroups,
+        SYS_setitimer, SYS_setpgid, SYS_setpriority, SYS_setregid, SYS_setresgid,
+        SYS_setresuid, SYS_setreuid, SYS_setrlimit, SYS_set_robust_list, SYS_setsid,
+        SYS_setsockopt, SYS_set_thread_area, SYS_set_tid_address, SYS_setuid, SYS_setxattr,
+        SYS_shmat, SYS_shmctl, SYS_shmdt, SYS_shmget, SYS_shutdown, SYS_sigaltstack,
+        SYS_signalfd, SYS_signalfd4, SYS_socketpair, SYS_splice, SYS_stat, SYS_statfs,
+        SYS_statx, SYS_symlink, SYS_symlinkat, SYS_sync, SYS_sync_file_range, SYS_syncfs,
+        SYS_sysinfo, SYS_tee, SYS_tgkill, SYS_time, SYS_timer_create, SYS_timer_delete,
+        SYS_timer_getoverrun, SYS_timer_gettime, SYS_timer_settime, SYS_timerfd_create,
+        SYS_timerfd_gettime, SYS_timerfd_settime, SYS_times, SYS_tkill, SYS_truncate,
+        SYS_umask, SYS_uname, SYS_unlink, SYS_unlinkat, SYS_utime, SYS_utimensat, SYS_utimes,
+        SYS_vfork, SYS_vmsplice, SYS_wait4, SYS_waitid, SYS_write, SYS_writev,
+    ]
+};
+#[cfg(not(target_arch = "x86_64"))]
+const ALLOWED: &[libc::c_long] = &[];
+
+/// Why a filter could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum FilterError {
+    #[error("strict isolation has no system-call list for this architecture ({0})")]
+    Architecture(&'static str),
+    #[error("building the seccomp filter: {0}")]
+    Build(#[from] seccompiler::BackendError),
+}
+
+fn condition(index: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, FilterError> {
+    Ok(SeccompCondition::new(
+        index,
+        SeccompCmpArgLen::Qword,
+        op,
+        value,
+    )?)
+}
+
+/// The two programs, in the order they are installed: the allow list
+/// (`EPERM` for the rest), then `clone3` answered `ENOSYS`. Of two filters
+/// refusing the same call with an errno, the kernel keeps the one installed
+/// last, so `clone3` reads as missing rather than refused.
+pub fn programs() -> Result<[BpfProgram; 2], FilterError> {
+    let arch = ARCH.ok_or(FilterError::Architecture(std::env::consts::ARCH))?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        ALLOWED.iter().map(|&nr| (nr, Vec::new())).collect();
+    rules.insert(
+        libc::SYS_clone,
+        vec![SeccompRule::new(vec![condition(
+            0,
+            SeccompCmpOp::MaskedEq(NAMESPACE_FLAGS),
+            0,
+        )?])?],
+    );
+    rules.insert(
+        libc::SYS_socket,
+        vec![SeccompRule::new(vec![condition(
+            0,
+            SeccompCmpOp::Ne,
+            AF_VSOCK,
+        )?])?],
+    );
+    rules.insert(
+        libc::SYS_personality,
+        PERSONALITIES
+            .iter()
+            .map(|&p| Ok(SeccompRule::new(vec![condition(0, SeccompCmpOp::Eq, p)?])?))
+            .collect::<Result<_, FilterError>>()?,
+    );
+    let errno = |e: libc::c_int| SeccompAction::Errno(e.unsigned_abs());
+    let allow = SeccompFilter::new(rules, errno(libc::EPERM), SeccompAction::Allow, arch)?;
+    let clone3 = SeccompFilter::new(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Allow,
+        errno(libc::ENOSYS),
+        arch,
+    )?;
+    Ok([allow.try_into()?, clone3.try_into()?])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_programs_build_and_refuse_namespaces() {
+        let [allow, clone3] = programs().expect("filters");
+        assert!(
+            allow.len() > ALLOWED.len(),
+            "one jump per allowed call at least"
+        );
+        assert!(!clone3.is_empty());
+        for refused in [
+            libc::SYS_mount,
+            libc::SYS_unshare,
+            libc::SYS_setns,
+            libc::SYS_bpf,
+            libc::SYS_keyctl,
+            libc::SYS_init_module,
+            libc::SYS_kexec_load,
+            libc::SYS_perf_event_open,
+            libc::SYS_open_by_handle_at,
+            libc::SYS_io_uring_setup,
+            libc::SYS_userfaultfd,
+            libc::SYS_pivot_root,
+        ] {
+            assert!(!ALLOWED.contains(&refused), "{refused} must not be allowed");
+        }
+    }
+}
