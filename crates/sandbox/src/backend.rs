@@ -46,6 +46,16 @@ pub struct SandboxSpec {
     pub limits: Limits,
     #[serde(default)]
     pub network: Network,
+    /// How closed the sandbox is to the code it runs (`strict` unless
+    /// asked otherwise).
+    #[serde(default)]
+    pub isolation: Isolation,
+    /// Host paths lent read-only at the same place in the sandbox (a
+    /// dataset, a tool), besides the system directories a host-root base
+    /// shows. Absolute, without `.` or `..`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<String>)]
+    pub host_paths: Vec<PathBuf>,
 }
 
 fn default_hostname() -> String {
@@ -70,6 +80,8 @@ impl Default for SandboxSpec {
             user: String::new(),
             limits: Limits::default(),
             network: Network::default(),
+            isolation: Isolation::default(),
+            host_paths: Vec::new(),
         }
     }
 }
@@ -194,6 +206,28 @@ pub enum Network {
     Shared,
     /// A network namespace of its own with only loopback, up.
     Isolated,
+}
+
+/// How closed a sandbox is to the code it runs (docs/design/isolation.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = SandboxIsolation)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// Code inside is hostile: a user namespace (root inside is an
+    /// unprivileged host id), Docker's default capabilities, a seccomp
+    /// filter, `no_new_privs`, a masked `/proc`, and of the host only its
+    /// system directories and the paths lent.
+    #[default]
+    Strict,
+    /// Code inside is the user's own: root inside is the host's root and
+    /// the host-root base shows the host's whole root filesystem.
+    Trusted,
+}
+
+impl Isolation {
+    pub fn is_strict(self) -> bool {
+        self == Self::Strict
+    }
 }
 
 /// A live sandbox as its backend describes it.

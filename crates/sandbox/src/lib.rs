@@ -27,8 +27,8 @@ mod errors;
 pub mod local;
 
 pub use backend::{
-    Backend, BackendListing, Base, DEFAULT_WORKDIR, ImageId, LaunchHandle, Limits, Network,
-    SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxSpec, SnapshotRef,
+    Backend, BackendListing, Base, DEFAULT_WORKDIR, ImageId, Isolation, LaunchHandle, Limits,
+    Network, SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxSpec, SnapshotRef,
 };
 pub use confine::{SandboxRoot, sandbox_relative};
 pub use errors::Error;

@@ -98,7 +98,7 @@ fn fork_sees_exactly_the_snapshot(kind: Kind) {
          echo kept > kept; chmod 0640 kept
          ln -s kept link; ln kept hard
          echo gone > deleted-before; rm deleted-before
-         rm /etc/os-release
+         ! rm /etc/os-release 2>/dev/null
          mkdir -p /home/agent && echo state > /home/agent/session.json
          echo scratch > /tmp/scratch
          python3 -c \"import os; os.setxattr('kept', 'user.rollpoint', b'xv')\"",
@@ -116,6 +116,7 @@ fn fork_sees_exactly_the_snapshot(kind: Kind) {
          stat -c '%a %h %i' kept; stat -c '%i' hard; readlink link; cat kept
          ls -A | sort | tr '\\n' ' '; echo
          test -e /etc/os-release && echo os-release-present || echo os-release-gone
+         test -e /etc/shadow && echo shadow-present || echo shadow-gone
          cat /home/agent/session.json /tmp/scratch
          python3 -c \"import os; print(os.getxattr('kept', 'user.rollpoint').decode())\"",
     );
@@ -132,12 +133,16 @@ fn fork_sees_exactly_the_snapshot(kind: Kind) {
         "no late or deleted files: {report}"
     );
     assert_eq!(
-        lines[5], "os-release-gone",
-        "a base file deleted stays deleted"
+        lines[5], "os-release-present",
+        "the host's system files are read-only to a strict sandbox"
     );
-    assert_eq!(lines[6], "state");
-    assert_eq!(lines[7], "scratch", "/tmp is in the snapshot");
-    assert_eq!(lines[8], "xv", "xattr kept");
+    assert_eq!(
+        lines[6], "shadow-gone",
+        "a base file whited out stays whited out in a fork"
+    );
+    assert_eq!(lines[7], "state");
+    assert_eq!(lines[8], "scratch", "/tmp is in the snapshot");
+    assert_eq!(lines[9], "xv", "xattr kept");
     assert!(
         Path::new("/etc/os-release").exists(),
         "the host is untouched"

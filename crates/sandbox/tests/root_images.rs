@@ -290,8 +290,8 @@ fn root_an_image_user_runs_every_command_and_launch() {
             std::os::unix::fs::MetadataExt::uid(&meta),
             std::os::unix::fs::MetadataExt::gid(&meta)
         ),
-        (1000, 1000),
-        "an upload is the user's"
+        (backend.ids().host + 1000, backend.ids().host + 1000),
+        "an upload is the user's: 1000 inside the sandbox's range on the host"
     );
     backend
         .launch(
@@ -325,7 +325,9 @@ fn root_an_image_user_runs_every_command_and_launch() {
         std::fs::read_to_string(&seen).unwrap(),
         "1000 1000 2000 /home/app\n"
     );
-    // Its supervisor stays root (it freezes the harness's cgroup).
+    // Its supervisor stays the host's root (it freezes the harness's
+    // cgroup), an id the sandbox's user namespace does not map: it reads as
+    // the overflow id, 65534.
     let text = ok(&sh(
         &backend,
         "u",
@@ -333,7 +335,10 @@ fn root_an_image_user_runs_every_command_and_launch() {
          && stat -c %u $p; done; true",
     ))
     .to_owned();
-    assert_eq!(text, "0\n", "the launch's supervisor is root");
+    assert_eq!(
+        text, "65534\n",
+        "the launch's supervisor is the host's root"
+    );
 
     backend.snapshot("u", "snap-u", "ck").unwrap();
     let forked = backend.fork("snap-u", "u2").unwrap();

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rollpoint_proctree::isolate::IdRange;
 use rollpoint_proctree::spawn::Credentials;
 use rollpoint_proctree::{Budgets, Strategy};
 use rollpoint_proto::control::Verb;
@@ -42,6 +43,14 @@ pub struct AnchorOpts {
     pub user: Option<Credentials>,
     /// `--home`: `HOME` for a command or launch whose environment has none.
     pub home: String,
+    /// `--userns HOST:COUNT`: strict isolation. Commands and launches run in
+    /// a user namespace mapping `0..COUNT` to `HOST..`, with Docker's default
+    /// capabilities, `no_new_privs` and the seccomp filter; `/proc` is
+    /// masked. Without it (a trusted sandbox) they run as the host's ids.
+    pub userns: Option<IdRange>,
+    /// `--lend PATH`: a host path bind-mounted read-only at the same place
+    /// (the harness install, the worker, paths a task names).
+    pub lend: Vec<PathBuf>,
     /// `--enter`: the anchor resets its signals, joins `join` and makes the
     /// sandbox's namespaces itself, before anything else, instead of being
     /// started inside them. The host then starts it with a plain spawn, no
@@ -63,6 +72,9 @@ pub struct RunOpts {
     /// `--user UID:GID[:GROUPS]`: the harness runs as this user; the
     /// supervisor stays root to freeze it.
     pub user: Option<Credentials>,
+    /// `--userns-fd N`: descriptor N is the sandbox's user namespace; the
+    /// harness is confined in it (see `AnchorOpts::userns`).
+    pub userns_fd: Option<i32>,
     pub argv: Vec<String>,
 }
 
@@ -96,6 +108,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
     let mut cwd = None;
     let mut budgets = Budgets::default();
     let mut user = None;
+    let mut userns_fd = None;
     let mut command = Vec::new();
     let mut it = rest.iter();
     while let Some(arg) = it.next() {
@@ -111,6 +124,15 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
             "--no-cgroup" => cgroups = false,
             "--cwd" => cwd = Some(PathBuf::from(value("--cwd")?)),
             "--user" => user = Some(credentials(&value("--user")?)?),
+            "--userns-fd" => {
+                let v = value("--userns-fd")?;
+                let fd = v.parse::<i32>().ok().filter(|fd| *fd > 2);
+                userns_fd = Some(fd.ok_or_else(|| {
+                    usage(format!(
+                        "--userns-fd {v:?}: expected a descriptor number above 2"
+                    ))
+                })?);
+            }
             "--command-budget" => {
                 budgets.command = secs("--command-budget", &value("--command-budget")?)?
             }
@@ -147,6 +169,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
                 cwd,
                 budgets,
                 user,
+                userns_fd,
                 argv: command,
             }))
         }
@@ -167,6 +190,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let mut tools = Vec::new();
     let (mut user, mut home) = (None, None);
     let (mut enter, mut join) = (false, Vec::new());
+    let (mut userns, mut lend) = (None, Vec::new());
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -185,6 +209,22 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
             "--join" => join.push(PathBuf::from(value("--join")?)),
             "--user" => user = Some(credentials(&value("--user")?)?),
             "--home" => home = Some(value("--home")?),
+            "--userns" => {
+                let v = value("--userns")?;
+                userns = Some(IdRange::parse(&v).map_err(|e| usage(format!("--userns {e}")))?);
+            }
+            "--lend" => {
+                let v = value("--lend")?;
+                let fine = v.starts_with('/')
+                    && v.split('/').all(|p| p != "." && p != "..")
+                    && !v.contains('\0');
+                if !fine {
+                    return Err(usage(format!(
+                        "--lend {v:?}: expected an absolute path without `.` or `..`"
+                    )));
+                }
+                lend.push(PathBuf::from(v));
+            }
             "--tool" => {
                 let v = value("--tool")?;
                 let bad = || {
@@ -256,6 +296,8 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
         user,
         enter,
         join,
+        userns,
+        lend,
         home: match home {
             Some(h) if h.starts_with('/') && !h.contains('\0') => h,
             Some(h) => return Err(usage(format!("--home {h:?}: must be an absolute path"))),

@@ -15,7 +15,7 @@
 //!    first; then a cleanup thread stops whatever it left while this thread
 //!    keeps reaping; then the supervisor exits with the harness's code.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
@@ -32,6 +32,7 @@ use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+use rollpoint_proctree::isolate::Isolation;
 use rollpoint_proctree::spawn::PreExec;
 use rollpoint_proctree::{Freezer, Launch, MemberSpec, ProcId, cgroup, time::unix_ms};
 use rollpoint_proto::control::{CONTROL_SOCKET, Verb};
@@ -151,6 +152,29 @@ impl Cgroups {
     }
 }
 
+/// The confinement of a strict sandbox's harness, from the user namespace
+/// the anchor passed (`--userns-fd`), built before the fork.
+fn isolation(opts: &RunOpts) -> Result<Option<Arc<Isolation>>, Error> {
+    let Some(fd) = opts.userns_fd else {
+        return Ok(None);
+    };
+    // SAFETY: the anchor leaves the namespace open at this number for this
+    // process alone, and nothing else here takes it.
+    let ns = unsafe { OwnedFd::from_raw_fd(fd) };
+    // Not for the harness to inherit.
+    nix::fcntl::fcntl(
+        &ns,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    )
+    .map_err(|source| Error::Sys {
+        what: "mark the user namespace descriptor close-on-exec",
+        source,
+    })?;
+    Isolation::new(ns)
+        .map(|iso| Some(Arc::new(iso)))
+        .map_err(|e| Error::Refused(e.to_string()))
+}
+
 fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result<i32, Error> {
     // Hold the control lock from the last stop check until the launch is
     // controllable, so a stop either keeps it from starting or stops it.
@@ -165,6 +189,7 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
             .update(|r| r.phase = LaunchPhase::NeverStarted)?;
         return Ok(NEVER_STARTED_EXIT);
     }
+    let isolation = isolation(opts)?;
     let cgroups = Cgroups::create(&opts.launch_id, opts.cgroups);
     let join = [&cgroups.v2, &cgroups.v1]
         .into_iter()
@@ -189,6 +214,7 @@ fn supervise(opts: &RunOpts, shared: &Arc<Shared>, signals: &SignalFd) -> Result
     PreExec::new()
         .join_all(join)
         .credentials(opts.user.clone())
+        .isolate(isolation)
         .install(&mut cmd);
     let child = match cmd.spawn() {
         Ok(c) => c,

@@ -14,6 +14,7 @@
 //! privileged anchor or supervisors (a different uid: no signal, no ptrace,
 //! no `/proc/<pid>/root`).
 
+pub mod overlay;
 pub mod seccomp;
 pub mod userns;
 

@@ -134,7 +134,8 @@ impl Bases {
                 .filter(|w| w.starts_with('/'))
                 .unwrap_or_else(|| DEFAULT_WORKDIR.to_owned());
         }
-        if spec.base != Base::HostRoot {
+        // A strict sandbox sees the tools there whatever its base.
+        if spec.base != Base::HostRoot || spec.isolation.is_strict() {
             let mut env = out.full_env();
             let bin = format!("{TOOLS_DIR}/bin");
             if let Some(path) = env.get_mut("PATH")

@@ -47,7 +47,10 @@ pub(super) fn create(
         })
         .and_then(|dirs| {
             crash::point("create: upper made");
-            mounts::private_tmp(id, &dirs.upper).map(|()| dirs)
+            // A strict sandbox's root owns its `/` and `/tmp`.
+            let owner = backend.range_for(spec).map(|r| (r.host, r.host));
+            let host_root = spec.base == crate::Base::HostRoot;
+            mounts::prepare_upper(id, &dirs.upper, host_root, owner).map(|()| dirs)
         });
     phases.mark("upper");
     match made {
@@ -196,11 +199,28 @@ fn bring_up(
 
     let root = sbdir.join("root");
     let control = sbdir.join("control");
-    mounts::mount_overlay(id, &lower, &dirs.upper, &dirs.work, &root)?;
+    if backend.range_for(spec).is_some() && spec.base != crate::Base::HostRoot {
+        let userns = backend.ids_userns(id)?;
+        rollpoint_proctree::isolate::overlay::mount_overlay(
+            &lower,
+            &dirs.upper,
+            &dirs.work,
+            &root,
+            userns,
+        )
+        .map_err(|e| Error::Setup {
+            sandbox: id.to_owned(),
+            what: e.what,
+            source: e.source,
+        })?;
+    } else {
+        mounts::mount_overlay(id, &lower, &dirs.upper, &dirs.work, &root)?;
+    }
     phases.mark("overlay");
     crash::point("start: mounted");
     let sandbox_root = SandboxRoot::open(&root)?;
-    let identity = user::resolve(id, &sandbox_root, &spec.user)?;
+    let range = backend.range_for(spec);
+    let identity = user::resolve(id, &sandbox_root, &spec.user, range)?;
     // The workdir and rollpoint's state directory are the user's: the task
     // and the harness write there.
     for dir in [spec.workdir.as_str(), SANDBOX_STATE_DIR] {
@@ -235,16 +255,37 @@ fn bring_up(
             log,
             join: cgroups.all().cloned().collect(),
             identity: &identity,
-            tools: if spec.base == crate::Base::HostRoot {
+            tools: if spec.base == crate::Base::HostRoot && range.is_none() {
                 &[]
             } else {
                 &backend.options.tools
             },
+            userns: range,
+            lend: &lent(spec, &backend.options.tools),
         },
     )?;
     phases.mark("anchor spawn");
     crash::point("start: anchor started");
     Ok((anchor, rec, identity))
+}
+
+/// The host paths a sandbox sees at their own place: the task's
+/// `host_paths`, and in a strict sandbox on the host's root the tools'
+/// host paths outside the system directories it sees anyway (the harness
+/// install, the worker), which harness commands name by those paths. A
+/// trusted sandbox on the host's root sees the whole host already.
+fn lent(spec: &SandboxSpec, tools: &[super::Tool]) -> Vec<std::path::PathBuf> {
+    let mut paths = spec.host_paths.clone();
+    if spec.base == crate::Base::HostRoot && spec.isolation.is_strict() {
+        let system = ["/usr/", "/bin/", "/sbin/", "/lib", "/etc/"];
+        paths.extend(
+            tools
+                .iter()
+                .map(|t| t.host.clone())
+                .filter(|p| !system.iter().any(|s| p.to_string_lossy().starts_with(s))),
+        );
+    }
+    paths
 }
 
 /// Waits until the anchor answers on its socket; names why it did not (its

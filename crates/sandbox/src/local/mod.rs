@@ -37,6 +37,7 @@ mod create;
 mod destroy;
 mod exec;
 mod fork;
+mod ids;
 mod list;
 mod mounts;
 mod record;
@@ -79,8 +80,11 @@ pub struct LocalOptions {
     pub image_cache: Option<PathBuf>,
     pub registry: RegistryOptions,
     /// Host files and directories mounted read-only under `/.rollpoint`
-    /// in every sandbox whose base is not the host's root.
+    /// in every sandbox whose base is not the host's root, and in every
+    /// strict one.
     pub tools: Vec<Tool>,
+    /// Where the id ranges of strict sandboxes are claimed, node-wide.
+    pub id_claims: PathBuf,
 }
 
 /// A host file or directory a sandbox not on the host's root gets at
@@ -101,6 +105,7 @@ impl LocalOptions {
             image_cache: None,
             registry: RegistryOptions::default(),
             tools: Vec::new(),
+            id_claims: PathBuf::from(ids::DEFAULT_CLAIMS_DIR),
         }
     }
 }
@@ -136,6 +141,11 @@ pub struct LocalBackend {
     /// for a crash's leftover.
     sweeps: RwLock<()>,
     owner: (u32, u64),
+    /// The host ids of this directory's strict sandboxes (`ids`).
+    ids: rollpoint_proctree::isolate::IdRange,
+    /// A user namespace mapped by `ids`, made at the first strict sandbox
+    /// on layers of its own (their idmapped mounts, `idmap`).
+    ids_userns: std::sync::OnceLock<std::os::fd::OwnedFd>,
 }
 
 fn owner_identity() -> (u32, u64) {
@@ -202,6 +212,7 @@ impl LocalBackend {
         );
         let digest = Sha256::digest(dir.as_os_str().as_encoded_bytes());
         let key = format!("{digest:x}")[..12].to_owned();
+        let ids = ids::range_of(&dir, &options.id_claims)?;
         Ok(Self {
             dir,
             key,
@@ -212,11 +223,41 @@ impl LocalBackend {
             index: Mutex::new(()),
             sweeps: RwLock::new(()),
             owner: owner_identity(),
+            ids,
+            ids_userns: std::sync::OnceLock::new(),
         })
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The host ids of this backend's strict sandboxes: root inside is
+    /// `ids().host` on the host.
+    pub fn ids(&self) -> rollpoint_proctree::isolate::IdRange {
+        self.ids
+    }
+
+    /// The user namespace of [`Self::ids`], made once.
+    fn ids_userns(&self, sandbox: &str) -> Result<&std::os::fd::OwnedFd, Error> {
+        if let Some(ns) = self.ids_userns.get() {
+            return Ok(ns);
+        }
+        let ns = rollpoint_proctree::isolate::userns::create(self.ids).map_err(|source| {
+            Error::Setup {
+                sandbox: sandbox.to_owned(),
+                what: format!("make a user namespace for the ids {}", self.ids),
+                source,
+            }
+        })?;
+        // A racing thread's namespace wins; both map the same range.
+        Ok(self.ids_userns.get_or_init(|| ns))
+    }
+
+    /// The id range of this backend's strict sandboxes, `None` for a
+    /// trusted spec.
+    fn range_for(&self, spec: &SandboxSpec) -> Option<rollpoint_proctree::isolate::IdRange> {
+        spec.isolation.is_strict().then_some(self.ids)
     }
 
     /// The image cache sandboxes of this backend use.

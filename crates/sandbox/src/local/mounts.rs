@@ -2,7 +2,7 @@
 //! mounted in the owner's mount namespace so uploads, downloads and
 //! snapshots see exactly what the sandbox's processes see.
 
-use std::os::unix::fs::PermissionsExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use nix::mount::{MntFlags, MsFlags};
@@ -31,16 +31,150 @@ fn option_path<'a>(sandbox: &str, path: &'a Path) -> Result<&'a str, Error> {
         })
 }
 
-/// Gives a fresh upper its private, empty `/tmp` (mode 1777): an opaque
-/// directory hides the base's `/tmp`, and it lives in the upper, so it is
-/// snapshotted and forked with everything else.
-pub(crate) fn private_tmp(sandbox: &str, upper: &Path) -> Result<(), Error> {
-    let tmp = upper.join("tmp");
-    std::fs::create_dir(&tmp).map_err(setup(sandbox, format!("create {}", tmp.display())))?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o1777))
-        .map_err(setup(sandbox, format!("chmod {}", tmp.display())))?;
-    xattr::set(&tmp, "trusted.overlay.opaque", b"y")
-        .map_err(setup(sandbox, format!("mark {} opaque", tmp.display())))
+/// The host's top-level entries a strict sandbox on the host's root sees:
+/// its system directories (read-only through the overlay's lower, and to
+/// the sandbox's root, whose ids do not map the host's files) and the
+/// mount points the anchor covers. Everything else at the top (`/root`,
+/// `/home`, `/var`, `/srv`, `/mnt`, `/opt`, run directories, ...) is an
+/// empty directory of the sandbox's own.
+const HOST_SYSTEM_ENTRIES: [&str; 12] = [
+    "bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "proc", "sys", "dev", "run",
+];
+
+/// Files under the host's `/etc` a strict sandbox does not see (whited out
+/// in its upper): password hashes, private TLS keys; and every
+/// `ssh/*_key` (the host's private keys).
+const ETC_SECRETS: [&str; 6] = [
+    "shadow",
+    "shadow-",
+    "gshadow",
+    "gshadow-",
+    "ssl/private",
+    "security/opasswd",
+];
+
+/// A directory of the upper's own that hides the base's (opaque).
+fn opaque_dir(
+    sandbox: &str,
+    path: &Path,
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> Result<(), Error> {
+    std::fs::create_dir(path).map_err(setup(sandbox, format!("create {}", path.display())))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(setup(sandbox, format!("chmod {}", path.display())))?;
+    chown(sandbox, path, owner)?;
+    xattr::set(path, "trusted.overlay.opaque", b"y")
+        .map_err(setup(sandbox, format!("mark {} opaque", path.display())))
+}
+
+fn chown(sandbox: &str, path: &Path, owner: Option<(u32, u32)>) -> Result<(), Error> {
+    match owner {
+        Some((uid, gid)) => std::os::unix::fs::lchown(path, Some(uid), Some(gid))
+            .map_err(setup(sandbox, format!("chown {}", path.display()))),
+        None => Ok(()),
+    }
+}
+
+/// An overlay whiteout at `path`: the base's entry there is hidden.
+fn whiteout(sandbox: &str, path: &Path) -> Result<(), Error> {
+    nix::sys::stat::mknod(
+        path,
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::empty(),
+        0,
+    )
+    .map_err(|e| setup(sandbox, format!("white out {}", path.display()))(e.into()))
+}
+
+/// Prepares a fresh upper. Every sandbox gets a private, empty `/tmp` (mode
+/// 1777): an opaque directory that hides the base's, in the upper, so it is
+/// snapshotted and forked with everything else. A strict sandbox (`owner`:
+/// its root's host ids) also owns its `/` and `/tmp`; on the host's root it
+/// sees only the system entries ([`HOST_SYSTEM_ENTRIES`]), every other
+/// top-level entry hidden (an empty opaque directory for a directory, a
+/// whiteout for anything else), and not [`ETC_SECRETS`].
+pub(crate) fn prepare_upper(
+    sandbox: &str,
+    upper: &Path,
+    host_root: bool,
+    owner: Option<(u32, u32)>,
+) -> Result<(), Error> {
+    opaque_dir(sandbox, &upper.join("tmp"), 0o1777, owner)?;
+    let Some(owner) = owner else {
+        return Ok(());
+    };
+    chown(sandbox, upper, Some(owner))?;
+    if !host_root {
+        return Ok(());
+    }
+    let entries = std::fs::read_dir("/").map_err(setup(sandbox, "list /".to_owned()))?;
+    for entry in entries {
+        let entry = entry.map_err(setup(sandbox, "list /".to_owned()))?;
+        let name = entry.file_name();
+        let name_str = name.to_string_lossy();
+        if name_str == "tmp" || HOST_SYSTEM_ENTRIES.contains(&name_str.as_ref()) {
+            continue;
+        }
+        let target = upper.join(&name);
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir {
+            let mode = if name_str == "root" { 0o700 } else { 0o755 };
+            opaque_dir(sandbox, &target, mode, Some(owner))?;
+            // Programs expect it, writable by all.
+            if name_str == "var" {
+                let dir = upper.join("var/tmp");
+                std::fs::create_dir(&dir)
+                    .map_err(setup(sandbox, format!("create {}", dir.display())))?;
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))
+                    .map_err(setup(sandbox, format!("chmod {}", dir.display())))?;
+                chown(sandbox, &dir, Some(owner))?;
+            }
+        } else {
+            whiteout(sandbox, &target)?;
+        }
+    }
+    let host_keys = std::fs::read_dir("/etc/ssh")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| format!("ssh/{}", e.file_name().to_string_lossy()))
+        .filter(|name| name.ends_with("_key"));
+    let secrets = ETC_SECRETS.iter().map(|s| (*s).to_owned()).chain(host_keys);
+    for secret in secrets {
+        let host = Path::new("/etc").join(&secret);
+        if std::fs::symlink_metadata(&host).is_err() {
+            continue;
+        }
+        let target = upper.join("etc").join(&secret);
+        if let Some(parent) = target.parent() {
+            mirror_dirs(sandbox, upper, parent)?;
+        }
+        whiteout(sandbox, &target)?;
+    }
+    Ok(())
+}
+
+/// Makes `dir` (under `upper`) and its missing parents with the modes of
+/// the host's directories at the same place, so a whiteout below changes
+/// nothing else the sandbox sees.
+fn mirror_dirs(sandbox: &str, upper: &Path, dir: &Path) -> Result<(), Error> {
+    let rel = dir.strip_prefix(upper).unwrap_or(dir);
+    let mut at = upper.to_owned();
+    let mut host = std::path::PathBuf::from("/");
+    for part in rel.components() {
+        at.push(part);
+        host.push(part);
+        if at.is_dir() {
+            continue;
+        }
+        let meta = std::fs::metadata(&host)
+            .map_err(setup(sandbox, format!("inspect {}", host.display())))?;
+        std::fs::create_dir(&at).map_err(setup(sandbox, format!("create {}", at.display())))?;
+        std::fs::set_permissions(&at, std::fs::Permissions::from_mode(meta.mode() & 0o7777))
+            .map_err(setup(sandbox, format!("chmod {}", at.display())))?;
+    }
+    Ok(())
 }
 
 /// Mounts the overlay of `upper` over `lowers` (top first) at `at`.
@@ -79,6 +213,18 @@ pub(crate) fn mount_overlay(
 /// Unmounts the root; a root still busy (a straggler holding it open in the
 /// owner's namespace) is detached instead, which frees it once released.
 pub(crate) fn unmount(sandbox: &str, at: &Path) -> Result<(), Error> {
+    unmount_root(sandbox, at)?;
+    // A strict sandbox's layers are attached at `at/layer<N>` for the
+    // moment its overlay is made; a crash then leaves them there.
+    for entry in std::fs::read_dir(at).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("layer") {
+            let _ = nix::mount::umount2(&entry.path(), MntFlags::MNT_DETACH);
+        }
+    }
+    Ok(())
+}
+
+fn unmount_root(sandbox: &str, at: &Path) -> Result<(), Error> {
     match nix::mount::umount2(at, MntFlags::empty()) {
         Ok(()) => Ok(()),
         Err(nix::errno::Errno::EINVAL | nix::errno::Errno::ENOENT) => Ok(()),

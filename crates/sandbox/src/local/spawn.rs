@@ -38,6 +38,10 @@ pub(crate) struct AnchorArgs<'a> {
     pub tools: &'a [super::Tool],
     /// What commands and launches run as.
     pub identity: &'a super::user::Identity,
+    /// The id range of a strict sandbox (`--userns`); `None`: trusted.
+    pub userns: Option<rollpoint_proctree::isolate::IdRange>,
+    /// Host paths lent read-only at their own place (`--lend`).
+    pub lend: &'a [PathBuf],
 }
 
 pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child, Error> {
@@ -72,6 +76,12 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
     }
     if args.network == Network::Isolated {
         cmd.arg("--isolated-net");
+    }
+    if let Some(range) = args.userns {
+        cmd.arg("--userns").arg(range.to_string());
+    }
+    for path in args.lend {
+        cmd.arg("--lend").arg(path);
     }
     let log_err = args.log.try_clone().map_err(|source| Error::Setup {
         sandbox: sandbox.to_owned(),

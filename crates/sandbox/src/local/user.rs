@@ -10,6 +10,7 @@
 
 use std::path::Path;
 
+use rollpoint_proctree::isolate::IdRange;
 use rollpoint_proctree::spawn::Credentials;
 
 use crate::{Error, SandboxRoot};
@@ -26,6 +27,10 @@ pub struct Identity {
     pub groups: Vec<u32>,
     /// `HOME` for commands whose environment sets none.
     pub home: String,
+    /// The sandbox's id range in a strict sandbox: the ids above are
+    /// inside its user namespace, and its files on the host are theirs
+    /// shifted into the range.
+    pub range: Option<IdRange>,
 }
 
 impl Identity {
@@ -35,17 +40,43 @@ impl Identity {
             gid: 0,
             groups: Vec::new(),
             home: "/root".into(),
+            range: None,
         }
+    }
+
+    /// The same user inside a sandbox mapped by `range` (`None`: the
+    /// host's ids); `Err` names an id the range does not hold.
+    pub fn mapped(mut self, range: Option<IdRange>) -> Result<Self, String> {
+        if let Some(r) = range {
+            let ids = [self.uid, self.gid]
+                .into_iter()
+                .chain(self.groups.iter().copied());
+            if let Some(id) = ids.into_iter().find(|id| r.to_host(*id).is_none()) {
+                return Err(format!(
+                    "sandbox.user: id {id} is outside the sandbox's ids 0 to {} \
+                     (strict isolation maps {} ids)",
+                    r.count - 1,
+                    r.count
+                ));
+            }
+        }
+        self.range = range;
+        Ok(self)
     }
 
     pub fn is_root(&self) -> bool {
         self.uid == 0 && self.gid == 0 && self.groups.is_empty()
     }
 
-    /// The owner (uid, gid) to give what is made for the user; `None` for
-    /// root, whose files need no change.
+    /// The host's owner (uid, gid) to give what is made for the user:
+    /// shifted into the range of a strict sandbox (its root's files too);
+    /// `None` for root of a trusted one, whose files need no change.
     pub fn owner(&self) -> Option<(u32, u32)> {
-        (!self.is_root()).then_some((self.uid, self.gid))
+        match self.range {
+            // `mapped` checked that the range holds both.
+            Some(r) => Some((r.host + self.uid, r.host + self.gid)),
+            None => (!self.is_root()).then_some((self.uid, self.gid)),
+        }
     }
 
     /// What the anchor is told (`--user`); `None` for root.
@@ -59,10 +90,20 @@ impl Identity {
 }
 
 /// Resolves `user` (`NAME`, `UID`, `NAME:GROUP`, `UID:GID`, mixed; empty is
-/// root) in the mounted root of sandbox `sandbox`.
-pub fn resolve(sandbox: &str, root: &SandboxRoot, user: &str) -> Result<Identity, Error> {
+/// root) in the mounted root of sandbox `sandbox`, mapped by `range` when
+/// the sandbox is strict.
+pub fn resolve(
+    sandbox: &str,
+    root: &SandboxRoot,
+    user: &str,
+    range: Option<IdRange>,
+) -> Result<Identity, Error> {
+    let invalid = |message| Error::Invalid {
+        sandbox: sandbox.to_owned(),
+        message,
+    };
     if user.is_empty() {
-        return Ok(Identity::root());
+        return Identity::root().mapped(range).map_err(invalid);
     }
     let read = |path: &str| match root.download(Path::new(path), DB_LIMIT) {
         Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
@@ -71,10 +112,9 @@ pub fn resolve(sandbox: &str, root: &SandboxRoot, user: &str) -> Result<Identity
         }
         Err(e) => Err(e),
     };
-    parse(user, &read("/etc/passwd")?, &read("/etc/group")?).map_err(|message| Error::Invalid {
-        sandbox: sandbox.to_owned(),
-        message,
-    })
+    parse(user, &read("/etc/passwd")?, &read("/etc/group")?)
+        .and_then(|id| id.mapped(range))
+        .map_err(invalid)
 }
 
 struct Passwd<'a> {
@@ -158,6 +198,7 @@ pub fn parse(user: &str, passwd_text: &str, group_text: &str) -> Result<Identity
         gid,
         groups,
         home: home.to_owned(),
+        range: None,
     })
 }
 
@@ -181,7 +222,8 @@ mod tests {
                 uid: 1000,
                 gid: 1000,
                 groups: vec![10, 999],
-                home: "/home/node".into()
+                home: "/home/node".into(),
+                range: None,
             }
         );
         assert_eq!(parse("1000", PASSWD, GROUP).unwrap(), node);
@@ -195,7 +237,8 @@ mod tests {
                 uid: 4242,
                 gid: 7,
                 groups: vec![],
-                home: "/".into()
+                home: "/".into(),
+                range: None,
             }
         );
         assert_eq!(parse("svc", PASSWD, GROUP).unwrap().home, "/");
@@ -214,5 +257,26 @@ mod tests {
         }
         let err = parse("99999999999", PASSWD, GROUP).unwrap_err();
         assert!(err.contains("no user"), "{err}");
+    }
+
+    #[test]
+    fn a_strict_sandbox_owns_its_files_through_its_range() {
+        let range = IdRange::parse("1073741824:65536").unwrap();
+        let root = Identity::root().mapped(Some(range)).unwrap();
+        assert_eq!(root.owner(), Some((1_073_741_824, 1_073_741_824)));
+        assert_eq!(Identity::root().owner(), None);
+        let node = parse("node", PASSWD, GROUP)
+            .unwrap()
+            .mapped(Some(range))
+            .unwrap();
+        assert_eq!(node.owner(), Some((1_073_742_824, 1_073_742_824)));
+        let err = parse("70000", "", "")
+            .unwrap()
+            .mapped(Some(range))
+            .unwrap_err();
+        assert!(
+            err.contains("id 70000 is outside the sandbox's ids 0 to 65535"),
+            "{err}"
+        );
     }
 }

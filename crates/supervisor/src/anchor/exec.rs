@@ -66,9 +66,10 @@ pub fn exec(reaper: &Reaper, run_as: &RunAs, req: &ExecRequest) -> Result<ExecOu
         .stderr(Stdio::piped())
         .process_group(0);
     // Our mask blocks what the anchor waits for: the child starts clean,
-    // as the sandbox's user.
+    // as the sandbox's user, confined when the sandbox is strict.
     PreExec::new()
         .credentials(run_as.user.clone())
+        .isolate(run_as.isolation.clone())
         .install(&mut cmd);
 
     let start = Instant::now();
@@ -241,6 +242,7 @@ mod tests {
         };
         let root = RunAs {
             user: None,
+            isolation: None,
             home: "/root".into(),
         };
         let err = exec(&reaper, &root, &req).expect_err("empty argv");

@@ -20,6 +20,9 @@ use rollpoint_proto::anchor::{
 use super::RunAs;
 use super::reaper::Reaper;
 
+/// Where a launch's supervisor finds the sandbox's user namespace.
+const USERNS_FD: i32 = 3;
+
 /// The `run` command line for a request (without the program name).
 fn run_args(req: &LaunchRequest, run_as: &RunAs, session: &Path) -> Vec<String> {
     let mut args = vec![
@@ -36,6 +39,9 @@ fn run_args(req: &LaunchRequest, run_as: &RunAs, session: &Path) -> Vec<String> 
     }
     if let Some(user) = &run_as.user {
         args.extend(["--user".to_owned(), user.to_string()]);
+    }
+    if run_as.isolation.is_some() {
+        args.extend(["--userns-fd".to_owned(), USERNS_FD.to_string()]);
     }
     args.extend(req.options.iter().cloned());
     args.push("--".to_owned());
@@ -106,7 +112,17 @@ pub fn launch(reaper: &Reaper, run_as: &RunAs, req: &LaunchRequest) -> Result<u3
         .stderr(log2)
         .process_group(0);
     // Our mask blocks what the anchor waits for: the child starts clean.
-    PreExec::new().install(&mut cmd);
+    // The supervisor stays root outside the sandbox's user namespace (it
+    // freezes the launch); it is handed the namespace for the harness.
+    let mut hook = PreExec::new();
+    if let Some(iso) = &run_as.isolation {
+        let ns = iso
+            .userns()
+            .try_clone()
+            .map_err(|e| format!("launch {id}: duplicate the user namespace: {e}"))?;
+        hook = hook.pass(ns, USERNS_FD);
+    }
+    hook.install(&mut cmd);
     let (child, exited) = reaper
         .spawn(&mut cmd)
         .map_err(|e| format!("launch {id}: failed to start its supervisor: {e}"))?;
@@ -144,6 +160,7 @@ mod tests {
 
     const ROOT: RunAs = RunAs {
         user: None,
+        isolation: None,
         home: String::new(),
     };
 
@@ -162,6 +179,7 @@ mod tests {
                 rollpoint_proctree::spawn::Credentials::parse("1000:1000:27").expect("parses"),
             ),
             home: "/home/n".into(),
+            isolation: None,
         };
         let args = run_args(&req, &user, Path::new("/s"));
         assert!(

@@ -44,17 +44,22 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, fork, pipe2};
 
+use rollpoint_proctree::isolate::Isolation;
 use rollpoint_proctree::spawn::Credentials;
 
 use crate::args::AnchorOpts;
 use crate::errors::Error;
 
-/// Who the sandbox's commands and launches run as (`--user`, `--home`).
+/// Who the sandbox's commands and launches run as (`--user`, `--home`),
+/// and in what confinement (`--userns`).
 #[derive(Debug, Clone)]
 pub struct RunAs {
-    /// `None`: root, as the anchor is.
+    /// `None`: root (of the sandbox's user namespace when isolated, else
+    /// the host's, as the anchor is).
     pub user: Option<Credentials>,
     pub home: String,
+    /// `Some` in a strict sandbox: every child enters it.
+    pub isolation: Option<Arc<Isolation>>,
 }
 
 impl RunAs {
@@ -255,6 +260,22 @@ fn outer(sandbox: &owner::Sandbox<'_>, mask: &SigSet, owner: owner::Owner) -> Re
     }
 }
 
+/// The sandbox's user namespace and filters (`--userns`), made once,
+/// while PID 1 is still one thread.
+fn isolation(opts: &AnchorOpts) -> Result<Option<Arc<Isolation>>, Error> {
+    let Some(range) = opts.userns else {
+        return Ok(None);
+    };
+    let ns =
+        rollpoint_proctree::isolate::userns::create(range).map_err(|source| Error::SetupIo {
+            what: "create the user namespace of",
+            path: opts.root.clone(),
+            source,
+        })?;
+    let iso = Isolation::new(ns).map_err(|e| Error::Refused(e.to_string()))?;
+    Ok(Some(Arc::new(iso)))
+}
+
 /// PID 1 of the sandbox.
 fn inner(opts: &AnchorOpts) -> Result<i32, Error> {
     mounts::enter(opts)?;
@@ -275,6 +296,7 @@ fn inner(opts: &AnchorOpts) -> Result<i32, Error> {
     let run_as = Arc::new(RunAs {
         user: opts.user.clone(),
         home: opts.home.clone(),
+        isolation: isolation(opts)?,
     });
     std::thread::Builder::new()
         .name("anchor".into())

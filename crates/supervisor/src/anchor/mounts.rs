@@ -110,13 +110,20 @@ pub fn enter(opts: &AnchorOpts) -> Result<(), Error> {
     .map_err(nix_err("make private the mounts under", Path::new("/")))?;
 
     let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    mount_fs("proc", &mkdir_in(root, "proc")?, hidden, "")?;
+    let proc = mkdir_in(root, "proc")?;
+    mount_fs("proc", &proc, hidden, "")?;
+    if opts.userns.is_some() {
+        mask_proc(&proc)?;
+    }
     dev(&mkdir_in(root, "dev")?)?;
     sys(&mkdir_in(root, "sys")?, opts)?;
     let control = mkdir_in(root, SANDBOX_CONTROL_DIR)?;
     bind(&opts.control, &control)?;
     if !opts.tools.is_empty() {
         tools(&mkdir_in(root, TOOLS_DIR)?, &opts.tools)?;
+    }
+    for path in &opts.lend {
+        lend(root, path)?;
     }
 
     sethostname(&opts.hostname).map_err(|source| Error::Setup {
@@ -153,6 +160,96 @@ fn tools(dir: &Path, tools: &[(String, PathBuf)]) -> Result<(), Error> {
         read_only(&target, MsFlags::MS_BIND)?;
     }
     read_only(dir, hidden)
+}
+
+/// `/proc` files a sandbox may not read (kernel memory, keys, timers and
+/// scheduler internals) or write (`sysrq-trigger`): `/dev/null` over them.
+const PROC_MASKED_FILES: [&str; 7] = [
+    "kcore",
+    "keys",
+    "latency_stats",
+    "timer_list",
+    "timer_stats",
+    "sched_debug",
+    "sysrq-trigger",
+];
+
+/// `/proc` directories hidden under an empty read-only tmpfs.
+const PROC_MASKED_DIRS: [&str; 3] = ["acpi", "asound", "scsi"];
+
+/// `/proc` directories a sandbox may read but never write (`sys` holds
+/// `core_pattern`, whose pipe handler the host kernel would run as root).
+const PROC_READ_ONLY: [&str; 4] = ["sys", "irq", "bus", "fs"];
+
+/// Masks a strict sandbox's `/proc` as `docker run` does. Mounts in the
+/// sandbox's mount namespace, which the sandbox's root cannot undo (the
+/// namespace belongs to the host's user namespace, and the filter refuses
+/// `umount2`). A path this kernel lacks is skipped.
+fn mask_proc(proc: &Path) -> Result<(), Error> {
+    for name in PROC_MASKED_FILES {
+        let target = proc.join(name);
+        if target.exists() {
+            bind(Path::new("/dev/null"), &target)?;
+        }
+    }
+    for name in PROC_MASKED_DIRS {
+        let target = proc.join(name);
+        if target.is_dir() {
+            mount(
+                Some("tmpfs"),
+                &target,
+                Some("tmpfs"),
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                Some("size=0,mode=0555"),
+            )
+            .map_err(nix_err("mask", &target))?;
+        }
+    }
+    for name in PROC_READ_ONLY {
+        let target = proc.join(name);
+        if target.is_dir() {
+            bind(&target, &target)?;
+            read_only(
+                &target,
+                MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Bind-mounts the host's `path` read-only at the same place in the root
+/// (`--lend`), making the mount point (a directory, or an empty file for a
+/// file) without following a symlink.
+fn lend(root: &Path, path: &Path) -> Result<(), Error> {
+    let rel = path.to_string_lossy();
+    let target = if path.is_dir() {
+        mkdir_in(root, &rel)?
+    } else {
+        let parent = path.parent().map(|p| p.to_string_lossy().into_owned());
+        let dir = mkdir_in(root, parent.as_deref().unwrap_or("/"))?;
+        let target = dir.join(path.file_name().unwrap_or_default());
+        match std::fs::symlink_metadata(&target) {
+            Ok(m) if m.is_file() => {}
+            Ok(_) => {
+                return Err(Error::SetupIo {
+                    what: "use as a mount point",
+                    path: target,
+                    source: std::io::Error::other("not a regular file (symlinks are refused)"),
+                });
+            }
+            Err(_) => {
+                std::fs::File::create(&target)
+                    .map_err(io_err("create the mount point", &target))?;
+            }
+        }
+        target
+    };
+    bind(path, &target)?;
+    read_only(
+        &target,
+        MsFlags::MS_BIND | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+    )
 }
 
 fn read_only(target: &Path, flags: MsFlags) -> Result<(), Error> {

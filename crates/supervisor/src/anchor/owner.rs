@@ -380,6 +380,8 @@ mod tests {
             owner: None,
             tools: Vec::new(),
             user: None,
+            userns: None,
+            lend: Vec::new(),
             home: "/root".into(),
             enter: false,
             join: Vec::new(),
