@@ -81,7 +81,9 @@ async fn root_native_worker_is_paused_then_continues_from_its_checkpoint_in_the_
         "task": {
             "id": "native",
             "files": {"input.json": input.to_string()},
-            "verify": {"command": ["/bin/sh", "-c", check]}
+            "verify": {"command": ["/bin/sh", "-c", check]},
+            // A strict sandbox sees the host's paths it is lent, no others.
+            "sandbox": {"host_paths": [worker_bin()]}
         },
         "adapter": {"kind": "native", "input": "input.json", "worker": worker_bin()}
     }))

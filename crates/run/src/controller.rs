@@ -127,6 +127,7 @@ pub async fn run(
         forks: std::collections::BTreeMap::new(),
         saved_by: std::collections::BTreeMap::new(),
         branched: std::collections::BTreeSet::new(),
+        trusted: crate::state::trusted_rollouts(&tasks.tasks),
     };
     state.save(&run_dir)?;
     let backend = open_backend(&run_dir, &config, supervisor)?;

@@ -31,6 +31,8 @@ pub struct RunReport {
     pub skipped_events: usize,
     /// Rollouts without a row, with the attempt last dispatched.
     pub unfinished: Vec<(String, u32)>,
+    /// Rollouts whose sandboxes were trusted.
+    pub trusted: Vec<String>,
 }
 
 /// Totals of the summary.
@@ -64,6 +66,7 @@ impl RunReport {
             events: events.lines,
             skipped_events: events.skipped,
             unfinished: status.unfinished,
+            trusted: status.trusted,
         })
     }
 
@@ -119,6 +122,15 @@ impl RunReport {
             esc(&title),
             esc(&title)
         );
+        if !self.trusted.is_empty() {
+            let _ = writeln!(
+                page,
+                "<p class=\"warn\"><b>Trusted sandboxes:</b> {} rollouts ran their code as the \
+                 host's root (sandbox.isolation = \"trusted\"): {}</p>",
+                self.trusted.len(),
+                esc(&self.trusted.join(", "))
+            );
+        }
         self.summary_html(&mut page);
         page.push_str("<h2>Timeline</h2>\n");
         self.timeline_svg(&mut page);

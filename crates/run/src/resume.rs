@@ -213,6 +213,8 @@ pub async fn resume(
     let _lock = crate::lock::RunLock::acquire(&run_dir)?;
     let mut state = RunState::load(&run_dir)?;
     let tasks = load_tasks(&state.tasks_path)?;
+    // Said again at every resume: the log of this process must say it too.
+    let _ = crate::state::trusted_rollouts(&tasks.tasks);
     if tasks.sha256 != state.tasks_sha256 {
         return Err(RunError::State {
             path: tasks.path,

@@ -57,7 +57,9 @@ pub fn open_backend(
 
 /// What a sandbox on an image gets under `/.rollpoint`: the static worker
 /// beside the supervisor, the pinned harness install and the host's `node`
-/// (which needs the image's glibc and libstdc++), where this host has them.
+/// (which needs the image's glibc and libstdc++), where this host has them;
+/// and this program (`ROLLPOINT_BIN`, whose `worker` subcommand a strict
+/// sandbox on the host's root runs: it is lent there at its own path).
 fn image_tools(supervisor: &Path) -> Vec<Tool> {
     let mut tools = Vec::new();
     let mut add = |at: &str, host: PathBuf| {
@@ -86,6 +88,9 @@ fn image_tools(supervisor: &Path) -> Vec<Tool> {
         .find(|p| p.is_file());
     if let Some(node) = node {
         add("bin/node", node);
+    }
+    if let Ok(program) = std::env::current_exe() {
+        add("bin/rollpoint", program);
     }
     tools
 }

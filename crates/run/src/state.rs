@@ -39,6 +39,37 @@ pub struct RunState {
     pub saved_by: BTreeMap<String, u32>,
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub branched: std::collections::BTreeSet<String>,
+    /// Rollouts whose task asked for a trusted sandbox (`sandbox.isolation =
+    /// "trusted"`): their code runs as the host's root, with the host's files
+    /// in view. Kept so `status` and the report say so.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub trusted: std::collections::BTreeSet<String>,
+}
+
+/// The rollouts of `tasks` whose sandbox is trusted, logged loudly: a
+/// trusted sandbox holds nothing against the code it runs.
+pub fn trusted_rollouts(
+    tasks: &[rollpoint_driver::RolloutTask],
+) -> std::collections::BTreeSet<String> {
+    let trusted: std::collections::BTreeSet<String> = tasks
+        .iter()
+        .filter(|t| !t.task.sandbox.isolation.is_strict())
+        .map(|t| t.rollout().to_owned())
+        .collect();
+    if !trusted.is_empty() {
+        tracing::warn!(
+            rollouts = trusted.len(),
+            first = trusted
+                .iter()
+                .next()
+                .map(String::as_str)
+                .unwrap_or_default(),
+            "TRUSTED SANDBOXES: these rollouts run their code as the host's root with every \
+             capability, no seccomp filter and the host's files in view \
+             (sandbox.isolation = \"trusted\"); run only code you wrote this way"
+        );
+    }
+    trusted
 }
 
 /// A branch of a forked rollout: its task (renamed) and where it was forked from.
@@ -118,6 +149,7 @@ mod tests {
             forks: BTreeMap::new(),
             saved_by: BTreeMap::new(),
             branched: std::collections::BTreeSet::new(),
+            trusted: std::collections::BTreeSet::new(),
         };
         state.save(dir.path()).unwrap();
         assert_eq!(RunState::load(dir.path()).unwrap(), state);

@@ -29,6 +29,8 @@ pub struct RunStatus {
     pub latest_damaged: Option<String>,
     /// Unfinished rollouts with the attempt they were last dispatched as.
     pub unfinished: Vec<(String, u32)>,
+    /// Rollouts whose sandboxes are trusted (the rest are strict).
+    pub trusted: Vec<String>,
 }
 
 /// Version of the `rollpoint status --json` document.
@@ -37,7 +39,7 @@ pub const STATUS_VERSION: u32 = 1;
 impl RunStatus {
     /// The status as the versioned JSON document `rollpoint status --json` prints:
     /// `{v, tasks, done, by_status, reward_sum, rewarded, latest: {id, created_ms, scope} |
-    /// null, latest_damaged, unfinished: [{rollout, attempt}]}`.
+    /// null, latest_damaged, unfinished: [{rollout, attempt}], trusted: [rollout]}`.
     #[must_use]
     pub fn to_json(&self) -> serde_json::Value {
         serde_json::json!({
@@ -54,6 +56,7 @@ impl RunStatus {
             "unfinished": self.unfinished.iter().map(|(rollout, attempt)| serde_json::json!({
                 "rollout": rollout, "attempt": attempt,
             })).collect::<Vec<_>>(),
+            "trusted": self.trusted,
         })
     }
 }
@@ -129,6 +132,7 @@ pub fn read_status(run_dir: &Path) -> Result<RunStatus, RunError> {
         latest,
         latest_damaged,
         unfinished,
+        trusted: state.trusted.into_iter().collect(),
     })
 }
 
@@ -154,6 +158,14 @@ impl std::fmt::Display for RunStatus {
                 writeln!(f, "latest checkpoint: {id} ({n} rollouts, created {at} ms)")?
             }
             (None, _) => writeln!(f, "latest checkpoint: none")?,
+        }
+        match self.trusted.len() {
+            0 => writeln!(f, "isolation: strict")?,
+            n => writeln!(
+                f,
+                "isolation: strict, but {n} TRUSTED (their code runs as the host's root): {}",
+                self.trusted.join(", ")
+            )?,
         }
         writeln!(f, "not finished: {}", self.unfinished.len())?;
         for (r, a) in &self.unfinished {

@@ -180,6 +180,7 @@ fn status_says_the_latest_checkpoint_is_damaged_and_why() {
         forks: Default::default(),
         saved_by: Default::default(),
         branched: Default::default(),
+        trusted: std::collections::BTreeSet::new(),
     }
     .save(run)
     .unwrap();

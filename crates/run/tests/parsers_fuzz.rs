@@ -28,6 +28,7 @@ fn state() -> Vec<u8> {
         forks: Default::default(),
         saved_by: Default::default(),
         branched: Default::default(),
+        trusted: std::collections::BTreeSet::new(),
     };
     state.save(dir.path()).expect("save");
     std::fs::read(RunState::path(dir.path())).expect("read")

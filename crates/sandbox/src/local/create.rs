@@ -28,6 +28,12 @@ pub(super) fn create(
 ) -> Result<SandboxInfo, Error> {
     let _working = backend.working();
     let mut phases = Phases::new();
+    if !spec.isolation.is_strict() {
+        tracing::warn!(
+            sandbox = id,
+            "sandbox is TRUSTED: its code runs as the host's root, unconfined"
+        );
+    }
     // Resolve the base (an image pulled, its config applied) before making
     // anything that would need undoing.
     let spec = &backend.bases.resolve(id, spec)?;

@@ -32,6 +32,25 @@ pub(super) fn fork(
     };
     crash::point("fork: upper made");
     phases.mark("fork upper");
+    // A snapshot another node took holds its files under that node's
+    // range: they become this backend's sandbox's.
+    if rec.received && rec.spec.isolation.is_strict() {
+        let shifted =
+            super::ids::shift_into(&dirs.upper, backend.ids).map_err(|source| Error::Setup {
+                sandbox: new_id.to_owned(),
+                what: format!(
+                    "shift the ids of {} into {}",
+                    dirs.upper.display(),
+                    backend.ids
+                ),
+                source,
+            });
+        if let Err(e) = shifted {
+            let _ = destroy::teardown_stale(backend, new_id);
+            return Err(e);
+        }
+        phases.mark("ids shifted");
+    }
     create::start(
         backend,
         new_id,

@@ -141,6 +141,46 @@ pub(crate) fn range_of(dir: &Path, claims: &Path) -> Result<IdRange, Error> {
     Ok(range)
 }
 
+/// The id `id` of another range, as the same id of `range`; an id below
+/// the ranges (a host id, unmapped inside) stays.
+fn shifted(id: u32, range: IdRange) -> u32 {
+    if id >= FIRST_HOST_ID {
+        range.host + (id - FIRST_HOST_ID) % RANGE_SIZE
+    } else {
+        id
+    }
+}
+
+/// Gives every entry of the tree `root` owned in another rollpoint range
+/// the same ids in `range` (symlinks not followed; setuid and setgid bits,
+/// which a chown clears, put back). Returns how many entries changed.
+pub(crate) fn shift_into(root: &Path, range: IdRange) -> std::io::Result<u64> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let mut changed = 0;
+    let mut stack = vec![root.to_owned()];
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path)?;
+        let (uid, gid) = (shifted(meta.uid(), range), shifted(meta.gid(), range));
+        if (uid, gid) != (meta.uid(), meta.gid()) {
+            std::os::unix::fs::lchown(&path, Some(uid), Some(gid))?;
+            let special = meta.mode() & 0o6000;
+            if special != 0 && meta.is_file() {
+                std::fs::set_permissions(
+                    &path,
+                    std::fs::Permissions::from_mode(meta.mode() & 0o7777),
+                )?;
+            }
+            changed += 1;
+        }
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path)? {
+                stack.push(entry?.path());
+            }
+        }
+    }
+    Ok(changed)
+}
+
 /// A claim: which backend directory holds a slot.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -195,6 +235,33 @@ mod tests {
             ra,
             "a's range is free again"
         );
+    }
+
+    #[test]
+    fn root_a_tree_of_another_range_is_shifted_into_ours() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("upper");
+        std::fs::create_dir_all(root.join("d")).unwrap();
+        let (ours, theirs) = (slot_range(3), slot_range(7));
+        std::fs::write(root.join("d/f"), "x").unwrap();
+        std::fs::write(root.join("suid"), "x").unwrap();
+        std::os::unix::fs::symlink("d/f", root.join("link")).unwrap();
+        for p in ["", "d", "d/f", "suid"] {
+            let p = root.join(p);
+            std::os::unix::fs::lchown(&p, Some(theirs.host + 1000), Some(theirs.host)).unwrap();
+        }
+        std::os::unix::fs::lchown(root.join("link"), Some(0), Some(0)).unwrap();
+        std::fs::set_permissions(root.join("suid"), std::fs::Permissions::from_mode(0o4755))
+            .unwrap();
+        assert_eq!(shift_into(&root, ours).unwrap(), 4);
+        let meta = std::fs::metadata(root.join("d/f")).unwrap();
+        assert_eq!((meta.uid(), meta.gid()), (ours.host + 1000, ours.host));
+        let suid = std::fs::metadata(root.join("suid")).unwrap();
+        assert_eq!(suid.mode() & 0o7777, 0o4755, "setuid kept");
+        let link = std::fs::symlink_metadata(root.join("link")).unwrap();
+        assert_eq!(link.uid(), 0, "a host id stays");
+        assert_eq!(shift_into(&root, ours).unwrap(), 0, "nothing left to shift");
     }
 
     #[test]

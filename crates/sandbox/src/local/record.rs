@@ -58,6 +58,10 @@ pub struct SnapshotRecord {
     pub id: String,
     pub sandbox: String,
     pub spec: SandboxSpec,
+    /// Sent by another node: its files may carry that node's id range,
+    /// shifted into this backend's at each fork (`ids::shift_into`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub received: bool,
 }
 
 /// Which store a backend directory uses, fixed by its first open: a later
@@ -228,6 +232,7 @@ mod tests {
             id: "ck1-s".into(),
             sandbox: "s".into(),
             spec: SandboxSpec::default(),
+            received: false,
         };
         write(&path, &record).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;

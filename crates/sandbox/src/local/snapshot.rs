@@ -137,6 +137,7 @@ pub(super) fn snapshot_all(
                     id: (*snapshot).to_owned(),
                     sandbox: info.id.clone(),
                     spec: info.spec.clone(),
+                    received: false,
                 },
             )
         })

@@ -49,6 +49,7 @@ pub(super) fn receive(
         id: snapshot.to_owned(),
         sandbox: sandbox.to_owned(),
         spec: spec.clone(),
+        received: true,
     };
     let recorded = record::write_all(&[(path.clone(), &rec)])
         .and_then(|()| backend.bases.pin(&path, &rec.spec.base))
