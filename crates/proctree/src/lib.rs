@@ -26,6 +26,7 @@
 
 pub mod budget;
 pub mod cgroup;
+mod credentials;
 mod errors;
 pub mod freeze;
 pub mod ident;

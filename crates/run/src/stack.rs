@@ -49,18 +49,18 @@ pub fn open_backend(
         ca_file: config.image_ca_file.clone(),
         auth_file: config.image_auth_file.clone(),
     };
-    options.tools = image_tools(&options.supervisor);
+    options.tools = sandbox_tools(&options.supervisor);
     LocalBackend::open(&run_dir.join(OWNER_DIR), options)
         .map(Arc::new)
         .map_err(|e| RunError::setup("sandboxes", e))
 }
 
-/// What a sandbox on an image gets under `/.rollpoint`: the static worker
+/// What a sandbox on an image (and every strict one) gets under `/.rollpoint`: the static worker
 /// beside the supervisor, the pinned harness install and the host's `node`
 /// (which needs the image's glibc and libstdc++), where this host has them;
 /// and this program (`ROLLPOINT_BIN`, whose `worker` subcommand a strict
 /// sandbox on the host's root runs: it is lent there at its own path).
-fn image_tools(supervisor: &Path) -> Vec<Tool> {
+pub fn sandbox_tools(supervisor: &Path) -> Vec<Tool> {
     let mut tools = Vec::new();
     let mut add = |at: &str, host: PathBuf| {
         if host.exists() {

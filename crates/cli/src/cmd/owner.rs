@@ -61,6 +61,8 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
     let remote = args.checkpoint_store.open()?;
     let choice: StoreChoice = args.store.parse()?;
     let mut options = LocalOptions::new(locate::supervisor(args.supervisor.as_ref())?);
+    // The same tools and lent paths as `rollpoint run` gives its sandboxes.
+    options.tools = rollpoint_run::stack::sandbox_tools(&options.supervisor);
     options.store = StoreOptions {
         choice,
         image: ImageOptions {

@@ -4,7 +4,7 @@
 //! `no_new_privs` and installs the system-call filter ([`seccomp`]). The
 //! anchor and the launch supervisors stay root in the host's user namespace
 //! (they freeze cgroups and mount); only the children they start are
-//! confined, between fork and exec, through [`crate::spawn::PreExec`].
+//! confined, between fork and exec, through `spawn::PreExec`.
 //!
 //! Why the namespace is entered by each child rather than made by the
 //! anchor for itself: the sandbox's mount, pid, ipc, uts and network
@@ -27,7 +27,7 @@ use seccompiler::BpfProgram;
 pub use seccomp::FilterError;
 pub use userns::IdRange;
 
-use crate::spawn::Credentials;
+use crate::credentials::Credentials;
 
 /// The capabilities a sandbox's root keeps: Docker's default set.
 pub const KEPT: [Capability; 14] = [

@@ -40,11 +40,32 @@ pub struct Args {
     /// Seconds to wait for a size's rollouts to start, or to resume (1..=3600).
     #[arg(long, default_value_t = 600)]
     wait_s: u64,
+    /// The sandboxes' isolation, one run per value and size (`strict`,
+    /// `trusted`); with both, the last table compares them.
+    #[arg(long, value_delimiter = ',', default_value = "strict")]
+    isolation: Vec<Isolation>,
+}
+
+/// `sandbox.isolation` of the bench's tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Isolation {
+    Strict,
+    Trusted,
+}
+
+impl Isolation {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Strict => "strict",
+            Self::Trusted => "trusted",
+        }
+    }
 }
 
 /// One size's figures.
 struct Row {
     n: usize,
+    isolation: Isolation,
     started: Duration,
     /// The run's own figure (`timings.total_ms`): prepare to resume.
     total: Vec<Duration>,
@@ -78,26 +99,34 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     );
     let exe = std::env::current_exe().context("cannot find the rollpoint binary")?;
     let mut rows = Vec::new();
+    ensure!(
+        !args.isolation.is_empty(),
+        "--isolation: strict, trusted or both"
+    );
     for &n in &args.sizes {
-        let row = size(args, &exe, n).with_context(|| format!("size {n}"))?;
-        print_row(&row);
-        rows.push(row);
+        for &isolation in &args.isolation {
+            let row = size(args, &exe, n, isolation)
+                .with_context(|| format!("size {n}, {}", isolation.name()))?;
+            print_row(&row);
+            rows.push(row);
+        }
     }
     println!();
     println!(
-        "| N | start-up s | checkpoint ms med (min-max) | per rollout ms | prepare ms med | \
+        "| N | isolation | start-up s | checkpoint ms med (min-max) | per rollout ms | prepare ms med | \
          commit ms med | baseline ms med | ratio vs baseline | RSS KiB/sandbox | PSS KiB/sandbox \
          | resume s |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         let total = Summary::of(&r.total).context("no checkpoint")?;
         let prepare = Summary::of(&r.prepare).context("no checkpoint")?;
         let commit = Summary::of(&r.commit).context("no checkpoint")?;
         let base = Summary::of(&r.baseline).context("no baseline")?;
         println!(
-            "| {} | {:.2} | {:.0} ({:.0}-{:.0}) | {:.3} | {:.0} | {:.0} | {:.0} | {:.3} | {} | {} | {:.2} |",
+            "| {} | {} | {:.2} | {:.0} ({:.0}-{:.0}) | {:.3} | {:.0} | {:.0} | {:.0} | {:.3} | {} | {} | {:.2} |",
             r.n,
+            r.isolation.name(),
             r.started.as_secs_f64(),
             ms(total.median),
             ms(total.min),
@@ -112,8 +141,11 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             r.resumed.as_secs_f64(),
         );
     }
-    if let (Some(first), Some(last)) = (rows.first(), rows.last())
-        && rows.len() > 1
+    compare_isolation(&rows)?;
+    let first_kind = args.isolation[0];
+    let same: Vec<&Row> = rows.iter().filter(|r| r.isolation == first_kind).collect();
+    if let (Some(first), Some(last)) = (same.first(), same.last())
+        && same.len() > 1
     {
         let a = Summary::of(&first.total).context("no checkpoint")?.median;
         let b = Summary::of(&last.total).context("no checkpoint")?.median;
@@ -128,12 +160,50 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Strict against trusted at each size measured both ways: start-up,
+/// checkpoint and resume, as ratios (the target: start-up at most 1.10,
+/// checkpoint and resume unchanged).
+fn compare_isolation(rows: &[Row]) -> anyhow::Result<()> {
+    let pairs: Vec<(&Row, &Row)> = rows
+        .iter()
+        .filter(|r| r.isolation == Isolation::Strict)
+        .filter_map(|s| {
+            rows.iter()
+                .find(|t| t.n == s.n && t.isolation == Isolation::Trusted)
+                .map(|t| (s, t))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return Ok(());
+    }
+    println!(
+        "\n| N | start-up strict/trusted | checkpoint strict/trusted (medians) | resume strict/trusted |"
+    );
+    println!("|---:|---:|---:|---:|");
+    for (s, t) in pairs {
+        let ck = |r: &Row| {
+            Summary::of(&r.total)
+                .map(|x| x.median)
+                .context("no checkpoint")
+        };
+        println!(
+            "| {} | {:.2} | {:.2} | {:.2} |",
+            s.n,
+            s.started.as_secs_f64() / t.started.as_secs_f64(),
+            ck(s)?.as_secs_f64() / ck(t)?.as_secs_f64(),
+            s.resumed.as_secs_f64() / t.resumed.as_secs_f64(),
+        );
+    }
+    Ok(())
+}
+
 fn print_row(r: &Row) {
     let cell = |s: &[Duration]| Summary::of(s).map_or_else(|| "-".into(), |s| s.ms());
     println!(
-        "N={:<5} start-up {:.2} s  checkpoint {}  (request {})  prepare {}  commit {}  baseline {}  \
+        "N={:<5} {:<7} start-up {:.2} s  checkpoint {}  (request {})  prepare {}  commit {}  baseline {}  \
          RSS {} KiB  PSS {} KiB per sandbox  resume {:.2} s",
         r.n,
+        r.isolation.name(),
         r.started.as_secs_f64(),
         cell(&r.total),
         cell(&r.round_trip),
@@ -157,7 +227,7 @@ impl Drop for Running {
     }
 }
 
-fn size(args: &Args, exe: &Path, n: usize) -> anyhow::Result<Row> {
+fn size(args: &Args, exe: &Path, n: usize, isolation: Isolation) -> anyhow::Result<Row> {
     let scratch = tempfile::Builder::new()
         .prefix("rollpoint-bench-ck-")
         .tempdir_in(&args.dir)
@@ -169,7 +239,11 @@ fn size(args: &Args, exe: &Path, n: usize) -> anyhow::Result<Row> {
     for i in 0..n {
         let row = serde_json::json!({
             "v": 1,
-            "task": {"id": format!("b{i}"), "verify": {"command": ["true"]}},
+            "task": {
+                "id": format!("b{i}"),
+                "verify": {"command": ["true"]},
+                "sandbox": {"isolation": isolation.name()}
+            },
             "adapter": {"kind": "command", "argv": ["/bin/sh", "-c", &script], "pauses": true}
         });
         text.push_str(&row.to_string());
@@ -214,6 +288,7 @@ fn size(args: &Args, exe: &Path, n: usize) -> anyhow::Result<Row> {
 
     let mut row = Row {
         n,
+        isolation,
         started,
         total: Vec::new(),
         round_trip: Vec::new(),
