@@ -345,7 +345,8 @@ mod tests {
         let text = isolated_output(
             None,
             "id -u; grep -E '^(CapEff|CapBnd|Seccomp|NoNewPrivs):' /proc/self/status; \
-             cat /proc/self/uid_map; unshare -U true 2>/dev/null && echo unshared || echo refused",
+             cat /proc/self/uid_map; cat /proc/self/cgroup; \
+             unshare -U true 2>/dev/null && echo unshared || echo refused",
         );
         let kept = format!("{:016x}", crate::isolate::kept_mask());
         assert!(text.starts_with("0\n"), "{text}");
@@ -354,6 +355,10 @@ mod tests {
         assert!(text.contains("Seccomp:\t2"), "{text}");
         assert!(text.contains("NoNewPrivs:\t1"), "{text}");
         assert!(text.contains("1073741824"), "{text}");
+        assert!(
+            text.lines().any(|l| l == "0::/"),
+            "its cgroup is the root of its cgroup namespace: {text}"
+        );
         assert!(text.trim_end().ends_with("refused"), "{text}");
     }
 

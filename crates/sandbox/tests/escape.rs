@@ -62,6 +62,7 @@ p anchor_socket test -w /run/rollpoint/anchor.sock
 p launches_dir ls /run/rollpoint/launches
 p sethostname $bb hostname escaped
 p shadow cat /etc/shadow
+p cgroup_path_shown grep -q rollpoint /proc/self/cgroup
 grep -E '^(CapEff|CapBnd|CapAmb|Seccomp|NoNewPrivs):' /proc/self/status
 echo "uid_map $(cat /proc/self/uid_map | tr -s ' ')"
 "#;
@@ -154,7 +155,7 @@ fn assert_all_closed(seen: &BTreeMap<String, String>, names: &[&str], base: &str
     );
 }
 
-const SHELL_NAMES: [&str; 35] = [
+const SHELL_NAMES: [&str; 36] = [
     "core_pattern",
     "sysctl_write",
     "kcore_real",
@@ -190,6 +191,7 @@ const SHELL_NAMES: [&str; 35] = [
     "launches_dir",
     "sethostname",
     "shadow",
+    "cgroup_path_shown",
 ];
 
 fn check_status(seen: &BTreeMap<String, String>, backend: &LocalBackend, base: &str) {
@@ -427,6 +429,9 @@ fn root_a_paused_launch_stays_frozen_whatever_the_sandbox_does() {
          done
          for p in /proc/[0-9]*; do
            if tr '\\0' ' ' < $p/cmdline 2>/dev/null | grep -q '^/proc/self/exe run '; then
+             python3 -c 'import ctypes, sys
+l = ctypes.CDLL(None, use_errno=True)
+print(\"ptraced-supervisor\" if l.ptrace(16, int(sys.argv[1]), 0, 0) == 0 else \"ptrace-refused\")' ${{p#/proc/}}
              kill -9 ${{p#/proc/}} && echo killed-supervisor
            fi
          done
@@ -434,8 +439,12 @@ fn root_a_paused_launch_stays_frozen_whatever_the_sandbox_does() {
     );
     let out = sh(b, "frz", &attack);
     assert!(
-        !out.stdout.contains("killed-supervisor"),
+        !out.stdout.contains("killed-supervisor") && !out.stdout.contains("ptraced-supervisor"),
         "the launch's supervisor is out of reach: {out:?}"
+    );
+    assert!(
+        out.stdout.contains("ptrace-refused"),
+        "ptrace was tried: {out:?}"
     );
     let start = Instant::now();
     std::thread::sleep(Duration::from_millis(700));

@@ -92,8 +92,9 @@ impl Isolation {
 
     /// Enters the confinement as `user` (root of the namespace when
     /// `None`). Runs between fork and exec: async-signal-safe, raw system
-    /// calls on memory built before the fork, no allocation. Order:
-    /// the namespace (full capabilities in it, none outside), the bounding
+    /// calls on memory built before the fork, no allocation. Order: a
+    /// cgroup namespace, the user namespace (full capabilities in it, none
+    /// outside), the bounding
     /// and ambient sets, the ids (inside the namespace), the effective,
     /// permitted and inheritable sets, `no_new_privs`, then the filters, last,
     /// since they refuse `setns`.
@@ -105,9 +106,14 @@ impl Isolation {
                 Ok(())
             }
         };
-        // SAFETY: setns(2) on a descriptor this value owns; prctl(2) with
-        // integer arguments.
+        // SAFETY: unshare(2) and setns(2) take integers (a descriptor this
+        // value owns); prctl(2) integer arguments.
         unsafe {
+            // A cgroup namespace rooted where the child now is (its launch's
+            // or its sandbox's cgroup): `/proc/self/cgroup` shows no host
+            // path. Made while still the host's root, so it belongs to the
+            // host's user namespace and nothing inside can change it.
+            check(libc::syscall(libc::SYS_unshare, libc::CLONE_NEWCGROUP))?;
             check(libc::syscall(
                 libc::SYS_setns,
                 self.userns.as_raw_fd(),

@@ -134,8 +134,7 @@ impl Bases {
                 .filter(|w| w.starts_with('/'))
                 .unwrap_or_else(|| DEFAULT_WORKDIR.to_owned());
         }
-        // A strict sandbox sees the tools there whatever its base.
-        if spec.base != Base::HostRoot || spec.isolation.is_strict() {
+        if spec.base != Base::HostRoot {
             let mut env = out.full_env();
             let bin = format!("{TOOLS_DIR}/bin");
             if let Some(path) = env.get_mut("PATH")

@@ -21,6 +21,9 @@ use super::user::{self, Identity};
 use super::{Live, LocalBackend, REPLY_MARGIN, anchor, crash, destroy, mounts, spawn};
 use crate::{Error, SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxRoot, SandboxSpec};
 
+/// Where the supervisor is among the tools.
+pub(super) const SUPERVISOR_TOOL: &str = "bin/rollpoint-supervisor";
+
 pub(super) fn create(
     backend: &LocalBackend,
     id: &str,
@@ -261,7 +264,8 @@ fn bring_up(
             log,
             join: cgroups.all().cloned().collect(),
             identity: &identity,
-            tools: if spec.base == crate::Base::HostRoot && range.is_none() {
+            // On the host's root the tools are lent at their own paths instead.
+            tools: if spec.base == crate::Base::HostRoot {
                 &[]
             } else {
                 &backend.options.tools
@@ -278,8 +282,10 @@ fn bring_up(
 /// The host paths a sandbox sees at their own place: the task's
 /// `host_paths`, and in a strict sandbox on the host's root the tools'
 /// host paths outside the system directories it sees anyway (the harness
-/// install, the worker), which harness commands name by those paths. A
-/// trusted sandbox on the host's root sees the whole host already.
+/// install, the worker, this program), which harness commands name by
+/// those paths; not the supervisor, which launches run as
+/// `/proc/self/exe`. A trusted sandbox on the host's root sees the whole
+/// host already. Each costs the anchor two mounts.
 fn lent(spec: &SandboxSpec, tools: &[super::Tool]) -> Vec<std::path::PathBuf> {
     let mut paths = spec.host_paths.clone();
     if spec.base == crate::Base::HostRoot && spec.isolation.is_strict() {
@@ -287,6 +293,7 @@ fn lent(spec: &SandboxSpec, tools: &[super::Tool]) -> Vec<std::path::PathBuf> {
         paths.extend(
             tools
                 .iter()
+                .filter(|t| t.at != SUPERVISOR_TOOL)
                 .map(|t| t.host.clone())
                 .filter(|p| !system.iter().any(|s| p.to_string_lossy().starts_with(s))),
         );

@@ -267,23 +267,18 @@ mod tests {
     #[test]
     fn a_damaged_record_is_refused_by_name() {
         let tmp = tempfile::tempdir().unwrap();
-        std::fs::write(
-            tmp.path().join(IDS_FILE),
-            r#"{"v":1,"host":5,"count":65536}"#,
-        )
-        .unwrap();
-        let err = range_of(tmp.path(), &tmp.path().join("claims"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("fields `host` and `count`"), "{err}");
-        std::fs::write(
-            tmp.path().join(IDS_FILE),
-            r#"{"v":9,"host":1073741824,"count":65536}"#,
-        )
-        .unwrap();
-        let err = range_of(tmp.path(), &tmp.path().join("claims"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains('9'), "{err}");
+        for (text, names) in [
+            (
+                r#"{"v":1,"host":5,"count":65536}"#,
+                "fields `host` and `count`",
+            ),
+            (r#"{"v":9,"host":1073741824,"count":65536}"#, "9"),
+        ] {
+            std::fs::write(tmp.path().join(IDS_FILE), text).unwrap();
+            let err = range_of(tmp.path(), &tmp.path().join("claims"))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(names), "{text}: {err}");
+        }
     }
 }

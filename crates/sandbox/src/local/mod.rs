@@ -80,8 +80,8 @@ pub struct LocalOptions {
     pub image_cache: Option<PathBuf>,
     pub registry: RegistryOptions,
     /// Host files and directories mounted read-only under `/.rollpoint`
-    /// in every sandbox whose base is not the host's root, and in every
-    /// strict one.
+    /// in every sandbox whose base is not the host's root (a strict one on
+    /// the host's root is lent them at their own paths).
     pub tools: Vec<Tool>,
     /// Where the id ranges of strict sandboxes are claimed, node-wide.
     pub id_claims: PathBuf,
@@ -198,7 +198,7 @@ impl LocalBackend {
         })?;
         let mut tools = Vec::with_capacity(options.tools.len() + 1);
         tools.push(Tool {
-            at: "bin/rollpoint-supervisor".into(),
+            at: create::SUPERVISOR_TOOL.into(),
             host: options.supervisor.clone(),
         });
         for tool in &options.tools {
