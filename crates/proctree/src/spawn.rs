@@ -320,12 +320,12 @@ mod tests {
         assert_eq!(groups, ["10", "4343", "4444"], "{text}");
     }
 
-    fn isolated_output(user: Option<Credentials>, script: &str) -> String {
+    fn isolated_output(user: Option<Credentials>, dropped: u64, script: &str) -> String {
         // SAFETY: geteuid has no preconditions.
         assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root");
         let range = crate::isolate::IdRange::parse("1073741824:65536").unwrap();
         let ns = crate::isolate::userns::create(range).unwrap();
-        let iso = Arc::new(Isolation::new(ns).unwrap());
+        let iso = Arc::new(Isolation::new(ns, dropped).unwrap());
         let mut cmd = Command::new("sh");
         cmd.args(["-c", script]);
         PreExec::new()
@@ -344,6 +344,7 @@ mod tests {
     fn root_isolated_child_is_confined() {
         let text = isolated_output(
             None,
+            0,
             "id -u; grep -E '^(CapEff|CapBnd|Seccomp|NoNewPrivs):' /proc/self/status; \
              cat /proc/self/uid_map; cat /proc/self/cgroup; \
              unshare -U true 2>/dev/null && echo unshared || echo refused",
@@ -362,11 +363,25 @@ mod tests {
         assert!(text.trim_end().ends_with("refused"), "{text}");
     }
 
+    /// A task that drops capabilities keeps the rest; one it cannot have
+    /// cannot be named.
+    #[test]
+    fn root_an_isolated_child_drops_what_it_is_told() {
+        let dropped = crate::isolate::drop_mask(&["net_raw", "CAP_MKNOD"]).unwrap();
+        let text = isolated_output(None, dropped, "grep -E '^Cap(Eff|Bnd):' /proc/self/status");
+        let want = format!("{:016x}", crate::isolate::kept_mask() & !dropped);
+        assert_eq!(text, format!("CapEff:\t{want}\nCapBnd:\t{want}\n"));
+        for bad in ["SYS_ADMIN", "NOPE"] {
+            let err = crate::isolate::drop_mask(&[bad]).unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
+    }
+
     /// Another user in the namespace has no capability at all.
     #[test]
     fn root_isolated_user_has_no_capabilities() {
         let user = Credentials::parse("1000:1000:27").unwrap();
-        let text = isolated_output(Some(user), "id -u; id -G; grep CapEff /proc/self/status");
+        let text = isolated_output(Some(user), 0, "id -u; id -G; grep CapEff /proc/self/status");
         assert!(text.starts_with("1000\n"), "{text}");
         assert!(text.contains("CapEff:\t0000000000000000"), "{text}");
     }

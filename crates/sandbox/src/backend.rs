@@ -56,6 +56,10 @@ pub struct SandboxSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schema(value_type = Vec<String>)]
     pub host_paths: Vec<PathBuf>,
+    /// Capabilities a strict sandbox drops from Docker's default set
+    /// (`NET_RAW`, `CAP_MKNOD`, ...); none can be added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drop_capabilities: Vec<String>,
 }
 
 fn default_hostname() -> String {
@@ -82,6 +86,7 @@ impl Default for SandboxSpec {
             network: Network::default(),
             isolation: Isolation::default(),
             host_paths: Vec::new(),
+            drop_capabilities: Vec::new(),
         }
     }
 }

@@ -489,3 +489,64 @@ fn root_a_trusted_sandbox_is_the_hosts_root_as_asked() {
         "{out:?}"
     );
 }
+
+/// A task may drop capabilities from the kept set, never add one.
+#[test]
+fn root_a_task_drops_capabilities_and_cannot_add_one() {
+    let fx = Fixture::new();
+    let b = &fx.backend;
+    let spec = SandboxSpec {
+        drop_capabilities: vec!["NET_RAW".into(), "cap_chown".into()],
+        ..SandboxSpec::default()
+    };
+    let info = b.create("fewer", &spec).unwrap();
+    let dropped = rollpoint_proctree::isolate::drop_mask(&spec.drop_capabilities).unwrap();
+    let want = format!(
+        "{:016x}",
+        rollpoint_proctree::isolate::kept_mask() & !dropped
+    );
+    // In a command and in a launch's harness alike.
+    let out = sh(b, "fewer", "grep -E '^CapBnd:' /proc/self/status");
+    assert_eq!(out.stdout, format!("CapBnd:\t{want}\n"), "{out:?}");
+    b.launch(
+        "fewer",
+        &LaunchRequest {
+            launch_id: "caps".into(),
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "grep -E '^CapBnd:' /proc/self/status > /workspace/caps.tmp && mv /workspace/caps.tmp /workspace/caps".into(),
+            ],
+            env: BTreeMap::new(),
+            cwd: String::new(),
+            freeze: None,
+            options: Vec::new(),
+        },
+    )
+    .unwrap();
+    let seen = wait_for(Duration::from_secs(20), "the launch's capabilities", || {
+        std::fs::read_to_string(info.root.join("workspace/caps")).ok()
+    });
+    assert_eq!(seen, format!("CapBnd:\t{want}\n"));
+
+    for (caps, isolation, names) in [
+        (vec!["SYS_ADMIN".to_owned()], Isolation::Strict, "SYS_ADMIN"),
+        (vec!["NOT_A_CAP".to_owned()], Isolation::Strict, "NOT_A_CAP"),
+        (
+            vec!["NET_RAW".to_owned()],
+            Isolation::Trusted,
+            "needs sandbox.isolation",
+        ),
+    ] {
+        let spec = SandboxSpec {
+            drop_capabilities: caps,
+            isolation,
+            ..SandboxSpec::default()
+        };
+        let err = b.create("refused", &spec).unwrap_err().to_string();
+        assert!(
+            err.contains("sandbox.drop_capabilities") && err.contains(names),
+            "{err}"
+        );
+    }
+}

@@ -51,6 +51,9 @@ pub struct AnchorOpts {
     /// `--lend PATH`: a host path bind-mounted read-only at the same place
     /// (the harness install, the worker, paths a task names).
     pub lend: Vec<PathBuf>,
+    /// `--drop-caps NAME,...`: capabilities dropped from those a strict
+    /// sandbox keeps (a mask).
+    pub drop_caps: u64,
     /// `--enter`: the anchor resets its signals, joins `join` and makes the
     /// sandbox's namespaces itself, before anything else, instead of being
     /// started inside them. The host then starts it with a plain spawn, no
@@ -75,6 +78,8 @@ pub struct RunOpts {
     /// `--userns-fd N`: descriptor N is the sandbox's user namespace; the
     /// harness is confined in it (see `AnchorOpts::userns`).
     pub userns_fd: Option<i32>,
+    /// `--drop-caps NAME,...`: as the anchor's.
+    pub drop_caps: u64,
     pub argv: Vec<String>,
 }
 
@@ -109,6 +114,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
     let mut budgets = Budgets::default();
     let mut user = None;
     let mut userns_fd = None;
+    let mut drop_caps = 0;
     let mut command = Vec::new();
     let mut it = rest.iter();
     while let Some(arg) = it.next() {
@@ -133,6 +139,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
                     ))
                 })?);
             }
+            "--drop-caps" => drop_caps = dropped(&value("--drop-caps")?)?,
             "--command-budget" => {
                 budgets.command = secs("--command-budget", &value("--command-budget")?)?
             }
@@ -170,6 +177,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
                 budgets,
                 user,
                 userns_fd,
+                drop_caps,
                 argv: command,
             }))
         }
@@ -182,6 +190,13 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
     }
 }
 
+/// `--drop-caps NAME,...` as a mask.
+fn dropped(list: &str) -> Result<u64, Error> {
+    let names: Vec<&str> = list.split(',').filter(|n| !n.is_empty()).collect();
+    rollpoint_proctree::isolate::drop_mask(&names)
+        .map_err(|e| Error::Usage(format!("--drop-caps: {e}")))
+}
+
 fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let usage = |m: String| Error::Usage(m);
     let (mut root, mut control, mut hostname) = (None, None, None);
@@ -190,7 +205,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let mut tools = Vec::new();
     let (mut user, mut home) = (None, None);
     let (mut enter, mut join) = (false, Vec::new());
-    let (mut userns, mut lend) = (None, Vec::new());
+    let (mut userns, mut lend, mut drop_caps) = (None, Vec::new(), 0);
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -213,6 +228,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
                 let v = value("--userns")?;
                 userns = Some(IdRange::parse(&v).map_err(|e| usage(format!("--userns {e}")))?);
             }
+            "--drop-caps" => drop_caps = dropped(&value("--drop-caps")?)?,
             "--lend" => {
                 let v = value("--lend")?;
                 let fine = v.starts_with('/')
@@ -298,6 +314,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
         join,
         userns,
         lend,
+        drop_caps,
         home: match home {
             Some(h) if h.starts_with('/') && !h.contains('\0') => h,
             Some(h) => return Err(usage(format!("--home {h:?}: must be an absolute path"))),

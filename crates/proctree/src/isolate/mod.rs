@@ -52,6 +52,27 @@ pub fn kept_mask() -> u64 {
     KEPT.iter().fold(0, |mask, cap| mask | cap.bitmask())
 }
 
+/// The mask of capability names a task drops from [`KEPT`] (`NET_RAW` or
+/// `CAP_NET_RAW`, any case); `Err` names one that is unknown or not kept
+/// (a sandbox may drop, never add).
+pub fn drop_mask<S: AsRef<str>>(names: &[S]) -> Result<u64, String> {
+    names.iter().try_fold(0, |mask, name| {
+        let name = name.as_ref();
+        let cap: Capability = caps::to_canonical(name).parse().map_err(|_| {
+            format!("{name:?} is not a capability name (CHOWN, NET_RAW, ... or CAP_CHOWN, ...)")
+        })?;
+        if !KEPT.contains(&cap) {
+            let kept: Vec<String> = KEPT.iter().map(|c| c.to_string()).collect();
+            return Err(format!(
+                "{name:?} is not one a sandbox keeps, so it cannot be dropped (a sandbox may \
+                 drop, never add; it keeps {})",
+                kept.join(", ")
+            ));
+        }
+        Ok(mask | cap.bitmask())
+    })
+}
+
 /// Highest capability number a kernel may know; the bounding set is
 /// emptied of every other one up to it (an unknown one reads EINVAL).
 const LAST_CAP: u8 = 63;
@@ -71,12 +92,13 @@ pub struct Isolation {
 }
 
 impl Isolation {
-    /// Confinement into the user namespace `userns` (a descriptor of it).
-    pub fn new(userns: OwnedFd) -> Result<Self, FilterError> {
+    /// Confinement into the user namespace `userns` (a descriptor of it),
+    /// keeping [`KEPT`] but the capabilities of `dropped` ([`drop_mask`]).
+    pub fn new(userns: OwnedFd, dropped: u64) -> Result<Self, FilterError> {
         Ok(Self {
             userns,
             filters: seccomp::programs()?,
-            kept: kept_mask(),
+            kept: kept_mask() & !dropped,
             root: Credentials {
                 uid: 0,
                 gid: 0,

@@ -31,6 +31,7 @@ pub(super) fn create(
 ) -> Result<SandboxInfo, Error> {
     let _working = backend.working();
     let mut phases = Phases::new();
+    check_isolation(id, spec)?;
     if !spec.isolation.is_strict() {
         tracing::warn!(
             sandbox = id,
@@ -69,6 +70,50 @@ pub(super) fn create(
             Err(e)
         }
     }
+}
+
+/// Refuses what strict isolation cannot honour, by field, before anything
+/// is made: a capability it does not keep, a lent path that is not an
+/// absolute path without `.` or `..`.
+fn check_isolation(id: &str, spec: &SandboxSpec) -> Result<(), Error> {
+    let invalid = |message: String| Error::Invalid {
+        sandbox: id.to_owned(),
+        message,
+    };
+    if !spec.drop_capabilities.is_empty() {
+        if !spec.isolation.is_strict() {
+            return Err(invalid(
+                "sandbox.drop_capabilities: needs sandbox.isolation = \"strict\" (a trusted \
+                 sandbox keeps the host's root's capabilities)"
+                    .to_owned(),
+            ));
+        }
+        rollpoint_proctree::isolate::drop_mask(&spec.drop_capabilities)
+            .map_err(|e| invalid(format!("sandbox.drop_capabilities: {e}")))?;
+    }
+    for (i, path) in spec.host_paths.iter().enumerate() {
+        let text = path.to_string_lossy();
+        let fine = path.is_absolute()
+            && !path.components().any(|c| {
+                matches!(
+                    c,
+                    std::path::Component::ParentDir | std::path::Component::CurDir
+                )
+            })
+            && !text.contains([',', '\0']);
+        if !fine {
+            return Err(invalid(format!(
+                "sandbox.host_paths[{i}] {text:?}: must be an absolute path without `.`, `..`, \
+                 `,` or NUL"
+            )));
+        }
+        if !path.exists() {
+            return Err(invalid(format!(
+                "sandbox.host_paths[{i}] {text:?}: no such file or directory on the host"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Makes `sandboxes/<id>/`, refusing an id in use. Everything a sandbox
@@ -272,6 +317,7 @@ fn bring_up(
             },
             userns: range,
             lend: &lent(spec, &backend.options.tools),
+            drop_capabilities: &spec.drop_capabilities,
         },
     )?;
     phases.mark("anchor spawn");

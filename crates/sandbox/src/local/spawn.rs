@@ -42,6 +42,8 @@ pub(crate) struct AnchorArgs<'a> {
     pub userns: Option<rollpoint_proctree::isolate::IdRange>,
     /// Host paths lent read-only at their own place (`--lend`).
     pub lend: &'a [PathBuf],
+    /// Capability names the sandbox drops (`--drop-caps`, strict only).
+    pub drop_capabilities: &'a [String],
 }
 
 pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child, Error> {
@@ -79,6 +81,9 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
     }
     if let Some(range) = args.userns {
         cmd.arg("--userns").arg(range.to_string());
+        if !args.drop_capabilities.is_empty() {
+            cmd.arg("--drop-caps").arg(args.drop_capabilities.join(","));
+        }
     }
     for path in args.lend {
         cmd.arg("--lend").arg(path);

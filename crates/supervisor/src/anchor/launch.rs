@@ -20,6 +20,16 @@ use rollpoint_proto::anchor::{
 use super::RunAs;
 use super::reaper::Reaper;
 
+/// The names of the capabilities of `mask` (`CAP_X,CAP_Y`).
+fn cap_names(mask: u64) -> String {
+    rollpoint_proctree::isolate::KEPT
+        .iter()
+        .filter(|c| mask & c.bitmask() != 0)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 /// Where a launch's supervisor finds the sandbox's user namespace.
 const USERNS_FD: i32 = 3;
 
@@ -42,6 +52,9 @@ fn run_args(req: &LaunchRequest, run_as: &RunAs, session: &Path) -> Vec<String> 
     }
     if run_as.isolation.is_some() {
         args.extend(["--userns-fd".to_owned(), USERNS_FD.to_string()]);
+        if run_as.drop_caps != 0 {
+            args.extend(["--drop-caps".to_owned(), cap_names(run_as.drop_caps)]);
+        }
     }
     args.extend(req.options.iter().cloned());
     args.push("--".to_owned());
@@ -161,6 +174,7 @@ mod tests {
     const ROOT: RunAs = RunAs {
         user: None,
         isolation: None,
+        drop_caps: 0,
         home: String::new(),
     };
 
@@ -180,6 +194,7 @@ mod tests {
             ),
             home: "/home/n".into(),
             isolation: None,
+            drop_caps: 0,
         };
         let args = run_args(&req, &user, Path::new("/s"));
         assert!(

@@ -60,6 +60,9 @@ pub struct RunAs {
     pub home: String,
     /// `Some` in a strict sandbox: every child enters it.
     pub isolation: Option<Arc<Isolation>>,
+    /// The capabilities the sandbox drops (`--drop-caps`), passed on to
+    /// each launch's supervisor.
+    pub drop_caps: u64,
 }
 
 impl RunAs {
@@ -272,7 +275,7 @@ fn isolation(opts: &AnchorOpts) -> Result<Option<Arc<Isolation>>, Error> {
             path: opts.root.clone(),
             source,
         })?;
-    let iso = Isolation::new(ns).map_err(|e| Error::Refused(e.to_string()))?;
+    let iso = Isolation::new(ns, opts.drop_caps).map_err(|e| Error::Refused(e.to_string()))?;
     Ok(Some(Arc::new(iso)))
 }
 
@@ -297,6 +300,7 @@ fn inner(opts: &AnchorOpts) -> Result<i32, Error> {
         user: opts.user.clone(),
         home: opts.home.clone(),
         isolation: isolation(opts)?,
+        drop_caps: opts.drop_caps,
     });
     std::thread::Builder::new()
         .name("anchor".into())

@@ -382,6 +382,7 @@ mod tests {
             user: None,
             userns: None,
             lend: Vec::new(),
+            drop_caps: 0,
             home: "/root".into(),
             enter: false,
             join: Vec::new(),
