@@ -6,7 +6,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 
 /// Ids `0..count` inside map to `host..host + count` outside, for users
 /// and groups alike. Text form `HOST:COUNT`.
@@ -53,52 +53,48 @@ impl std::fmt::Display for IdRange {
 
 /// Makes a user namespace mapped by `range` and returns a descriptor of
 /// it. The caller must be root in the initial user namespace. Safe to call
-/// from a multi-threaded process: the child makes only raw system calls.
+/// from a multi-threaded process, from several threads at once: the child,
+/// born in the new namespace, makes raw system calls only and waits to be
+/// killed. (Not for a pipe's end of file: a child of another thread's call
+/// would hold a copy of this one's write end, and each would wait for the
+/// other.)
 pub fn create(range: IdRange) -> io::Result<OwnedFd> {
-    let mut fds = [0; 2];
-    // SAFETY: pipe2 writes two descriptors into the array it is given.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 returned two fresh descriptors that nothing else owns.
-    let (rx, tx) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
     let flags = libc::c_ulong::try_from(libc::CLONE_NEWUSER | libc::SIGCHLD).unwrap_or(0);
     // SAFETY: clone with fork semantics (no CLONE_VM, a null stack: the
-    // child runs on its own copy of ours). The child makes raw system calls
-    // only, then exits without running any of the parent's code.
+    // child runs on its own copy of ours). The child only sleeps until it
+    // is killed, without running any of the parent's code.
     let pid = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
     if pid < 0 {
         return Err(io::Error::last_os_error());
     }
     if pid == 0 {
-        // The child: wait until the parent hangs up, then exit.
-        let mut byte = 0u8;
-        // SAFETY: close and read on descriptors this copy owns, then _exit.
-        unsafe {
-            libc::close(tx.as_raw_fd());
-            libc::read(rx.as_raw_fd(), (&raw mut byte).cast(), 1);
-            libc::_exit(0);
+        loop {
+            // SAFETY: pause(2) takes nothing; the parent's SIGKILL ends it.
+            unsafe { libc::pause() };
         }
     }
     let pid =
         libc::pid_t::try_from(pid).map_err(|_| io::Error::other("clone: pid out of range"))?;
-    drop(rx);
     let made = (|| {
         let proc = format!("/proc/{pid}");
         std::fs::write(format!("{proc}/uid_map"), range.map_line())?;
         std::fs::write(format!("{proc}/gid_map"), range.map_line())?;
         File::open(format!("{proc}/ns/user")).map(OwnedFd::from)
     })();
-    drop(tx);
     let mut status = 0;
-    // SAFETY: waits for the child made above, which exits once `tx` closed.
-    unsafe { libc::waitpid(pid, &raw mut status, 0) };
+    // SAFETY: kill(2) and waitpid(2) of the child made above, which is ours
+    // to reap.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, &raw mut status, 0);
+    }
     made
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::AsRawFd;
 
     #[test]
     fn ranges_round_trip_and_refuse_overflow() {
@@ -110,6 +106,20 @@ mod tests {
         for bad in ["", "1", "a:b", "1:0", "4294967295:2", "-1:5"] {
             let err = IdRange::parse(bad).expect_err(bad);
             assert!(err.contains("HOST:COUNT"), "{bad}: {err}");
+        }
+    }
+
+    /// Many threads at once: none waits on another's child.
+    #[test]
+    fn root_namespaces_made_from_many_threads_at_once() {
+        // SAFETY: geteuid has no preconditions.
+        assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root");
+        let range = IdRange::parse("1073741824:65536").expect("range");
+        let threads: Vec<_> = (0..16)
+            .map(|_| std::thread::spawn(move || (0..20).all(|_| create(range).is_ok())))
+            .collect();
+        for t in threads {
+            assert!(t.join().expect("thread"), "every namespace made");
         }
     }
 

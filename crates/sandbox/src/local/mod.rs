@@ -146,6 +146,9 @@ pub struct LocalBackend {
     /// A user namespace mapped by `ids`, made at the first strict sandbox
     /// on layers of its own (their idmapped mounts, `idmap`).
     ids_userns: std::sync::OnceLock<std::os::fd::OwnedFd>,
+    /// Held while [`Self::ids_userns`] is made: one namespace, not one per
+    /// racing thread.
+    ids_userns_made: Mutex<()>,
 }
 
 fn owner_identity() -> (u32, u64) {
@@ -225,6 +228,7 @@ impl LocalBackend {
             owner: owner_identity(),
             ids,
             ids_userns: std::sync::OnceLock::new(),
+            ids_userns_made: Mutex::new(()),
         })
     }
 
@@ -243,6 +247,13 @@ impl LocalBackend {
         if let Some(ns) = self.ids_userns.get() {
             return Ok(ns);
         }
+        let _making = self
+            .ids_userns_made
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(ns) = self.ids_userns.get() {
+            return Ok(ns);
+        }
         let ns = rollpoint_proctree::isolate::userns::create(self.ids).map_err(|source| {
             Error::Setup {
                 sandbox: sandbox.to_owned(),
@@ -250,7 +261,6 @@ impl LocalBackend {
                 source,
             }
         })?;
-        // A racing thread's namespace wins; both map the same range.
         Ok(self.ids_userns.get_or_init(|| ns))
     }
 
