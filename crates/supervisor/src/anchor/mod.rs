@@ -264,7 +264,8 @@ fn outer(sandbox: &owner::Sandbox<'_>, mask: &SigSet, owner: owner::Owner) -> Re
 }
 
 /// The sandbox's user namespace and filters (`--userns`), made once,
-/// while PID 1 is still one thread.
+/// before the socket serves anything (the reaper may reap the short-lived
+/// child first; `userns::create` does not need its status).
 fn isolation(opts: &AnchorOpts) -> Result<Option<Arc<Isolation>>, Error> {
     let Some(range) = opts.userns else {
         return Ok(None);
