@@ -55,7 +55,8 @@ pub fn open_backend(
         .map_err(|e| RunError::setup("sandboxes", e))
 }
 
-/// What a sandbox on an image (and every strict one) gets under `/.rollpoint`: the static worker
+/// What a sandbox on an image gets under `/.rollpoint` (a strict one on the
+/// host's root is lent them at their own paths instead): the static worker
 /// beside the supervisor, the pinned harness install and the host's `node`
 /// (which needs the image's glibc and libstdc++), where this host has them;
 /// and this program (`ROLLPOINT_BIN`, whose `worker` subcommand a strict

@@ -107,6 +107,11 @@ impl Isolation {
         })
     }
 
+    /// The capabilities of [`KEPT`] this confinement drops (a mask).
+    pub fn dropped(&self) -> u64 {
+        kept_mask() & !self.kept
+    }
+
     /// The user namespace's descriptor (handed to a launch's supervisor).
     pub fn userns(&self) -> &OwnedFd {
         &self.userns

@@ -59,8 +59,12 @@ pub(super) fn create(
             crash::point("create: upper made");
             // A strict sandbox's root owns its `/` and `/tmp`.
             let owner = backend.range_for(spec).map(|r| (r.host, r.host));
-            let host_root = spec.base == crate::Base::HostRoot;
-            mounts::prepare_upper(id, &dirs.upper, host_root, owner).map(|()| dirs)
+            let host = if owner.is_some() && spec.base == crate::Base::HostRoot {
+                Some(backend.host_view(id)?)
+            } else {
+                None
+            };
+            mounts::prepare_upper(id, &dirs.upper, host, owner).map(|()| dirs)
         });
     phases.mark("upper");
     match made {
@@ -253,7 +257,8 @@ fn bring_up(
 
     let root = sbdir.join("root");
     let control = sbdir.join("control");
-    if backend.range_for(spec).is_some() && spec.base != crate::Base::HostRoot {
+    let range = backend.range_for(spec);
+    if range.is_some() && spec.base != crate::Base::HostRoot {
         let userns = backend.ids_userns(id)?;
         rollpoint_proctree::isolate::overlay::mount_overlay(
             &lower,
@@ -273,7 +278,6 @@ fn bring_up(
     phases.mark("overlay");
     crash::point("start: mounted");
     let sandbox_root = SandboxRoot::open(&root)?;
-    let range = backend.range_for(spec);
     let identity = user::resolve(id, &sandbox_root, &spec.user, range)?;
     // The workdir and rollpoint's state directory are the user's: the task
     // and the harness write there.
@@ -335,13 +339,12 @@ fn bring_up(
 fn lent(spec: &SandboxSpec, tools: &[super::Tool]) -> Vec<std::path::PathBuf> {
     let mut paths = spec.host_paths.clone();
     if spec.base == crate::Base::HostRoot && spec.isolation.is_strict() {
-        let system = ["/usr/", "/bin/", "/sbin/", "/lib", "/etc/"];
         paths.extend(
             tools
                 .iter()
                 .filter(|t| t.at != SUPERVISOR_TOOL)
                 .map(|t| t.host.clone())
-                .filter(|p| !system.iter().any(|s| p.to_string_lossy().starts_with(s))),
+                .filter(|p| !mounts::in_host_system_dir(p)),
         );
     }
     paths

@@ -149,6 +149,8 @@ pub struct LocalBackend {
     /// Held while [`Self::ids_userns`] is made: one namespace, not one per
     /// racing thread.
     ids_userns_made: Mutex<()>,
+    /// What strict sandboxes on the host's root hide, read at the first.
+    host_view: std::sync::OnceLock<mounts::HostView>,
 }
 
 fn owner_identity() -> (u32, u64) {
@@ -229,6 +231,7 @@ impl LocalBackend {
             ids,
             ids_userns: std::sync::OnceLock::new(),
             ids_userns_made: Mutex::new(()),
+            host_view: std::sync::OnceLock::new(),
         })
     }
 
@@ -262,6 +265,20 @@ impl LocalBackend {
             }
         })?;
         Ok(self.ids_userns.get_or_init(|| ns))
+    }
+
+    /// [`mounts::HostView`], read once (two threads that race both read
+    /// the same host; one answer is kept).
+    fn host_view(&self, sandbox: &str) -> Result<&mounts::HostView, Error> {
+        if let Some(view) = self.host_view.get() {
+            return Ok(view);
+        }
+        let view = mounts::HostView::read().map_err(|source| Error::Setup {
+            sandbox: sandbox.to_owned(),
+            what: "read the host's / and /etc to hide them".to_owned(),
+            source,
+        })?;
+        Ok(self.host_view.get_or_init(|| view))
     }
 
     /// The id range of this backend's strict sandboxes, `None` for a

@@ -31,15 +31,28 @@ fn option_path<'a>(sandbox: &str, path: &'a Path) -> Result<&'a str, Error> {
         })
 }
 
-/// The host's top-level entries a strict sandbox on the host's root sees:
-/// its system directories (read-only through the overlay's lower, and to
-/// the sandbox's root, whose ids do not map the host's files) and the
-/// mount points the anchor covers. Everything else at the top (`/root`,
-/// `/home`, `/var`, `/srv`, `/mnt`, `/opt`, run directories, ...) is an
-/// empty directory of the sandbox's own.
-const HOST_SYSTEM_ENTRIES: [&str; 12] = [
-    "bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "proc", "sys", "dev", "run",
+/// The host's system directories, which a strict sandbox on the host's root
+/// sees through the overlay's lower (read-only to its root, whose ids do not
+/// map the host's files).
+const HOST_SYSTEM_DIRS: [&str; 8] = [
+    "bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc",
 ];
+
+/// Top-level entries the anchor mounts over, left as they are. Everything
+/// else at the top (`/root`, `/home`, `/var`, `/srv`, `/mnt`, `/opt`, run
+/// directories, ...) is an empty directory of the sandbox's own.
+const ANCHOR_MOUNT_POINTS: [&str; 5] = ["proc", "sys", "dev", "run", "tmp"];
+
+/// Whether the absolute host `path` lies in one of [`HOST_SYSTEM_DIRS`],
+/// which a strict sandbox on the host's root sees without a lend.
+pub(crate) fn in_host_system_dir(path: &Path) -> bool {
+    let mut parts = path
+        .components()
+        .skip_while(|c| c == &std::path::Component::RootDir);
+    parts
+        .next()
+        .is_some_and(|first| HOST_SYSTEM_DIRS.iter().any(|d| first.as_os_str() == *d))
+}
 
 /// Files under the host's `/etc` a strict sandbox does not see (whited out
 /// in its upper): password hashes, private TLS keys; and every
@@ -87,17 +100,77 @@ fn whiteout(sandbox: &str, path: &Path) -> Result<(), Error> {
     .map_err(|e| setup(sandbox, format!("white out {}", path.display()))(e.into()))
 }
 
+/// What a strict sandbox on the host's root must not see of the host, read
+/// once per backend rather than at every sandbox's start.
+#[derive(Debug)]
+pub(crate) struct HostView {
+    /// Top-level entries to hide: the name, and whether it is a directory.
+    hidden: Vec<(std::ffi::OsString, bool)>,
+    /// Directories the whiteouts go in (`etc`, `etc/ssh`, ...), parents
+    /// first, with the host's modes, so a whiteout changes nothing else.
+    dirs: Vec<(std::path::PathBuf, u32)>,
+    /// What is whited out, relative to `/` ([`ETC_SECRETS`] and the host
+    /// keys that exist).
+    secrets: Vec<std::path::PathBuf>,
+}
+
+impl HostView {
+    /// Reads the host's `/` and `/etc`.
+    pub(crate) fn read() -> std::io::Result<Self> {
+        let mut hidden = Vec::new();
+        for entry in std::fs::read_dir("/")? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let shown = HOST_SYSTEM_DIRS.iter().chain(&ANCHOR_MOUNT_POINTS);
+            if !shown.into_iter().any(|e| name == *e) {
+                hidden.push((name, entry.file_type().is_ok_and(|t| t.is_dir())));
+            }
+        }
+        let host_keys = std::fs::read_dir("/etc/ssh")
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| format!("ssh/{}", e.file_name().to_string_lossy()))
+            .filter(|name| name.ends_with("_key"));
+        let mut dirs: Vec<(std::path::PathBuf, u32)> = Vec::new();
+        let mut secrets = Vec::new();
+        for secret in ETC_SECRETS.iter().map(|s| (*s).to_owned()).chain(host_keys) {
+            let rel = Path::new("etc").join(&secret);
+            if std::fs::symlink_metadata(Path::new("/").join(&rel)).is_err() {
+                continue;
+            }
+            let parents: Vec<&Path> = rel.ancestors().skip(1).collect();
+            for parent in parents
+                .into_iter()
+                .rev()
+                .filter(|p| !p.as_os_str().is_empty())
+            {
+                if !dirs.iter().any(|(d, _)| d == parent) {
+                    let mode = std::fs::metadata(Path::new("/").join(parent))?.mode() & 0o7777;
+                    dirs.push((parent.to_owned(), mode));
+                }
+            }
+            secrets.push(rel);
+        }
+        Ok(Self {
+            hidden,
+            dirs,
+            secrets,
+        })
+    }
+}
+
 /// Prepares a fresh upper. Every sandbox gets a private, empty `/tmp` (mode
 /// 1777): an opaque directory that hides the base's, in the upper, so it is
 /// snapshotted and forked with everything else. A strict sandbox (`owner`:
-/// its root's host ids) also owns its `/` and `/tmp`; on the host's root it
-/// sees only the system entries ([`HOST_SYSTEM_ENTRIES`]), every other
-/// top-level entry hidden (an empty opaque directory for a directory, a
-/// whiteout for anything else), and not [`ETC_SECRETS`].
+/// its root's host ids) also owns its `/` and `/tmp`; on the host's root
+/// (`host`) it sees only [`HOST_SYSTEM_DIRS`] and [`ANCHOR_MOUNT_POINTS`],
+/// every other top-level entry hidden (an empty opaque directory for a
+/// directory, a whiteout for anything else), and not the secrets of `/etc`.
 pub(crate) fn prepare_upper(
     sandbox: &str,
     upper: &Path,
-    host_root: bool,
+    host: Option<&HostView>,
     owner: Option<(u32, u32)>,
 ) -> Result<(), Error> {
     opaque_dir(sandbox, &upper.join("tmp"), 0o1777, owner)?;
@@ -105,74 +178,38 @@ pub(crate) fn prepare_upper(
         return Ok(());
     };
     chown(sandbox, upper, Some(owner))?;
-    if !host_root {
+    let Some(host) = host else {
         return Ok(());
-    }
-    let entries = std::fs::read_dir("/").map_err(setup(sandbox, "list /".to_owned()))?;
-    for entry in entries {
-        let entry = entry.map_err(setup(sandbox, "list /".to_owned()))?;
-        let name = entry.file_name();
-        let name_str = name.to_string_lossy();
-        if name_str == "tmp" || HOST_SYSTEM_ENTRIES.contains(&name_str.as_ref()) {
-            continue;
-        }
-        let target = upper.join(&name);
-        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-        if is_dir {
-            let mode = if name_str == "root" { 0o700 } else { 0o755 };
-            opaque_dir(sandbox, &target, mode, Some(owner))?;
-            // Programs expect it, writable by all.
-            if name_str == "var" {
-                let dir = upper.join("var/tmp");
-                std::fs::create_dir(&dir)
-                    .map_err(setup(sandbox, format!("create {}", dir.display())))?;
-                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))
-                    .map_err(setup(sandbox, format!("chmod {}", dir.display())))?;
-                chown(sandbox, &dir, Some(owner))?;
-            }
-        } else {
+    };
+    for (name, is_dir) in &host.hidden {
+        let target = upper.join(name);
+        if !is_dir {
             whiteout(sandbox, &target)?;
-        }
-    }
-    let host_keys = std::fs::read_dir("/etc/ssh")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| format!("ssh/{}", e.file_name().to_string_lossy()))
-        .filter(|name| name.ends_with("_key"));
-    let secrets = ETC_SECRETS.iter().map(|s| (*s).to_owned()).chain(host_keys);
-    for secret in secrets {
-        let host = Path::new("/etc").join(&secret);
-        if std::fs::symlink_metadata(&host).is_err() {
             continue;
         }
-        let target = upper.join("etc").join(&secret);
-        if let Some(parent) = target.parent() {
-            mirror_dirs(sandbox, upper, parent)?;
+        let mode = if name == "root" { 0o700 } else { 0o755 };
+        opaque_dir(sandbox, &target, mode, Some(owner))?;
+        // Programs expect it, writable by all.
+        if name == "var" {
+            let dir = upper.join("var/tmp");
+            std::fs::create_dir(&dir)
+                .map_err(setup(sandbox, format!("create {}", dir.display())))?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))
+                .map_err(setup(sandbox, format!("chmod {}", dir.display())))?;
+            chown(sandbox, &dir, Some(owner))?;
         }
-        whiteout(sandbox, &target)?;
     }
-    Ok(())
-}
-
-/// Makes `dir` (under `upper`) and its missing parents with the modes of
-/// the host's directories at the same place, so a whiteout below changes
-/// nothing else the sandbox sees.
-fn mirror_dirs(sandbox: &str, upper: &Path, dir: &Path) -> Result<(), Error> {
-    let rel = dir.strip_prefix(upper).unwrap_or(dir);
-    let mut at = upper.to_owned();
-    let mut host = std::path::PathBuf::from("/");
-    for part in rel.components() {
-        at.push(part);
-        host.push(part);
+    for (rel, mode) in &host.dirs {
+        let at = upper.join(rel);
         if at.is_dir() {
             continue;
         }
-        let meta = std::fs::metadata(&host)
-            .map_err(setup(sandbox, format!("inspect {}", host.display())))?;
         std::fs::create_dir(&at).map_err(setup(sandbox, format!("create {}", at.display())))?;
-        std::fs::set_permissions(&at, std::fs::Permissions::from_mode(meta.mode() & 0o7777))
+        std::fs::set_permissions(&at, std::fs::Permissions::from_mode(*mode))
             .map_err(setup(sandbox, format!("chmod {}", at.display())))?;
+    }
+    for rel in &host.secrets {
+        whiteout(sandbox, &upper.join(rel))?;
     }
     Ok(())
 }

@@ -243,7 +243,6 @@ mod tests {
         let root = RunAs {
             user: None,
             isolation: None,
-            drop_caps: 0,
             home: "/root".into(),
         };
         let err = exec(&reaper, &root, &req).expect_err("empty argv");

@@ -50,10 +50,10 @@ fn run_args(req: &LaunchRequest, run_as: &RunAs, session: &Path) -> Vec<String> 
     if let Some(user) = &run_as.user {
         args.extend(["--user".to_owned(), user.to_string()]);
     }
-    if run_as.isolation.is_some() {
+    if let Some(iso) = &run_as.isolation {
         args.extend(["--userns-fd".to_owned(), USERNS_FD.to_string()]);
-        if run_as.drop_caps != 0 {
-            args.extend(["--drop-caps".to_owned(), cap_names(run_as.drop_caps)]);
+        if iso.dropped() != 0 {
+            args.extend(["--drop-caps".to_owned(), cap_names(iso.dropped())]);
         }
     }
     args.extend(req.options.iter().cloned());
@@ -174,7 +174,6 @@ mod tests {
     const ROOT: RunAs = RunAs {
         user: None,
         isolation: None,
-        drop_caps: 0,
         home: String::new(),
     };
 
@@ -194,7 +193,6 @@ mod tests {
             ),
             home: "/home/n".into(),
             isolation: None,
-            drop_caps: 0,
         };
         let args = run_args(&req, &user, Path::new("/s"));
         assert!(

@@ -60,9 +60,6 @@ pub struct RunAs {
     pub home: String,
     /// `Some` in a strict sandbox: every child enters it.
     pub isolation: Option<Arc<Isolation>>,
-    /// The capabilities the sandbox drops (`--drop-caps`), passed on to
-    /// each launch's supervisor.
-    pub drop_caps: u64,
 }
 
 impl RunAs {
@@ -301,7 +298,6 @@ fn inner(opts: &AnchorOpts) -> Result<i32, Error> {
         user: opts.user.clone(),
         home: opts.home.clone(),
         isolation: isolation(opts)?,
-        drop_caps: opts.drop_caps,
     });
     std::thread::Builder::new()
         .name("anchor".into())
