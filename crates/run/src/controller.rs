@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rollpoint_api::ApiError;
 use rollpoint_api::wire::CheckpointReply;
@@ -18,6 +18,7 @@ use rollpoint_owner::Owner as _;
 use rollpoint_proto::key::AttemptKey;
 use tokio::sync::mpsc;
 
+use crate::clock::now_ms;
 use crate::config::RunConfig;
 use crate::endpoint::{self, EndpointRequest, Listen, Signal, StatusReport};
 use crate::errors::RunError;
@@ -76,12 +77,6 @@ pub enum Ending {
     Finished { rows: usize },
     /// Stopped by a signal after publishing `checkpoint`.
     Stopped { checkpoint: String },
-}
-
-pub(crate) fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 fn create_dir(dir: &Path) -> Result<(), RunError> {

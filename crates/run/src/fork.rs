@@ -14,7 +14,8 @@ use rollpoint_checkpoint::store;
 use rollpoint_driver::RolloutTask;
 use rollpoint_proto::key::{AttemptKey, RolloutId};
 
-use crate::controller::{Loop, now_ms};
+use crate::clock::now_ms;
+use crate::controller::Loop;
 use crate::errors::RunError;
 use crate::events::Event;
 use crate::state::ForkRecord;

@@ -15,6 +15,7 @@
 //! | [`state`] | `run.json`: the config, the attempts dispatched, the gateway port |
 //! | [`results`] | `results.jsonl`, one row per finished rollout |
 //! | [`events`] | `events.jsonl`: start, resumes, checkpoints and their times, stop, end |
+//! | `clock` | the run's wall clock (Unix ms), read by the loop and the event log alike |
 //! | [`report`] | `rollpoint report`: one self-contained HTML page of a run |
 //! | [`plan`] | what a resume does with each task (pure) |
 //! | `saved` | what a published checkpoint saved, read through the participants' formats |
@@ -31,6 +32,7 @@
 //! See docs/design/run.md.
 #![forbid(unsafe_code)]
 
+mod clock;
 pub mod config;
 pub mod controller;
 pub mod endpoint;

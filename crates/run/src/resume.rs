@@ -20,7 +20,8 @@ use rollpoint_checkpoint::store::{self, CheckpointDoc, Published};
 use rollpoint_driver::RolloutTask;
 use rollpoint_proto::key::RolloutId;
 
-use crate::controller::{Ending, Inputs, Loop, now_ms};
+use crate::clock::now_ms;
+use crate::controller::{Ending, Inputs, Loop};
 use crate::endpoint;
 use crate::errors::RunError;
 use crate::events::Event;
