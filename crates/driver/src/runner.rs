@@ -36,6 +36,21 @@ pub fn gateway_base(server: &str) -> String {
     format!("{}/r", server.trim_end_matches('/'))
 }
 
+/// `url` with its host replaced by `127.0.0.1` (the port kept, or the
+/// scheme's): where a sandbox's relay serves the gateway.
+pub fn on_loopback(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    let port = authority
+        .rsplit_once(':')
+        .map(|(_, p)| p)
+        .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        .unwrap_or(if scheme == "https" { "443" } else { "80" });
+    format!("{scheme}://127.0.0.1:{port}{path}")
+}
+
 /// The capture key the gateway records an attempt's model calls under.
 /// Fails only for a rollout id no checked task can carry.
 pub fn capture_key(rollout: &str, attempt: u32) -> Result<AttemptKey, KeyError> {
@@ -77,6 +92,7 @@ pub(crate) struct Runner {
     pub task: RolloutTask,
     pub ctl: Arc<watch::Sender<Ctl>>,
     pub budgets: Budgets,
+    pub route_key: Option<rollpoint_proto::route::RouteKey>,
     pub store: Option<Arc<Store>>,
     pub launches: HashMap<String, LaunchDir>,
     /// Running (unpaused) time each launch has had, for the time limit.
@@ -381,7 +397,18 @@ impl Runner {
                 };
             }
         };
-        env.insert(CAPTURE_KEY_VAR.to_owned(), key.to_string());
+        let route = match &self.route_key {
+            Some(route_key) => route_key.segment(&key.to_string()),
+            None => key.to_string(),
+        };
+        env.insert(CAPTURE_KEY_VAR.to_owned(), route);
+        // A sandbox with a network of its own reaches the gateway through
+        // its relay at 127.0.0.1 and the gateway's port.
+        if !self.task.task.sandbox.network.is_host()
+            && let Some(url) = env.get_mut(GATEWAY_VAR)
+        {
+            *url = on_loopback(url);
+        }
         let req = LaunchRequest {
             launch_id: launch_id.clone(),
             argv: cmd.argv,
@@ -626,5 +653,22 @@ fn machine_failed(machine: &Machine, task: &RolloutTask) -> RolloutResult {
             ..Default::default()
         },
         forked_from: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::on_loopback;
+
+    #[test]
+    fn the_gateway_url_moves_to_loopback_keeping_its_port() {
+        assert_eq!(
+            on_loopback("http://10.0.0.5:4000/r"),
+            "http://127.0.0.1:4000/r"
+        );
+        assert_eq!(on_loopback("http://gw.example/r"), "http://127.0.0.1:80/r");
+        assert_eq!(on_loopback("https://[::1]/r"), "https://127.0.0.1:443/r");
+        assert_eq!(on_loopback("http://127.0.0.1:9"), "http://127.0.0.1:9");
+        assert_eq!(on_loopback("no-scheme"), "no-scheme");
     }
 }

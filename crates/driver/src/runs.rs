@@ -37,6 +37,10 @@ pub struct DriverConfig {
     pub budgets: Budgets,
     /// Where each bookmark is also written durably, if anywhere.
     pub bookmarks_dir: Option<PathBuf>,
+    /// The run's route key: each launch's route carries its attempt's secret
+    /// (`ROLLPOINT_CAPTURE_KEY` is `<key>@<secret>`). `None`: the bare key,
+    /// for a gateway that checks none.
+    pub route_key: Option<rollpoint_proto::route::RouteKey>,
 }
 
 impl Default for DriverConfig {
@@ -47,6 +51,7 @@ impl Default for DriverConfig {
             park_timeout: Duration::from_secs(300),
             budgets: Budgets::default(),
             bookmarks_dir: None,
+            route_key: None,
         }
     }
 }
@@ -272,6 +277,7 @@ impl Runs {
             task,
             ctl: Arc::clone(&ctl),
             budgets: self.inner.config.budgets.clone(),
+            route_key: self.inner.config.route_key.clone(),
             store: self.inner.store.clone(),
             launches: Default::default(),
             ran: Default::default(),

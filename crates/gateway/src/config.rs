@@ -61,6 +61,10 @@ pub struct GatewayConfig {
     pub replay: bool,
     /// Accept any well-formed capture key without registration (standalone use).
     pub open_keys: bool,
+    /// When set, every model route must carry its attempt's secret
+    /// (`/r/<key>@<secret>/...`, `rollpoint_proto::route`); a route without
+    /// it, or with another attempt's, is refused 403 and never recorded.
+    pub route_key: Option<rollpoint_proto::route::RouteKey>,
     /// PEM certificates trusted for an `https://` upstream besides the system's roots.
     pub ca_file: Option<PathBuf>,
     /// The upstream's credential, sent instead of whatever key a harness sent.
@@ -87,6 +91,7 @@ impl GatewayConfig {
             max_body_bytes: 32 * 1024 * 1024,
             replay: true,
             open_keys: false,
+            route_key: None,
             ca_file: None,
             credential: None,
             max_upstream_calls: 0,

@@ -78,6 +78,11 @@ pub enum GatewayError {
     UpstreamCalls { value: usize, max: usize },
     #[error("gateway control {url}: {message}")]
     Control { url: String, message: String },
+    #[error("route key {path}: {message}")]
+    RouteKey {
+        path: std::path::PathBuf,
+        message: String,
+    },
     #[error("failed to build the upstream http client")]
     Client(#[source] reqwest::Error),
 }

@@ -273,7 +273,8 @@ fn model_operation(method: HttpMethod, route: &str, summary: &str) -> Operation 
         .required(Required::True)
         .description(Some(
             "The capture key: the attempt key the call belongs to, registered with the \
-             gateway (or any key with `--open-keys`).",
+             gateway (or any key with `--open-keys`), followed by `@` and the attempt's route \
+             secret when the gateway holds a route key.",
         ))
         .schema(Some(Ref::from_schema_name(CaptureKey::name())));
     let mut operation = OperationBuilder::new()
@@ -299,6 +300,14 @@ fn model_operation(method: HttpMethod, route: &str, summary: &str) -> Operation 
         .response(
             "400",
             error("The body could not be read or is not a JSON object (`body_unreadable`, `invalid_json`)."),
+        )
+        .response(
+            "403",
+            error(
+                "The gateway holds a route key and the route does not carry its attempt's \
+                 secret (`/r/<key>@<secret>/`): refused before anything is recorded \
+                 (`route_forbidden`).",
+            ),
         )
         .response(
             "404",

@@ -21,6 +21,7 @@
 //! - `metrics`: the Prometheus metrics served at `GET /metrics`.
 //! - `participant`: [`ModelParticipant`], the gateway as a checkpoint participant.
 //! - `proxy`: the path of one request: checks, admission, forward or replay, delivery.
+//! - [`route_key`]: the run's route key file, from which each attempt's route secret comes.
 //! - [`response`]: reading a recorded reply for its usage and model turn.
 //! - `shared`: the state every request shares (config, client, ledger, gate, keys).
 //! - `upstream`: the upstream's client: TLS roots, HTTP/2, connect retries, the limit of calls.
@@ -44,6 +45,7 @@ mod metrics;
 mod participant;
 mod proxy;
 pub mod response;
+pub mod route_key;
 mod shared;
 pub mod sse;
 pub mod tokens;

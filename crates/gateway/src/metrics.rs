@@ -6,6 +6,8 @@
 //! - `rollpoint_gateway_upstream_duration_seconds`: from sending a call upstream to the end
 //!   of its reply.
 //! - `rollpoint_gateway_tokens_total{kind}`: `input` and `output` tokens the upstream reported.
+//! - `rollpoint_gateway_forbidden_total`: requests refused 403 for a route
+//!   without its attempt's secret (a sandbox speaking for another rollout).
 //! - `rollpoint_gateway_calls_in_flight`, `rollpoint_gateway_calls_recording`: now.
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -35,6 +37,7 @@ pub(crate) struct Metrics {
     tokens: Family<KindLabel, Counter>,
     in_flight: Gauge,
     recording: Gauge,
+    forbidden: Counter,
 }
 
 impl Metrics {
@@ -45,6 +48,7 @@ impl Metrics {
         let tokens = Family::<KindLabel, Counter>::default();
         let in_flight = Gauge::default();
         let recording = Gauge::default();
+        let forbidden = Counter::default();
         let mut registry = Registry::with_prefix("rollpoint_gateway");
         rollpoint_api::process_metrics::register_process(&mut registry);
         registry.register("calls", "Model calls by how they ended", calls.clone());
@@ -64,6 +68,11 @@ impl Metrics {
             "Calls sent upstream whose reply is not yet committed",
             recording.clone(),
         );
+        registry.register(
+            "forbidden",
+            "Requests refused for a route without its attempt's secret",
+            forbidden.clone(),
+        );
         Self {
             registry,
             calls,
@@ -71,6 +80,7 @@ impl Metrics {
             tokens,
             in_flight,
             recording,
+            forbidden,
         }
     }
 
@@ -81,6 +91,12 @@ impl Metrics {
                 status: status.to_owned(),
             })
             .inc();
+    }
+
+    /// A request refused 403 for its route.
+    pub(crate) fn forbade(&self) {
+        self.forbidden.inc();
+        self.ended("route_forbidden");
     }
 
     /// A reply read from the upstream: its time and the tokens its usage reports.

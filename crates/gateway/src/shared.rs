@@ -153,6 +153,19 @@ impl Shared {
         Ok(seq)
     }
 
+    /// The registered attempt whose route secret is `secret`, if any (to
+    /// name the sandbox that sent a forbidden call).
+    pub(crate) fn attempt_of_secret(
+        &self,
+        route_key: &rollpoint_proto::route::RouteKey,
+        secret: &str,
+    ) -> Option<String> {
+        self.keys().iter().find_map(|(rollout, attempt)| {
+            let key = CaptureKey::of(rollout, *attempt).ok()?.to_string();
+            route_key.verify(&key, secret).then_some(key)
+        })
+    }
+
     /// Whether requests of `key` may write into the ledger.
     pub(crate) fn check_key(&self, key: &CaptureKey) -> Result<(), Refusal> {
         if self.config.open_keys && self.register(key).is_ok() {

@@ -15,6 +15,7 @@
 //! | [`launch`] | the launch record |
 //! | [`limits`] | every id length limit |
 //! | [`receipt`] | what a pause, continue or stop did, member by member |
+//! | [`route`] | the per-attempt route secret and the route segment `<key>@<secret>` |
 //! | [`responses`] | facts about the OpenAI Responses API shared by the worker and the model |
 //! | [`session`] | the files of a launch's session directory |
 //! | `version` | the one versioned-envelope reader |
@@ -27,6 +28,7 @@ pub mod launch;
 pub mod limits;
 pub mod receipt;
 pub mod responses;
+pub mod route;
 pub mod session;
 mod version;
 

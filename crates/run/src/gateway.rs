@@ -8,7 +8,8 @@
 //! Files under `RUN_DIR/gateway/`: `ledger.sqlite`; `process.json` (`{v, pid, port}`, written
 //! once the gateway listens); `control.token` (the bearer token of its control routes, new
 //! for each process, mode 0600); `gateway.log` (its stderr); `port`; `models.json` (the run's
-//! `[[models]]`, keys named by variable or path only).
+//! `[[models]]`, keys named by variable or path only); `route.key` (the run's route key, mode
+//! 0600, made at the first start and kept: each attempt's route secret comes from it).
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -36,6 +37,8 @@ const PROCESS: &str = "gateway/process.json";
 const TOKEN: &str = "gateway/control.token";
 const LOG: &str = "gateway/gateway.log";
 const MODELS: &str = "gateway/models.json";
+/// The run's route key (`rollpoint_proto::route`), made once and kept across resumes.
+pub const ROUTE_KEY: &str = "gateway/route.key";
 
 /// Version of `process.json`.
 const PROCESS_VERSION: u32 = 1;
@@ -76,6 +79,7 @@ pub struct GatewayProcess {
     token: String,
     client: GatewayClient,
     run_dir: PathBuf,
+    route_key: rollpoint_proto::route::RouteKey,
 }
 
 /// 32 random bytes from the kernel, as hex.
@@ -161,6 +165,9 @@ impl GatewayProcess {
         let token = fresh_token()?;
         let token_file = run_dir.join(TOKEN);
         write_atomic(&token_file, token.as_bytes())?;
+        let route_key_file = run_dir.join(ROUTE_KEY);
+        let route_key = rollpoint_gateway::route_key::load_or_create(&route_key_file)
+            .map_err(|e| RunError::setup("gateway", e))?;
         // A port file of this start's own: a gateway started by a runner killed before it
         // recorded it in process.json is not waited for, and may still write a shared file
         // (the same port number) just before it sees its owner gone and exits.
@@ -204,6 +211,8 @@ impl GatewayProcess {
             .arg(run_dir)
             .arg("--control-token-file")
             .arg(&token_file)
+            .arg("--route-key-file")
+            .arg(&route_key_file)
             .arg("--owner")
             .arg(std::process::id().to_string())
             .arg("--drain-s")
@@ -321,7 +330,14 @@ impl GatewayProcess {
             token,
             client,
             run_dir: run_dir.to_owned(),
+            route_key,
         })
+    }
+
+    /// The run's route key: launches carry their attempt's secret from it.
+    #[must_use]
+    pub fn route_key(&self) -> &rollpoint_proto::route::RouteKey {
+        &self.route_key
     }
 
     /// The port it listens on.

@@ -126,12 +126,19 @@ impl Stack {
             }
         };
         let port = gateway.as_ref().map_or(0, GatewayProcess::port);
+        if port != 0 {
+            backend.route_to_gateway(std::net::SocketAddrV4::new(
+                std::net::Ipv4Addr::LOCALHOST,
+                port,
+            ));
+        }
 
         let owner = Arc::new(LocalOwner::new(Arc::clone(&backend) as Arc<dyn Backend>));
         let runs = Runs::new(
             Arc::clone(&owner) as Arc<dyn Owner>,
             DriverConfig {
                 slots: config.concurrency,
+                route_key: gateway.as_ref().map(|g| g.route_key().clone()),
                 ..DriverConfig::default()
             },
         )

@@ -202,15 +202,46 @@ pub struct Limits {
     pub pids: Option<u64>,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+/// What a sandbox's processes can reach (docs/design/network.md). In
+/// every mode but `host` the sandbox has a network namespace of its own
+/// with loopback and no route out, and its `/etc/hosts` names only
+/// loopback, its hostname and the allowed hosts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[schema(as = SandboxNetwork)]
 #[serde(rename_all = "snake_case")]
 pub enum Network {
-    /// The host's network namespace.
+    /// Only the model gateway, at `127.0.0.1:<gateway port>` inside, and
+    /// through it only the attempt's own route.
     #[default]
-    Shared,
-    /// A network namespace of its own with only loopback, up.
-    Isolated,
+    Gateway,
+    /// The gateway and these TCP destinations: `HOST:PORT` (resolved on the
+    /// host when the sandbox starts), `IPv4:PORT` or `IPv4/N:PORT`; at most
+    /// 64.
+    Allow(Vec<String>),
+    /// Loopback only.
+    #[serde(rename = "none", alias = "isolated")]
+    Loopback,
+    /// The host's network namespace: everything the host reaches, its
+    /// loopback services and every rollout's gateway route. Logged loudly.
+    #[serde(alias = "shared")]
+    Host,
+}
+
+impl Network {
+    /// Whether the sandbox shares the host's network.
+    pub fn is_host(&self) -> bool {
+        *self == Self::Host
+    }
+
+    /// Its name in a config (`gateway`, `allow`, `none`, `host`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Gateway => "gateway",
+            Self::Allow(_) => "allow",
+            Self::Loopback => "none",
+            Self::Host => "host",
+        }
+    }
 }
 
 /// How closed a sandbox is to the code it runs (docs/design/isolation.md).

@@ -41,6 +41,7 @@ async fn agent(run_dir: &Path) -> String {
             gateway: None,
             token_breaks: rollpoint_trajectory::BreakPolicy::Split,
             remote: None,
+            route_key: None,
         },
     )
     .unwrap();

@@ -30,8 +30,8 @@ pub struct AnchorOpts {
     pub cgroup_v2: Option<PathBuf>,
     /// The sandbox's v1 freezer cgroup directory on the host.
     pub cgroup_freezer: Option<PathBuf>,
-    /// The sandbox has its own network namespace: bring `lo` up.
-    pub isolated_net: bool,
+    /// The sandbox's network (`--net`, `--gateway`, `--allow`, `--host`).
+    pub net: crate::anchor::net::NetOpts,
     /// The pid of the sandbox's owner, which must be the anchor's parent
     /// (`--owner`; without it, whatever parent the anchor has at start).
     pub owner: Option<i32>,
@@ -200,7 +200,8 @@ fn dropped(list: &str) -> Result<u64, Error> {
 fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let usage = |m: String| Error::Usage(m);
     let (mut root, mut control, mut hostname) = (None, None, None);
-    let (mut cgroup_v2, mut cgroup_freezer, mut isolated_net) = (None, None, false);
+    let (mut cgroup_v2, mut cgroup_freezer) = (None, None);
+    let mut net = crate::anchor::net::NetOpts::default();
     let mut owner = None;
     let mut tools = Vec::new();
     let (mut user, mut home) = (None, None);
@@ -219,7 +220,11 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
             "--hostname" => hostname = Some(value("--hostname")?),
             "--cgroup-v2" => cgroup_v2 = Some(PathBuf::from(value("--cgroup-v2")?)),
             "--cgroup-freezer" => cgroup_freezer = Some(PathBuf::from(value("--cgroup-freezer")?)),
-            "--isolated-net" => isolated_net = true,
+            "--net" | "--gateway" | "--allow" | "--host" => {
+                let name = arg.clone();
+                let v = value(&name)?;
+                net.set(&name, &v).map_err(usage)?;
+            }
             "--enter" => enter = true,
             "--join" => join.push(PathBuf::from(value("--join")?)),
             "--user" => user = Some(credentials(&value("--user")?)?),
@@ -306,7 +311,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
         hostname,
         cgroup_v2,
         cgroup_freezer,
-        isolated_net,
+        net,
         owner,
         tools,
         user,
@@ -428,6 +433,18 @@ mod tests {
         assert!(err.to_string().contains("command"), "{err}");
     }
 
+    fn base_with_host() -> [&'static str; 7] {
+        [
+            "anchor",
+            "--root",
+            "/m",
+            "--control",
+            "/c",
+            "--hostname",
+            "h",
+        ]
+    }
+
     #[test]
     fn parses_anchor_and_names_bad_options() {
         let p = parse(&strings(&[
@@ -440,7 +457,14 @@ mod tests {
             "box",
             "--cgroup-v2",
             "/sys/fs/cgroup/unified/rollpoint/box",
-            "--isolated-net",
+            "--net",
+            "allow",
+            "--gateway",
+            "127.0.0.1:4000",
+            "--allow",
+            "10.9.0.0/24:8080",
+            "--host",
+            "pypi.test=10.9.0.2",
         ]))
         .expect("parses");
         let Parsed::Anchor(a) = p else {
@@ -448,7 +472,17 @@ mod tests {
         };
         assert_eq!(a.root, PathBuf::from("/m"));
         assert_eq!(a.hostname, "box");
-        assert!(a.isolated_net && a.cgroup_freezer.is_none() && a.cgroup_v2.is_some());
+        assert!(a.cgroup_freezer.is_none() && a.cgroup_v2.is_some());
+        assert_eq!(a.net.mode, crate::anchor::net::NetMode::Allow);
+        assert_eq!(a.net.allow.len(), 1);
+        assert_eq!(
+            a.net.hosts,
+            [("pypi.test".to_owned(), [10, 9, 0, 2].into())]
+        );
+        let mut bad = strings(&base_with_host());
+        bad.extend(["--allow".to_owned(), "10.0.0.0/33:80".to_owned()]);
+        let err = parse(&bad).expect_err("bad prefix");
+        assert!(err.to_string().contains("--allow"), "{err}");
 
         let base = ["anchor", "--root", "/m", "--control", "/c"];
         let err = parse(&strings(&base)).expect_err("no hostname");

@@ -42,7 +42,9 @@ usage:
   rollpoint-supervisor run --session DIR --launch ID [options] -- COMMAND [ARGS...]
   rollpoint-supervisor pause|continue|stop|status --session DIR [options]
   rollpoint-supervisor anchor --root DIR --control DIR --hostname NAME
-      [--cgroup-v2 DIR] [--cgroup-freezer DIR] [--isolated-net]
+      [--cgroup-v2 DIR] [--cgroup-freezer DIR]
+      [--net host|none|gateway|allow] [--gateway IP:PORT] [--allow IP[/N]:PORT]...
+      [--host NAME=IP]...
       [--enter [--join CGROUP_DIR]...] [--owner PID] [--tool AT=HOST]...
       [--user UID:GID[:GROUPS]] [--home DIR]
 

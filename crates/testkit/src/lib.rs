@@ -9,6 +9,7 @@
 
 pub mod fuzz;
 pub mod images;
+pub mod netns;
 pub mod s3;
 pub mod services;
 

@@ -274,7 +274,7 @@ impl Sandbox {
             ]);
         }
         if isolated_net {
-            args.push("--isolated-net".to_owned());
+            args.extend(["--net".to_owned(), "none".to_owned()]);
         }
         let mut anchor = spawn_anchor(&args, cgroup.as_ref(), isolated_net, &log);
         let socket = overlay.control.join(ANCHOR_SOCKET);

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import subprocess
@@ -131,6 +132,7 @@ class _Settings:
     supervisor: str | None
     concurrency: int
     full_every: int
+    route_key: str
 
 
 @ray.remote(num_cpus=0.01, max_restarts=0)
@@ -159,6 +161,9 @@ class _NodeActor:
         ]
         if settings.supervisor:
             owner_args += ["--supervisor", settings.supervisor]
+        # Sandboxes reach the gateway only through their relay, which dials it.
+        owner_args += ["--gateway", gateway]
+        route_key_file = _write_secret(run, "route.key", settings.route_key)
         self.owner = self.procs.start("owner", owner_args)
         self.agent = self.procs.start(
             "agent",
@@ -173,6 +178,8 @@ class _NodeActor:
                 self.owner,
                 "--gateway",
                 gateway,
+                "--route-key-file",
+                route_key_file,
                 "--instance",
                 f"agent-{index}",
                 "--concurrency",
@@ -234,6 +241,8 @@ class _HeadActor:
             str(run),
             "--control-token-file",
             self.token_file,
+            "--route-key-file",
+            _write_secret(run, "route.key", settings.route_key),
             *settings.store,
         ]
         if model.get("credential_env"):
@@ -326,6 +335,7 @@ class RollpointCluster:
             supervisor=supervisor or os.environ.get("ROLLPOINT_SUPERVISOR"),
             concurrency=concurrency,
             full_every=snapshot_full_every,
+            route_key=json.dumps({"v": 1, "key": os.urandom(32).hex()}),
         )
         model: dict[str, str] = {}
         if model_script is not None:
@@ -559,11 +569,24 @@ class RollpointCluster:
 
 def _write_token(run: Path, token: str) -> str:
     """Writes the routes' token into this node's run directory (0600); returns its path."""
-    path = run / "token"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    return _write_secret(run, "token", token)
+
+
+def _write_secret(run: Path, name: str, text: str) -> str:
+    """Writes ``text`` to ``run/name`` (0600, atomically); returns its path."""
+    path = run / name
+    tmp = run / f".{name}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(token)
-    path.chmod(0o600)
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.replace(path)
+    dir_fd = os.open(run, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
     return str(path)
 
 

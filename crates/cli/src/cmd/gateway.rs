@@ -103,6 +103,10 @@ pub struct GatewayArgs {
     /// Accept every well-formed capture key without registration.
     #[arg(long)]
     open_keys: bool,
+    /// The run's route key (`{"v":1,"key":HEX}`, mode 0600): every model route must then
+    /// carry its attempt's secret, `/r/<key>@<secret>/`; others are refused 403.
+    #[arg(long)]
+    route_key_file: Option<PathBuf>,
     /// The run directory checkpoints are written under (with --control-token-file).
     #[arg(long, requires = "control_token_file")]
     run_dir: Option<PathBuf>,
@@ -199,6 +203,11 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         .iter()
         .map(|k| CaptureKey::parse(k))
         .collect::<Result<Vec<_>, _>>()?;
+    let route_key = args
+        .route_key_file
+        .as_deref()
+        .map(rollpoint_gateway::route_key::load)
+        .transpose()?;
     let token = match &args.control_token_file {
         Some(file) => Some(super::locate::token(file)?),
         None => None,
@@ -251,6 +260,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         config.max_body_bytes = args.max_body_bytes;
         config.replay = !args.no_replay;
         config.open_keys = args.open_keys;
+        config.route_key = route_key;
         config.ca_file = args.ca_file.clone();
         config.credential = credential;
         config.max_upstream_calls = usize::try_from(args.max_upstream_calls)?;

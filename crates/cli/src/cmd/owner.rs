@@ -44,6 +44,11 @@ pub struct OwnerArgs {
     /// The static supervisor binary to anchor sandboxes with.
     #[arg(long)]
     supervisor: Option<PathBuf>,
+    /// The gateway's URL (`http://IPv4:PORT` or `http://NAME:PORT`): a sandbox whose
+    /// network is `gateway` or `allow` reaches it through its relay at 127.0.0.1 and the
+    /// same port. Without it such a sandbox reaches no gateway.
+    #[arg(long)]
+    gateway: Option<String>,
     /// This owner's name among the run's owners (one per node).
     #[arg(long, default_value = "owner")]
     instance: String,
@@ -74,6 +79,9 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
         LocalBackend::open(&owner_dir, options)
             .with_context(|| format!("cannot open the sandboxes in {}", owner_dir.display()))?,
     );
+    if let Some(url) = &args.gateway {
+        backend.route_to_gateway(gateway_address(url)?);
+    }
     let swept = backend.sweep_orphans()?;
     if !swept.is_empty() {
         tracing::info!(
@@ -127,4 +135,22 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
     let destroyed = backend.destroy_all();
     served?;
     destroyed.context("failed to destroy the sandboxes on shutdown")
+}
+
+/// The IPv4 address and port of a gateway URL, resolved on this host.
+fn gateway_address(url: &str) -> anyhow::Result<std::net::SocketAddrV4> {
+    use std::net::ToSocketAddrs as _;
+    let bad = || anyhow::anyhow!("--gateway {url:?}: expected http://HOST:PORT");
+    let rest = url.strip_prefix("http://").ok_or_else(bad)?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let (host, port) = authority.rsplit_once(':').ok_or_else(bad)?;
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("--gateway {url:?}: cannot resolve {host}"))?
+        .find_map(|a| match a {
+            SocketAddr::V4(v4) => Some(v4),
+            SocketAddr::V6(_) => None,
+        })
+        .ok_or_else(|| anyhow::anyhow!("--gateway {url:?}: {host} has no IPv4 address"))
 }

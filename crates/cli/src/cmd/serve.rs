@@ -52,6 +52,10 @@ pub struct AgentArgs {
     /// File holding the gateway's control token (default: --token-file).
     #[arg(long)]
     gateway_token_file: Option<PathBuf>,
+    /// The run's route key, as the gateway's --route-key-file: each launch's route then
+    /// carries its attempt's secret.
+    #[arg(long)]
+    route_key_file: Option<PathBuf>,
     /// What a token break does to a trajectory: split it into segments, or mask the rollout.
     #[arg(long, value_parser = ["split", "mask"], default_value = "split")]
     token_breaks: String,
@@ -176,6 +180,11 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
     } else {
         rollpoint_trajectory::BreakPolicy::Split
     };
+    let route_key = args
+        .route_key_file
+        .as_deref()
+        .map(rollpoint_gateway::route_key::load)
+        .transpose()?;
     let remote = args.store.open()?;
     // Created only once every argument is known good.
     create_dir(&args.run_dir)?;
@@ -191,6 +200,7 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
                 gateway,
                 token_breaks,
                 remote,
+                route_key,
             },
         )?;
         let listener = bind(args.listen, args.port_file.as_deref(), "agent").await?;

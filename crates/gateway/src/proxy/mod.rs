@@ -37,13 +37,50 @@ struct Checked {
     upstream: Arc<Upstream>,
 }
 
-/// `ANY /r/{key}/{*rest}`.
-#[tracing::instrument(name = "call", skip_all, fields(key = %key, path = %rest, call = tracing::field::Empty))]
+/// `ANY /r/{key}/{*rest}`, `{key}` being `<attempt key>` or
+/// `<attempt key>@<secret>`. The secret is checked here and goes no further:
+/// no log, span or ledger row sees it.
 pub(crate) async fn handle(
     State(shared): State<Arc<Shared>>,
-    Path((key, rest)): Path<(String, String)>,
+    Path((segment, rest)): Path<(String, String)>,
     req: Request,
 ) -> Response {
+    let (key, secret) = rollpoint_proto::route::split(&segment);
+    if let Some(refused) = forbidden(&shared, key, secret) {
+        return refused;
+    }
+    call(shared, key.to_owned(), rest, req).await
+}
+
+/// 403 `route_forbidden` when the gateway holds a route key and `secret` is
+/// not `key`'s; counted and logged naming the route and, when the secret is
+/// a registered attempt's, the sandbox that sent it (its attempt).
+fn forbidden(shared: &Shared, key: &str, secret: Option<&str>) -> Option<Response> {
+    let route_key = shared.config.route_key.as_ref()?;
+    if secret.is_some_and(|s| route_key.verify(key, s)) {
+        return None;
+    }
+    shared.metrics.forbade();
+    let sender = secret.and_then(|s| shared.attempt_of_secret(route_key, s));
+    let message = match &sender {
+        Some(sender) => format!(
+            "route {key} refused: the call carries the secret of attempt {sender}, which may \
+             speak only for itself"
+        ),
+        None if secret.is_some() => format!("route {key} refused: its secret is not this route's"),
+        None => format!("route {key} refused: it carries no secret (`<key>@<secret>`)"),
+    };
+    tracing::warn!(route = %key, sender = sender.as_deref().unwrap_or("unknown"), "{message}");
+    Some(error_response(
+        StatusCode::FORBIDDEN,
+        "route_forbidden",
+        &message,
+        None,
+    ))
+}
+
+#[tracing::instrument(name = "call", skip_all, fields(key = %key, path = %rest, call = tracing::field::Empty))]
+async fn call(shared: Arc<Shared>, key: String, rest: String, req: Request) -> Response {
     let admitted_ms = now_ms();
     if shared.is_closed() {
         return closed(&shared, &key);

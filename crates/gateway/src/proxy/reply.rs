@@ -28,7 +28,7 @@ pub(crate) struct ErrorObject<'a> {
     /// The call's status in the ledger (`invalid_json`, `body_unreadable`,
     /// `unknown_capture_key`, `attempt_fenced`, `body_too_large`,
     /// `unknown_route`, `route_not_served`, `upstream_unreachable`,
-    /// `upstream_broken`), or `ledger_error` or `gateway_closed`.
+    /// `upstream_broken`), or `ledger_error`, `gateway_closed` or `route_forbidden`.
     #[serde(rename = "type")]
     pub kind: &'a str,
 }

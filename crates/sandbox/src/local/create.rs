@@ -18,7 +18,7 @@ use super::batch::Phases;
 use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
 use super::user::{self, Identity};
-use super::{Live, LocalBackend, REPLY_MARGIN, anchor, crash, destroy, mounts, spawn};
+use super::{Live, LocalBackend, REPLY_MARGIN, anchor, crash, destroy, mounts, network, spawn};
 use crate::{Error, SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxRoot, SandboxSpec};
 
 /// Where the supervisor is among the tools.
@@ -36,6 +36,13 @@ pub(super) fn create(
         tracing::warn!(
             sandbox = id,
             "sandbox is TRUSTED: its code runs as the host's root, unconfined"
+        );
+    }
+    if spec.network.is_host() {
+        tracing::warn!(
+            sandbox = id,
+            "sandbox network is HOST: its code reaches everything the host reaches, the \
+             host's loopback services and every rollout's gateway route"
         );
     }
     // Resolve the base (an image pulled, its config applied) before making
@@ -80,6 +87,7 @@ pub(super) fn create(
 /// is made: a capability it does not keep, a lent path that is not an
 /// absolute path without `.` or `..`.
 fn check_isolation(id: &str, spec: &SandboxSpec) -> Result<(), Error> {
+    network::check(id, &spec.network)?;
     let invalid = |message: String| Error::Invalid {
         sandbox: id.to_owned(),
         message,
@@ -309,7 +317,7 @@ fn bring_up(
             hostname: &spec.hostname,
             cgroup_v2: cgroups.v2.as_deref(),
             cgroup_freezer: cgroups.freezer.as_deref(),
-            network: spec.network,
+            network: network::anchor_args(id, &spec.network, backend.gateway())?,
             log,
             join: cgroups.all().cloned().collect(),
             identity: &identity,

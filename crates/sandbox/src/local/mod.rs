@@ -11,7 +11,8 @@
 //! sandboxes/<id>/              made first: the sweep finds a sandbox by it
 //! sandboxes/<id>/sandbox.json   record (spec, layers, owner)
 //! sandboxes/<id>/root/          the overlay mount
-//! sandboxes/<id>/control/       /run/rollpoint inside: anchor.sock, launches/
+//! sandboxes/<id>/control/       /run/rollpoint inside: anchor.sock, launches/,
+//!                               hosts, network.json (what the relay carried)
 //! sandboxes/<id>/anchor.log     the anchor's own output
 //! snapshots/<snapshot>.json     what a fork of that snapshot is made from
 //! store/                        the snapshot store (uppers and snapshots)
@@ -40,6 +41,7 @@ mod fork;
 mod ids;
 mod list;
 mod mounts;
+mod network;
 mod record;
 mod snapshot;
 mod spawn;
@@ -151,6 +153,9 @@ pub struct LocalBackend {
     ids_userns_made: Mutex<()>,
     /// What strict sandboxes on the host's root hide, read at the first.
     host_view: std::sync::OnceLock<mounts::HostView>,
+    /// The gateway as the host reaches it, which a sandbox's relay dials
+    /// (`network = "gateway"` or `"allow"`); set by whoever runs the gateway.
+    gateway: RwLock<Option<std::net::SocketAddrV4>>,
 }
 
 fn owner_identity() -> (u32, u64) {
@@ -232,6 +237,7 @@ impl LocalBackend {
             ids_userns: std::sync::OnceLock::new(),
             ids_userns_made: Mutex::new(()),
             host_view: std::sync::OnceLock::new(),
+            gateway: RwLock::new(None),
         })
     }
 
@@ -243,6 +249,17 @@ impl LocalBackend {
     /// `ids().host` on the host.
     pub fn ids(&self) -> rollpoint_proctree::isolate::IdRange {
         self.ids
+    }
+
+    /// Where sandboxes made from now on reach the gateway: their relay
+    /// dials `addr` on the host for `127.0.0.1:<its port>` inside.
+    pub fn route_to_gateway(&self, addr: std::net::SocketAddrV4) {
+        *self.gateway.write().unwrap_or_else(PoisonError::into_inner) = Some(addr);
+    }
+
+    /// The gateway sandboxes reach, if one is set.
+    pub fn gateway(&self) -> Option<std::net::SocketAddrV4> {
+        *self.gateway.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The user namespace of [`Self::ids`], made once.

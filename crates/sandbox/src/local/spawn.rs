@@ -1,7 +1,7 @@
 //! Starting a sandbox's anchor: the supervisor binary, run as root with
 //! `--enter`: before anything else it joins the sandbox's cgroups (so
 //! nothing it starts can escape them) and makes fresh mount, uts, ipc and
-//! pid namespaces (and net, when isolated). The host spawns it without a
+//! pid namespaces, and net unless the sandbox shares the host's. The host spawns it without a
 //! hook between fork and exec, so the standard library spawns it with
 //! `posix_spawn` (a vfork) rather than a fork that copies the owner's page
 //! tables, the cost that dominated starting a thousand sandboxes. The
@@ -21,7 +21,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::{Error, Network};
+use crate::Error;
 
 pub(crate) struct AnchorArgs<'a> {
     pub supervisor: &'a Path,
@@ -30,7 +30,8 @@ pub(crate) struct AnchorArgs<'a> {
     pub hostname: &'a str,
     pub cgroup_v2: Option<&'a Path>,
     pub cgroup_freezer: Option<&'a Path>,
-    pub network: Network,
+    /// `--net ...` and its options (`network::anchor_args`).
+    pub network: Vec<String>,
     pub log: File,
     /// The sandbox's cgroup directories, joined by the anchor first.
     pub join: Vec<PathBuf>,
@@ -76,9 +77,7 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
     if let Some(dir) = args.cgroup_freezer {
         cmd.arg("--cgroup-freezer").arg(dir);
     }
-    if args.network == Network::Isolated {
-        cmd.arg("--isolated-net");
-    }
+    cmd.args(&args.network);
     if let Some(range) = args.userns {
         cmd.arg("--userns").arg(range.to_string());
         if !args.drop_capabilities.is_empty() {

@@ -87,6 +87,8 @@ pub struct AgentSettings {
     pub token_breaks: rollpoint_trajectory::BreakPolicy,
     /// The object store each checkpoint's share is uploaded to.
     pub remote: Option<rollpoint_remote::RemoteStore>,
+    /// The run's route key: launches carry their attempt's route secret.
+    pub route_key: Option<rollpoint_proto::route::RouteKey>,
 }
 
 /// What the routes and the control wrapper share.
@@ -120,6 +122,7 @@ impl AgentService {
             owner,
             DriverConfig {
                 slots: settings.slots,
+                route_key: settings.route_key.clone(),
                 ..DriverConfig::default()
             },
         )?;

@@ -27,6 +27,7 @@
 mod exec;
 mod launch;
 mod mounts;
+pub mod net;
 mod owner;
 mod reaper;
 mod serve;
@@ -91,7 +92,7 @@ fn enter(opts: &AnchorOpts) -> Result<(), Error> {
     }
     let mut flags =
         libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC | libc::CLONE_NEWPID;
-    if opts.isolated_net {
+    if opts.net.own_namespace() {
         flags |= libc::CLONE_NEWNET;
     }
     rollpoint_proctree::spawn::unshare(flags).map_err(io("enter new namespaces for", &opts.root))
@@ -103,10 +104,17 @@ fn sys(what: &'static str) -> impl FnOnce(nix::Error) -> Error {
 
 /// Runs the anchor; returns the exit status of the sandbox's PID 1.
 pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
+    // The host's network namespace, for the relay, before leaving it.
+    let host_net = if opts.enter {
+        net::host_namespace(&opts.net)?
+    } else {
+        None
+    };
     if opts.enter {
         enter(opts)?;
     }
     check_isolated(opts)?;
+    let relay = net::prepare(&opts.net, host_net, &opts.control)?;
     // Both on the host's view, before PID 1 pivots it away.
     let owner = owner::Owner::watch(opts.owner)?;
     let freezer = owner::Freezer::open(opts)?;
@@ -128,6 +136,9 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
     match unsafe { fork() }.map_err(sys("fork the sandbox's first process"))? {
         ForkResult::Parent { child } => {
             drop(alive_rx);
+            if let Some(relay) = relay {
+                relay.start()?;
+            }
             let sandbox = owner::Sandbox {
                 hostname: &opts.hostname,
                 pid1: child,
@@ -142,6 +153,7 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
             // the host's may stay open in it.
             drop(owner);
             drop(freezer);
+            drop(relay);
             drop(alive_tx);
             tie_to_parent(&alive_rx)?;
             drop(alive_rx);

@@ -7,7 +7,6 @@
 //! /tmp is deliberately not a tmpfs: it lives in the overlay, so snapshots
 //! keep it.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -131,8 +130,12 @@ pub fn enter(opts: &AnchorOpts) -> Result<(), Error> {
         path: PathBuf::from(&opts.hostname),
         source,
     })?;
-    if opts.isolated_net {
-        loopback_up()?;
+    if opts.net.own_namespace() {
+        hosts(
+            root,
+            &opts.control,
+            &super::net::hosts_file(&opts.hostname, &opts.net),
+        )?;
     }
     pivot(root)
 }
@@ -323,43 +326,43 @@ fn sys(sys: &Path, opts: &AnchorOpts) -> Result<(), Error> {
     .map_err(nix_err("remount read-only", sys))
 }
 
-/// Brings `lo` up in the sandbox's own network namespace. No crate wraps
-/// SIOCSIFFLAGS (nix only reads interface flags), hence the raw ioctl.
-fn loopback_up() -> Result<(), Error> {
-    // Linux ABI request numbers (linux/sockios.h), typed for this libc.
-    const SIOCGIFFLAGS: libc::Ioctl = 0x8913;
-    const SIOCSIFFLAGS: libc::Ioctl = 0x8914;
-    let fail = |what| Error::SetupIo {
-        what,
-        path: PathBuf::from("lo"),
-        source: std::io::Error::last_os_error(),
-    };
-    // SAFETY: socket(2) with constant arguments; checked before use.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(fail("open a socket to configure interface"));
+/// `/etc/hosts` of a sandbox with a network of its own, written to the
+/// control directory and bound over the root's (made empty where the root
+/// has none; a symlink there is refused, as it would resolve on the host).
+fn hosts(root: &Path, control: &Path, text: &str) -> Result<(), Error> {
+    let file = control.join("hosts");
+    std::fs::write(&file, text).map_err(io_err("write", &file))?;
+    let etc = mkdir_in(root, "etc")?;
+    let target = etc.join("hosts");
+    match std::fs::symlink_metadata(&target) {
+        Ok(m) if m.is_file() => {}
+        Ok(_) => {
+            return Err(Error::SetupIo {
+                what: "bind the sandbox's hosts file at",
+                path: target,
+                source: std::io::Error::other("not a regular file (symlinks are refused)"),
+            });
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .mode(0o644)
+                .open(&target)
+                .map_err(io_err("create", &target))?;
+        }
+        Err(e) => return Err(io_err("inspect", &target)(e)),
     }
-    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: ifreq is plain old data; all zeroes is a valid value.
-    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = libc::c_char::from_ne_bytes([*src]);
-    }
-    // SAFETY: `ifr` is a valid ifreq naming an interface, as SIOCGIFFLAGS
-    // expects; the kernel writes only its flags.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGIFFLAGS, &raw mut ifr) } < 0 {
-        return Err(fail("read the flags of interface"));
-    }
-    // SAFETY: SIOCGIFFLAGS filled the flags member of the union.
-    let flags = unsafe { ifr.ifr_ifru.ifru_flags };
-    // IFF_UP is 1: it fits a c_short.
-    ifr.ifr_ifru.ifru_flags = flags | libc::c_short::try_from(libc::IFF_UP).unwrap_or(1);
-    // SAFETY: as above; SIOCSIFFLAGS reads the name and the flags.
-    if unsafe { libc::ioctl(sock.as_raw_fd(), SIOCSIFFLAGS, &raw mut ifr) } < 0 {
-        return Err(fail("bring up interface"));
-    }
-    Ok(())
+    bind(&file, &target)?;
+    mount(
+        None::<&str>,
+        &target,
+        None::<&str>,
+        MsFlags::MS_REMOUNT | MsFlags::MS_BIND | MsFlags::MS_RDONLY,
+        None::<&str>,
+    )
+    .map_err(nix_err("remount read-only", &target))
 }
 
 /// pivot_root(".", ".") then a lazy unmount of the old root stacked on top,

@@ -376,7 +376,7 @@ mod tests {
             hostname: "h".into(),
             cgroup_v2: v2.map(Path::to_owned),
             cgroup_freezer: v1.map(Path::to_owned),
-            isolated_net: false,
+            net: crate::anchor::net::NetOpts::default(),
             owner: None,
             tools: Vec::new(),
             user: None,

@@ -1,0 +1,195 @@
+//! A sandbox's network as the anchor is told it: the mode, the gateway's
+//! address on the host, the allowed destinations as numbers, and the names
+//! the sandbox's `/etc/hosts` gives them. Names are resolved here, on the
+//! host, when the sandbox starts; inside, no name server is reachable.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs as _};
+
+use crate::{Error, Network};
+
+/// Most destinations a sandbox may be allowed.
+pub const MAX_ALLOWED: usize = 64;
+
+/// One allowed destination as written: a name or an IPv4 address with an
+/// optional prefix length, and a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Destination {
+    Name(String, u16),
+    Net(Ipv4Addr, u8, u16),
+}
+
+fn parse(text: &str) -> Result<Destination, String> {
+    let (host, port) = text
+        .rsplit_once(':')
+        .ok_or("expected HOST:PORT, IPv4:PORT or IPv4/N:PORT")?;
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or("the port must be 1..=65535")?;
+    if host.contains(':') || host.starts_with('[') {
+        return Err("IPv6 destinations are not supported; give an IPv4 address or a name".into());
+    }
+    if let Some((ip, prefix)) = host.split_once('/') {
+        let ip: Ipv4Addr = ip.parse().map_err(|_| "not an IPv4 address before `/`")?;
+        let prefix = prefix
+            .parse::<u8>()
+            .ok()
+            .filter(|p| *p <= 32)
+            .ok_or("the prefix length must be 0..=32")?;
+        let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
+        if u32::from(ip) & !mask != 0 {
+            return Err(format!(
+                "host bits are set after /{prefix} (the network is {}/{prefix})",
+                Ipv4Addr::from(u32::from(ip) & mask)
+            ));
+        }
+        return Ok(Destination::Net(ip, prefix, port));
+    }
+    if let Ok(ip) = host.parse::<Ipv4Addr>() {
+        return Ok(Destination::Net(ip, 32, port));
+    }
+    let fine = !host.is_empty()
+        && host.len() <= 253
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+    if !fine {
+        return Err("not a host name (letters, digits, `-` and `.`)".into());
+    }
+    Ok(Destination::Name(host.to_ascii_lowercase(), port))
+}
+
+/// Checks the spec's network field by field.
+pub(crate) fn check(id: &str, network: &Network) -> Result<(), Error> {
+    let invalid = |message: String| Error::Invalid {
+        sandbox: id.to_owned(),
+        message,
+    };
+    let Network::Allow(list) = network else {
+        return Ok(());
+    };
+    if list.is_empty() || list.len() > MAX_ALLOWED {
+        return Err(invalid(format!(
+            "sandbox.network.allow: {} destinations; give 1..={MAX_ALLOWED}",
+            list.len()
+        )));
+    }
+    for (i, text) in list.iter().enumerate() {
+        parse(text).map_err(|e| invalid(format!("sandbox.network.allow[{i}] {text:?}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The anchor's network options for `network`, with the gateway at
+/// `gateway` on the host (none known: the sandbox reaches no gateway).
+pub(crate) fn anchor_args(
+    id: &str,
+    network: &Network,
+    gateway: Option<SocketAddrV4>,
+) -> Result<Vec<String>, Error> {
+    let mut args = vec!["--net".to_owned(), mode(network).to_owned()];
+    if network.is_host() {
+        return Ok(args);
+    }
+    if let (Some(gw), Network::Gateway | Network::Allow(_)) = (gateway, network) {
+        args.extend(["--gateway".to_owned(), gw.to_string()]);
+    }
+    let Network::Allow(list) = network else {
+        return Ok(args);
+    };
+    for (i, text) in list.iter().enumerate() {
+        let unresolved = |why: String| Error::Invalid {
+            sandbox: id.to_owned(),
+            message: format!("sandbox.network.allow[{i}] {text:?}: {why}"),
+        };
+        match parse(text).map_err(&unresolved)? {
+            Destination::Net(ip, prefix, port) => {
+                args.extend(["--allow".to_owned(), format!("{ip}/{prefix}:{port}")]);
+            }
+            Destination::Name(name, port) => {
+                let ips: Vec<Ipv4Addr> = (name.as_str(), port)
+                    .to_socket_addrs()
+                    .map_err(|e| unresolved(format!("cannot resolve it on the host: {e}")))?
+                    .filter_map(|a| match a {
+                        SocketAddr::V4(v4) => Some(*v4.ip()),
+                        SocketAddr::V6(_) => None,
+                    })
+                    .collect();
+                let first = *ips
+                    .first()
+                    .ok_or_else(|| unresolved("it has no IPv4 address".into()))?;
+                for ip in &ips {
+                    args.extend(["--allow".to_owned(), format!("{ip}/32:{port}")]);
+                }
+                args.extend(["--host".to_owned(), format!("{name}={first}")]);
+            }
+        }
+    }
+    Ok(args)
+}
+
+fn mode(network: &Network) -> &'static str {
+    match network {
+        Network::Gateway => "gateway",
+        Network::Allow(_) => "allow",
+        Network::Loopback => "none",
+        Network::Host => "host",
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn destinations_are_checked_by_index_and_turned_into_numbers() {
+        let allow = Network::Allow(vec![
+            "10.1.0.0/16:8080".into(),
+            "10.2.0.9:443".into(),
+            "localhost:9".into(),
+        ]);
+        check("s", &allow).unwrap();
+        let gw = Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 4000));
+        let args = anchor_args("s", &allow, gw).unwrap();
+        let text = args.join(" ");
+        assert!(
+            text.starts_with("--net allow --gateway 127.0.0.1:4000 --allow 10.1.0.0/16:8080 --allow 10.2.0.9/32:443 --allow 127.0.0.1/32:9"),
+            "{text}"
+        );
+        assert!(text.ends_with("--host localhost=127.0.0.1"), "{text}");
+        assert_eq!(
+            anchor_args("s", &Network::Loopback, gw).unwrap(),
+            ["--net", "none"]
+        );
+        assert_eq!(
+            anchor_args("s", &Network::Host, gw).unwrap(),
+            ["--net", "host"]
+        );
+        assert_eq!(
+            anchor_args("s", &Network::Gateway, None).unwrap(),
+            ["--net", "gateway"]
+        );
+        for (bad, why) in [
+            ("10.1.0.1/16:80", "host bits"),
+            ("10.1.0.0/40:80", "0..=32"),
+            ("[::1]:80", "IPv6"),
+            ("a b:80", "host name"),
+            ("x:0", "1..=65535"),
+            ("x", "HOST:PORT"),
+        ] {
+            let err = check("s", &Network::Allow(vec!["1.2.3.4:5".into(), bad.into()]))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("allow[1]") && err.contains(why),
+                "{bad}: {err}"
+            );
+        }
+        let err = check("s", &Network::Allow(Vec::new()))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("1..=64"), "{err}");
+    }
+}
