@@ -238,6 +238,10 @@ def start_serve_stack(bins: Binaries, prefix: str, *, tokens: bool = False) -> S
             ["model-script", "--script", script, "--log", base / "model.log", *model_flags],
         )
         gateway_flags = ["--model-tokens", "vllm"] if tokens else []
+        # The run's route key: every launch's route carries its attempt's secret.
+        route_key = base / "route.key"
+        route_key.write_text(json.dumps({"v": 1, "key": os.urandom(32).hex()}))
+        route_key.chmod(0o600)
         gateway = url(
             svc.start(
                 "gateway",
@@ -249,6 +253,7 @@ def start_serve_stack(bins: Binaries, prefix: str, *, tokens: bool = False) -> S
                     "--open-keys",
                     "--run-dir", run,
                     "--control-token-file", token,
+                    "--route-key-file", route_key,
                     *gateway_flags,
                 ],
             )
@@ -258,6 +263,7 @@ def start_serve_stack(bins: Binaries, prefix: str, *, tokens: bool = False) -> S
                 "owner",
                 [
                     "serve", "owner",
+                    "--gateway", gateway,
                     "--run-dir", run,
                     "--token-file", token,
                     "--store", "copy",
@@ -274,6 +280,7 @@ def start_serve_stack(bins: Binaries, prefix: str, *, tokens: bool = False) -> S
                     "--token-file", token,
                     "--owner", owner,
                     "--gateway", gateway,
+                    "--route-key-file", route_key,
                     "--concurrency", "8",
                     "--listen", "127.0.0.1:0",
                 ],

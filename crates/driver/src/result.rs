@@ -83,6 +83,10 @@ pub struct RolloutResult {
     pub launches: Vec<LaunchEntry>,
     #[serde(default)]
     pub usage: Option<Usage>,
+    /// What its sandbox used: CPU, peak memory, disk, the relay's bytes,
+    /// and the limits that stopped something.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<rollpoint_owner::ResourceUsage>,
     /// The harness's final answer, when its adapter can read it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<String>,

@@ -97,6 +97,8 @@ pub(crate) struct Runner {
     pub launches: HashMap<String, LaunchDir>,
     /// Running (unpaused) time each launch has had, for the time limit.
     pub ran: HashMap<String, Duration>,
+    /// What the sandbox used, read before it was graded or closed.
+    pub resources: Option<rollpoint_owner::ResourceUsage>,
     pub pauses: crate::metrics::PauseMetrics,
 }
 
@@ -131,7 +133,7 @@ impl Runner {
             let event = match action {
                 Effect::Return(result) => {
                     self.ctl.send_modify(|c| c.status = RunStatus::Done);
-                    return *result;
+                    return self.with_resources(*result);
                 }
                 Effect::Wait { launch_id } => self.wait(&machine, &launch_id).await,
                 Effect::Park(kind) => {
@@ -310,6 +312,7 @@ impl Runner {
             Effect::Continue { launch_id, hold } => self.continue_launch(&launch_id, hold).await,
             Effect::Stop { launch_id, why } => self.stop(&launch_id, why).await,
             Effect::Verify { session, mode } => {
+                self.read_usage(&session).await;
                 let cx = self.cx(machine);
                 let state = Self::state(machine);
                 // Usage and the answer are evidence, not the grade: a
@@ -331,14 +334,17 @@ impl Runner {
                     },
                 }
             }
-            Effect::CloseSession { session } | Effect::StopSandbox { session } => Event::Closed {
-                error: self
-                    .owner
-                    .close(&session)
-                    .await
-                    .err()
-                    .map(|e| e.to_string()),
-            },
+            Effect::CloseSession { session } | Effect::StopSandbox { session } => {
+                self.read_usage(&session).await;
+                Event::Closed {
+                    error: self
+                        .owner
+                        .close(&session)
+                        .await
+                        .err()
+                        .map(|e| e.to_string()),
+                }
+            }
             Effect::RecordBookmark(_)
             | Effect::Wait { .. }
             | Effect::Park(_)
@@ -430,6 +436,35 @@ impl Runner {
                 error: format!("launch {launch_id}: {e}"),
             },
         }
+    }
+
+    /// Reads what the session's sandbox used, once, before it is graded
+    /// or closed (both end it). A failure leaves the result without it.
+    async fn read_usage(&mut self, session: &str) {
+        if self.resources.is_some() {
+            return;
+        }
+        match self.owner.usage(session).await {
+            Ok(usage) => self.resources = Some(usage),
+            Err(e) => tracing::warn!(session, error = %e, "cannot read the sandbox's usage"),
+        }
+    }
+
+    /// The result with the sandbox's usage; its error names each limit
+    /// that stopped something (a graded rollout gets one saying only that).
+    fn with_resources(&mut self, mut result: RolloutResult) -> RolloutResult {
+        let resources = self.resources.take();
+        if let Some(r) = &resources
+            && !r.limits_hit.is_empty()
+        {
+            let hit = format!("limits hit: {}", r.limits_hit.join("; "));
+            result.error = Some(match result.error.take() {
+                Some(error) => format!("{error} ({hit})"),
+                None => hit,
+            });
+        }
+        result.resources = resources;
+        result
     }
 
     fn dir(&self, launch_id: &str) -> Option<LaunchDir> {
@@ -645,6 +680,7 @@ fn machine_failed(machine: &Machine, task: &RolloutTask) -> RolloutResult {
             .map(|p| p.launches.clone())
             .unwrap_or_default(),
         usage: None,
+        resources: None,
         response: None,
         transcript: Vec::new(),
         timings: crate::result::Timings {

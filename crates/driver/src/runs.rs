@@ -281,6 +281,7 @@ impl Runs {
             store: self.inner.store.clone(),
             launches: Default::default(),
             ran: Default::default(),
+            resources: None,
             pauses: self.inner.pauses.clone(),
         };
         let slots = Arc::clone(&self.inner.slots);

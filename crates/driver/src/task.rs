@@ -38,6 +38,13 @@ pub struct RolloutTask {
 }
 
 impl RolloutTask {
+    /// Fills each sandbox limit the task names none of from `defaults`.
+    #[must_use]
+    pub fn with_limits(mut self, defaults: &rollpoint_owner::Limits) -> Self {
+        self.task.sandbox.limits = self.task.sandbox.limits.or(defaults);
+        self
+    }
+
     /// Adds `extra` to the harness's environment; the task's own values win.
     pub fn with_env(mut self, extra: &std::collections::BTreeMap<String, String>) -> Self {
         if let Some(env) = self.adapter.env_mut() {

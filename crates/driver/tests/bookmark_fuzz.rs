@@ -75,6 +75,7 @@ fn returned() -> Bookmark {
             restart: false,
             launches: vec![launch(0, true), launch(1, true)],
             usage: None,
+            resources: None,
             response: Some("done".into()),
             transcript: vec![rollpoint_driver::result::TranscriptEntry {
                 role: "user".into(),

@@ -57,6 +57,12 @@ impl Owner for StuckOwner {
     fn verify<'a>(&'a self, _: &'a str) -> BoxFuture<'a, OwnerResult<Verdict>> {
         never()
     }
+    fn usage<'a>(
+        &'a self,
+        _: &'a str,
+    ) -> BoxFuture<'a, OwnerResult<rollpoint_owner::ResourceUsage>> {
+        never()
+    }
     fn close<'a>(&'a self, _: &'a str) -> BoxFuture<'a, OwnerResult<()>> {
         never()
     }

@@ -233,6 +233,18 @@ impl Owner for HttpOwner {
         .boxed()
     }
 
+    fn usage<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, OwnerResult<rollpoint_sandbox::ResourceUsage>> {
+        self.call_json(
+            Method::GET,
+            self.url(&["sessions", session, "usage"]),
+            Payload::None,
+        )
+        .boxed()
+    }
+
     fn verify<'a>(&'a self, session: &'a str) -> BoxFuture<'a, OwnerResult<Verdict>> {
         self.call_json(
             Method::POST,

@@ -37,5 +37,7 @@ pub use local::{LiveSession, LocalOwner};
 pub use owner::{Access, Launched, Owner, OwnerCounts, OwnerResult, SessionInfo};
 pub use participant::ResourcesParticipant;
 pub use record::{RECORD_VERSION, SessionRecord};
+/// What a session's sandbox used ([`Owner::usage`]).
+pub use rollpoint_sandbox::{Limits, ResourceUsage};
 pub use task::{OwnerTask, RewardMode, VerifySpec};
 pub use verdict::Verdict;

@@ -120,6 +120,13 @@ pub trait Owner: Send + Sync + std::fmt::Debug {
         req: LaunchRequest,
     ) -> BoxFuture<'a, OwnerResult<Launched>>;
 
+    /// What the session's current sandbox has used so far (CPU, memory,
+    /// disk, network) and the limits that stopped something in it.
+    fn usage<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, OwnerResult<rollpoint_sandbox::ResourceUsage>>;
+
     /// Grades the session with the task's verify command, then ends it (the
     /// sandbox is destroyed). On an error the session is kept, so the caller
     /// can try again or close it.

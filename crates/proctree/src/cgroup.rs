@@ -81,6 +81,8 @@ pub struct Hierarchies {
     pub freezer: Option<PathBuf>,
     pub memory: Option<PathBuf>,
     pub pids: Option<PathBuf>,
+    pub cpu: Option<PathBuf>,
+    pub blkio: Option<PathBuf>,
 }
 
 impl Hierarchies {
@@ -95,6 +97,8 @@ impl Hierarchies {
             freezer: find_mount(info, is_v1("freezer")),
             memory: find_mount(info, is_v1("memory")),
             pids: find_mount(info, is_v1("pids")),
+            cpu: find_mount(info, is_v1("cpu")),
+            blkio: find_mount(info, is_v1("blkio")),
         }
     }
 }

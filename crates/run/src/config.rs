@@ -171,10 +171,34 @@ pub struct RunConfig {
     /// at most this many streams (1..=1000; 1 sends each whole).
     #[serde(default = "default_full_every")]
     pub snapshot_full_every: u32,
+    /// `[sandbox_limits]`: each limit a sandbox gets where its task names none, so a
+    /// task that names none still cannot take the node (defaults: 4,096 pids and half the
+    /// node's memory; ranges as `sandbox.limits`).
+    #[serde(default = "default_sandbox_limits")]
+    pub sandbox_limits: rollpoint_sandbox::Limits,
 }
 
 fn default_full_every() -> u32 {
     rollpoint_owner::travel::DEFAULT_FULL_EVERY
+}
+
+/// Processes and threads a sandbox may have when neither its task nor the run says.
+pub const DEFAULT_SANDBOX_PIDS: u64 = 4096;
+
+/// 4,096 pids and half the node's memory (`MemTotal` in `/proc/meminfo`).
+pub fn default_sandbox_limits() -> rollpoint_sandbox::Limits {
+    let half_memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("MemTotal:"))?;
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map(|kib| kib * 1024 / 2);
+    rollpoint_sandbox::Limits {
+        pids: Some(DEFAULT_SANDBOX_PIDS),
+        memory_bytes: half_memory,
+        ..rollpoint_sandbox::Limits::default()
+    }
 }
 
 /// `[branch]`: when the run forks its rollouts by itself, and how many ways.
@@ -240,6 +264,7 @@ impl Default for RunConfig {
             checkpoint_store: None,
             checkpoint_store_options: None,
             snapshot_full_every: default_full_every(),
+            sandbox_limits: default_sandbox_limits(),
         }
     }
 }
@@ -341,6 +366,10 @@ impl RunConfig {
             if !(1..=max).contains(&rule.n) {
                 return bad("branch.n", &format!("{} is outside 1..={max}", rule.n));
             }
+        }
+        if let Err(message) = self.sandbox_limits.check() {
+            let (field, message) = message.split_once(' ').unwrap_or((&message, ""));
+            return bad(&format!("sandbox_limits.{field}"), message);
         }
         let max = rollpoint_owner::travel::MAX_FULL_EVERY;
         if !(1..=max).contains(&self.snapshot_full_every) {

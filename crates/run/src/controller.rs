@@ -250,7 +250,9 @@ impl Loop {
 
     /// Dispatches a task as attempt 0.
     pub(crate) async fn register(&mut self, task: RolloutTask) -> Result<(), RunError> {
-        let task = task.with_env(&self.env);
+        let task = task
+            .with_env(&self.env)
+            .with_limits(&self.state.config.sandbox_limits);
         let rollout = task.rollout().to_owned();
         self.register_key(&rollout, 0).await?;
         let handle = self
@@ -400,7 +402,7 @@ impl Loop {
                     });
                 }
                 self.results.append(&result)?;
-                self.metrics.result(result.status.as_str());
+                self.metrics.result(&result);
                 self.progress.done += 1;
                 self.progress.in_flight = self.in_flight.len();
                 tracing::info!(

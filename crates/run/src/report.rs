@@ -410,6 +410,24 @@ fn rollout_html(page: &mut String, r: &RolloutResult) {
             r.timings.paused_ms
         );
     }
+    if let Some(res) = &r.resources {
+        let peak = res
+            .memory_peak_bytes
+            .map_or_else(|| "-".to_owned(), |b| format!("{} MiB", b >> 20));
+        let _ = write!(
+            page,
+            "<p>sandbox used {:.1} s of CPU, {peak} of memory at most, {} KiB of disk; {} KiB in and \
+             {} KiB out over {} connections</p>",
+            f64::from(u32::try_from(res.cpu_ms).unwrap_or(u32::MAX)) / 1000.0,
+            res.disk_bytes >> 10,
+            res.net_bytes_in >> 10,
+            res.net_bytes_out >> 10,
+            res.net_connections
+        );
+        for hit in &res.limits_hit {
+            let _ = write!(page, "<p class=\"warn\">limit hit: {}</p>", esc(hit));
+        }
+    }
     page.push_str(
         "<table><tr><th>launch</th><th>attempt</th><th>sandbox</th><th>resumed</th><th>why</th>\
          <th>ran ms</th><th>pauses</th><th>end</th></tr>",

@@ -327,6 +327,7 @@ mod tests {
             restart: false,
             launches: Vec::new(),
             usage: None,
+            resources: None,
             response: None,
             transcript: Vec::new(),
             timings: Timings::default(),

@@ -192,14 +192,82 @@ impl Base {
     }
 }
 
-/// Resource limits, applied through the cgroup v1 controllers when the
-/// host has them.
+/// Resource limits of a sandbox, each applied through its controller's
+/// cgroup v1 hierarchy where the host mounts one, else through cgroup v2
+/// (docs/design/limits.md). `None`: no limit of that kind (a run fills
+/// its node defaults in first).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[schema(as = SandboxLimits)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
+    /// Memory the sandbox's processes may use, in bytes
+    /// (1 MiB..=16 TiB; `memory.max`, v1 `memory.limit_in_bytes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+    /// Swap it may use besides, in bytes (0..=16 TiB; `memory.swap.max`);
+    /// none unless given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap_bytes: Option<u64>,
+    /// Processes and threads at once (1..=4,194,304; `pids.max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pids: Option<u64>,
+    /// CPU time per wall time, in thousandths of a CPU (10..=1,024,000:
+    /// 1500 is one and a half CPUs; `cpu.max`, v1 `cpu.cfs_quota_us`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_millis: Option<u64>,
+    /// Share of contended CPU against other sandboxes (1..=10,000, 100 is
+    /// the default share; `cpu.weight`, v1 `cpu.shares` scaled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_weight: Option<u64>,
+    /// Bytes per second read and written each on the device under the
+    /// sandbox's files (1 MiB/s..=1 TiB/s; `io.max`, v1 blkio throttle).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_bytes_per_s: Option<u64>,
+}
+
+/// One limit's name, its allowed range and its value.
+type Range = (&'static str, u64, u64, Option<u64>);
+
+impl Limits {
+    /// Each limit with its range, for checks and documentation.
+    pub fn ranges(&self) -> [Range; 6] {
+        [
+            ("memory_bytes", 1 << 20, 16 << 40, self.memory_bytes),
+            ("swap_bytes", 0, 16 << 40, self.swap_bytes),
+            ("pids", 1, 4_194_304, self.pids),
+            ("cpu_millis", 10, 1_024_000, self.cpu_millis),
+            ("cpu_weight", 1, 10_000, self.cpu_weight),
+            ("io_bytes_per_s", 1 << 20, 1 << 40, self.io_bytes_per_s),
+        ]
+    }
+
+    /// The first limit outside its range, as `FIELD VALUE: outside LO..=HI`.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, lo, hi, value) in self.ranges() {
+            if let Some(v) = value
+                && !(lo..=hi).contains(&v)
+            {
+                return Err(format!("{name} {v}: outside {lo}..={hi}"));
+            }
+        }
+        if self.swap_bytes.is_some_and(|s| s > 0) && self.memory_bytes.is_none() {
+            return Err("swap_bytes: needs memory_bytes (swap is counted beside memory)".into());
+        }
+        Ok(())
+    }
+
+    /// These limits, each unset one taken from `defaults`.
+    #[must_use]
+    pub fn or(&self, defaults: &Self) -> Self {
+        Self {
+            memory_bytes: self.memory_bytes.or(defaults.memory_bytes),
+            swap_bytes: self.swap_bytes.or(defaults.swap_bytes),
+            pids: self.pids.or(defaults.pids),
+            cpu_millis: self.cpu_millis.or(defaults.cpu_millis),
+            cpu_weight: self.cpu_weight.or(defaults.cpu_weight),
+            io_bytes_per_s: self.io_bytes_per_s.or(defaults.io_bytes_per_s),
+        }
+    }
 }
 
 /// What a sandbox's processes can reach (docs/design/network.md). In
@@ -266,6 +334,34 @@ impl Isolation {
     }
 }
 
+/// What a sandbox has used so far, as its cgroups and its relay count it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceUsage {
+    /// CPU time of all its processes, user and system, in milliseconds.
+    pub cpu_ms: u64,
+    /// The most memory it held at once, in bytes (where the kernel keeps
+    /// the peak: v1 `memory.max_usage_in_bytes`, v2 `memory.peak`).
+    #[serde(default)]
+    pub memory_peak_bytes: Option<u64>,
+    /// Bytes its own files take in its upper layer now (what it wrote and
+    /// kept).
+    #[serde(default)]
+    pub disk_bytes: u64,
+    /// Bytes through its relay, to the sandbox and from it, and the
+    /// connections it opened (none in `host` mode, which has no relay).
+    #[serde(default)]
+    pub net_bytes_in: u64,
+    #[serde(default)]
+    pub net_bytes_out: u64,
+    #[serde(default)]
+    pub net_connections: u64,
+    /// Each limit that stopped something, named with its value: "pids:
+    /// 12 forks refused by its limit of 64 (pids.max)".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub limits_hit: Vec<String>,
+}
+
 /// A live sandbox as its backend describes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxInfo {
@@ -318,6 +414,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Runs a command to completion in the sandbox. `req.env` is added to
     /// the spec's environment.
     fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput, Error>;
+
+    /// What the sandbox has used so far.
+    fn usage(&self, id: &str) -> Result<ResourceUsage, Error>;
 
     /// Starts a harness launch under its own supervisor.
     fn launch(&self, id: &str, req: &LaunchRequest) -> Result<LaunchHandle, Error>;

@@ -28,7 +28,7 @@ pub mod local;
 
 pub use backend::{
     Backend, BackendListing, Base, DEFAULT_WORKDIR, ImageId, Isolation, LaunchHandle, Limits,
-    Network, SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxSpec, SnapshotRef,
+    Network, ResourceUsage, SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxSpec, SnapshotRef,
 };
 pub use confine::{SandboxRoot, sandbox_relative};
 pub use errors::Error;

@@ -341,18 +341,58 @@ fn root_limits_apply_to_the_whole_sandbox() {
     spec.limits = Limits {
         memory_bytes: Some(256 << 20),
         pids: Some(24),
+        cpu_millis: Some(500),
+        cpu_weight: Some(50),
+        ..Limits::default()
     };
     let info = b.create("limited", &spec).unwrap();
     // The anchor moved itself into every hierarchy's sandbox cgroup before
     // anything else (`--enter`): each line of its /proc/PID/cgroup names
-    // the sandbox, in a hybrid host's v2 and v1 freezer, memory and pids.
+    // the sandbox, in a hybrid host's v2 and each v1 controller a limit
+    // went to (those this host keeps on v1: `scripts/cgroup-v2`).
     let own = std::fs::read_to_string(format!("/proc/{}/cgroup", info.anchor_pid)).unwrap();
     let hierarchies: Vec<&str> = own
         .lines()
         .filter(|l| l.ends_with("-limited"))
         .map(|l| l.split(':').nth(1).unwrap_or(""))
         .collect();
-    for want in ["", "freezer", "memory", "pids"] {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let on_v1 = |c: &str| {
+        mounts
+            .lines()
+            .any(|l| l.split(' ').nth(2) == Some("cgroup") && l.contains(&format!(",{c}")))
+    };
+    let cgroups = sandbox_cgroups(|name| name.ends_with("-limited"));
+    let in_hierarchy = |h: &str| {
+        cgroups
+            .iter()
+            .find(|p| p.starts_with(format!("/sys/fs/cgroup/{h}/")))
+            .cloned()
+            .unwrap()
+    };
+    let v2_limited = in_hierarchy("unified");
+    for (controller, v1_file, v1_value, v2_file, v2_value) in [
+        ("pids", "pids.max", "24", "pids.max", "24"),
+        (
+            "cpu",
+            "cpu.cfs_quota_us",
+            "50000",
+            "cpu.max",
+            "50000 100000",
+        ),
+        ("cpu", "cpu.shares", "512", "cpu.weight", "50"),
+    ] {
+        let file = if on_v1(controller) {
+            (in_hierarchy(controller).join(v1_file), v1_value)
+        } else {
+            (v2_limited.join(v2_file), v2_value)
+        };
+        let got = std::fs::read_to_string(&file.0).unwrap();
+        assert_eq!(got.trim(), file.1, "{}", file.0.display());
+    }
+    let mut wanted = vec!["", "freezer", "memory"];
+    wanted.extend(["pids", "cpu"].into_iter().filter(|c| on_v1(c)));
+    for want in wanted {
         assert!(
             hierarchies.iter().any(|h| h.split(',').any(|c| c == want)),
             "the anchor is not in the sandbox's {want:?} cgroup: {own}"

@@ -73,9 +73,12 @@ impl Cluster {
         let (token, store_args) = (self.token.clone(), self.store_args.clone());
         let flags: Vec<&OsStr> = store_args.iter().map(|s| os(s)).collect();
         let sup = supervisor_bin();
+        let gateway = self.gateway.clone();
         let mut args: Vec<&OsStr> = vec![
             os("serve"),
             os("owner"),
+            os("--gateway"),
+            os(&gateway),
             os("--run-dir"),
             run.as_os_str(),
             os("--token-file"),
@@ -89,7 +92,6 @@ impl Cluster {
         ];
         args.extend(flags.iter().copied());
         let owner_url = url(self.services.start(owner, &args));
-        let gateway = self.gateway.clone();
         let mut args: Vec<&OsStr> = vec![
             os("serve"),
             os("agent"),

@@ -117,6 +117,13 @@ impl Run {
             ],
         );
         let ledger = run.join("gateway/ledger.sqlite");
+        // The run's route key: every launch's route carries its secret.
+        let route_key = run.join("route.key");
+        std::fs::write(
+            &route_key,
+            format!("{{\"v\":1,\"key\":\"{}\"}}", "5a".repeat(32)),
+        )
+        .unwrap();
         let gateway = url(services.start(
             "gateway",
             &[
@@ -133,6 +140,8 @@ impl Run {
                 run.as_os_str(),
                 os("--control-token-file"),
                 token.as_os_str(),
+                os("--route-key-file"),
+                route_key.as_os_str(),
             ],
         ));
         let owner = url(services.start(
@@ -140,6 +149,8 @@ impl Run {
             &[
                 os("serve"),
                 os("owner"),
+                os("--gateway"),
+                os(&gateway),
                 os("--run-dir"),
                 run.as_os_str(),
                 os("--token-file"),
@@ -197,6 +208,8 @@ impl Run {
                 os(&self.owner),
                 os("--gateway"),
                 os(&self.gateway),
+                os("--route-key-file"),
+                self.run.join("route.key").as_os_str(),
                 os("--concurrency"),
                 os("8"),
                 os("--listen"),

@@ -392,7 +392,7 @@ pub fn mounts_under(dir: &Path) -> Vec<String> {
 /// pids hierarchies) whose directory name `pick` accepts.
 pub fn sandbox_cgroups(pick: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for hierarchy in ["unified", "freezer", "memory", "pids"] {
+    for hierarchy in ["unified", "freezer", "memory", "pids", "cpu", "blkio"] {
         let root = Path::new("/sys/fs/cgroup")
             .join(hierarchy)
             .join("rollpoint");

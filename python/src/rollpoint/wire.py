@@ -162,6 +162,33 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class ResourceUsage:
+    """What a rollout's sandbox used, and the limits that stopped something in it."""
+
+    cpu_ms: int
+    disk_bytes: int
+    net_bytes_in: int
+    net_bytes_out: int
+    net_connections: int
+    memory_peak_bytes: int | None = None
+    limits_hit: tuple[str, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def parse(o: Obj) -> ResourceUsage:
+        return ResourceUsage(
+            cpu_ms=o.integer("cpu_ms"),
+            disk_bytes=o.integer("disk_bytes"),
+            net_bytes_in=o.integer("net_bytes_in"),
+            net_bytes_out=o.integer("net_bytes_out"),
+            net_connections=o.integer("net_connections"),
+            memory_peak_bytes=o.opt_integer("memory_peak_bytes"),
+            limits_hit=o.strings("limits_hit", required=False),
+            extra=o.extra(),
+        )
+
+
+@dataclass(frozen=True)
 class RolloutTimings:
     """When the rollout ran, Unix milliseconds."""
 
@@ -235,6 +262,7 @@ class RolloutResult:
     reward: float | None = None
     error: str | None = None
     usage: Usage | None = None
+    resources: ResourceUsage | None = None
     response: str | None = None
     transcript: tuple[TranscriptEntry, ...] = ()
     forked_from: ForkedFrom | None = None
@@ -270,6 +298,7 @@ class RolloutResult:
             reward=o.opt_number("reward"),
             error=o.opt_string("error"),
             usage=o.opt_child("usage", Usage.parse),
+            resources=o.opt_child("resources", ResourceUsage.parse),
             response=o.opt_string("response"),
             transcript=o.array("transcript", TranscriptEntry.parse, required=False),
             forked_from=o.opt_child("forked_from", ForkedFrom.parse),

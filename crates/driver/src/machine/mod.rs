@@ -716,6 +716,7 @@ impl Machine {
             restart: self.restart,
             launches,
             usage: collected.usage,
+            resources: None,
             response: collected.response,
             transcript: collected.transcript,
             timings: Timings {

@@ -13,6 +13,7 @@ mod launch;
 mod restore;
 mod snapshot;
 mod upload;
+mod usage;
 mod verify;
 pub(crate) mod wire;
 
@@ -45,6 +46,7 @@ pub const BODY_LIMIT: usize = 64 << 20;
         download::handle,
         upload::handle,
         launch::handle,
+        usage::handle,
         verify::handle,
         snapshot::handle,
         restore::handle,
@@ -90,6 +92,7 @@ pub fn router(owner: Arc<dyn Owner>, token: &str) -> Router {
             get(download::handle).put(upload::handle),
         )
         .route("/v1/owner/sessions/{id}/launch", post(launch::handle))
+        .route("/v1/owner/sessions/{id}/usage", get(usage::handle))
         .route("/v1/owner/sessions/{id}/verify", post(verify::handle))
         .route("/v1/owner/sessions/{id}/snapshot", post(snapshot::handle))
         .route("/v1/owner/restore", post(restore::handle))

@@ -328,6 +328,19 @@ impl Owner for LocalOwner {
         self.launch_impl(session, req).boxed()
     }
 
+    fn usage<'a>(
+        &'a self,
+        session: &'a str,
+    ) -> BoxFuture<'a, OwnerResult<rollpoint_sandbox::ResourceUsage>> {
+        async move {
+            let (sandbox, _) = self.current(session)?;
+            let id = sandbox.id.clone();
+            self.on_backend(session, &sandbox.id, "usage", move |b| b.usage(&id))
+                .await
+        }
+        .boxed()
+    }
+
     fn verify<'a>(&'a self, session: &'a str) -> BoxFuture<'a, OwnerResult<Verdict>> {
         self.verify_impl(session).boxed()
     }

@@ -231,6 +231,14 @@ impl Backend for FakeBackend {
         Ok(Self::run(&mut sb.files, req))
     }
 
+    /// The fake counts nothing: a live sandbox has used nothing.
+    fn usage(&self, id: &str) -> Result<rollpoint_sandbox::ResourceUsage, Error> {
+        if !self.state().sandboxes.contains_key(id) {
+            return Err(unknown(id));
+        }
+        Ok(rollpoint_sandbox::ResourceUsage::default())
+    }
+
     fn launch(&self, id: &str, req: &LaunchRequest) -> Result<LaunchHandle, Error> {
         let mut st = self.state();
         st.record(Call::Launch(id.into(), req.launch_id.clone()), "launch", id)?;

@@ -1,10 +1,13 @@
 //! A sandbox's cgroups: one in the v2 hierarchy (freeze for snapshots,
 //! `cgroup.kill` for destroy), one in the v1 freezer where the host has it,
-//! and v1 `memory` and `pids` cgroups carrying the spec's limits (this host
-//! keeps those controllers on v1). Launch cgroups nest beneath the v2 and
-//! freezer ones, created by the launch's supervisor inside the sandbox.
-//! The memory cgroup also says whether the kernel's OOM killer ended a
-//! process of the sandbox, so an error can name the limit.
+//! and the limits (docs/design/limits.md): each through its controller's v1
+//! hierarchy where the host mounts one (`memory`, `pids`, and `cpu`,
+//! `blkio` when a limit needs them), else through the v2 cgroup, whose
+//! parent `rollpoint/` enables every controller the host's v2 root offers.
+//! A host with v2 alone therefore gets every limit through v2. Launch
+//! cgroups nest beneath the v2 and freezer ones, created by the launch's
+//! supervisor inside the sandbox. The memory and pids counters also say
+//! when a limit was hit, so an error can name it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -21,6 +24,8 @@ pub(crate) struct SandboxCgroups {
     pub freezer: Option<PathBuf>,
     pub memory: Option<PathBuf>,
     pub pids: Option<PathBuf>,
+    pub cpu: Option<PathBuf>,
+    pub blkio: Option<PathBuf>,
 }
 
 /// How long destroy waits for a killed sandbox's cgroup to empty.
@@ -37,7 +42,7 @@ fn hierarchies() -> &'static cgroup::Hierarchies {
 /// The parent of every sandbox cgroup in each hierarchy this host has.
 fn parents() -> impl Iterator<Item = PathBuf> {
     let h = hierarchies();
-    [&h.v2, &h.freezer, &h.memory, &h.pids]
+    [&h.v2, &h.freezer, &h.memory, &h.pids, &h.cpu, &h.blkio]
         .into_iter()
         .flatten()
         .map(|root| root.join("rollpoint"))
@@ -53,6 +58,8 @@ impl SandboxCgroups {
             freezer: at(&h.freezer),
             memory: at(&h.memory),
             pids: at(&h.pids),
+            cpu: at(&h.cpu),
+            blkio: at(&h.blkio),
         }
     }
 
@@ -86,6 +93,72 @@ impl SandboxCgroups {
         (kills.kills > since).then(|| kills.describe(kills.kills - since))
     }
 
+    /// CPU time, peak memory and the limits that stopped something.
+    pub fn usage(&self) -> crate::ResourceUsage {
+        let read = |dir: &Option<PathBuf>, file: &str| {
+            dir.as_ref()
+                .and_then(|d| std::fs::read_to_string(d.join(file)).ok())
+        };
+        let cpu_ms = read(&self.v2, "cpu.stat")
+            .and_then(|t| field(&t, "usage_usec"))
+            .map_or(0, |us| us / 1000);
+        let memory_peak_bytes = read(&self.memory, "memory.max_usage_in_bytes")
+            .or_else(|| read(&self.v2, "memory.peak"))
+            .and_then(|t| t.trim().parse().ok());
+        let mut limits_hit = Vec::new();
+        if let Some(kills) = self.memory_kills().filter(|k| k.kills > 0) {
+            limits_hit.push(format!("memory: {}", kills.describe(kills.kills)));
+        }
+        let pids_dir = if self.pids.is_some() {
+            &self.pids
+        } else {
+            &self.v2
+        };
+        if let Some(refused) = read(pids_dir, "pids.events")
+            .and_then(|t| field(&t, "max"))
+            .filter(|n| *n > 0)
+        {
+            let max = read(pids_dir, "pids.max").unwrap_or_default();
+            limits_hit.push(format!(
+                "pids: {refused} forks refused by its limit of {} processes (pids.max)",
+                max.trim()
+            ));
+        }
+        let cpu_stat = read(&self.v2, "cpu.stat")
+            .filter(|_| read(&self.v2, "cpu.max").is_some_and(|m| !m.starts_with("max")));
+        let (throttled, periods, limit) = match cpu_stat {
+            Some(stat) => (
+                field(&stat, "nr_throttled"),
+                field(&stat, "nr_periods"),
+                read(&self.v2, "cpu.max")
+                    .and_then(|m| m.split_whitespace().next()?.parse::<u64>().ok())
+                    .map(|q| (q * 1000 / CPU_PERIOD_US, "cpu.max")),
+            ),
+            None => (
+                read(&self.cpu, "cpu.stat").and_then(|t| field(&t, "nr_throttled")),
+                read(&self.cpu, "cpu.stat").and_then(|t| field(&t, "nr_periods")),
+                read(&self.cpu, "cpu.cfs_quota_us")
+                    .and_then(|q| q.trim().parse::<i64>().ok())
+                    .and_then(|q| u64::try_from(q).ok())
+                    .map(|q| (q * 1000 / CPU_PERIOD_US, "cpu.cfs_quota_us")),
+            ),
+        };
+        if let (Some(throttled), Some(periods), Some((millis, file))) = (throttled, periods, limit)
+            && throttled > 0
+        {
+            limits_hit.push(format!(
+                "cpu: throttled in {throttled} of {periods} periods by its limit of {millis} \
+                 thousandths of a CPU ({file})"
+            ));
+        }
+        crate::ResourceUsage {
+            cpu_ms,
+            memory_peak_bytes,
+            limits_hit,
+            ..crate::ResourceUsage::default()
+        }
+    }
+
     /// The v1 memory cgroup's count (`oom_kill` in `memory.oom_control`),
     /// else the v2 cgroup's (`oom_kill` in `memory.events`, present when
     /// the memory controller is enabled there), with the limit beside it.
@@ -109,15 +182,32 @@ impl SandboxCgroups {
         })
     }
 
+    /// Every cgroup of the sandbox that exists (the v1 `cpu` and `blkio`
+    /// ones only when a limit made them).
     pub fn all(&self) -> impl Iterator<Item = &PathBuf> {
+        let optional = [&self.cpu, &self.blkio];
         [&self.v2, &self.freezer, &self.memory, &self.pids]
             .into_iter()
             .flatten()
+            .chain(optional.into_iter().flatten().filter(|d| d.exists()))
     }
 
-    /// Creates every cgroup and writes the limits. A limit the host cannot
-    /// apply (its controller missing) is an error rather than ignored.
-    pub fn create(&self, sandbox: &str, limits: &Limits) -> Result<(), Error> {
+    /// Creates every cgroup and writes the limits, `upper` being where the
+    /// sandbox's files are written (for the I/O limit's device). A limit
+    /// the host cannot apply (its controller missing in v1 and v2) is an
+    /// error naming it rather than ignored.
+    pub fn create(&self, sandbox: &str, limits: &Limits, upper: &Path) -> Result<(), Error> {
+        self.create_with(sandbox, limits, upper, v2_controllers())
+    }
+
+    /// [`Self::create`] with `v2` the controllers the v2 parent enables.
+    fn create_with(
+        &self,
+        sandbox: &str,
+        limits: &Limits,
+        upper: &Path,
+        v2: &std::collections::BTreeSet<String>,
+    ) -> Result<(), Error> {
         let setup = |what: String, source| Error::Setup {
             sandbox: sandbox.to_owned(),
             what,
@@ -129,23 +219,125 @@ impl SandboxCgroups {
                 std::io::Error::from(std::io::ErrorKind::NotFound),
             ));
         }
-        for dir in self.all() {
+        for dir in [&self.v2, &self.freezer, &self.memory, &self.pids]
+            .into_iter()
+            .flatten()
+        {
             std::fs::create_dir_all(dir)
                 .map_err(|e| setup(format!("create cgroup {}", dir.display()), e))?;
         }
-        let limit = |dir: &Option<PathBuf>, file: &str, value: Option<u64>| {
-            let Some(value) = value else { return Ok(()) };
-            let Some(dir) = dir else {
-                return Err(setup(
-                    format!("apply {file}: the host has no such v1 controller"),
+        // The v1 directory of `controller` when the host has it, else the v2
+        // cgroup when its parent enables the controller there.
+        let home = |v1: &Option<PathBuf>, controller: &str, limit: &str| {
+            if let Some(dir) = v1 {
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| setup(format!("create cgroup {}", dir.display()), e))?;
+                return Ok((dir.clone(), false));
+            }
+            match &self.v2 {
+                Some(dir) if v2.contains(controller) => Ok((dir.clone(), true)),
+                _ => Err(setup(
+                    format!(
+                        "apply sandbox.limits.{limit}: the host has no {controller} controller \
+                         (neither a v1 hierarchy nor enabled in cgroup v2)"
+                    ),
                     std::io::Error::from(std::io::ErrorKind::Unsupported),
-                ));
-            };
-            std::fs::write(dir.join(file), value.to_string())
+                )),
+            }
+        };
+        let write = |dir: &Path, file: &str, value: String| {
+            std::fs::write(dir.join(file), &value)
                 .map_err(|e| setup(format!("write {value} to {}", dir.join(file).display()), e))
         };
-        limit(&self.memory, "memory.limit_in_bytes", limits.memory_bytes)?;
-        limit(&self.pids, "pids.max", limits.pids)
+        if let Some(bytes) = limits.memory_bytes {
+            let swap = limits.swap_bytes.unwrap_or(0);
+            match home(&self.memory, "memory", "memory_bytes")? {
+                (dir, false) => {
+                    write(&dir, "memory.limit_in_bytes", bytes.to_string())?;
+                    if dir.join("memory.memsw.limit_in_bytes").exists() {
+                        write(
+                            &dir,
+                            "memory.memsw.limit_in_bytes",
+                            bytes.saturating_add(swap).to_string(),
+                        )?;
+                    } else {
+                        // Without swap accounting, no swap at all is the
+                        // nearest v1 has.
+                        write(&dir, "memory.swappiness", "0".into())?;
+                    }
+                }
+                (dir, true) => {
+                    write(&dir, "memory.max", bytes.to_string())?;
+                    if dir.join("memory.swap.max").exists() {
+                        write(&dir, "memory.swap.max", swap.to_string())?;
+                    }
+                }
+            }
+        }
+        if let Some(pids) = limits.pids {
+            let (dir, _) = home(&self.pids, "pids", "pids")?;
+            write(&dir, "pids.max", pids.to_string())?;
+        }
+        if limits.cpu_millis.is_some() || limits.cpu_weight.is_some() {
+            let limit = if limits.cpu_millis.is_some() {
+                "cpu_millis"
+            } else {
+                "cpu_weight"
+            };
+            match home(&self.cpu, "cpu", limit)? {
+                (dir, false) => {
+                    if let Some(millis) = limits.cpu_millis {
+                        write(&dir, "cpu.cfs_period_us", CPU_PERIOD_US.to_string())?;
+                        write(
+                            &dir,
+                            "cpu.cfs_quota_us",
+                            (millis * CPU_PERIOD_US / 1000).to_string(),
+                        )?;
+                    }
+                    if let Some(weight) = limits.cpu_weight {
+                        write(&dir, "cpu.shares", (weight * 1024 / 100).max(2).to_string())?;
+                    }
+                }
+                (dir, true) => {
+                    if let Some(millis) = limits.cpu_millis {
+                        let quota = millis * CPU_PERIOD_US / 1000;
+                        write(&dir, "cpu.max", format!("{quota} {CPU_PERIOD_US}"))?;
+                    }
+                    if let Some(weight) = limits.cpu_weight {
+                        write(&dir, "cpu.weight", weight.to_string())?;
+                    }
+                }
+            }
+        }
+        if let Some(bps) = limits.io_bytes_per_s {
+            let (major, minor) = block_device(upper).ok_or_else(|| {
+                setup(
+                    format!(
+                        "apply sandbox.limits.io_bytes_per_s: {} is not on a block device",
+                        upper.display()
+                    ),
+                    std::io::Error::from(std::io::ErrorKind::Unsupported),
+                )
+            })?;
+            match home(&self.blkio, "io", "io_bytes_per_s")? {
+                (dir, false) => {
+                    for file in [
+                        "blkio.throttle.read_bps_device",
+                        "blkio.throttle.write_bps_device",
+                    ] {
+                        write(&dir, file, format!("{major}:{minor} {bps}"))?;
+                    }
+                }
+                (dir, true) => {
+                    write(
+                        &dir,
+                        "io.max",
+                        format!("{major}:{minor} rbps={bps} wbps={bps}"),
+                    )?;
+                }
+            }
+        }
+        Ok(())
     }
     fn freezer_dir(&self) -> Option<(Kind, &Path)> {
         self.v2
@@ -255,6 +447,71 @@ impl SandboxCgroups {
             })
         }
     }
+}
+
+/// The CPU limit's period: 100 ms, the kernel's default.
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// The controllers the v2 parent `rollpoint/` enables for its children:
+/// each of memory, pids, cpu and io that the v2 root offers, enabled in
+/// the root and in `rollpoint/` once per process. One the kernel refuses
+/// to enable (a realtime process in the root for cpu) is left out, and a
+/// limit needing it is refused by name.
+fn v2_controllers() -> &'static std::collections::BTreeSet<String> {
+    static ENABLED: std::sync::OnceLock<std::collections::BTreeSet<String>> =
+        std::sync::OnceLock::new();
+    ENABLED.get_or_init(|| {
+        let mut enabled = std::collections::BTreeSet::new();
+        let Some(root) = hierarchies().v2.as_deref() else {
+            return enabled;
+        };
+        let parent = root.join("rollpoint");
+        let _ = std::fs::create_dir_all(&parent);
+        let offered = std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+        for controller in ["memory", "pids", "cpu", "io"] {
+            if !offered.split_whitespace().any(|c| c == controller) {
+                continue;
+            }
+            let on = [root, parent.as_path()].iter().all(|dir| {
+                let file = dir.join("cgroup.subtree_control");
+                std::fs::read_to_string(&file)
+                    .is_ok_and(|t| t.split_whitespace().any(|c| c == controller))
+                    || std::fs::write(&file, format!("+{controller}")).is_ok()
+            });
+            if on {
+                enabled.insert(controller.to_owned());
+            }
+        }
+        enabled
+    })
+}
+
+/// The block device (major, minor) of the filesystem holding `path`, from
+/// the mount's source in mountinfo (a btrfs image's loop device, say).
+fn block_device(path: &Path) -> Option<(u32, u32)> {
+    use std::os::unix::fs::FileTypeExt as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let path = path.canonicalize().ok()?;
+    let source = info
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let point = Path::new(*fields.get(4)?);
+            let dash = fields.iter().position(|f| *f == "-")?;
+            let source = *fields.get(dash + 2)?;
+            path.starts_with(point)
+                .then_some((point.as_os_str().len(), source))
+        })
+        .max_by_key(|(len, _)| *len)?
+        .1;
+    let meta = std::fs::metadata(source).ok()?;
+    if !meta.file_type().is_block_device() {
+        return None;
+    }
+    let rdev = meta.rdev();
+    let (major, minor) = (nix::sys::stat::major(rdev), nix::sys::stat::minor(rdev));
+    Some((u32::try_from(major).ok()?, u32::try_from(minor).ok()?))
 }
 
 /// OOM kills counted by a memory cgroup and the limit it enforces.
@@ -376,6 +633,89 @@ mod tests {
         assert_eq!(
             unlimited.describe(2),
             "killed by the kernel's OOM killer (2 OOM kills; no memory limit set)"
+        );
+    }
+
+    /// The files each limit is written to, in v2 and in v1, on a directory
+    /// standing in for the cgroup filesystem (this machine's kernel keeps
+    /// memory, pids, cpu and blkio bound to v1 hierarchies it cannot
+    /// release, so its v2 has none of them to test against).
+    #[test]
+    fn each_limit_goes_to_its_controller_in_v2_or_v1() {
+        let dir = tempfile::tempdir().unwrap();
+        let limits = Limits {
+            memory_bytes: Some(64 << 20),
+            swap_bytes: Some(1 << 20),
+            pids: Some(64),
+            cpu_millis: Some(1500),
+            cpu_weight: Some(50),
+            io_bytes_per_s: None,
+        };
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
+        let v2 = dir.path().join("v2");
+        std::fs::create_dir(&v2).unwrap();
+        std::fs::write(v2.join("memory.swap.max"), "max").unwrap();
+        let all: std::collections::BTreeSet<String> =
+            ["memory", "pids", "cpu", "io"].map(str::to_owned).into();
+        let only_v2 = SandboxCgroups {
+            v2: Some(v2.clone()),
+            ..SandboxCgroups::default()
+        };
+        only_v2.create_with("s", &limits, dir.path(), &all).unwrap();
+        assert_eq!(read(v2.join("memory.max")), (64 << 20).to_string());
+        assert_eq!(read(v2.join("memory.swap.max")), (1 << 20).to_string());
+        assert_eq!(read(v2.join("pids.max")), "64");
+        assert_eq!(read(v2.join("cpu.max")), "150000 100000");
+        assert_eq!(read(v2.join("cpu.weight")), "50");
+
+        let v1 = |name: &str| dir.path().join(name);
+        let hybrid = SandboxCgroups {
+            v2: Some(dir.path().join("v2b")),
+            memory: Some(v1("memory")),
+            pids: Some(v1("pids")),
+            cpu: Some(v1("cpu")),
+            ..SandboxCgroups::default()
+        };
+        hybrid
+            .create_with("s", &limits, dir.path(), &Default::default())
+            .unwrap();
+        assert_eq!(
+            read(v1("memory").join("memory.limit_in_bytes")),
+            (64 << 20).to_string()
+        );
+        assert_eq!(read(v1("memory").join("memory.swappiness")), "0");
+        assert_eq!(read(v1("pids").join("pids.max")), "64");
+        assert_eq!(read(v1("cpu").join("cpu.cfs_quota_us")), "150000");
+        assert_eq!(read(v1("cpu").join("cpu.shares")), "512");
+        assert!(!dir.path().join("v2b/pids.max").exists(), "v1 first");
+
+        let none = SandboxCgroups {
+            v2: Some(dir.path().join("v2c")),
+            ..SandboxCgroups::default()
+        };
+        let err = none
+            .create_with("s", &limits, dir.path(), &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("sandbox.limits.memory_bytes") && err.contains("no memory controller"),
+            "{err}"
+        );
+        let err = none
+            .create_with(
+                "s",
+                &Limits {
+                    io_bytes_per_s: Some(1 << 20),
+                    ..Limits::default()
+                },
+                Path::new("/proc/self"),
+                &all,
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("io_bytes_per_s") && err.contains("not on a block device"),
+            "{err}"
         );
     }
 

@@ -92,6 +92,9 @@ fn check_isolation(id: &str, spec: &SandboxSpec) -> Result<(), Error> {
         sandbox: id.to_owned(),
         message,
     };
+    spec.limits
+        .check()
+        .map_err(|e| invalid(format!("sandbox.limits.{e}")))?;
     if !spec.drop_capabilities.is_empty() {
         if !spec.isolation.is_strict() {
             return Err(invalid(
@@ -298,7 +301,7 @@ fn bring_up(
         .create(control.join(LAUNCHES_DIR))
         .map_err(setup(format!("create {}", control.display())))?;
     phases.mark("dirs");
-    cgroups.create(id, &spec.limits)?;
+    cgroups.create(id, &spec.limits, &dirs.upper)?;
     phases.mark("cgroups");
     crash::point("start: cgroups made");
     let log_path = sbdir.join("anchor.log");

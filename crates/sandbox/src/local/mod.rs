@@ -26,7 +26,7 @@
 //!
 //! One verb per file: `create` (and the start a fork shares), `fork`,
 //! `exec` (and launch), `transfer` (upload, download), `snapshot` (and
-//! delete), `destroy` (and teardown), `list`, `sweep`. This file keeps the
+//! delete), `destroy` (and teardown), `list`, `sweep`, `usage`. This file keeps the
 //! backend, its shared helpers and the trait impl that delegates to them.
 
 mod anchor;
@@ -48,6 +48,7 @@ mod spawn;
 mod sweep;
 mod transfer;
 mod travel;
+mod usage;
 mod user;
 
 use std::collections::HashMap;
@@ -447,6 +448,10 @@ impl Backend for LocalBackend {
 
     fn launch(&self, id: &str, req: &LaunchRequest) -> Result<LaunchHandle, Error> {
         exec::launch(self, id, req)
+    }
+
+    fn usage(&self, id: &str) -> Result<crate::ResourceUsage, Error> {
+        usage::usage(self, id)
     }
 
     fn upload(&self, id: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {

@@ -1,0 +1,232 @@
+//! The per-sandbox network's costs, each against its baseline in the same
+//! run:
+//!
+//! - a model call through a sandbox's relay (`network = "gateway"`: the
+//!   harness dials 127.0.0.1 in the sandbox's namespace, the anchor's relay
+//!   dials the gateway) against the same call made directly on the host's
+//!   loopback, as a `host` sandbox makes it: p50 per call and calls per
+//!   second, at 64 and 512 streams (keep-alive connections, each making
+//!   calls of 1 KiB against a 1 KiB reply, spread over 8 sandboxes);
+//! - starting a sandbox (create to a first command) with its own network
+//!   namespace and relay against one on the host's network.
+//!
+//! The "gateway" is a plain HTTP/1.1 server on the host's loopback, so
+//! what is measured is the path, not the gateway's recording. Needs root
+//! and the supervisor (`ROLLPOINT_SUPERVISOR` or the workspace build).
+//!
+//! Run: `cargo bench -p rollpoint-sandbox --bench network`
+
+#![expect(clippy::unwrap_used, reason = "benchmark")]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, TcpStream};
+use std::os::fd::AsFd;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
+use rollpoint_sandbox::{Backend, Network, SandboxSpec};
+use rollpoint_testkit::stats;
+
+const SANDBOXES: usize = 8;
+const ROUNDS: usize = 3;
+const BODY: usize = 1024;
+
+/// A keep-alive HTTP/1.1 server answering every request with `BODY` bytes.
+fn serve() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let _ = conn.set_nodelay(true);
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                let reply = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {BODY}\r\n\r\n{}",
+                    "x".repeat(BODY)
+                );
+                loop {
+                    let mut length = 0;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err()
+                        || conn.write_all(reply.as_bytes()).is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// One call on `conn`: a 1 KiB POST, then the whole reply.
+fn call(conn: &mut TcpStream, reader: &mut BufReader<TcpStream>) -> Duration {
+    let start = Instant::now();
+    let request = format!(
+        "POST /r/k/v1/chat/completions HTTP/1.1\r\nhost: g\r\ncontent-length: {BODY}\r\n\r\n{}",
+        "y".repeat(BODY)
+    );
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut length = 0;
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+            length = v.trim().parse().unwrap();
+        }
+        if line == "\r\n" {
+            break;
+        }
+    }
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).unwrap();
+    start.elapsed()
+}
+
+/// `streams` connections making `calls` calls each, all at once; each
+/// stream's thread first joins the network namespace of its sandbox's
+/// anchor when `relay`. Returns every call's time and calls per second.
+fn round(port: u16, anchors: &[u32], streams: usize, calls: usize, relay: bool) -> (Vec<f64>, f64) {
+    let barrier = Arc::new(Barrier::new(streams + 1));
+    let threads: Vec<_> = (0..streams)
+        .map(|i| {
+            let barrier = Arc::clone(&barrier);
+            let anchor = anchors[i % anchors.len()];
+            std::thread::Builder::new()
+                .stack_size(256 << 10)
+                .spawn(move || {
+                    if relay {
+                        let ns = std::fs::File::open(format!("/proc/{anchor}/ns/net")).unwrap();
+                        nix::sched::setns(ns.as_fd(), nix::sched::CloneFlags::CLONE_NEWNET)
+                            .unwrap();
+                    }
+                    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+                    conn.set_nodelay(true).unwrap();
+                    let mut reader = BufReader::new(conn.try_clone().unwrap());
+                    call(&mut conn, &mut reader);
+                    barrier.wait();
+                    (0..calls)
+                        .map(|_| call(&mut conn, &mut reader).as_secs_f64() * 1e3)
+                        .collect::<Vec<f64>>()
+                })
+                .unwrap()
+        })
+        .collect();
+    barrier.wait();
+    let start = Instant::now();
+    let times: Vec<f64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
+    let rate = times.len() as f64 / start.elapsed().as_secs_f64();
+    (times, rate)
+}
+
+fn main() {
+    let dir = tempfile::Builder::new()
+        .prefix("rpnet")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let backend = LocalBackend::open(
+        &dir.path().join("owner"),
+        LocalOptions::new(rollpoint_testkit::supervisor_bin()),
+    )
+    .unwrap();
+    let port = serve();
+    backend.route_to_gateway(SocketAddrV4::new(Ipv4Addr::LOCALHOST, port));
+    let anchors: Vec<u32> = (0..SANDBOXES)
+        .map(|i| {
+            backend
+                .create(&format!("s{i}"), &SandboxSpec::default())
+                .unwrap()
+                .anchor_pid
+        })
+        .collect();
+
+    println!("## A model call: through the relay against direct (ms per call; calls/s)\n");
+    println!(
+        "| streams | path | p50 median/min/max over {ROUNDS} rounds | calls/s median | p50 added | calls/s ratio |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for (streams, calls) in [(64, 200), (512, 40)] {
+        let (mut p50s, mut rates) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+        for _ in 0..ROUNDS {
+            for (i, relay) in [false, true].into_iter().enumerate() {
+                let (times, rate) = round(port, &anchors, streams, calls, relay);
+                p50s[i].push(stats(times).0);
+                rates[i].push(rate);
+            }
+        }
+        let p50 = |i: usize| stats(p50s[i].clone());
+        let rate = |i: usize| stats(rates[i].clone()).0;
+        for (i, name) in ["direct", "relay"].into_iter().enumerate() {
+            let (med, min, max) = p50(i);
+            let (added, ratio) = if i == 1 {
+                (
+                    format!("{:+.3} ms", med - p50(0).0),
+                    format!("{:.2}", rate(1) / rate(0)),
+                )
+            } else {
+                ("".into(), "1.00".into())
+            };
+            println!(
+                "| {streams} | {name} | {med:.3}/{min:.3}/{max:.3} | {:.0} | {added} | {ratio} |",
+                rate(i)
+            );
+        }
+    }
+    backend.destroy_all().unwrap();
+
+    println!(
+        "\n## Start-up: a network namespace and relay against the host's network (ms, create to a first command)\n"
+    );
+    println!("| network | median/min/max | ratio |");
+    println!("|---|---|---|");
+    let mut times = [Vec::new(), Vec::new()];
+    for n in 0..16 {
+        for (i, network) in [Network::Host, Network::Gateway].into_iter().enumerate() {
+            let id = format!("u{n}-{i}");
+            let spec = SandboxSpec {
+                network,
+                ..SandboxSpec::default()
+            };
+            let start = Instant::now();
+            backend.create(&id, &spec).unwrap();
+            let out = backend
+                .exec(&id, &rollpoint_testkit::shell("true"))
+                .unwrap();
+            assert_eq!(out.exit_code, Some(0));
+            times[i].push(start.elapsed().as_secs_f64() * 1e3);
+            backend.destroy(&id).unwrap();
+        }
+    }
+    let host = stats(times[0].clone());
+    let gateway = stats(times[1].clone());
+    println!(
+        "| host | {:.1}/{:.1}/{:.1} | 1.00 |",
+        host.0, host.1, host.2
+    );
+    println!(
+        "| gateway | {:.1}/{:.1}/{:.1} | {:.2} |",
+        gateway.0,
+        gateway.1,
+        gateway.2,
+        gateway.0 / host.0
+    );
+    drop(backend);
+    std::thread::sleep(Duration::from_millis(10));
+}

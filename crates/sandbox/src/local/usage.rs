@@ -1,0 +1,78 @@
+//! `usage`: what a sandbox has used, read where the kernel and the relay
+//! count it: its cgroups (CPU time, peak memory, the limits that stopped
+//! something), the relay's `network.json` in its control directory, and
+//! the bytes its upper holds.
+
+use std::path::Path;
+
+use super::LocalBackend;
+use super::record::{self, SandboxRecord};
+use crate::{Error, ResourceUsage};
+
+/// Files and directories walked at most to size an upper.
+const MAX_ENTRIES: usize = 1_000_000;
+
+pub(super) fn usage(backend: &LocalBackend, id: &str) -> Result<ResourceUsage, Error> {
+    let (control, cgroups) = {
+        let live = backend.lock();
+        let l = live.get(id).ok_or_else(|| Error::UnknownSandbox {
+            sandbox: id.to_owned(),
+        })?;
+        (l.info.control.clone(), l.cgroups.clone())
+    };
+    let rec: SandboxRecord = record::read(
+        "sandbox record",
+        &backend.sandbox_dir(id).join("sandbox.json"),
+    )?;
+    let mut usage = cgroups.usage();
+    usage.disk_bytes = disk_bytes(&rec.upper);
+    if let Ok(text) = std::fs::read(control.join("network.json"))
+        && let Ok(net) =
+            rollpoint_proto::decode::<NetworkFile>("relay usage", NETWORK_VERSION, &text)
+    {
+        usage.net_bytes_in = net.bytes_in;
+        usage.net_bytes_out = net.bytes_out;
+        usage.net_connections = net.connections;
+    }
+    Ok(usage)
+}
+
+/// Version of the relay's `network.json` (the supervisor's `net::USAGE_VERSION`).
+const NETWORK_VERSION: u32 = 1;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkFile {
+    #[serde(rename = "v")]
+    _v: u32,
+    connections: u64,
+    bytes_in: u64,
+    bytes_out: u64,
+    #[serde(rename = "refused")]
+    _refused: u64,
+}
+
+/// Bytes allocated to the files under `dir`, not following links.
+fn disk_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut total = 0_u64;
+    let mut stack = vec![dir.to_owned()];
+    let mut seen = 0;
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_ENTRIES {
+                return total;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            total = total.saturating_add(meta.blocks().saturating_mul(512));
+            if meta.is_dir() {
+                stack.push(entry.path());
+            }
+        }
+    }
+    total
+}
