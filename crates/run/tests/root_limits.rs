@@ -1,6 +1,6 @@
 //! Limits under load: one run of 8 rollouts, checkpointed every second, in
-//! which a fork bomb, a memory balloon and a CPU hog each run in a sandbox
-//! of their own with the default isolation and network. Each offender ends
+//! which a fork bomb, a memory balloon, a disk filler and a CPU hog each run
+//! in a sandbox of their own with the default isolation and network. Each offender ends
 //! with an error naming the limit that stopped it, the other rollouts
 //! verify, checkpoints publish, and the host's process count stays bounded.
 
@@ -43,7 +43,7 @@ fn root_offenders_end_naming_their_limits_and_the_rest_verify() {
         .tempdir_in("/var/tmp")
         .expect("tempdir");
     let tag = format!("l{:04x}", fastrand::u16(..));
-    let mut rows: Vec<serde_json::Value> = (0..5)
+    let mut rows: Vec<serde_json::Value> = (0..4)
         .map(|i| command_task(&format!("{tag}ok{i}"), 200))
         .collect();
     rows.push(offender(
@@ -57,6 +57,11 @@ fn root_offenders_end_naming_their_limits_and_the_rest_verify() {
         serde_json::json!({"memory_bytes": 64 << 20}),
     ));
     rows.push(offender(
+        &format!("{tag}disk"),
+        "dd if=/dev/zero of=/tmp/fill bs=1M count=256; sync",
+        serde_json::json!({"disk_bytes": 16 << 20}),
+    ));
+    rows.push(offender(
         &format!("{tag}cpu"),
         "end=$(($(date +%s) + 3)); while [ $(date +%s) -lt $end ]; do :; done",
         serde_json::json!({"cpu_millis": 100}),
@@ -66,7 +71,7 @@ fn root_offenders_end_naming_their_limits_and_the_rest_verify() {
     let config = dir.path().join("run.toml");
     std::fs::write(
         &config,
-        "v = 1\nconcurrency = 8\ncheckpoint_every_s = 1\nstore = \"copy\"\n",
+        "v = 1\nconcurrency = 8\ncheckpoint_every_s = 1\nstore = \"btrfs\"\n",
     )
     .expect("config");
     let run_dir = dir.path().join("r");
@@ -102,6 +107,8 @@ fn root_offenders_end_naming_their_limits_and_the_rest_verify() {
             Some("pids: ")
         } else if r.rollout.ends_with("memory") {
             Some("memory: killed by its memory limit of 64 MiB")
+        } else if r.rollout.ends_with("disk") {
+            Some("disk: ")
         } else if r.rollout.ends_with("cpu") {
             Some("cpu: throttled")
         } else {

@@ -223,14 +223,23 @@ pub struct Limits {
     /// sandbox's files (1 MiB/s..=1 TiB/s; `io.max`, v1 blkio throttle).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_bytes_per_s: Option<u64>,
+    /// Bytes the sandbox's own files may take in its upper (1 MiB..=16 TiB;
+    /// a btrfs qgroup limit, so the btrfs store only; writes past it fail
+    /// with `EDQUOT`). A fork gets the limit again for what it writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_bytes: Option<u64>,
 }
 
 /// One limit's name, its allowed range and its value.
 type Range = (&'static str, u64, u64, Option<u64>);
 
+/// How close to its limit a sandbox's files must come to be said to have
+/// hit it: the upper's walk counts file blocks, not the quota's metadata.
+pub const DISK_HIT_PERCENT: u64 = 95;
+
 impl Limits {
     /// Each limit with its range, for checks and documentation.
-    pub fn ranges(&self) -> [Range; 6] {
+    pub fn ranges(&self) -> [Range; 7] {
         [
             ("memory_bytes", 1 << 20, 16 << 40, self.memory_bytes),
             ("swap_bytes", 0, 16 << 40, self.swap_bytes),
@@ -238,6 +247,7 @@ impl Limits {
             ("cpu_millis", 10, 1_024_000, self.cpu_millis),
             ("cpu_weight", 1, 10_000, self.cpu_weight),
             ("io_bytes_per_s", 1 << 20, 1 << 40, self.io_bytes_per_s),
+            ("disk_bytes", 1 << 20, 16 << 40, self.disk_bytes),
         ]
     }
 
@@ -266,6 +276,7 @@ impl Limits {
             cpu_millis: self.cpu_millis.or(defaults.cpu_millis),
             cpu_weight: self.cpu_weight.or(defaults.cpu_weight),
             io_bytes_per_s: self.io_bytes_per_s.or(defaults.io_bytes_per_s),
+            disk_bytes: self.disk_bytes.or(defaults.disk_bytes),
         }
     }
 }

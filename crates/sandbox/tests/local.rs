@@ -801,3 +801,51 @@ fn root_a_failed_snapshot_fails_the_whole_batch_btrfs() {
 fn root_a_failed_snapshot_fails_the_whole_batch_copy() {
     batch_is_all_or_nothing(Kind::Copy);
 }
+
+/// A disk filler meets its quota (EDQUOT) while a neighbour keeps writing;
+/// the limited sandbox still snapshots, and its fork is limited again; the
+/// copy store refuses the limit by name.
+#[test]
+fn root_a_disk_limit_stops_only_its_own_sandbox() {
+    let fx = Fixture::new(Kind::Btrfs);
+    let b = fx.b();
+    let mut limited = spec();
+    limited.limits.disk_bytes = Some(16 << 20);
+    b.create("filler", &limited).unwrap();
+    b.create("neighbour", &spec()).unwrap();
+    let fill = "dd if=/dev/urandom of=/tmp/fill bs=1M count=64 2>&1; sync; echo rc=$?";
+    let out = b.exec("filler", &rollpoint_testkit::shell(fill)).unwrap();
+    assert!(
+        out.stdout.contains("quota") || out.stdout.contains("Disk quota"),
+        "the filler met its quota: {out:?}"
+    );
+    let usage = b.usage("filler").unwrap();
+    assert!(
+        usage.limits_hit.iter().any(|l| l.starts_with("disk: ")),
+        "{usage:?}"
+    );
+    let out = sh(
+        b,
+        "neighbour",
+        "dd if=/dev/zero of=/tmp/big bs=1M count=32 2>/dev/null && sync && echo ok",
+    );
+    assert_eq!(out.stdout.trim(), "ok");
+    assert!(b.usage("neighbour").unwrap().limits_hit.is_empty());
+    // The full sandbox snapshots, and a fork of it is limited again.
+    b.snapshot("filler", "filled", "c1").unwrap();
+    b.fork("filled", "refilled").unwrap();
+    let out = b
+        .exec(
+            "refilled",
+            &rollpoint_testkit::shell("dd if=/dev/zero of=/tmp/more bs=1M count=64 2>&1; sync"),
+        )
+        .unwrap();
+    assert!(out.stdout.contains("quota"), "the fork is limited: {out:?}");
+
+    let copy = Fixture::new(Kind::Copy);
+    let err = copy.b().create("nope", &limited).unwrap_err().to_string();
+    assert!(
+        err.contains("sandbox.limits.disk_bytes") && err.contains("btrfs"),
+        "{err}"
+    );
+}

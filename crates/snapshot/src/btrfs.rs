@@ -205,6 +205,12 @@ impl SnapshotStore for BtrfsStore {
         Ok(dirs)
     }
 
+    fn limit_upper(&self, sandbox: &str, bytes: u64) -> Result<(), Error> {
+        let area = self.upper_area(sandbox)?;
+        Held::Upper(sandbox).check(&area, true)?;
+        subvol::limit(&area, bytes)
+    }
+
     fn snapshot(&self, sandbox: &str, snapshot: &str) -> Result<SnapshotInfo, Error> {
         let source = self.upper_area(sandbox)?;
         let target = self.snapshot_area(snapshot)?;

@@ -55,6 +55,8 @@ pub enum Error {
     },
     #[error("snapshot {snapshot}: {message}")]
     Transport { snapshot: String, message: String },
+    #[error("{what} needs the btrfs snapshot store (this one is {store})")]
+    Unsupported { what: String, store: &'static str },
     #[error("btrfs store unavailable for {path}: {reason}")]
     BtrfsUnavailable { path: PathBuf, reason: String },
     #[error(

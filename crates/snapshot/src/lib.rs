@@ -90,6 +90,18 @@ pub enum StoreKind {
     Copy,
 }
 
+impl StoreKind {
+    /// The store's name in configs and messages.
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Btrfs => "btrfs",
+            Self::BtrfsImage => "btrfs (image)",
+            Self::Copy => "copy",
+        }
+    }
+}
+
 /// Storage for sandbox uppers and their snapshots.
 ///
 /// Ids are ASCII letters, digits, `-`, `_`, `.` and `~`, not starting with `.` or
@@ -100,6 +112,17 @@ pub trait SnapshotStore: Send + Sync + std::fmt::Debug {
 
     /// Creates an empty upper and work directory for `sandbox`.
     fn create_upper(&self, sandbox: &str) -> Result<UpperDirs, Error>;
+
+    /// Limits the bytes `sandbox`'s upper may take; past it writes fail
+    /// with `EDQUOT`. The btrfs store only (a qgroup limit, set again on
+    /// each fork); another store refuses by name.
+    fn limit_upper(&self, sandbox: &str, bytes: u64) -> Result<(), Error> {
+        let _ = bytes;
+        Err(Error::Unsupported {
+            what: format!("a disk limit on sandbox {sandbox}'s upper"),
+            store: self.kind().name(),
+        })
+    }
 
     /// Snapshots `sandbox`'s upper as `snapshot`. Call only while the
     /// sandbox's processes are frozen and after syncfs on its overlay. A

@@ -39,7 +39,34 @@ struct VolArgsV2 {
     name: [u8; SUBVOL_NAME_MAX + 1],
 }
 
+/// `struct btrfs_ioctl_quota_ctl_args`.
+#[repr(C)]
+struct QuotaCtlArgs {
+    cmd: u64,
+    status: u64,
+}
+
+/// `struct btrfs_ioctl_qgroup_limit_args` with its `struct btrfs_qgroup_limit`.
+#[repr(C)]
+struct QgroupLimitArgs {
+    qgroupid: u64,
+    flags: u64,
+    max_rfer: u64,
+    max_excl: u64,
+    rsv_rfer: u64,
+    rsv_excl: u64,
+}
+
+/// `BTRFS_QUOTA_CTL_ENABLE_SIMPLE_QUOTA`: usage charged to the subvolume
+/// that wrote an extent, kept as it is written (no rescan, cheap snapshots).
+const QUOTA_CTL_ENABLE_SIMPLE: u64 = 4;
+/// `BTRFS_QGROUP_LIMIT_MAX_RFER | BTRFS_QGROUP_LIMIT_MAX_EXCL`.
+const LIMIT_MAX_RFER_EXCL: u64 = 0b11;
+
 nix::ioctl_write_ptr!(snap_destroy, BTRFS_IOCTL_MAGIC, 15, VolArgs);
+nix::ioctl_readwrite!(quota_ctl, BTRFS_IOCTL_MAGIC, 40, QuotaCtlArgs);
+// `_IOR` in linux/btrfs.h although the kernel reads the struct.
+nix::ioctl_read!(qgroup_limit, BTRFS_IOCTL_MAGIC, 43, QgroupLimitArgs);
 nix::ioctl_write_ptr!(snap_create_v2, BTRFS_IOCTL_MAGIC, 23, VolArgsV2);
 nix::ioctl_write_ptr!(subvol_create_v2, BTRFS_IOCTL_MAGIC, 24, VolArgsV2);
 
@@ -124,6 +151,46 @@ pub(crate) fn delete(path: &Path) -> Result<(), Error> {
     // fully initialised struct of that layout; `dir` is an open directory.
     unsafe { snap_destroy(dir.as_raw_fd(), &*args) }.map_err(|e| failed(what, path, e))?;
     Ok(())
+}
+
+/// Limits the subvolume at `path` (its own qgroup) to `bytes`, turning
+/// simple quotas on for its filesystem first when no quota is on.
+/// Writes past it fail with `EDQUOT`.
+pub(crate) fn limit(path: &Path, bytes: u64) -> Result<(), Error> {
+    let what = "limit the subvolume";
+    let dir = File::open(path).map_err(|e| Error::Btrfs {
+        what: what.to_owned(),
+        path: path.to_owned(),
+        reason: format!("open: {e}"),
+    })?;
+    let set = || {
+        let mut args = QgroupLimitArgs {
+            qgroupid: 0,
+            flags: LIMIT_MAX_RFER_EXCL,
+            max_rfer: bytes,
+            max_excl: bytes,
+            rsv_rfer: 0,
+            rsv_excl: 0,
+        };
+        // SAFETY: the kernel reads one `btrfs_ioctl_qgroup_limit_args` from a
+        // live struct of that layout; qgroup 0 is `dir`'s own subvolume.
+        unsafe { qgroup_limit(dir.as_raw_fd(), &raw mut args) }
+    };
+    match set() {
+        Ok(_) => Ok(()),
+        // No quota on this filesystem yet.
+        Err(nix::errno::Errno::ENOTCONN | nix::errno::Errno::ENOENT) => {
+            let mut ctl = QuotaCtlArgs {
+                cmd: QUOTA_CTL_ENABLE_SIMPLE,
+                status: 0,
+            };
+            // SAFETY: one `btrfs_ioctl_quota_ctl_args`, read and written.
+            unsafe { quota_ctl(dir.as_raw_fd(), &raw mut ctl) }
+                .map_err(|e| failed("turn on simple quotas for", path, e))?;
+            set().map(drop).map_err(|e| failed(what, path, e))
+        }
+        Err(e) => Err(failed(what, path, e)),
+    }
 }
 
 #[cfg(test)]

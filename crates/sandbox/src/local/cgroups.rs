@@ -650,6 +650,7 @@ mod tests {
             cpu_millis: Some(1500),
             cpu_weight: Some(50),
             io_bytes_per_s: None,
+            disk_bytes: None,
         };
         let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
         let v2 = dir.path().join("v2");

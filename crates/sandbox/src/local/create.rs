@@ -302,6 +302,15 @@ fn bring_up(
         .map_err(setup(format!("create {}", control.display())))?;
     phases.mark("dirs");
     cgroups.create(id, &spec.limits, &dirs.upper)?;
+    if let Some(bytes) = spec.limits.disk_bytes {
+        backend
+            .store
+            .limit_upper(id, bytes)
+            .map_err(|e| Error::Invalid {
+                sandbox: id.to_owned(),
+                message: format!("sandbox.limits.disk_bytes: {e}"),
+            })?;
+    }
     phases.mark("cgroups");
     crash::point("start: cgroups made");
     let log_path = sbdir.join("anchor.log");
