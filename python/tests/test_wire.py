@@ -124,6 +124,27 @@ def test_a_result_reads_its_nested_parts() -> None:
         rollpoint.RolloutResult.from_dict(value)
 
 
+def test_a_result_says_what_its_sandbox_used_and_the_limits_hit() -> None:
+    value = example("RolloutResult")
+    value["resources"] = {
+        "cpu_ms": 1500,
+        "memory_peak_bytes": 67108864,
+        "disk_bytes": 4096,
+        "net_bytes_in": 10,
+        "net_bytes_out": 20,
+        "net_connections": 1,
+        "limits_hit": ["pids: 3 forks refused by its limit of 64 processes (pids.max)"],
+    }
+    r = rollpoint.RolloutResult.from_dict(value)
+    assert r.resources is not None
+    assert r.resources.cpu_ms == 1500
+    assert r.resources.memory_peak_bytes == 67108864
+    assert r.resources.limits_hit[0].startswith("pids: ")
+    value["resources"]["cpu_ms"] = "many"
+    with pytest.raises(ProtocolError, match=r"resources\.cpu_ms"):
+        rollpoint.RolloutResult.from_dict(value)
+
+
 def test_the_answer_of_get_is_a_result_or_a_status() -> None:
     from rollpoint.wire import rollout_answer
 

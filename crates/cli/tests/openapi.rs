@@ -29,6 +29,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/owner/sessions/{id}/files"),
     ("put", "/v1/owner/sessions/{id}/files"),
     ("post", "/v1/owner/sessions/{id}/launch"),
+    ("get", "/v1/owner/sessions/{id}/usage"),
     ("post", "/v1/owner/sessions/{id}/verify"),
     ("post", "/v1/owner/sessions/{id}/snapshot"),
     ("post", "/v1/owner/restore"),

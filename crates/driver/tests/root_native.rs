@@ -68,6 +68,12 @@ async fn root_native_worker_is_paused_then_continues_from_its_checkpoint_in_the_
     let model = ScriptServer::start(script, "127.0.0.1:0".parse().unwrap(), None)
         .await
         .unwrap();
+    // The sandbox's network is the default: its relay reaches the model, at
+    // the same 127.0.0.1 port inside, and nothing else.
+    let std::net::SocketAddr::V4(at) = model.addr() else {
+        panic!("the model listens on IPv4")
+    };
+    backend.route_to_gateway(at);
     let input = serde_json::json!({
         "v": 1,
         "rollout_id": "native",

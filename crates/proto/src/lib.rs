@@ -15,6 +15,7 @@
 //! | [`launch`] | the launch record |
 //! | [`limits`] | every id length limit |
 //! | [`receipt`] | what a pause, continue or stop did, member by member |
+//! | [`net`] | a destination a sandbox may reach (`IPv4/N:PORT`), parsed once for the owner and the anchor |
 //! | [`route`] | the per-attempt route secret and the route segment `<key>@<secret>` |
 //! | [`responses`] | facts about the OpenAI Responses API shared by the worker and the model |
 //! | [`session`] | the files of a launch's session directory |
@@ -26,6 +27,7 @@ pub mod control;
 pub mod key;
 pub mod launch;
 pub mod limits;
+pub mod net;
 pub mod receipt;
 pub mod responses;
 pub mod route;

@@ -5,8 +5,11 @@
 //!   harness dials 127.0.0.1 in the sandbox's namespace, the anchor's relay
 //!   dials the gateway) against the same call made directly on the host's
 //!   loopback, as a `host` sandbox makes it: p50 per call and calls per
-//!   second, at 64 and 512 streams (keep-alive connections, each making
-//!   calls of 1 KiB against a 1 KiB reply, spread over 8 sandboxes);
+//!   second, at 1, 64 and 512 streams (keep-alive connections, each making
+//!   calls of 1 KiB against a 1 KiB reply back to back, spread over 8
+//!   sandboxes). From 64 streams both paths keep the machine's cores busy,
+//!   so the added p50 is mostly the relay's CPU per call times the calls
+//!   waiting; the CPU column says that cost per call;
 //! - starting a sandbox (create to a first command) with its own network
 //!   namespace and relay against one on the host's network.
 //!
@@ -158,11 +161,12 @@ fn main() {
         .collect();
 
     println!("## A model call: through the relay against direct (ms per call; calls/s)\n");
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     println!(
-        "| streams | path | p50 median/min/max over {ROUNDS} rounds | calls/s median | p50 added | calls/s ratio |"
+        "| streams | path | p50 median/min/max over {ROUNDS} rounds | calls/s median | p50 added | calls/s ratio | CPU per call added ({cores} cores busy) |"
     );
-    println!("|---|---|---|---|---|---|");
-    for (streams, calls) in [(64, 200), (512, 40)] {
+    println!("|---|---|---|---|---|---|---|");
+    for (streams, calls) in [(1, 2000), (64, 200), (512, 40)] {
         let (mut p50s, mut rates) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
         for _ in 0..ROUNDS {
             for (i, relay) in [false, true].into_iter().enumerate() {
@@ -175,16 +179,23 @@ fn main() {
         let rate = |i: usize| stats(rates[i].clone()).0;
         for (i, name) in ["direct", "relay"].into_iter().enumerate() {
             let (med, min, max) = p50(i);
-            let (added, ratio) = if i == 1 {
+            let (added, ratio, cpu) = if i == 1 {
+                #[expect(clippy::cast_precision_loss, reason = "a core count")]
+                let busy = cores as f64 * (1.0 / rate(1) - 1.0 / rate(0)) * 1e6;
                 (
                     format!("{:+.3} ms", med - p50(0).0),
                     format!("{:.2}", rate(1) / rate(0)),
+                    if streams > 1 {
+                        format!("{busy:.0} µs")
+                    } else {
+                        "-".into()
+                    },
                 )
             } else {
-                ("".into(), "1.00".into())
+                (String::new(), "1.00".into(), String::new())
             };
             println!(
-                "| {streams} | {name} | {med:.3}/{min:.3}/{max:.3} | {:.0} | {added} | {ratio} |",
+                "| {streams} | {name} | {med:.3}/{min:.3}/{max:.3} | {:.0} | {added} | {ratio} | {cpu} |",
                 rate(i)
             );
         }

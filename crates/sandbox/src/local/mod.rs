@@ -401,6 +401,15 @@ impl LocalBackend {
         destroy::destroy_all(self)
     }
 
+    /// A live sandbox's control directory and cgroups.
+    fn control_and_cgroups(&self, id: &str) -> Result<(PathBuf, cgroups::SandboxCgroups), Error> {
+        let live = self.lock();
+        let l = live.get(id).ok_or_else(|| Error::UnknownSandbox {
+            sandbox: id.to_owned(),
+        })?;
+        Ok((l.info.control.clone(), l.cgroups.clone()))
+    }
+
     /// Asks the sandbox's anchor. When the kernel's OOM killer ended a
     /// process of the sandbox meanwhile, an error says so and names the
     /// memory limit, and a reply comes with that note.
@@ -410,13 +419,7 @@ impl LocalBackend {
         request: &AnchorRequest,
         timeout: Duration,
     ) -> Result<(rollpoint_proto::anchor::AnchorReply, Option<String>), Error> {
-        let (control, cgroups) = {
-            let live = self.lock();
-            let l = live.get(id).ok_or_else(|| Error::UnknownSandbox {
-                sandbox: id.to_owned(),
-            })?;
-            (l.info.control.clone(), l.cgroups.clone())
-        };
+        let (control, cgroups) = self.control_and_cgroups(id)?;
         let before = cgroups.oom_kills();
         match anchor::ask(id, &control.join(ANCHOR_SOCKET), request, timeout) {
             Ok(reply) => Ok((reply, cgroups.oom_note(before))),

@@ -5,6 +5,8 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs as _};
 
+use rollpoint_proto::net::Allowed;
+
 use crate::{Error, Network};
 
 /// Most destinations a sandbox may be allowed.
@@ -15,40 +17,25 @@ pub const MAX_ALLOWED: usize = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Destination {
     Name(String, u16),
-    Net(Ipv4Addr, u8, u16),
+    Net(Allowed),
 }
 
 fn parse(text: &str) -> Result<Destination, String> {
     let (host, port) = text
         .rsplit_once(':')
         .ok_or("expected HOST:PORT, IPv4:PORT or IPv4/N:PORT")?;
+    if host.contains(':') || host.starts_with('[') {
+        return Err("IPv6 destinations are not supported; give an IPv4 address or a name".into());
+    }
+    let numeric = host.contains('/') || host.parse::<Ipv4Addr>().is_ok();
+    if numeric {
+        return Allowed::parse(text).map(Destination::Net);
+    }
     let port = port
         .parse::<u16>()
         .ok()
         .filter(|p| *p > 0)
         .ok_or("the port must be 1..=65535")?;
-    if host.contains(':') || host.starts_with('[') {
-        return Err("IPv6 destinations are not supported; give an IPv4 address or a name".into());
-    }
-    if let Some((ip, prefix)) = host.split_once('/') {
-        let ip: Ipv4Addr = ip.parse().map_err(|_| "not an IPv4 address before `/`")?;
-        let prefix = prefix
-            .parse::<u8>()
-            .ok()
-            .filter(|p| *p <= 32)
-            .ok_or("the prefix length must be 0..=32")?;
-        let mask = u32::MAX.checked_shl(32 - u32::from(prefix)).unwrap_or(0);
-        if u32::from(ip) & !mask != 0 {
-            return Err(format!(
-                "host bits are set after /{prefix} (the network is {}/{prefix})",
-                Ipv4Addr::from(u32::from(ip) & mask)
-            ));
-        }
-        return Ok(Destination::Net(ip, prefix, port));
-    }
-    if let Ok(ip) = host.parse::<Ipv4Addr>() {
-        return Ok(Destination::Net(ip, 32, port));
-    }
     let fine = !host.is_empty()
         && host.len() <= 253
         && host
@@ -104,8 +91,8 @@ pub(crate) fn anchor_args(
             message: format!("sandbox.network.allow[{i}] {text:?}: {why}"),
         };
         match parse(text).map_err(&unresolved)? {
-            Destination::Net(ip, prefix, port) => {
-                args.extend(["--allow".to_owned(), format!("{ip}/{prefix}:{port}")]);
+            Destination::Net(allowed) => {
+                args.extend(["--allow".to_owned(), allowed.to_string()]);
             }
             Destination::Name(name, port) => {
                 let ips: Vec<Ipv4Addr> = (name.as_str(), port)
@@ -120,7 +107,12 @@ pub(crate) fn anchor_args(
                     .first()
                     .ok_or_else(|| unresolved("it has no IPv4 address".into()))?;
                 for ip in &ips {
-                    args.extend(["--allow".to_owned(), format!("{ip}/32:{port}")]);
+                    let allowed = Allowed {
+                        net: *ip,
+                        prefix: 32,
+                        port,
+                    };
+                    args.extend(["--allow".to_owned(), allowed.to_string()]);
                 }
                 args.extend(["--host".to_owned(), format!("{name}={first}")]);
             }

@@ -13,13 +13,7 @@ use crate::{Error, ResourceUsage};
 const MAX_ENTRIES: usize = 1_000_000;
 
 pub(super) fn usage(backend: &LocalBackend, id: &str) -> Result<ResourceUsage, Error> {
-    let (control, cgroups) = {
-        let live = backend.lock();
-        let l = live.get(id).ok_or_else(|| Error::UnknownSandbox {
-            sandbox: id.to_owned(),
-        })?;
-        (l.info.control.clone(), l.cgroups.clone())
-    };
+    let (control, cgroups) = backend.control_and_cgroups(id)?;
     let rec: SandboxRecord = record::read(
         "sandbox record",
         &backend.sandbox_dir(id).join("sandbox.json"),

@@ -45,48 +45,7 @@ pub enum NetMode {
     Allow,
 }
 
-/// An allowed destination: every address of `net/prefix`, on `port`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Allowed {
-    pub net: Ipv4Addr,
-    pub prefix: u8,
-    pub port: u16,
-}
-
-impl Allowed {
-    fn mask(&self) -> u32 {
-        u32::MAX
-            .checked_shl(32 - u32::from(self.prefix))
-            .unwrap_or(0)
-    }
-
-    fn contains(&self, to: SocketAddrV4) -> bool {
-        to.port() == self.port && (u32::from(*to.ip()) & self.mask()) == u32::from(self.net)
-    }
-
-    /// `IP[/N]:PORT`, the network address exact (no host bits set).
-    fn parse(text: &str) -> Result<Self, String> {
-        let bad = |why: &str| format!("--allow {text:?}: {why} (expected IPv4[/0..32]:1..65535)");
-        let (net, port) = text.rsplit_once(':').ok_or_else(|| bad("no port"))?;
-        let port = port
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or_else(|| bad("bad port"))?;
-        let (ip, prefix) = net.split_once('/').unwrap_or((net, "32"));
-        let net: Ipv4Addr = ip.parse().map_err(|_| bad("not an IPv4 address"))?;
-        let prefix = prefix
-            .parse::<u8>()
-            .ok()
-            .filter(|p| *p <= 32)
-            .ok_or_else(|| bad("bad prefix length"))?;
-        let allowed = Self { net, prefix, port };
-        if u32::from(net) & !allowed.mask() != 0 {
-            return Err(bad("host bits set after the prefix"));
-        }
-        Ok(allowed)
-    }
-}
+pub use rollpoint_proto::net::Allowed;
 
 /// The network options of the anchor.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -120,7 +79,9 @@ impl NetOpts {
                         .map_err(|_| format!("--gateway {value:?}: expected IPv4:PORT"))?,
                 );
             }
-            "--allow" => self.allow.push(Allowed::parse(value)?),
+            "--allow" => self
+                .allow
+                .push(Allowed::parse(value).map_err(|e| format!("--allow {value:?}: {e}"))?),
             _ => {
                 let bad = || format!("--host {value:?}: expected NAME=IPv4");
                 let (host, ip) = value.split_once('=').ok_or_else(bad)?;
@@ -600,6 +561,13 @@ mod tests {
         ] {
             assert!(NetOpts::default().set("--allow", bad).is_err(), "{bad}");
         }
+        let err = NetOpts::default()
+            .set("--allow", "10.0.0.1/24:80")
+            .expect_err("host bits");
+        assert!(
+            err.starts_with("--allow") && err.contains("host bits"),
+            "{err}"
+        );
         assert!(NetOpts::default().set("--host", "a b=1.2.3.4").is_err());
         assert!(NetOpts::default().set("--net", "shared").is_err());
     }

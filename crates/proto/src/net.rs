@@ -1,0 +1,98 @@
+//! A destination a sandbox may reach, as the backend hands it to the anchor
+//! (`--allow IP/N:PORT`): an IPv4 network and a port. Parsed here once for
+//! both, so the owner refuses by field exactly what the anchor would.
+
+use std::fmt;
+use std::net::{Ipv4Addr, SocketAddrV4};
+
+/// Every address of `net/prefix`, on `port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Allowed {
+    pub net: Ipv4Addr,
+    pub prefix: u8,
+    pub port: u16,
+}
+
+impl Allowed {
+    /// The network mask of `prefix` bits.
+    #[must_use]
+    pub fn mask(&self) -> u32 {
+        u32::MAX
+            .checked_shl(32 - u32::from(self.prefix))
+            .unwrap_or(0)
+    }
+
+    /// Whether `to` is on this network and port.
+    #[must_use]
+    pub fn contains(&self, to: SocketAddrV4) -> bool {
+        to.port() == self.port && (u32::from(*to.ip()) & self.mask()) == u32::from(self.net)
+    }
+
+    /// `IPv4[/N]:PORT`, the network's host bits zero; the error says why
+    /// not.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let (host, port) = text
+            .rsplit_once(':')
+            .ok_or("expected IPv4:PORT or IPv4/N:PORT")?;
+        let port = port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or("the port must be 1..=65535")?;
+        let (ip, prefix) = host.split_once('/').unwrap_or((host, "32"));
+        let net: Ipv4Addr = ip.parse().map_err(|_| "not an IPv4 address")?;
+        let prefix = prefix
+            .parse::<u8>()
+            .ok()
+            .filter(|p| *p <= 32)
+            .ok_or("the prefix length must be 0..=32")?;
+        let allowed = Self { net, prefix, port };
+        if u32::from(net) & !allowed.mask() != 0 {
+            return Err(format!(
+                "host bits are set after /{prefix} (the network is {}/{prefix})",
+                Ipv4Addr::from(u32::from(net) & allowed.mask())
+            ));
+        }
+        Ok(allowed)
+    }
+}
+
+impl fmt::Display for Allowed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}:{}", self.net, self.prefix, self.port)
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn networks_parse_print_and_contain() {
+        let a = Allowed::parse("10.9.0.0/24:8080").unwrap();
+        assert_eq!(a.to_string(), "10.9.0.0/24:8080");
+        assert!(a.contains("10.9.0.200:8080".parse().unwrap()));
+        assert!(!a.contains("10.9.1.1:8080".parse().unwrap()));
+        assert!(!a.contains("10.9.0.1:8081".parse().unwrap()));
+        assert_eq!(
+            Allowed::parse("1.2.3.4:5").unwrap().to_string(),
+            "1.2.3.4/32:5"
+        );
+        assert!(
+            Allowed::parse("0.0.0.0/0:443")
+                .unwrap()
+                .contains("8.8.8.8:443".parse().unwrap())
+        );
+        for (bad, why) in [
+            ("10.0.0.1/24:80", "host bits"),
+            ("10.0.0.0/33:80", "0..=32"),
+            ("10.0.0.0:0", "1..=65535"),
+            ("x:80", "IPv4"),
+            ("10.0.0.1", "IPv4:PORT"),
+        ] {
+            let err = Allowed::parse(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
+}
