@@ -18,6 +18,7 @@
 //! - `gateway`: the [`Gateway`] value: its router and the in-process control API.
 //! - [`ledger`]: the SQLite call ledger, its writer thread and one file per verb.
 //! - [`lineage`]: resolving a call's parent from candidate calls (pure).
+//! - `openapi`: [`GatewayApi`], the OpenAPI description of the control and model routes.
 //! - `metrics`: the Prometheus metrics served at `GET /metrics`.
 //! - `participant`: [`ModelParticipant`], the gateway as a checkpoint participant.
 //! - `proxy`: the path of one request: checks, admission, forward or replay, delivery.
@@ -42,6 +43,7 @@ mod gateway;
 pub mod ledger;
 pub mod lineage;
 mod metrics;
+mod openapi;
 mod participant;
 mod proxy;
 pub mod response;
@@ -56,8 +58,9 @@ pub use config::{GatewayConfig, UpstreamApi};
 pub use control::GatewayClient;
 pub use errors::GatewayError;
 pub use gate::{CloseReport, InFlight, Phase, TailPolicy};
-pub use gateway::{Gateway, GatewayApi};
+pub use gateway::Gateway;
 pub use ledger::record::{CallRecord, LedgerRecord, RECORD_VERSION, decode_jsonl, encode_jsonl};
 pub use ledger::{CallStatus, InstallReport, SCHEMA_VERSION};
+pub use openapi::GatewayApi;
 pub use participant::ModelParticipant;
 pub use tokens::{CallTokens, TokenFault, TokenSource};

@@ -4,10 +4,11 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::render::{Call, Params, Turn};
+use crate::render::Params;
 use crate::request::Request;
 use crate::script::{Fail, Script, StepKey};
 use crate::tools::{pick_shell, shell_arguments};
+use crate::turn::{Call, Turn};
 
 /// What to send back.
 #[derive(Debug, Clone)]

@@ -9,6 +9,7 @@
 //! | [`request`] | what is read from a request |
 //! | [`answer`] | which step, turn and delays answer a request |
 //! | [`tools`] | the harness's shell tool and its arguments |
+//! | [`turn`] | one turn: its text and tool calls |
 //! | [`render`] | one turn as each API's bytes, streamed or not |
 //! | [`server`] | the HTTP routes |
 //! | [`tokens`] | token mode: vLLM's token fields from a byte-level tokenizer |
@@ -23,6 +24,7 @@ pub mod script;
 pub mod server;
 pub mod tokens;
 pub mod tools;
+pub mod turn;
 
 pub use errors::ScriptError;
 pub use script::{Fail, Script, Step, StepKey};

@@ -18,8 +18,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::render::Turn;
 use crate::request::{Api, is_model_item};
+use crate::turn::Turn;
 
 pub const IM_START: u32 = 256;
 pub const IM_END: u32 = 257;
@@ -272,7 +272,7 @@ pub fn raw_messages(ids: &[u32]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::render::Call;
+    use crate::turn::Call;
 
     #[test]
     fn a_conversation_sent_back_extends_the_previous_prompt_and_completion() {

@@ -71,3 +71,9 @@ pub enum Error {
     #[error(transparent)]
     Tree(#[from] rollpoint_proctree::Error),
 }
+
+/// Maps an I/O error of a setup step to [`Error::SetupIo`] naming `path`.
+pub fn io_err(what: &'static str, path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Error {
+    let path = path.to_owned();
+    move |source| Error::SetupIo { what, path, source }
+}

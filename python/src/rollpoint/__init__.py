@@ -8,7 +8,7 @@ control endpoint. Standard library only; numpy is optional
 ``Trajectory.to_numpy``.
 """
 
-from .client import AsyncClient, Client, control_url
+from .client import AsyncClient, Client, ResultTimeout, control_url
 from .errors import (
     ApiError,
     BadRequest,
@@ -19,7 +19,6 @@ from .errors import (
     NotFound,
     NotPrepared,
     ProtocolError,
-    ResultTimeout,
     RollpointError,
     TooLarge,
     TrajectoryNotTrainable,

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 from ._http import AsyncTransport, Endpoint, Response, SyncTransport
 from ._parse import Obj, read
-from .errors import ProtocolError, ResultTimeout, RollpointError, UnsupportedVersion, api_error
+from .errors import ProtocolError, RollpointError, UnsupportedVersion, api_error
 from .trajectory import Trajectory
 from .wire import (
     CheckpointReply,
@@ -49,6 +49,18 @@ DEFAULT_POLL_MS = 60_000
 DEFAULT_TIMEOUT_S = 600.0
 # `rollpoint run --listen` writes its address here.
 CONTROL_FILE = "control.json"
+
+
+class ResultTimeout(RollpointError, TimeoutError):
+    """A rollout did not finish within the time the caller gave it."""
+
+    def __init__(self, rollout: str, waited_s: float, last: RolloutStatus | None = None) -> None:
+        state = f" (last {last.state})" if last is not None else ""
+        super().__init__(f"rollout {rollout} had no result after {waited_s:.1f} s{state}")
+        self.rollout = rollout
+        self.waited_s = waited_s
+        # The rollout's last status, when one was read.
+        self.last = last
 
 
 @dataclass(frozen=True)

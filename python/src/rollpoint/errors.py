@@ -10,10 +10,6 @@ every instance keeps the server's code, message and field as sent.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from .wire import RolloutStatus
 
 
 class RollpointError(Exception):
@@ -41,18 +37,6 @@ class UnsupportedVersion(ProtocolError):
         self.document = document
         self.version = version
         self.supported = supported
-
-
-class ResultTimeout(RollpointError, TimeoutError):
-    """A rollout did not finish within the time the caller gave it."""
-
-    def __init__(self, rollout: str, waited_s: float, last: RolloutStatus | None = None) -> None:
-        state = f" (last {last.state})" if last is not None else ""
-        super().__init__(f"rollout {rollout} had no result after {waited_s:.1f} s{state}")
-        self.rollout = rollout
-        self.waited_s = waited_s
-        # The rollout's last status, when one was read.
-        self.last = last
 
 
 class TrajectoryNotTrainable(RollpointError):

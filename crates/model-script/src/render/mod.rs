@@ -8,21 +8,7 @@ mod responses;
 
 use crate::request::Api;
 
-/// One tool call the model makes.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Call {
-    pub id: String,
-    pub name: String,
-    /// The arguments as JSON text.
-    pub arguments: String,
-}
-
-/// What the model says in one turn.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Turn {
-    pub text: Option<String>,
-    pub calls: Vec<Call>,
-}
+pub use crate::turn::{Call, Turn};
 
 /// Everything besides the turn that shapes the bytes.
 #[derive(Debug, Clone)]

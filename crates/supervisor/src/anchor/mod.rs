@@ -79,7 +79,7 @@ impl RunAs {
 /// sandbox's cgroups (so nothing it starts is ever outside them), then the
 /// sandbox's namespaces (pid for its first child).
 fn enter(opts: &AnchorOpts) -> Result<(), Error> {
-    let io = mounts::io_err;
+    let io = crate::errors::io_err;
     rollpoint_proctree::spawn::reset_signals()
         .map_err(io("reset signals before entering", &opts.root))?;
     for dir in &opts.join {

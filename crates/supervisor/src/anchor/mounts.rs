@@ -16,7 +16,7 @@ use nix::unistd::{chdir, pivot_root, sethostname};
 use rollpoint_proto::anchor::SANDBOX_CONTROL_DIR;
 
 use crate::args::AnchorOpts;
-use crate::errors::Error;
+use crate::errors::{Error, io_err};
 
 /// Device nodes bind-mounted from the host's /dev.
 const DEVICES: [&str; 6] = ["null", "zero", "full", "random", "urandom", "tty"];
@@ -33,11 +33,6 @@ const DEV_LINKS: [(&str, &str); 5] = [
 fn nix_err(what: &'static str, path: &Path) -> impl FnOnce(nix::Error) -> Error {
     let path = path.to_owned();
     move |source| Error::Setup { what, path, source }
-}
-
-pub(super) fn io_err(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
-    let path = path.to_owned();
-    move |source| Error::SetupIo { what, path, source }
 }
 
 fn mkdir(path: &Path) -> Result<(), Error> {

@@ -29,7 +29,7 @@ use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::stat::Mode;
 
-use crate::errors::Error;
+use crate::errors::{Error, io_err};
 
 /// How the sandbox reaches the network (`--net`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -222,10 +222,7 @@ pub fn host_namespace(opts: &NetOpts) -> Result<Option<OwnedFd>, Error> {
     let path = Path::new("/proc/self/ns/net");
     std::fs::File::open(path)
         .map(|f| Some(OwnedFd::from(f)))
-        .map_err(super::mounts::io_err(
-            "open the host's network namespace",
-            path,
-        ))
+        .map_err(io_err("open the host's network namespace", path))
 }
 
 /// In the sandbox's new namespace, before the fork: `lo` up, the allowed
@@ -252,7 +249,7 @@ pub fn prepare(
         .listen_addrs()
         .into_iter()
         .map(|addr| {
-            TcpListener::bind(addr).map_err(super::mounts::io_err(
+            TcpListener::bind(addr).map_err(io_err(
                 "listen in the sandbox's network namespace at",
                 &PathBuf::from(addr.to_string()),
             ))
@@ -261,7 +258,7 @@ pub fn prepare(
     let own = Path::new("/proc/self/ns/pid");
     let pid_ns = std::fs::File::open(own)
         .map(OwnedFd::from)
-        .map_err(super::mounts::io_err("open the pid namespace", own))?;
+        .map_err(io_err("open the pid namespace", own))?;
     let control = nix::fcntl::open(
         control,
         OFlag::O_DIRECTORY | OFlag::O_RDONLY | OFlag::O_CLOEXEC,
@@ -299,10 +296,7 @@ impl Relay {
             .stack_size(256 << 10)
             .spawn(move || self.run())
             .map(drop)
-            .map_err(super::mounts::io_err(
-                "start the relay thread of",
-                Path::new("net"),
-            ))
+            .map_err(io_err("start the relay thread of", Path::new("net")))
     }
 
     fn run(self) {
