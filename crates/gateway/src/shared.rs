@@ -24,6 +24,9 @@ pub(crate) struct Shared {
     pub gate: Arc<Gate>,
     /// Registered rollouts and their current attempt.
     keys: Mutex<HashMap<String, u32>>,
+    /// Each registered attempt's route secret, to name the sender of a
+    /// forbidden call in one lookup (filled only with a route key).
+    senders: Mutex<HashMap<String, String>>,
     /// Next sequence number per capture key, loaded from the ledger on first use, so a
     /// call's id is known without waiting for the ledger.
     seqs: Mutex<HashMap<String, i64>>,
@@ -62,6 +65,7 @@ impl Shared {
             ledger,
             gate: Arc::new(Gate::default()),
             keys: Mutex::new(HashMap::new()),
+            senders: Mutex::new(HashMap::new()),
             seqs: Mutex::new(HashMap::new()),
             recording: tokio::sync::watch::Sender::new(0),
             closed: AtomicBool::new(false),
@@ -128,6 +132,14 @@ impl Shared {
             });
         }
         *current = key.attempt();
+        drop(keys);
+        if let Some(route_key) = &self.config.route_key {
+            let attempt = key.to_string();
+            self.senders
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(route_key.secret(&attempt), attempt);
+        }
         Ok(())
     }
 
@@ -155,15 +167,12 @@ impl Shared {
 
     /// The registered attempt whose route secret is `secret`, if any (to
     /// name the sandbox that sent a forbidden call).
-    pub(crate) fn attempt_of_secret(
-        &self,
-        route_key: &rollpoint_proto::route::RouteKey,
-        secret: &str,
-    ) -> Option<String> {
-        self.keys().iter().find_map(|(rollout, attempt)| {
-            let key = CaptureKey::of(rollout, *attempt).ok()?.to_string();
-            route_key.verify(&key, secret).then_some(key)
-        })
+    pub(crate) fn attempt_of_secret(&self, secret: &str) -> Option<String> {
+        self.senders
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&secret.to_ascii_lowercase())
+            .cloned()
     }
 
     /// Whether requests of `key` may write into the ledger.

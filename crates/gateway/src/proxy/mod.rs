@@ -61,7 +61,7 @@ fn forbidden(shared: &Shared, key: &str, secret: Option<&str>) -> Option<Respons
         return None;
     }
     shared.metrics.forbade();
-    let sender = secret.and_then(|s| shared.attempt_of_secret(route_key, s));
+    let sender = secret.and_then(|s| shared.attempt_of_secret(s));
     let message = match &sender {
         Some(sender) => format!(
             "route {key} refused: the call carries the secret of attempt {sender}, which may \

@@ -161,6 +161,8 @@ struct Usage {
     to_sandbox: AtomicU64,
     from_sandbox: AtomicU64,
     refused: AtomicU64,
+    /// One writer of the file at a time: they share its temporary name.
+    writing: std::sync::Mutex<()>,
 }
 
 /// Version of `network.json`.
@@ -171,6 +173,10 @@ impl Usage {
     /// pivots, the host-side process shares its root, so no host path
     /// resolves any more.
     fn write(&self, dir: &OwnedFd) {
+        let _one = self
+            .writing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let text = format!(
             "{{\"v\":{USAGE_VERSION},\"connections\":{},\"bytes_in\":{},\"bytes_out\":{},\"refused\":{}}}\n",
             self.connections.load(Ordering::Relaxed),
