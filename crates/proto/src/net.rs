@@ -57,6 +57,17 @@ impl Allowed {
     }
 }
 
+/// Whether `name` may be an allowed host's name (and a line of a sandbox's
+/// `/etc/hosts`): 1 to 253 bytes of ASCII letters, digits, `-` and `.`.
+#[must_use]
+pub fn is_host_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+}
+
 impl fmt::Display for Allowed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}:{}", self.net, self.prefix, self.port)

@@ -36,12 +36,7 @@ fn parse(text: &str) -> Result<Destination, String> {
         .ok()
         .filter(|p| *p > 0)
         .ok_or("the port must be 1..=65535")?;
-    let fine = !host.is_empty()
-        && host.len() <= 253
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-    if !fine {
+    if !rollpoint_proto::net::is_host_name(host) {
         return Err("not a host name (letters, digits, `-` and `.`)".into());
     }
     Ok(Destination::Name(host.to_ascii_lowercase(), port))

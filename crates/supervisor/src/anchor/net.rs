@@ -85,12 +85,7 @@ impl NetOpts {
             _ => {
                 let bad = || format!("--host {value:?}: expected NAME=IPv4");
                 let (host, ip) = value.split_once('=').ok_or_else(bad)?;
-                let fine = !host.is_empty()
-                    && host.len() <= 253
-                    && host
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
-                if !fine {
+                if !rollpoint_proto::net::is_host_name(host) {
                     return Err(bad());
                 }
                 self.hosts
