@@ -120,20 +120,24 @@ impl Shared {
     }
 
     pub(crate) fn register(&self, key: &CaptureKey) -> Result<(), GatewayError> {
+        let rollout = key.rollout().to_string();
         let mut keys = self.keys();
-        let current = keys
-            .entry(key.rollout().to_string())
-            .or_insert(key.attempt());
-        if key.attempt() < *current {
+        let known = keys.get(&rollout).copied();
+        if let Some(current) = known
+            && key.attempt() < current
+        {
             return Err(GatewayError::StaleAttempt {
-                rollout: key.rollout().to_string(),
+                rollout,
                 attempt: key.attempt(),
-                current: *current,
+                current,
             });
         }
-        *current = key.attempt();
+        keys.insert(rollout, key.attempt());
         drop(keys);
-        if let Some(route_key) = &self.config.route_key {
+        // Once per attempt: with open keys every call registers its key.
+        if known != Some(key.attempt())
+            && let Some(route_key) = &self.config.route_key
+        {
             let attempt = key.to_string();
             self.senders
                 .lock()

@@ -1,9 +1,44 @@
-//! A destination a sandbox may reach, as the backend hands it to the anchor
-//! (`--allow IP/N:PORT`): an IPv4 network and a port. Parsed here once for
-//! both, so the owner refuses by field exactly what the anchor would.
+//! A sandbox's network as both sides of it speak of it: a destination it
+//! may reach, as the backend hands it to the anchor (`--allow IP/N:PORT`,
+//! parsed here once so the owner refuses by field exactly what the anchor
+//! would), and what the anchor's relay carried (`network.json`, written by
+//! the anchor, read by the owner).
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
+
+use serde::{Deserialize, Serialize};
+
+use crate::FormatError;
+
+/// Version of [`RelayUsage`].
+pub const RELAY_USAGE_VERSION: u32 = 1;
+
+/// The file in a sandbox's control directory holding its [`RelayUsage`].
+pub const RELAY_USAGE_FILE: &str = "network.json";
+
+/// What a sandbox's relay has carried so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelayUsage {
+    pub v: u32,
+    /// Connections relayed to a destination.
+    pub connections: u64,
+    /// Bytes to the sandbox.
+    pub bytes_in: u64,
+    /// Bytes from the sandbox.
+    pub bytes_out: u64,
+    /// Connections closed at once: to no allowed destination, or one that
+    /// could not be reached.
+    pub refused: u64,
+}
+
+impl RelayUsage {
+    /// Reads `network.json`; an unknown version is refused by name.
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        crate::decode("relay usage", RELAY_USAGE_VERSION, bytes)
+    }
+}
 
 /// Every address of `net/prefix`, on `port`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

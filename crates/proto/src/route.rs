@@ -3,8 +3,9 @@
 //! A sandbox reaches the gateway at `<gateway>/r/<key>@<secret>/...`, where
 //! the secret is the HMAC-SHA256 of the attempt key under the run's route
 //! key (32 random bytes, `RUN_DIR/gateway/route.key`), cut to 128 bits. The
-//! gateway recomputes it, so it keeps no table of secrets, and a key guessed
-//! or copied from another rollout (its id is no secret) is refused. A new
+//! gateway checks a call by recomputing it, so a key guessed or copied from
+//! another rollout (its id is no secret) is refused; its only table of
+//! secrets names the sender of a refused call. A new
 //! attempt (a restore, a fork branch, a retry) has a new key and so a new
 //! secret; the old attempt is fenced by the gateway's key registry.
 

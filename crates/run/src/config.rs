@@ -367,9 +367,8 @@ impl RunConfig {
                 return bad("branch.n", &format!("{} is outside 1..={max}", rule.n));
             }
         }
-        if let Err(message) = self.sandbox_limits.check() {
-            let (field, message) = message.split_once(' ').unwrap_or((&message, ""));
-            return bad(&format!("sandbox_limits.{field}"), message);
+        if let Err(e) = self.sandbox_limits.check() {
+            return bad(&format!("sandbox_limits.{}", e.field), &e.message);
         }
         let max = rollpoint_owner::travel::MAX_FULL_EVERY;
         if !(1..=max).contains(&self.snapshot_full_every) {
@@ -498,6 +497,16 @@ mod tests {
             ),
             (r#"{"v":1,"keep":0}"#, "keep", "1..=1000"),
             (r#"{"v":1,"keep":100000}"#, "keep", "1..=1000"),
+            (
+                r#"{"v":1,"sandbox_limits":{"pids":0}}"#,
+                "sandbox_limits.pids",
+                "1..=4194304",
+            ),
+            (
+                r#"{"v":1,"sandbox_limits":{"swap_bytes":1048576}}"#,
+                "sandbox_limits.swap_bytes",
+                "needs memory_bytes",
+            ),
         ] {
             let e = RunConfig::parse(json.as_bytes(), Path::new("c.json"))
                 .unwrap_err()

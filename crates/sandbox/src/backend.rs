@@ -233,6 +233,15 @@ pub struct Limits {
 /// One limit's name, its allowed range and its value.
 type Range = (&'static str, u64, u64, Option<u64>);
 
+/// A limit [`Limits::check`] refuses: its field and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} {message}")]
+pub struct LimitError {
+    /// The field under `limits` (`pids`, `swap_bytes`, ...).
+    pub field: &'static str,
+    pub message: String,
+}
+
 /// How close to its limit a sandbox's files must come to be said to have
 /// hit it: the upper's walk counts file blocks, not the quota's metadata.
 pub const DISK_HIT_PERCENT: u64 = 95;
@@ -251,17 +260,24 @@ impl Limits {
         ]
     }
 
-    /// The first limit outside its range, as `FIELD VALUE: outside LO..=HI`.
-    pub fn check(&self) -> Result<(), String> {
-        for (name, lo, hi, value) in self.ranges() {
+    /// The first limit outside its range, or a swap limit without a memory
+    /// one, naming the field.
+    pub fn check(&self) -> Result<(), LimitError> {
+        for (field, lo, hi, value) in self.ranges() {
             if let Some(v) = value
                 && !(lo..=hi).contains(&v)
             {
-                return Err(format!("{name} {v}: outside {lo}..={hi}"));
+                return Err(LimitError {
+                    field,
+                    message: format!("{v}: outside {lo}..={hi}"),
+                });
             }
         }
         if self.swap_bytes.is_some_and(|s| s > 0) && self.memory_bytes.is_none() {
-            return Err("swap_bytes: needs memory_bytes (swap is counted beside memory)".into());
+            return Err(LimitError {
+                field: "swap_bytes",
+                message: "needs memory_bytes (swap is counted beside memory)".into(),
+            });
         }
         Ok(())
     }
@@ -566,5 +582,46 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("squashfs"), "{err}");
+    }
+
+    #[test]
+    fn limits_out_of_range_are_refused_naming_the_field_and_the_range() {
+        assert_eq!(Limits::default().check(), Ok(()));
+        let err = Limits {
+            pids: Some(0),
+            ..Limits::default()
+        }
+        .check()
+        .unwrap_err();
+        assert_eq!(err.field, "pids");
+        assert_eq!(err.to_string(), "pids 0: outside 1..=4194304");
+        let err = Limits {
+            disk_bytes: Some(1),
+            ..Limits::default()
+        }
+        .check()
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "disk_bytes 1: outside 1048576..=17592186044416"
+        );
+        let err = Limits {
+            swap_bytes: Some(1 << 20),
+            ..Limits::default()
+        }
+        .check()
+        .unwrap_err();
+        assert_eq!(err.field, "swap_bytes");
+        let defaults = Limits {
+            pids: Some(64),
+            memory_bytes: Some(1 << 30),
+            ..Limits::default()
+        };
+        let own = Limits {
+            pids: Some(8),
+            ..Limits::default()
+        };
+        assert_eq!(own.or(&defaults).pids, Some(8), "the task's own value wins");
+        assert_eq!(own.or(&defaults).memory_bytes, Some(1 << 30));
     }
 }

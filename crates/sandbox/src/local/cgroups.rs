@@ -99,8 +99,10 @@ impl SandboxCgroups {
             dir.as_ref()
                 .and_then(|d| std::fs::read_to_string(d.join(file)).ok())
         };
-        let cpu_ms = read(&self.v2, "cpu.stat")
-            .and_then(|t| field(&t, "usage_usec"))
+        let v2_stat = read(&self.v2, "cpu.stat");
+        let cpu_ms = v2_stat
+            .as_deref()
+            .and_then(|t| field(t, "usage_usec"))
             .map_or(0, |us| us / 1000);
         let memory_peak_bytes = read(&self.memory, "memory.max_usage_in_bytes")
             .or_else(|| read(&self.v2, "memory.peak"))
@@ -124,25 +126,23 @@ impl SandboxCgroups {
                 max.trim()
             ));
         }
-        let cpu_stat = read(&self.v2, "cpu.stat")
-            .filter(|_| read(&self.v2, "cpu.max").is_some_and(|m| !m.starts_with("max")));
-        let (throttled, periods, limit) = match cpu_stat {
-            Some(stat) => (
-                field(&stat, "nr_throttled"),
-                field(&stat, "nr_periods"),
-                read(&self.v2, "cpu.max")
-                    .and_then(|m| m.split_whitespace().next()?.parse::<u64>().ok())
-                    .map(|q| (q * 1000 / CPU_PERIOD_US, "cpu.max")),
-            ),
+        // The CPU limit where it was applied: v2's `cpu.max` when it holds a
+        // quota ("max" parses as none), else v1's.
+        let v2_quota = read(&self.v2, "cpu.max")
+            .and_then(|m| m.split_whitespace().next()?.parse::<u64>().ok());
+        let (stat, quota, file) = match v2_quota {
+            Some(quota) => (v2_stat, Some(quota), "cpu.max"),
             None => (
-                read(&self.cpu, "cpu.stat").and_then(|t| field(&t, "nr_throttled")),
-                read(&self.cpu, "cpu.stat").and_then(|t| field(&t, "nr_periods")),
+                read(&self.cpu, "cpu.stat"),
                 read(&self.cpu, "cpu.cfs_quota_us")
                     .and_then(|q| q.trim().parse::<i64>().ok())
-                    .and_then(|q| u64::try_from(q).ok())
-                    .map(|q| (q * 1000 / CPU_PERIOD_US, "cpu.cfs_quota_us")),
+                    .and_then(|q| u64::try_from(q).ok()),
+                "cpu.cfs_quota_us",
             ),
         };
+        let throttled = stat.as_deref().and_then(|t| field(t, "nr_throttled"));
+        let periods = stat.as_deref().and_then(|t| field(t, "nr_periods"));
+        let limit = quota.map(|q| (q * 1000 / CPU_PERIOD_US, file));
         if let (Some(throttled), Some(periods), Some((millis, file))) = (throttled, periods, limit)
             && throttled > 0
         {

@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use rollpoint_proto::net::{RELAY_USAGE_FILE, RelayUsage};
+
 use super::LocalBackend;
 use super::record::{self, SandboxRecord};
 use crate::{Error, ResourceUsage};
@@ -29,30 +31,24 @@ pub(super) fn usage(backend: &LocalBackend, id: &str) -> Result<ResourceUsage, E
             usage.disk_bytes
         ));
     }
-    if let Ok(text) = std::fs::read(control.join("network.json"))
-        && let Ok(net) =
-            rollpoint_proto::decode::<NetworkFile>("relay usage", NETWORK_VERSION, &text)
-    {
-        usage.net_bytes_in = net.bytes_in;
-        usage.net_bytes_out = net.bytes_out;
-        usage.net_connections = net.connections;
+    // A sandbox on the host's network has no relay and so no file.
+    let path = control.join(RELAY_USAGE_FILE);
+    if let Ok(text) = std::fs::read(&path) {
+        match RelayUsage::decode(&text) {
+            Ok(net) => {
+                usage.net_bytes_in = net.bytes_in;
+                usage.net_bytes_out = net.bytes_out;
+                usage.net_connections = net.connections;
+            }
+            Err(e) => tracing::warn!(
+                sandbox = id,
+                path = %path.display(),
+                error = %e,
+                "the relay's count is unreadable; the usage says no network"
+            ),
+        }
     }
     Ok(usage)
-}
-
-/// Version of the relay's `network.json` (the supervisor's `net::USAGE_VERSION`).
-const NETWORK_VERSION: u32 = 1;
-
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NetworkFile {
-    #[serde(rename = "v")]
-    _v: u32,
-    connections: u64,
-    bytes_in: u64,
-    bytes_out: u64,
-    #[serde(rename = "refused")]
-    _refused: u64,
 }
 
 /// Bytes allocated to the files under `dir`, not following links.

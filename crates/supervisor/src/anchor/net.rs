@@ -46,6 +46,7 @@ pub enum NetMode {
 }
 
 pub use rollpoint_proto::net::Allowed;
+use rollpoint_proto::net::{RELAY_USAGE_FILE, RELAY_USAGE_VERSION, RelayUsage};
 
 /// The network options of the anchor.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -148,8 +149,8 @@ impl NetOpts {
     }
 }
 
-/// What the relay has carried, written to `network.json` beside the
-/// control directory's other files as each connection ends.
+/// What the relay has carried, written to the control directory's
+/// `network.json` (`RelayUsage`) as each connection ends.
 #[derive(Debug, Default)]
 struct Usage {
     connections: AtomicU64,
@@ -160,9 +161,6 @@ struct Usage {
     writing: std::sync::Mutex<()>,
 }
 
-/// Version of `network.json`.
-pub const USAGE_VERSION: u32 = 1;
-
 impl Usage {
     /// Writes `network.json` in `dir` atomically, by descriptor: once PID 1
     /// pivots, the host-side process shares its root, so no host path
@@ -172,14 +170,14 @@ impl Usage {
             .writing
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let text = format!(
-            "{{\"v\":{USAGE_VERSION},\"connections\":{},\"bytes_in\":{},\"bytes_out\":{},\"refused\":{}}}\n",
-            self.connections.load(Ordering::Relaxed),
-            self.to_sandbox.load(Ordering::Relaxed),
-            self.from_sandbox.load(Ordering::Relaxed),
-            self.refused.load(Ordering::Relaxed),
-        );
-        let write = || -> nix::Result<()> {
+        let usage = RelayUsage {
+            v: RELAY_USAGE_VERSION,
+            connections: self.connections.load(Ordering::Relaxed),
+            bytes_in: self.to_sandbox.load(Ordering::Relaxed),
+            bytes_out: self.from_sandbox.load(Ordering::Relaxed),
+            refused: self.refused.load(Ordering::Relaxed),
+        };
+        let write = || -> std::io::Result<()> {
             let tmp = ".network.json.tmp";
             let fd = nix::fcntl::openat(
                 dir,
@@ -188,15 +186,13 @@ impl Usage {
                 Mode::from_bits_truncate(0o600),
             )?;
             let mut file = std::fs::File::from(fd);
-            file.write_all(text.as_bytes())
-                .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(5)))?;
-            file.sync_all()
-                .map_err(|e| nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(5)))?;
-            nix::fcntl::renameat(dir, tmp, dir, "network.json")?;
-            nix::unistd::fsync(dir)
+            file.write_all(&serde_json::to_vec(&usage)?)?;
+            file.sync_all()?;
+            nix::fcntl::renameat(dir, tmp, dir, RELAY_USAGE_FILE)?;
+            Ok(nix::unistd::fsync(dir)?)
         };
         if let Err(e) = write() {
-            eprintln!("rollpoint-supervisor: cannot write the relay's network.json: {e}");
+            eprintln!("rollpoint-supervisor: cannot write the relay's {RELAY_USAGE_FILE}: {e}");
         }
     }
 }
