@@ -20,8 +20,10 @@ pub enum ErrorCode {
     BadRequest,
     /// Missing or wrong bearer token (401).
     Unauthorized,
-    /// No such rollout or checkpoint (404).
+    /// No such rollout or checkpoint, or no such route (404).
     NotFound,
+    /// The route does not take this method (405).
+    MethodNotAllowed,
     /// The id is taken, or the thing asked for is already done (409).
     Conflict,
     /// Another checkpoint or restore is in progress (409).
@@ -42,6 +44,7 @@ impl ErrorCode {
             Self::BadRequest => StatusCode::BAD_REQUEST,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::NotFound => StatusCode::NOT_FOUND,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict | Self::Busy | Self::NotPrepared => StatusCode::CONFLICT,
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Lost => StatusCode::INTERNAL_SERVER_ERROR,

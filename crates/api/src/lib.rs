@@ -26,5 +26,5 @@ pub mod wire;
 pub use auth::{BearerToken, require_bearer};
 pub use body::{FieldError, decode_json, read_limited};
 pub use error::{ApiError, ErrorCode, HttpError, Reply, encoded, json};
-pub use serving::serve;
+pub use serving::{serve, with_fallbacks};
 pub use vocab::{Kind, Phase};

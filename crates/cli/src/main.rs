@@ -6,7 +6,7 @@ mod cmd;
 mod logging;
 mod openapi;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 
 /// Runs coding-agent harnesses in sandboxes and checkpoints every in-flight rollout.
 #[derive(Debug, Parser)]
@@ -26,7 +26,8 @@ struct Cli {
 }
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    let matches = cmd::number::negatives_as_values(Cli::command()).get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     logging::init(cli.log_format);
     let backtrace = cli.backtrace;
     match cmd::run(cli.command) {

@@ -85,6 +85,30 @@ fn rollpoint_refuses_bad_arguments_naming_what_is_wrong() {
             ],
             "bad.json",
         ),
+        // A negative number reaches the flag's own parser, which names the flag and its range.
+        (
+            &[
+                "run",
+                "t.jsonl",
+                "--run-dir",
+                "r",
+                "--checkpoint-every-s",
+                "-1",
+            ],
+            "'--checkpoint-every-s <CHECKPOINT_EVERY_S>': must be a whole number in 0..=604800",
+        ),
+        (
+            &["run", "t.jsonl", "--run-dir", "r", "--keep", "-3"],
+            "'--keep <KEEP>': must be a whole number in 1..=1000",
+        ),
+        (
+            &["run", "t.jsonl", "--run-dir", "r", "--gateway-port", "-1"],
+            "'--gateway-port <GATEWAY_PORT>': must be a whole number in 0..=65535",
+        ),
+        (
+            &["demo", "--hold", "-0.5"],
+            "'--hold <HOLD>': must be a number of seconds in 0..=3600",
+        ),
         (&["resume", "nowhere"], "nowhere"),
         (&["resume", "v9"], "unknown version 9"),
         (&["status", "v9"], "unknown version 9"),
@@ -104,7 +128,7 @@ fn rollpoint_refuses_bad_arguments_naming_what_is_wrong() {
                 "--n",
                 "0",
             ],
-            "outside 1..=256",
+            "'--n <N>': must be a whole number in 1..=256",
         ),
         (
             &[

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use axum::Router;
 use axum::response::IntoResponse as _;
 use axum::routing::any;
-use axum::serve::ListenerExt as _;
 use tokio::net::TcpListener;
 
 use crate::capture::CaptureKey;
@@ -44,12 +43,7 @@ impl Gateway {
 
     /// Serves the routes on `listener` until the task is dropped.
     pub async fn serve(&self, listener: TcpListener) -> std::io::Result<()> {
-        // Streams are many small writes: without TCP_NODELAY, Nagle's algorithm holds each
-        // behind the caller's delayed ACK (about 40 ms).
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        axum::serve(listener, self.router()).await
+        rollpoint_api::serve(listener, self.router()).await
     }
 
     /// Lets `key`'s attempt write into the ledger; an older attempt of the rollout is fenced.

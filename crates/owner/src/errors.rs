@@ -18,6 +18,8 @@ pub enum OwnerError {
         sandbox: String,
         source: Box<rollpoint_sandbox::Error>,
     },
+    #[error("snapshot {snapshot}: not found")]
+    NoSnapshot { snapshot: String },
     #[error("snapshot {snapshot}: {source}")]
     SnapshotBackend {
         snapshot: String,
@@ -79,7 +81,7 @@ impl OwnerError {
     /// `code` of the error reply on the wire.
     pub fn kind(&self) -> &'static str {
         match self {
-            Self::NotFound { .. } => "not_found",
+            Self::NotFound { .. } | Self::NoSnapshot { .. } => "not_found",
             Self::BadRequest { .. } => "bad_request",
             Self::Unauthorized => "unauthorized",
             Self::TooLarge { .. } => "too_large",

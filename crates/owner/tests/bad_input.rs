@@ -344,3 +344,22 @@ async fn an_oversized_body_is_413() {
     }
     assert!(s.fake.file(&info.sandbox, "/workspace/big").is_none());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unknown_routes_and_methods_answer_the_error_object() {
+    let s = Served::start().await;
+    for (method, path, status, code) in [
+        (Method::GET, "/v1/owner/nope", 404, "not_found"),
+        (Method::POST, "/nope", 404, "not_found"),
+        (
+            Method::PATCH,
+            "/v1/owner/sessions",
+            405,
+            "method_not_allowed",
+        ),
+    ] {
+        let (got, reply) = raw(method.clone(), &s.url(path), Some(TOKEN), None).await;
+        assert_eq!(got, status, "{method} {path}: {reply}");
+        assert_eq!(reply["error"]["code"], code, "{method} {path}: {reply}");
+    }
+}

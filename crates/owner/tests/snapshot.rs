@@ -97,13 +97,24 @@ async fn snapshot_then_restore_makes_a_fork_current_and_destroys_the_old_sandbox
             .calls()
             .contains(&Call::DeleteSnapshot(record.snapshot.clone()))
     );
-    // Deleting it again is a backend error that names the snapshot.
+    // Deleting it again is answered 404 `not_found`, naming the snapshot.
     let err = s
         .client
         .delete_snapshot(&record.snapshot)
         .await
         .unwrap_err();
     assert!(err.to_string().contains(&record.snapshot), "{err}");
+    assert!(
+        matches!(
+            err,
+            OwnerError::Refused {
+                status: 404,
+                code: "not_found",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -319,7 +319,10 @@ impl RunConfig {
         };
         let config: Self =
             rollpoint_proto::decode("run config", CONFIG_VERSION, &json).map_err(|e| match e {
-                rollpoint_proto::FormatError::Field { ref path, .. } => bad(path, e.to_string()),
+                // The field is named once, by the config error itself.
+                rollpoint_proto::FormatError::Field { path, source, .. } => {
+                    bad(&path, source.to_string())
+                }
                 rollpoint_proto::FormatError::MissingVersion { .. }
                 | rollpoint_proto::FormatError::UnknownVersion { .. } => bad("v", e.to_string()),
                 rollpoint_proto::FormatError::Json { .. } => bad("", e.to_string()),

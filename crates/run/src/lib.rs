@@ -54,7 +54,10 @@ pub mod state;
 pub mod status;
 pub mod tasks;
 
-pub use config::{CONFIG_VERSION, ModelSource, RunConfig, StoreKind};
+pub use config::{
+    CONFIG_VERSION, MAX_CHECKPOINT_EVERY_S, MAX_CONCURRENCY, MAX_KEEP, ModelSource, RunConfig,
+    StoreKind,
+};
 pub use controller::{Ending, Inputs, run};
 pub use endpoint::{EndpointFile, Listen, Signal};
 pub use errors::RunError;

@@ -142,6 +142,11 @@ fn bad_tasks_and_configs_are_refused_naming_the_line_and_field() {
             "https://",
         ),
         (
+            "v = 1\nmodel_upstream = \"http://d\"\n[[models]]\nname = \"m\"\nupstreams = [\"x\"]\n",
+            "models[0].upstreams",
+            "unknown field `upstreams`",
+        ),
+        (
             "v = 1\nmodel_upstream = \"http://d\"\n[[models]]\nname = \"m\"\nupstream = \"http://x\"\napi = \"gemini\"\n",
             "api",
             "gemini",
@@ -161,6 +166,11 @@ fn bad_tasks_and_configs_are_refused_naming_the_line_and_field() {
         assert!(
             err.contains("model.toml") && err.contains(field) && err.contains(says),
             "{text}: {err}"
+        );
+        assert_eq!(
+            err.matches(": field `").count(),
+            1,
+            "the field is named once: {err}"
         );
     }
     assert!(

@@ -249,3 +249,33 @@ fn attempts_dispatched_after_an_older_checkpoint_start_over_as_their_next() {
         .collect();
     assert_eq!(every.len(), ids.len(), "every task exactly once");
 }
+
+#[test]
+fn a_share_whose_records_file_is_missing_is_damage_reported_and_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path();
+    publish(run, "ck-1", 1, &["a"]);
+    publish(run, "ck-2", 2, &["a"]);
+    std::fs::remove_file(records_file(run, "ck-2")).unwrap();
+    let e = choose_source(run, Some("ck-2")).unwrap_err().to_string();
+    assert!(e.contains("ck-2") && e.contains("damaged"), "{e}");
+    assert_eq!(choose_source(run, None).unwrap().unwrap().id, "ck-1");
+    let reason = store::damaged(run, "ck-2").unwrap().unwrap();
+    assert!(reason.contains("records-"), "{reason}");
+
+    // Retention after the resume's next checkpoint keeps the damaged one.
+    publish(run, "ck-3", 3, &["a-a1"]);
+    assert_eq!(store::prune(run, 1).unwrap(), ["ck-1"]);
+    assert!(share(run, "ck-2").join(store::MANIFEST_FILE).exists());
+
+    // One retention finds first (no resume read it) is marked and kept too.
+    publish(run, "ck-4", 4, &["a-a1"]);
+    std::fs::remove_file(records_file(run, "ck-3")).unwrap();
+    assert!(store::prune(run, 2).unwrap().is_empty());
+    let reason = store::damaged(run, "ck-3").unwrap().unwrap();
+    assert!(
+        reason.contains("records-") && reason.contains("missing"),
+        "{reason}"
+    );
+    assert!(share(run, "ck-3").join(store::MANIFEST_FILE).exists());
+}

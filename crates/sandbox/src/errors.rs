@@ -52,3 +52,17 @@ pub enum Error {
     #[error("sandbox {sandbox}: {message}")]
     Invalid { sandbox: String, message: String },
 }
+
+impl Error {
+    /// Whether the error says the snapshot asked for does not exist (a
+    /// caller answers "not found" rather than a failure).
+    pub fn is_no_snapshot(&self) -> bool {
+        matches!(
+            self,
+            Self::Store {
+                source: rollpoint_snapshot::Error::NoSnapshot { .. },
+                ..
+            }
+        )
+    }
+}

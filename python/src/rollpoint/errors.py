@@ -94,6 +94,10 @@ class Busy(ApiError):
     """``busy`` (409): another checkpoint or restore is in progress; ask again later."""
 
 
+class MethodNotAllowed(ApiError):
+    """``method_not_allowed`` (405): the route does not take this method."""
+
+
 class NotPrepared(ApiError):
     """``not_prepared`` (409): a stage did not reach the cut; nothing was published."""
 
@@ -114,6 +118,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "bad_request": BadRequest,
     "unauthorized": Unauthorized,
     "not_found": NotFound,
+    "method_not_allowed": MethodNotAllowed,
     "conflict": Conflict,
     "busy": Busy,
     "not_prepared": NotPrepared,
@@ -127,6 +132,7 @@ _CODE_OF_STATUS: dict[int, str] = {
     400: "bad_request",
     401: "unauthorized",
     404: "not_found",
+    405: "method_not_allowed",
     409: "conflict",
     413: "too_large",
     500: "lost",

@@ -1,14 +1,18 @@
 //! Retention: keep the latest K published checkpoints (the one `LATEST`
 //! names always among them), delete older ones, unpublished ones (a commit
 //! that never reached `LATEST`) and stray temp files. A damaged checkpoint
-//! (marked `DAMAGED`, or whose `checkpoint.json` cannot be read) is neither
-//! counted among the K nor deleted: it stays for inspection. Run by the
+//! (marked `DAMAGED`, whose `checkpoint.json` cannot be read, or a share of
+//! which lacks its records file) is neither counted among the K nor deleted:
+//! it stays for inspection, and a missing records file is marked and logged
+//! here, so the loss is reported the first time retention sees it. Run by the
 //! controller after publishing, while no commit is in progress.
 
 use std::fs;
 use std::path::Path;
 
-use super::published::{CHECKPOINT_FILE, DAMAGED_FILE, latest, read_checkpoint};
+use super::published::{
+    CHECKPOINT_FILE, CheckpointDoc, DAMAGED_FILE, latest, mark_damaged, read_checkpoint,
+};
 use crate::errors::StoreError;
 
 /// How many checkpoints are kept by default: the latest and the one before.
@@ -58,6 +62,12 @@ pub fn prune(run_dir: &Path, keep: usize) -> Result<Vec<String>, StoreError> {
         }
         match read_checkpoint(run_dir, &name) {
             Ok(doc) if latest_created.is_some_and(|t| doc.created_unix_ms <= t) => {
+                if let Some(missing) = missing_records(run_dir, &doc) {
+                    let reason = format!("{} is missing", missing.display());
+                    tracing::warn!(checkpoint = %name, %reason, "damaged checkpoint kept");
+                    mark_damaged(run_dir, &name, &reason)?;
+                    continue;
+                }
                 published.push((doc.created_unix_ms, name, path));
             }
             // Newer than the latest: it never reached the publish point.
@@ -118,6 +128,19 @@ pub fn local_ids(run_dir: &Path) -> Result<std::collections::BTreeSet<String>, S
         }
     }
     Ok(ids)
+}
+
+/// The first records file `doc`'s manifests name that is not on disk (a
+/// stat each: the digests are checked when a checkpoint is read).
+fn missing_records(run_dir: &Path, doc: &CheckpointDoc) -> Option<std::path::PathBuf> {
+    doc.participants.iter().find_map(|m| {
+        let path = super::participant_dir(run_dir, &doc.id, m.kind, &m.instance)
+            .join(&m.manifest.records_file);
+        match fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(path),
+            _ => None,
+        }
+    })
 }
 
 #[cfg(test)]

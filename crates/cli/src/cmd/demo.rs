@@ -26,8 +26,8 @@ pub struct Args {
     /// Freeze strategy: auto, cgroup-v2, cgroup-v1 or sigstop.
     #[arg(long, default_value = "auto")]
     freeze: String,
-    /// How long to hold the pause, in seconds.
-    #[arg(long, default_value_t = 1.0)]
+    /// How long to hold the pause, in seconds (0..=3600).
+    #[arg(long, default_value_t = 1.0, value_parser = super::number::seconds(0.0, 3600.0))]
     hold: f64,
 }
 

@@ -22,7 +22,8 @@ pub struct ForkArgs {
     #[arg(long)]
     pub rollout: String,
     /// How many branches, 1..=256.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1,
+          value_parser = super::number::whole::<u32>(1, u64::from(rollpoint_api::wire::MAX_FORK_N)))]
     pub n: u32,
     /// For a run a process drives: the token its control endpoint admits.
     #[arg(long)]

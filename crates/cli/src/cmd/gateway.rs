@@ -16,7 +16,6 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use std::sync::Arc;
 
-use axum::serve::ListenerExt as _;
 use rollpoint_checkpoint::{Control, HostConfig, Participant, ParticipantHost};
 use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, ModelParticipant, UpstreamApi};
 use rollpoint_model_script::{Script, ScriptServer};
@@ -91,8 +90,9 @@ pub struct GatewayArgs {
     /// Write the bound port to this file (atomically).
     #[arg(long)]
     port_file: Option<PathBuf>,
-    /// Largest request body accepted, in bytes.
-    #[arg(long, default_value_t = 32 * 1024 * 1024)]
+    /// Largest request body accepted, in bytes (1024..=1073741824).
+    #[arg(long, default_value_t = 32 * 1024 * 1024,
+          value_parser = super::number::whole::<usize>(1024, 1 << 30))]
     max_body_bytes: usize,
     /// Never answer repeated conversations from the ledger.
     #[arg(long)]
@@ -117,7 +117,7 @@ pub struct GatewayArgs {
     control_token_file: Option<PathBuf>,
     /// The process this gateway serves (its parent): when it is gone, take no new call,
     /// record the calls in flight and exit.
-    #[arg(long)]
+    #[arg(long, value_parser = super::number::whole::<u32>(1, i32::MAX as u64))]
     owner: Option<u32>,
     /// After the owner is gone, wait at most this many seconds (0..=3600) for calls in
     /// flight to be recorded.
@@ -299,15 +299,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         }
         tracing::info!(address = %addr, "gateway listening for model calls at /r/<capture key>/v1/");
         // A task of its own: it goes on serving replies in flight while the gateway drains.
-        let mut serving = tokio::spawn(
-            axum::serve(
-                listener.tap_io(|tcp| {
-                    let _ignored = tcp.set_nodelay(true);
-                }),
-                app,
-            )
-            .into_future(),
-        );
+        let mut serving = tokio::spawn(rollpoint_api::serve(listener, app));
         let owner = async {
             match args.owner {
                 Some(pid) => owner_gone(pid).await,

@@ -8,6 +8,7 @@ mod gateway;
 mod images;
 mod locate;
 mod model_script;
+pub mod number;
 mod openapi;
 mod owner;
 mod report;

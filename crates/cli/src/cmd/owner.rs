@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use axum::serve::ListenerExt as _;
 use clap::Args;
 use rollpoint_checkpoint::{Control, HostConfig, Participant, ParticipantHost};
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
@@ -38,8 +37,8 @@ pub struct OwnerArgs {
     /// Snapshot store: auto (btrfs when possible), btrfs or copy.
     #[arg(long, default_value = "auto")]
     store: String,
-    /// Apparent size of the btrfs image made when RUN_DIR is not on btrfs, in GiB.
-    #[arg(long, default_value_t = 8)]
+    /// Apparent size of the btrfs image made when RUN_DIR is not on btrfs, in GiB (1..=65536).
+    #[arg(long, default_value_t = 8, value_parser = super::number::whole::<u64>(1, 65_536))]
     image_gib: u64,
     /// The static supervisor binary to anchor sandboxes with.
     #[arg(long)]
@@ -123,11 +122,8 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
             super::model_script::write_port_file(file, addr.port())?;
         }
         tracing::info!(address = %addr, "owner listening: /v1/owner/ and /v1/checkpoint/");
-        let listener = listener.tap_io(|tcp| {
-            let _ignored = tcp.set_nodelay(true);
-        });
         tokio::select! {
-            r = axum::serve(listener, app) => r.context("owner server failed"),
+            r = rollpoint_api::serve(listener, app) => r.context("owner server failed"),
             r = super::model_script::stop_signal() => r,
         }
     });

@@ -10,12 +10,13 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use rollpoint_run::{
-    EXIT_STOPPED, Ending, Inputs, Listen, RunConfig, Signal, StoreKind, load_tasks,
+    EXIT_STOPPED, Ending, Inputs, Listen, MAX_CHECKPOINT_EVERY_S, MAX_CONCURRENCY, MAX_KEEP,
+    RunConfig, Signal, StoreKind, load_tasks,
 };
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
 
-use super::locate;
+use super::{locate, number};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -27,14 +28,14 @@ pub struct RunArgs {
     /// A run configuration (TOML or JSON); the flags below override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Rollouts running at once.
-    #[arg(long)]
+    /// Rollouts running at once (1..=65536).
+    #[arg(long, value_parser = number::whole::<usize>(1, MAX_CONCURRENCY as u64))]
     pub concurrency: Option<usize>,
-    /// Seconds between checkpoints (0: only on signals).
-    #[arg(long)]
+    /// Seconds between checkpoints (0: only on signals; 0..=604800).
+    #[arg(long, value_parser = number::whole::<u64>(0, MAX_CHECKPOINT_EVERY_S))]
     pub checkpoint_every_s: Option<u64>,
-    /// Published checkpoints kept.
-    #[arg(long)]
+    /// Published checkpoints kept (1..=1000).
+    #[arg(long, value_parser = number::whole::<usize>(1, MAX_KEEP as u64))]
     pub keep: Option<usize>,
     /// Base URL of the model upstream (plain http).
     #[arg(long, conflicts_with = "model_script")]
@@ -48,8 +49,8 @@ pub struct RunArgs {
     /// The static supervisor binary.
     #[arg(long)]
     pub supervisor: Option<PathBuf>,
-    /// The gateway's port on 127.0.0.1 (0: any).
-    #[arg(long)]
+    /// The gateway's port on 127.0.0.1 (0: any; 0..=65535).
+    #[arg(long, value_parser = number::whole::<u16>(0, 65_535))]
     pub gateway_port: Option<u16>,
     #[command(flatten)]
     pub control: ControlArgs,

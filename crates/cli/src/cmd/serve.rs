@@ -60,7 +60,8 @@ pub struct AgentArgs {
     #[arg(long, value_parser = ["split", "mask"], default_value = "split")]
     token_breaks: String,
     /// Rollouts holding a slot at once (1..=65536).
-    #[arg(long, default_value_t = 8, value_parser = concurrency)]
+    #[arg(long, default_value_t = 8,
+          value_parser = super::number::whole::<usize>(1, rollpoint_driver::MAX_SLOTS as u64))]
     concurrency: usize,
     /// This agent's name among the run's agents.
     #[arg(long, default_value = "agent")]
@@ -90,14 +91,14 @@ pub struct CoordinatorArgs {
     /// File holding the participants' token (default: --token-file).
     #[arg(long)]
     participant_token_file: Option<PathBuf>,
-    /// Published checkpoints kept.
-    #[arg(long, default_value_t = 2)]
+    /// Published checkpoints kept (1..=1000).
+    #[arg(long, default_value_t = 2, value_parser = super::number::whole::<usize>(1, 1000))]
     keep: usize,
-    /// Deadline of each control call, in seconds.
-    #[arg(long, default_value_t = 300)]
+    /// Deadline of each control call, in seconds (1..=86400).
+    #[arg(long, default_value_t = 300, value_parser = super::number::whole::<u64>(1, 86_400))]
     timeout_s: u64,
-    /// How long to wait for every participant to answer at start, in seconds.
-    #[arg(long, default_value_t = 60)]
+    /// How long to wait for every participant to answer at start, in seconds (0..=86400).
+    #[arg(long, default_value_t = 60, value_parser = super::number::whole::<u64>(0, 86_400))]
     connect_timeout_s: u64,
     #[command(flatten)]
     store: super::store_args::StoreArgs,
@@ -256,13 +257,4 @@ fn coordinator(args: &CoordinatorArgs) -> anyhow::Result<()> {
             r = stop_signal() => r,
         }
     })
-}
-
-/// `--concurrency`: 1..=`MAX_SLOTS`.
-fn concurrency(text: &str) -> Result<usize, String> {
-    let max = rollpoint_driver::MAX_SLOTS;
-    match text.parse::<usize>() {
-        Ok(n) if (1..=max).contains(&n) => Ok(n),
-        _ => Err(format!("expected a number in 1..={max}")),
-    }
 }

@@ -20,6 +20,7 @@ use super::wire::ApiError;
         (status = 204, description = "Deleted."),
         (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
         (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
+        (status = 404, description = "No such snapshot (`not_found`).", body = super::wire::ErrorReply),
         (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
     ),
     security(("bearer" = [])),

@@ -130,6 +130,7 @@ impl ErrorReply {
                 });
             }
             OwnerError::Unauthorized
+            | OwnerError::NoSnapshot { .. }
             | OwnerError::SnapshotBackend { .. }
             | OwnerError::Internal { .. }
             | OwnerError::Transport { .. }
@@ -194,7 +195,7 @@ pub(crate) type ApiError = Reply<OwnerError>;
 impl HttpError for OwnerError {
     fn status(&self) -> StatusCode {
         match self {
-            OwnerError::NotFound { .. } => StatusCode::NOT_FOUND,
+            OwnerError::NotFound { .. } | OwnerError::NoSnapshot { .. } => StatusCode::NOT_FOUND,
             OwnerError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             OwnerError::Unauthorized => StatusCode::UNAUTHORIZED,
             OwnerError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,

@@ -109,9 +109,14 @@ impl LocalOwner {
                 call: "delete_snapshot",
                 message: e.to_string(),
             })?
-            .map_err(|source| OwnerError::SnapshotBackend {
-                snapshot: snapshot.to_owned(),
-                source: Box::new(source),
+            .map_err(|source| match source {
+                source if source.is_no_snapshot() => OwnerError::NoSnapshot {
+                    snapshot: snapshot.to_owned(),
+                },
+                source => OwnerError::SnapshotBackend {
+                    snapshot: snapshot.to_owned(),
+                    source: Box::new(source),
+                },
             })?;
         for s in self.sessions().values_mut() {
             s.records.retain(|_, r| r.snapshot != snapshot);

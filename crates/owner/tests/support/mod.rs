@@ -344,9 +344,13 @@ impl Backend for FakeBackend {
         st.snapshots
             .remove(snapshot)
             .map(|_| ())
-            .ok_or_else(|| Error::Invalid {
-                sandbox: String::new(),
-                message: format!("snapshot {snapshot}: unknown"),
+            // As the real stores answer a snapshot that is not there.
+            .ok_or_else(|| Error::Store {
+                sandbox: "-".into(),
+                source: rollpoint_snapshot::Error::NoSnapshot {
+                    snapshot: snapshot.into(),
+                    path: std::path::PathBuf::from("/nowhere").join(snapshot),
+                },
             })
     }
 

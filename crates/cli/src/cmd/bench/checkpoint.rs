@@ -35,7 +35,7 @@ pub struct Args {
     supervisor: Option<PathBuf>,
     /// Seconds between a rollout's lines (0.05..=60): at 0.2 s, a thousand
     /// rollouts start five thousand processes a second.
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, default_value_t = 0.2, value_parser = crate::cmd::number::seconds(0.05, 60.0))]
     tick_s: f64,
     /// Seconds to wait for a size's rollouts to start, or to resume (1..=3600).
     #[arg(long, default_value_t = 600)]

@@ -22,8 +22,8 @@ if [ "$n" -gt 1 ]; then sh "$0" $((n-1)) "$ready"; else touch "$ready"; sleep 36
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Repetitions per measurement.
-    #[arg(long, default_value_t = 9)]
+    /// Repetitions per measurement (1..=1000).
+    #[arg(long, default_value_t = 9, value_parser = crate::cmd::number::whole::<usize>(1, 1000))]
     reps: usize,
     /// Tree sizes (processes), each built flat; the largest also nested.
     #[arg(long, value_delimiter = ',', default_value = "100,1000,2400")]
@@ -40,7 +40,6 @@ enum Shape {
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
-    ensure!(args.reps > 0, "--reps must be at least 1");
     let dir = tempfile::tempdir().context("cannot create a scratch directory")?;
     let walker = dir.path().join("sigstop_walker.py");
     let chain = dir.path().join("chain.sh");
