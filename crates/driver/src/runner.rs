@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+use rollpoint_proto::clock::unix_ms;
 
 use rollpoint_owner::{Owner, OwnerTask};
 use rollpoint_proto::anchor::LaunchRequest;
@@ -79,13 +81,6 @@ impl Default for Budgets {
     }
 }
 
-/// Wall-clock now, Unix milliseconds.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
-
 pub(crate) struct Runner {
     pub owner: Arc<dyn Owner>,
     pub adapter: Arc<dyn Adapter>,
@@ -108,12 +103,12 @@ impl Runner {
         let mut effects = Vec::new();
         let ctl = self.ctl.borrow().clone();
         if ctl.cancel {
-            effects.extend(machine.step(now_ms(), Event::CancelRequested));
+            effects.extend(machine.step(unix_ms(), Event::CancelRequested));
         }
         if ctl.park && machine.wants_park() {
-            effects.extend(machine.step(now_ms(), Event::ParkRequested));
+            effects.extend(machine.step(unix_ms(), Event::ParkRequested));
         }
-        effects.extend(machine.step(now_ms(), Event::Start));
+        effects.extend(machine.step(unix_ms(), Event::Start));
         let mut told_cancel = ctl.cancel;
         loop {
             let mut action = None;
@@ -154,10 +149,10 @@ impl Runner {
                     let ctl = self.ctl.borrow().clone();
                     if ctl.cancel && !told_cancel {
                         told_cancel = true;
-                        effects.extend(machine.step(now_ms(), Event::CancelRequested));
+                        effects.extend(machine.step(unix_ms(), Event::CancelRequested));
                     }
                     if ctl.park && machine.wants_park() {
-                        effects.extend(machine.step(now_ms(), Event::ParkRequested));
+                        effects.extend(machine.step(unix_ms(), Event::ParkRequested));
                     }
                     event
                 }
@@ -165,7 +160,7 @@ impl Runner {
             if event == Event::CancelRequested {
                 told_cancel = true;
             }
-            effects.extend(machine.step(now_ms(), event));
+            effects.extend(machine.step(unix_ms(), event));
         }
     }
 
@@ -685,7 +680,7 @@ fn machine_failed(machine: &Machine, task: &RolloutTask) -> RolloutResult {
         transcript: Vec::new(),
         timings: crate::result::Timings {
             started_at_ms: mark.started_at_ms,
-            ended_at_ms: now_ms(),
+            ended_at_ms: unix_ms(),
             ..Default::default()
         },
         forked_from: None,

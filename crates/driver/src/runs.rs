@@ -18,9 +18,10 @@ pub use crate::ctl::{Ctl, RunStatus};
 use crate::errors::DriverError;
 use crate::machine::{Machine, ParkKind, Setup};
 use crate::result::RolloutResult;
-use crate::runner::{Budgets, Runner, now_ms};
+use crate::runner::{Budgets, Runner};
 use crate::store::Store;
 use crate::task::RolloutTask;
+use rollpoint_proto::clock::unix_ms;
 
 /// Most slots a registry may have.
 pub const MAX_SLOTS: usize = 65_536;
@@ -193,7 +194,7 @@ impl Runs {
     /// free. It is exportable at its seed bookmark from now on.
     pub fn register(&self, task: RolloutTask) -> Result<RunHandle, DriverError> {
         task.validate()?;
-        let mark = Bookmark::seed(task.rollout(), 0, now_ms());
+        let mark = Bookmark::seed(task.rollout(), 0, unix_ms());
         self.start(task, mark, 0)
     }
 

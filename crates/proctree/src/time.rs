@@ -1,13 +1,6 @@
 //! Small time helpers.
 
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// Unix time in milliseconds.
-pub fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-}
+use std::time::{Duration, Instant};
 
 /// Microseconds since `start`, saturating.
 pub fn micros_since(start: Instant) -> u64 {

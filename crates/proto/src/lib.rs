@@ -23,6 +23,7 @@
 #![forbid(unsafe_code)]
 
 pub mod anchor;
+pub mod clock;
 pub mod control;
 pub mod key;
 pub mod launch;

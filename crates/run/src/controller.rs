@@ -18,7 +18,6 @@ use rollpoint_owner::Owner as _;
 use rollpoint_proto::key::AttemptKey;
 use tokio::sync::mpsc;
 
-use crate::clock::now_ms;
 use crate::config::RunConfig;
 use crate::endpoint::{self, EndpointRequest, Listen, Signal, StatusReport};
 use crate::errors::RunError;
@@ -29,6 +28,7 @@ use crate::saved::retained_checkpoints;
 use crate::stack::{Stack, open_backend};
 use crate::state::{RUN_STATE_VERSION, RunState};
 use crate::tasks::TasksFile;
+use rollpoint_proto::clock::unix_ms;
 
 /// A checkpoint the coordinator did not take (everyone was resumed).
 #[derive(Debug)]
@@ -278,7 +278,7 @@ impl Loop {
         self.register_key(&rollout, next).await?;
         self.state.attempts.insert(rollout.clone(), next);
         self.state.save(&self.run_dir)?;
-        let mark = Bookmark::seed(&rollout, last, now_ms());
+        let mark = Bookmark::seed(&rollout, last, unix_ms());
         let handle = self
             .stack
             .runs
@@ -308,7 +308,7 @@ impl Loop {
         stop: bool,
         hold: Duration,
     ) -> Result<CheckpointReply, CheckpointFailed> {
-        let id = id.unwrap_or_else(|| format!("ck-{}", now_ms()));
+        let id = id.unwrap_or_else(|| format!("ck-{}", unix_ms()));
         let started = Instant::now();
         let plan = Plan {
             id: id.clone(),

@@ -101,7 +101,7 @@ impl EventLog {
         let Some(file) = &mut self.file else { return };
         let line = EventLine {
             v: EVENT_VERSION,
-            at_ms: crate::clock::now_ms(),
+            at_ms: rollpoint_proto::clock::unix_ms(),
             event,
         };
         let mut text = match serde_json::to_string(&line) {

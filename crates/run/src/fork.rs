@@ -14,11 +14,11 @@ use rollpoint_checkpoint::store;
 use rollpoint_driver::RolloutTask;
 use rollpoint_proto::key::{AttemptKey, RolloutId};
 
-use crate::clock::now_ms;
 use crate::controller::Loop;
 use crate::errors::RunError;
 use crate::events::Event;
 use crate::state::ForkRecord;
+use rollpoint_proto::clock::unix_ms;
 
 /// What a fork of `req` would make, checked against the run before anything changes: the
 /// checkpoint's document, the attempt it saved and the branches' keys (the lowest free
@@ -151,7 +151,7 @@ impl Loop {
         task: &RolloutTask,
         call: Option<String>,
     ) -> Result<(), RunError> {
-        let id = format!("fork-{}", now_ms());
+        let id = format!("fork-{}", unix_ms());
         let err = |message: String| RunError::Checkpoint {
             checkpoint: checkpoint.to_owned(),
             message,

@@ -32,7 +32,6 @@
 //! See docs/design/run.md.
 #![forbid(unsafe_code)]
 
-mod clock;
 pub mod config;
 pub mod controller;
 pub mod endpoint;

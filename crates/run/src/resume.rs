@@ -20,7 +20,6 @@ use rollpoint_checkpoint::store::{self, CheckpointDoc, Published};
 use rollpoint_driver::RolloutTask;
 use rollpoint_proto::key::RolloutId;
 
-use crate::clock::now_ms;
 use crate::controller::{Ending, Inputs, Loop};
 use crate::endpoint;
 use crate::errors::RunError;
@@ -31,6 +30,7 @@ use crate::saved::{Saved, Sessions, retained_checkpoints, saved_sessions};
 use crate::stack::{Stack, open_backend};
 use crate::state::RunState;
 use crate::tasks::load_tasks;
+use rollpoint_proto::clock::unix_ms;
 
 /// The checkpoint a resume restores from, verified, and what it saved.
 #[derive(Debug)]
@@ -324,7 +324,7 @@ pub async fn resume(
     )?;
 
     if let (Some(source), false) = (&source, plan.restore.is_empty()) {
-        let id = format!("restore-{}", now_ms());
+        let id = format!("restore-{}", unix_ms());
         let restored = lp
             .stack
             .coordinator

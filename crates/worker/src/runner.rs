@@ -3,9 +3,9 @@
 //! state, the journal, the running tool) sits behind one mutex (`engine`); whoever ends the run
 //! (the loop at its end, or SIGTERM) takes it and never gives it back to the other.
 
+use rollpoint_proto::clock::unix_ms;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use nix::sys::signal::{SigSet, Signal};
 
@@ -37,12 +37,6 @@ fn fail_early(inv: &Invocation, rollout_id: Option<String>, message: String) -> 
     } else {
         exit::NO_RESULT
     }
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Runs one launch. Must be called before the process starts any thread: it takes over

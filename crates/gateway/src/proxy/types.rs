@@ -9,11 +9,9 @@ use futures_util::Stream;
 
 use crate::ledger::CallStatus;
 
-/// Milliseconds since the Unix epoch.
+/// [`rollpoint_proto::clock::unix_ms`] as the ledger's signed column holds it.
 pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    i64::try_from(rollpoint_proto::clock::unix_ms()).unwrap_or(i64::MAX)
 }
 
 /// Why a request is refused before it becomes a call.
