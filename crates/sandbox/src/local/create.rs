@@ -14,15 +14,13 @@ use std::time::{Duration, Instant};
 use rollpoint_proto::anchor::{ANCHOR_SOCKET, AnchorRequest, LAUNCHES_DIR};
 use rollpoint_snapshot::UpperDirs;
 
+use super::backend::{Live, LocalBackend, REPLY_MARGIN, SUPERVISOR_TOOL};
 use super::batch::Phases;
 use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
 use super::user::{self, Identity};
-use super::{Live, LocalBackend, REPLY_MARGIN, anchor, crash, destroy, mounts, network, spawn};
+use super::{anchor, crash, destroy, mounts, network, spawn};
 use crate::{Error, SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxRoot, SandboxSpec};
-
-/// Where the supervisor is among the tools.
-pub(super) const SUPERVISOR_TOOL: &str = "bin/rollpoint-supervisor";
 
 pub(super) fn create(
     backend: &LocalBackend,
@@ -356,7 +354,7 @@ fn bring_up(
 /// those paths; not the supervisor, which launches run as
 /// `/proc/self/exe`. A trusted sandbox on the host's root sees the whole
 /// host already. Each costs the anchor two mounts.
-fn lent(spec: &SandboxSpec, tools: &[super::Tool]) -> Vec<std::path::PathBuf> {
+fn lent(spec: &SandboxSpec, tools: &[super::backend::Tool]) -> Vec<std::path::PathBuf> {
     let mut paths = spec.host_paths.clone();
     if spec.base == crate::Base::HostRoot && spec.isolation.is_strict() {
         paths.extend(

@@ -13,10 +13,11 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use rollpoint_snapshot::OverlayMounts;
 
+use super::backend::LocalBackend;
 use super::batch::{Phases, parallel};
 use super::cgroups::SandboxCgroups;
+use super::crash;
 use super::mounts;
-use super::{LocalBackend, crash};
 use crate::Error;
 
 pub(super) fn destroy(backend: &LocalBackend, id: &str) -> Result<(), Error> {
@@ -215,4 +216,11 @@ pub(super) fn teardown_stale_all(backend: &LocalBackend, ids: &[String]) -> Resu
         }
     }
     first_error.map_or(Ok(()), Err)
+}
+
+impl LocalBackend {
+    /// Destroys every sandbox this backend started. For shutdown.
+    pub fn destroy_all(&self) -> Result<(), Error> {
+        destroy_all(self)
+    }
 }

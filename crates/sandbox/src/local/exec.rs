@@ -11,7 +11,7 @@ use rollpoint_proto::anchor::{
     AnchorRequest, ExecOutput, ExecRequest, LAUNCHES_DIR, LaunchRequest,
 };
 
-use super::{LocalBackend, REPLY_MARGIN};
+use super::backend::{LocalBackend, REPLY_MARGIN};
 use crate::{Error, LaunchHandle, SandboxInfo};
 
 pub(super) fn exec(

@@ -3,9 +3,10 @@
 //! create, the sandbox's directory is claimed before the store makes its
 //! upper, so a crash in between leaves nothing a sweep cannot find.
 
+use super::backend::LocalBackend;
 use super::batch::Phases;
 use super::record::{self, SnapshotRecord};
-use super::{LocalBackend, crash, create, destroy};
+use super::{crash, create, destroy};
 use crate::{Error, SandboxInfo};
 
 pub(super) fn fork(

@@ -1,7 +1,7 @@
 //! List: every sandbox directory of the backend, and every snapshot the
 //! store holds.
 
-use super::LocalBackend;
+use super::backend::LocalBackend;
 use crate::{BackendListing, Error};
 
 pub(super) fn list(backend: &LocalBackend) -> Result<BackendListing, Error> {

@@ -13,10 +13,11 @@
 
 use std::time::Instant;
 
+use super::backend::{LocalBackend, store_error};
 use super::batch::{Phases, parallel};
 use super::cgroups::SandboxCgroups;
+use super::crash;
 use super::record::{self, SnapshotRecord};
-use super::{LocalBackend, crash, store_error};
 use crate::{Error, SPEC_VERSION, SandboxInfo, SnapshotRef};
 
 pub(super) fn snapshot(

@@ -36,7 +36,7 @@ pub(crate) struct AnchorArgs<'a> {
     /// The sandbox's cgroup directories, joined by the anchor first.
     pub join: Vec<PathBuf>,
     /// Mounted read-only under `/.rollpoint`.
-    pub tools: &'a [super::Tool],
+    pub tools: &'a [super::backend::Tool],
     /// What commands and launches run as.
     pub identity: &'a super::user::Identity,
     /// The id range of a strict sandbox (`--userns`); `None`: trusted.

@@ -13,9 +13,10 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::backend::{LocalBackend, store_error};
 use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
-use super::{LocalBackend, crash, destroy, list, snapshot, store_error};
+use super::{crash, destroy, list, snapshot};
 use crate::Error;
 
 pub(super) fn sweep_snapshots(
@@ -153,6 +154,22 @@ fn owner_alive(backend: &LocalBackend, id: &str) -> bool {
                 && (r.owner_pid, r.owner_start) != backend.owner
         }
         Err(_) => false,
+    }
+}
+
+impl LocalBackend {
+    /// Deletes every snapshot no checkpoint in `retained` names, and every
+    /// snapshot record whose snapshot is gone. Returns the ids of the
+    /// snapshots removed (their store snapshot, their record, or both).
+    pub fn sweep_snapshots(&self, retained: &[&str]) -> Result<Vec<String>, Error> {
+        sweep_snapshots(self, retained)
+    }
+
+    /// Destroys every sandbox whose owner process is gone (a crashed run's),
+    /// and every upper or cgroup of this directory that no sandbox
+    /// directory names (a crash's leftovers). Returns their ids.
+    pub fn sweep_orphans(&self) -> Result<Vec<String>, Error> {
+        sweep_orphans(self)
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::LocalBackend;
+use super::backend::LocalBackend;
 use crate::{Error, SandboxRoot};
 
 pub(super) fn upload(

@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
+use super::backend::{LocalBackend, store_error};
 use super::record::{self, SnapshotRecord};
-use super::{LocalBackend, store_error};
 use crate::{Error, SPEC_VERSION, SandboxSpec};
 
 pub(super) fn send(

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use rollpoint_proto::net::{RELAY_USAGE_FILE, RelayUsage};
 
-use super::LocalBackend;
+use super::backend::LocalBackend;
 use super::record::{self, SandboxRecord};
 use crate::{Error, ResourceUsage};
 
