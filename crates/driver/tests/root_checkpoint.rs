@@ -73,7 +73,7 @@ async fn side(backend: &Arc<LocalBackend>, run_dir: &std::path::Path) -> Side {
 /// Steps the rollout's harness has made so far.
 async fn steps(owner: &LocalOwner, rollout: &str) -> usize {
     for live in owner.live_sessions() {
-        if live.task.starts_with(rollout)
+        if live.attempt.rollout().as_str() == rollout
             && let Ok(bytes) = owner
                 .download(&live.session, ".fake-harness/progress", 1 << 20)
                 .await

@@ -155,7 +155,7 @@ impl Participant for ResourcesParticipant {
             let restarts = live
                 .iter()
                 .filter(|s| !s.capturable)
-                .filter_map(|s| AttemptKey::parse(&s.task).ok())
+                .map(|s| s.attempt.clone())
                 .collect();
             Readiness::from_blockers(blockers)
                 .with_count("sessions", live.len() as u64)
@@ -177,9 +177,10 @@ impl Participant for ResourcesParticipant {
                 .live_sessions()
                 .into_iter()
                 .filter(|s| s.capturable)
-                .filter_map(|s| {
-                    let key = AttemptKey::parse(&s.task).ok()?;
-                    scope.contains(&key).then_some((s, key))
+                .filter(|s| scope.contains(&s.attempt))
+                .map(|s| {
+                    let key = s.attempt.clone();
+                    (s, key)
                 })
                 .collect();
             // One batch: the backend freezes, syncs and snapshots them all
@@ -298,14 +299,12 @@ impl Participant for ResourcesParticipant {
             let retired = keys;
             let mut failures = Vec::new();
             for live in self.owner.live_sessions() {
-                let Ok(key) = AttemptKey::parse(&live.task) else {
-                    continue;
-                };
+                let key = &live.attempt;
                 let doomed = retired
                     .iter()
                     .any(|r| r.rollout() == key.rollout() && key.attempt() <= r.attempt());
                 if doomed && let Err(e) = self.owner.close(&live.session).await {
-                    failures.push(format!("{}: {e}", live.task));
+                    failures.push(format!("{}: {e}", live.attempt));
                 }
             }
             if failures.is_empty() {

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use rollpoint_proto::key::AttemptKey;
 use rollpoint_sandbox::SandboxSpec;
 use serde::{Deserialize, Serialize};
 
@@ -80,9 +81,16 @@ pub enum RewardMode {
 const MAX_USER: usize = 256;
 
 impl OwnerTask {
+    /// The attempt the task's session serves: its id is that attempt's key
+    /// (`<rollout>` or `<rollout>-a<N>`).
+    pub fn attempt(&self) -> Result<AttemptKey, OwnerError> {
+        AttemptKey::parse(&self.id).map_err(|e| OwnerError::bad("task.id", e.to_string()))
+    }
+
     /// Checks what serde cannot: ids, paths and argvs, naming the field.
     pub fn validate(&self) -> Result<(), OwnerError> {
         check_id("task.id", &self.id, MAX_TASK_ID)?;
+        self.attempt()?;
         // Empty: the image's WorkingDir, else /workspace.
         if !self.sandbox.workdir.is_empty() && !self.sandbox.workdir.starts_with('/') {
             return Err(OwnerError::bad(
@@ -151,10 +159,7 @@ pub fn check_id(field: &str, id: &str, max: usize) -> Result<(), OwnerError> {
             format!("{} bytes is longer than {max}", id.len()),
         ));
     }
-    if let Some(c) = id
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '~')))
-    {
+    if let Some(c) = rollpoint_proto::limits::outside_id_alphabet(id) {
         return Err(OwnerError::bad(
             field,
             format!("{id:?}: character {c:?} is not allowed (letters, digits, `-`, `_`, `.`, `~`)"),
@@ -218,6 +223,12 @@ mod tests {
         let cases = [
             (r#"{"id":"a b","verify":{"command":["true"]}}"#, "task.id"),
             (r#"{"id":"","verify":{"command":["true"]}}"#, "task.id"),
+            // Not an attempt key: the rollout part names an attempt itself.
+            (
+                r#"{"id":"x-a1-a2","verify":{"command":["true"]}}"#,
+                "task.id",
+            ),
+            (r#"{"id":"~x","verify":{"command":["true"]}}"#, "task.id"),
             (
                 r#"{"id":"a","verify":{"command":[]}}"#,
                 "task.verify.command",

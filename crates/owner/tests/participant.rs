@@ -82,7 +82,11 @@ async fn seeds_wait_restarts_are_named_and_export_snapshots_the_scope() {
     assert_eq!(next, ["r1-a1"]);
     let live = fresh.live_sessions();
     assert_eq!(live.len(), 1);
-    assert_eq!(live[0].task, "r1-a1", "the session serves the next attempt");
+    assert_eq!(
+        live[0].attempt.to_string(),
+        "r1-a1",
+        "the session serves the next attempt"
+    );
     let access = fresh.access(&r1.session).await.unwrap();
     assert_ne!(access.sandbox, r1.sandbox, "a fork with a new id");
     assert_eq!(

@@ -32,9 +32,7 @@ pub const LAUNCH_ID_MAX: usize = 128;
 /// Checks a launch id: 1 to [`LAUNCH_ID_MAX`] of `A-Z a-z 0-9 . _ - ~`, and
 /// not `.` or `..`, so it is always one plain path component.
 pub fn check_launch_id(id: &str) -> Result<(), String> {
-    let charset = id
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'~'));
+    let charset = id.bytes().all(crate::limits::is_id_byte);
     if id.is_empty() || id.len() > LAUNCH_ID_MAX || !charset || id == "." || id == ".." {
         return Err(format!(
             "launch_id {id:?}: must be 1 to {LAUNCH_ID_MAX} characters of A-Z a-z 0-9 . _ - \

@@ -284,10 +284,7 @@ fn rollout_problem(rollout: &str) -> Option<String> {
             rollout.len()
         ));
     }
-    if let Some(c) = rollout
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-' | '~')))
-    {
+    if let Some(c) = crate::limits::outside_id_alphabet(rollout) {
         return Some(format!(
             "character {c:?} is not allowed in a rollout id (ASCII letters, digits, `_`, `.`, `-` and `~`)"
         ));

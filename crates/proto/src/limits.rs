@@ -16,6 +16,19 @@ pub const MAX_OPAQUE_ID: usize = 256;
 /// 30 days (every `*_timeout_s` of a task is in `1..=MAX_TIMEOUT_S`).
 pub const MAX_TIMEOUT_S: u64 = 30 * 24 * 3600;
 
+/// The one alphabet of ids and names, each of which becomes a path component,
+/// a cgroup or subvolume name or a URL segment somewhere: ASCII letters,
+/// digits, `.`, `_`, `-` and `~`. Each kind adds its own rule for the first
+/// character and its length.
+pub fn is_id_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'~')
+}
+
+/// The first character of `id` outside [`is_id_byte`]'s alphabet.
+pub fn outside_id_alphabet(id: &str) -> Option<char> {
+    id.chars().find(|&c| !u8::try_from(c).is_ok_and(is_id_byte))
+}
+
 /// Why `name` is not a path component (`^[A-Za-z0-9][A-Za-z0-9._-]*$`, at
 /// most [`MAX_NAME`] bytes), if it is not: checkpoint ids and instance names.
 pub fn name_problem(name: &str) -> Option<&'static str> {
@@ -30,7 +43,7 @@ pub fn name_problem(name: &str) -> Option<&'static str> {
     if name.len() > MAX_NAME {
         return Some("is longer than 128 bytes");
     }
-    if !bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'~')) {
+    if !bytes.all(is_id_byte) {
         return Some("may hold only letters, digits, '.', '_', '-' and '~'");
     }
     None

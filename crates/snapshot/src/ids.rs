@@ -27,10 +27,7 @@ pub(crate) fn check(what: &'static str, id: &str) -> Result<(), Error> {
     if id.starts_with('.') || id.starts_with('-') {
         return bad("starts with '.' or '-'");
     }
-    if !id
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'))
-    {
+    if !id.bytes().all(rollpoint_proto::limits::is_id_byte) {
         return bad("only ASCII letters, digits, '-', '_', '.' and '~' are allowed");
     }
     Ok(())

@@ -18,6 +18,7 @@ use crate::verdict::tail;
 impl LocalOwner {
     pub(super) async fn create_session_impl(&self, task: OwnerTask) -> OwnerResult<SessionInfo> {
         task.validate()?;
+        let attempt = task.attempt()?;
         let _seed = self.admit_seed().await;
         let turn = self.start_turn().await;
         let session = format!("{}-{}", task.id, self.nonce());
@@ -46,6 +47,7 @@ impl LocalOwner {
             session,
             Session {
                 task,
+                attempt,
                 sandbox: info,
                 records: HashMap::new(),
             },

@@ -23,6 +23,7 @@ mod verify;
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
+use rollpoint_proto::key::AttemptKey;
 use rollpoint_sandbox::{Backend, SandboxInfo};
 
 use crate::errors::OwnerError;
@@ -45,6 +46,8 @@ const STARTS_AT_ONCE: usize = 16;
 #[derive(Debug)]
 struct Session {
     task: Arc<OwnerTask>,
+    /// The attempt the session serves ([`OwnerTask::attempt`]).
+    attempt: AttemptKey,
     sandbox: SandboxInfo,
     /// Records taken of the current sandbox, by checkpoint id.
     records: HashMap<String, SessionRecord>,
@@ -95,8 +98,8 @@ pub(crate) struct SnapshotTotals {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LiveSession {
     pub session: String,
-    /// The task id, which names the attempt the session serves.
-    pub task: String,
+    /// The attempt the session serves.
+    pub attempt: AttemptKey,
     pub capturable: bool,
 }
 
@@ -161,7 +164,7 @@ impl LocalOwner {
             .iter()
             .map(|(id, s)| LiveSession {
                 session: id.clone(),
-                task: s.task.id.clone(),
+                attempt: s.attempt.clone(),
                 capturable: s.task.capture,
             })
             .collect();

@@ -12,6 +12,7 @@ use crate::task::check_id;
 impl LocalOwner {
     pub(super) async fn restore_impl(&self, record: SessionRecord) -> OwnerResult<Access> {
         check_restorable(&record)?;
+        let attempt = record.task.attempt()?;
         let session = record.session.clone();
         let new_id = format!("{session}.{}", self.nonce());
         let (snap, id) = (record.snapshot.clone(), new_id.clone());
@@ -30,6 +31,7 @@ impl LocalOwner {
         let replaced = self.sessions().insert(
             session.clone(),
             Session {
+                attempt,
                 task: Arc::new(record.task),
                 sandbox: info,
                 records: HashMap::new(),
