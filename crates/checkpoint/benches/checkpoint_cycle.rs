@@ -19,7 +19,8 @@ use common::{Fake, TOKEN, keys, serve};
 use rollpoint_checkpoint::AttemptKey;
 use rollpoint_checkpoint::coordinator::Plan;
 use rollpoint_checkpoint::{
-    Control, Coordinator, CoordinatorConfig, HostConfig, HttpControl, Kind, ParticipantHost,
+    Coordinator, CoordinatorConfig, HostConfig, HttpParticipant, Kind, ParticipantApi,
+    ParticipantHost,
 };
 
 const REPS: usize = 15;
@@ -45,13 +46,13 @@ fn kind_of(i: usize) -> Kind {
 }
 
 async fn coordinator(run: &Path, n: usize, scope: &[AttemptKey], http: bool) -> Coordinator {
-    let mut controls: Vec<Arc<dyn Control>> = Vec::new();
+    let mut controls: Vec<Arc<dyn ParticipantApi>> = Vec::new();
     for i in 0..n {
         let fake = Fake::with_records(kind_of(i), &format!("p{i}"), scope, PER_KEY);
         let local = ParticipantHost::new(fake, HostConfig::new(run)).unwrap();
         if http {
             let base = serve(Arc::new(local)).await;
-            controls.push(Arc::new(HttpControl::new(&base, TOKEN).unwrap()));
+            controls.push(Arc::new(HttpParticipant::new(&base, TOKEN).unwrap()));
         } else {
             controls.push(Arc::new(local));
         }

@@ -1,8 +1,8 @@
-//! The control plane's HTTP client: [`Control`] over the routes of
+//! The control plane's HTTP client: [`ParticipantApi`] over the routes of
 //! [`crate::router`]. Each call's HTTP timeout is its own deadline plus a
 //! margin, so a participant that answers late is seen as a deadline miss
 //! and one that never answers does not hang the coordinator. Errors come
-//! back as the same [`ControlError`] the participant raised.
+//! back as the same [`CallError`] the participant raised.
 
 use std::time::Duration;
 
@@ -12,9 +12,9 @@ use reqwest::{Method, Url};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::control::{Control, ControlResult};
+use crate::api::{CallResult, ParticipantApi};
 use crate::decode::decode_json;
-use crate::errors::{Code, ControlError};
+use crate::errors::{CallError, Code};
 use crate::wire::{
     CommitReply, CommitRequest, ErrorReply, KeysReply, KeysRequest, PrepareReply, PrepareRequest,
     RestoreReply, RestoreRequest, ResumeReply, ResumeRequest, Status,
@@ -28,31 +28,27 @@ const STATUS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A participant's control plane served elsewhere.
 #[derive(Debug, Clone)]
-pub struct HttpControl {
+pub struct HttpParticipant {
     base: Url,
     token: String,
     client: reqwest::Client,
 }
 
-impl HttpControl {
+impl HttpParticipant {
     /// A client of the control routes at `base` (`http://host:port`).
-    pub fn new(base: &str, token: &str) -> ControlResult<Self> {
-        let base =
-            Url::parse(base).map_err(|e| ControlError::bad("base", format!("{base}: {e}")))?;
+    pub fn new(base: &str, token: &str) -> CallResult<Self> {
+        let base = Url::parse(base).map_err(|e| CallError::bad("base", format!("{base}: {e}")))?;
         // Built without a TLS backend: control traffic stays on plain http
         // (127.0.0.1 or a private network).
         if base.cannot_be_a_base() || base.scheme() != "http" {
-            return Err(ControlError::bad(
-                "base",
-                format!("{base}: not an http URL"),
-            ));
+            return Err(CallError::bad("base", format!("{base}: not an http URL")));
         }
         let client = reqwest::Client::builder()
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
             .build()
             .map_err(|e| {
-                ControlError::new(
+                CallError::new(
                     Code::Transport,
                     format!("{base}: client could not be built: {e}"),
                 )
@@ -77,7 +73,7 @@ impl HttpControl {
         verb: &str,
         body: Option<&B>,
         timeout: Duration,
-    ) -> ControlResult<T> {
+    ) -> CallResult<T> {
         let url = self.url(verb);
         let method = if body.is_some() {
             Method::POST
@@ -91,7 +87,7 @@ impl HttpControl {
             .timeout(timeout);
         if let Some(body) = body {
             let bytes = serde_json::to_vec(body).map_err(|e| {
-                ControlError::new(
+                CallError::new(
                     Code::Transport,
                     format!("{url}: request could not be encoded: {e}"),
                 )
@@ -102,12 +98,12 @@ impl HttpControl {
         }
         let transport = |e: reqwest::Error| {
             if e.is_timeout() {
-                ControlError::new(
+                CallError::new(
                     Code::DeadlineExceeded,
                     format!("{url}: no reply within {} ms", timeout.as_millis()),
                 )
             } else {
-                ControlError::new(Code::Transport, format!("{url}: {e}"))
+                CallError::new(Code::Transport, format!("{url}: {e}"))
             }
         };
         let reply = req.send().await.map_err(transport)?;
@@ -115,12 +111,12 @@ impl HttpControl {
         let bytes = reply.bytes().await.map_err(transport)?;
         if status.is_success() {
             return decode_json(&bytes).map_err(|e| {
-                ControlError::new(Code::Remote, format!("{url}: reply could not be read: {e}"))
+                CallError::new(Code::Remote, format!("{url}: reply could not be read: {e}"))
             });
         }
         Err(match decode_json::<ErrorReply>(&bytes) {
             Ok(reply) => reply.error,
-            Err(_) => ControlError::new(
+            Err(_) => CallError::new(
                 Code::Remote,
                 format!(
                     "{url} answered {status}: {}",
@@ -135,12 +131,12 @@ fn budget(timeout_ms: u64) -> Duration {
     Duration::from_millis(timeout_ms) + CALL_MARGIN
 }
 
-impl Control for HttpControl {
-    fn status(&self) -> BoxFuture<'_, ControlResult<Status>> {
+impl ParticipantApi for HttpParticipant {
+    fn status(&self) -> BoxFuture<'_, CallResult<Status>> {
         self.call::<(), _>("status", None, STATUS_TIMEOUT).boxed()
     }
 
-    fn prepare(&self, req: PrepareRequest) -> BoxFuture<'_, ControlResult<PrepareReply>> {
+    fn prepare(&self, req: PrepareRequest) -> BoxFuture<'_, CallResult<PrepareReply>> {
         async move {
             self.call("prepare", Some(&req), budget(req.timeout_ms))
                 .await
@@ -148,7 +144,7 @@ impl Control for HttpControl {
         .boxed()
     }
 
-    fn commit(&self, req: CommitRequest) -> BoxFuture<'_, ControlResult<CommitReply>> {
+    fn commit(&self, req: CommitRequest) -> BoxFuture<'_, CallResult<CommitReply>> {
         async move {
             self.call("commit", Some(&req), budget(req.timeout_ms))
                 .await
@@ -156,7 +152,7 @@ impl Control for HttpControl {
         .boxed()
     }
 
-    fn restore(&self, req: RestoreRequest) -> BoxFuture<'_, ControlResult<RestoreReply>> {
+    fn restore(&self, req: RestoreRequest) -> BoxFuture<'_, CallResult<RestoreReply>> {
         async move {
             self.call("restore", Some(&req), budget(req.timeout_ms))
                 .await
@@ -164,7 +160,7 @@ impl Control for HttpControl {
         .boxed()
     }
 
-    fn resume(&self, req: ResumeRequest) -> BoxFuture<'_, ControlResult<ResumeReply>> {
+    fn resume(&self, req: ResumeRequest) -> BoxFuture<'_, CallResult<ResumeReply>> {
         async move {
             self.call("resume", Some(&req), budget(req.timeout_ms))
                 .await
@@ -172,7 +168,7 @@ impl Control for HttpControl {
         .boxed()
     }
 
-    fn retire(&self, req: KeysRequest) -> BoxFuture<'_, ControlResult<KeysReply>> {
+    fn retire(&self, req: KeysRequest) -> BoxFuture<'_, CallResult<KeysReply>> {
         async move {
             self.call("retire", Some(&req), budget(req.timeout_ms))
                 .await
@@ -180,7 +176,7 @@ impl Control for HttpControl {
         .boxed()
     }
 
-    fn forget(&self, req: KeysRequest) -> BoxFuture<'_, ControlResult<KeysReply>> {
+    fn forget(&self, req: KeysRequest) -> BoxFuture<'_, CallResult<KeysReply>> {
         async move {
             self.call("forget", Some(&req), budget(req.timeout_ms))
                 .await

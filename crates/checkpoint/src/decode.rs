@@ -4,9 +4,9 @@
 
 use serde::de::DeserializeOwned;
 
-use crate::errors::ControlError;
+use crate::errors::CallError;
 
 /// Decodes `bytes` as JSON into `T`; errors name the field path.
-pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ControlError> {
-    rollpoint_api::decode_json(bytes).map_err(|e| ControlError::bad(e.field, e.message))
+pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CallError> {
+    rollpoint_api::decode_json(bytes).map_err(|e| CallError::bad(e.field, e.message))
 }

@@ -2,7 +2,7 @@
 //!
 //! A participant's own hooks fail with [`HookError`], a plain message, so
 //! each kind keeps its own error type and only its text crosses into the
-//! protocol. A control call fails with [`ControlError`]: a wire code plus a
+//! protocol. A control call fails with [`CallError`]: a wire code plus a
 //! message (and the field, for a bad request), the same value in process and
 //! after a trip over HTTP. Storage fails with [`StoreError`], naming the path
 //! and what is wrong with it; the coordinator with [`CoordinatorError`].
@@ -30,7 +30,7 @@ impl HookError {
 
 /// The machine-readable kind of a control error, carried on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[schema(as = ControlCode)]
+#[schema(as = CheckpointErrorCode)]
 #[serde(rename_all = "snake_case")]
 pub enum Code {
     /// The body or a field of it is malformed (HTTP 400).
@@ -106,7 +106,7 @@ impl std::fmt::Display for Code {
 )]
 #[error("{code}: {message}")]
 #[serde(deny_unknown_fields)]
-pub struct ControlError {
+pub struct CallError {
     pub code: Code,
     pub message: String,
     /// For a bad request: the path of the field it is about.
@@ -114,7 +114,7 @@ pub struct ControlError {
     pub field: Option<String>,
 }
 
-impl ControlError {
+impl CallError {
     pub fn new(code: Code, message: impl Into<String>) -> Self {
         Self {
             code,
@@ -152,7 +152,7 @@ impl ControlError {
     }
 }
 
-impl From<StoreError> for ControlError {
+impl From<StoreError> for CallError {
     fn from(e: StoreError) -> Self {
         Self::new(Code::Storage, e.to_string())
     }
@@ -238,10 +238,10 @@ pub enum CoordinatorError {
         action: &'static str,
         kind: Kind,
         instance: String,
-        source: ControlError,
+        source: CallError,
     },
     #[error("participant {index}: status: {source}")]
-    Discover { index: usize, source: ControlError },
+    Discover { index: usize, source: CallError },
     #[error("participant {kind}/{instance} is listed twice")]
     Duplicate { kind: Kind, instance: String },
     #[error("checkpoint {checkpoint}: {source}")]
@@ -267,7 +267,7 @@ pub enum CoordinatorError {
     #[error("fork of checkpoint {checkpoint}: {source}")]
     Fork {
         checkpoint: String,
-        source: ControlError,
+        source: CallError,
     },
     #[error("{action} of checkpoint {checkpoint} failed at {}", join(.failures))]
     Several {

@@ -2,7 +2,7 @@
 //! attempt keys: checked once at the edge so nothing downstream can escape
 //! the run directory or write an unreadable name.
 
-use crate::errors::ControlError;
+use crate::errors::CallError;
 use crate::participant::AttemptKey;
 
 pub use rollpoint_proto::limits::MAX_NAME;
@@ -10,18 +10,18 @@ pub use rollpoint_proto::limits::MAX_NAME;
 pub use rollpoint_proto::limits::name_problem;
 
 /// Checks a name given in request field `field`.
-pub fn check_name(field: &str, name: &str) -> Result<(), ControlError> {
+pub fn check_name(field: &str, name: &str) -> Result<(), CallError> {
     match name_problem(name) {
-        Some(problem) => Err(ControlError::bad(field, format!("{name:?} {problem}"))),
+        Some(problem) => Err(CallError::bad(field, format!("{name:?} {problem}"))),
         None => Ok(()),
     }
 }
 
 /// Checks attempt keys given in request field `field`: at least one when
 /// `required`. Each key was already checked when it was decoded.
-pub fn check_keys(field: &str, keys: &[AttemptKey], required: bool) -> Result<(), ControlError> {
+pub fn check_keys(field: &str, keys: &[AttemptKey], required: bool) -> Result<(), CallError> {
     if required && keys.is_empty() {
-        return Err(ControlError::bad(field, "must name at least one key"));
+        return Err(CallError::bad(field, "must name at least one key"));
     }
     Ok(())
 }

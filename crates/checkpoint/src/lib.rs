@@ -3,7 +3,7 @@
 //! implements [`Participant`]; this crate turns that small contract into the
 //! checkpoint protocol: the pure phase machine ([`phase`]), the control
 //! verbs in process ([`ParticipantHost`]) and over HTTP ([`router`],
-//! [`HttpControl`]), the on-disk format ([`store`]), and the
+//! [`HttpParticipant`]), the on-disk format ([`store`]), and the
 //! [`Coordinator`] that drives a set of participants through prepare,
 //! commit, restore and resume. See docs/design/checkpoints.md.
 //!
@@ -14,7 +14,7 @@
 //! | `control` | the control verbs, one trait for both sides of the wire |
 //! | `host` | [`ParticipantHost`]: a participant's control plane in process, one verb per file |
 //! | `http` | the control routes, one per file |
-//! | `client` | [`HttpControl`], the routes' client |
+//! | `client` | [`HttpParticipant`], the routes' client |
 //! | [`wire`] | the control requests and replies |
 //! | [`store`] | records, manifests, `checkpoint.json`, `LATEST`, retention |
 //! | [`coordinator`] | the controller's side over a set of participants |
@@ -23,9 +23,9 @@
 //! | `errors` | the errors of all of it |
 #![forbid(unsafe_code)]
 
+mod api;
 pub mod auth;
 mod client;
-mod control;
 pub mod coordinator;
 pub mod decode;
 mod errors;
@@ -38,12 +38,12 @@ mod reply;
 pub mod store;
 pub mod wire;
 
-pub use client::{CALL_MARGIN, HttpControl};
-pub use control::{Control, ControlResult};
+pub use api::{CallResult, ParticipantApi};
+pub use client::{CALL_MARGIN, HttpParticipant};
 pub use coordinator::{
     Checkpointed, Coordinator, CoordinatorConfig, Move, Peer, Plan, Prepared, Restored, Timings,
 };
-pub use errors::{Code, ControlError, CoordinatorError, HookError, StoreError};
+pub use errors::{CallError, Code, CoordinatorError, HookError, StoreError};
 pub use host::{DEFAULT_LEASE_GRACE, HostConfig, ParticipantHost};
 pub use http::{BODY_LIMIT, CheckpointApi, router, serve};
 pub use participant::{

@@ -11,7 +11,7 @@
 
 use std::collections::VecDeque;
 
-use crate::errors::{Code, ControlError};
+use crate::errors::{CallError, Code};
 use crate::participant::AttemptKey;
 use crate::wire::{CommitReply, PrepareReply, RestoreReply};
 
@@ -125,8 +125,8 @@ impl Machine {
         self.resumed.iter().any(|r| r == id)
     }
 
-    fn invalid(&self, action: &str, id: &str) -> ControlError {
-        ControlError::new(
+    fn invalid(&self, action: &str, id: &str) -> CallError {
+        CallError::new(
             Code::InvalidPhase,
             format!(
                 "{action} of checkpoint {id} is not allowed in phase {}{}",
@@ -140,12 +140,12 @@ impl Machine {
     }
 
     /// Refuses a stale id or one that is not the active one.
-    fn admit(&self, id: &str) -> Result<(), ControlError> {
+    fn admit(&self, id: &str) -> Result<(), CallError> {
         if self.was_resumed(id) {
-            return Err(ControlError::stale(id));
+            return Err(CallError::stale(id));
         }
         match self.active.as_deref() {
-            Some(active) if active != id => Err(ControlError::new(
+            Some(active) if active != id => Err(CallError::new(
                 Code::CheckpointConflict,
                 format!(
                     "checkpoint {id} refused: checkpoint {active} is active ({})",
@@ -162,7 +162,7 @@ impl Machine {
         self.epoch += 1;
     }
 
-    pub fn prepare(&mut self, id: &str) -> Result<PrepareStep, ControlError> {
+    pub fn prepare(&mut self, id: &str) -> Result<PrepareStep, CallError> {
         self.admit(id)?;
         match (self.phase, self.active.is_some()) {
             (Phase::Idle, false) => {
@@ -198,7 +198,7 @@ impl Machine {
         true
     }
 
-    pub fn commit(&self, id: &str, args: &CommitArgs) -> Result<CommitStep, ControlError> {
+    pub fn commit(&self, id: &str, args: &CommitArgs) -> Result<CommitStep, CallError> {
         self.admit(id)?;
         match (self.phase, &self.committed) {
             (Phase::Prepared, _) if self.active.is_some() => Ok(CommitStep::Export),
@@ -206,7 +206,7 @@ impl Machine {
                 if recorded == args {
                     Ok(CommitStep::Replay(reply.clone()))
                 } else {
-                    Err(ControlError::new(
+                    Err(CallError::new(
                         Code::CheckpointConflict,
                         format!("checkpoint {id} was committed with another scope or stop"),
                     ))
@@ -224,7 +224,7 @@ impl Machine {
         }
     }
 
-    pub fn restore(&self, id: &str, args: &RestoreArgs) -> Result<RestoreStep, ControlError> {
+    pub fn restore(&self, id: &str, args: &RestoreArgs) -> Result<RestoreStep, CallError> {
         self.admit(id)?;
         match (self.phase, self.active.is_some(), &self.restored) {
             (Phase::Idle, false, _) => Ok(RestoreStep::Install),
@@ -232,7 +232,7 @@ impl Machine {
                 if recorded == args {
                     Ok(RestoreStep::Replay(reply.clone()))
                 } else {
-                    Err(ControlError::new(
+                    Err(CallError::new(
                         Code::CheckpointConflict,
                         format!("restore {id} was done from another source or scope"),
                     ))
@@ -255,7 +255,7 @@ impl Machine {
         true
     }
 
-    pub fn resume(&mut self, id: &str) -> Result<ResumeStep, ControlError> {
+    pub fn resume(&mut self, id: &str) -> Result<ResumeStep, CallError> {
         if self.was_resumed(id) {
             return Ok(ResumeStep::AlreadyResumed);
         }
@@ -292,10 +292,10 @@ impl Machine {
 
     /// Retire and forget run only while no checkpoint is open (idle) or
     /// after a restore; the controller resumes an open checkpoint first.
-    pub fn check_retire(&self, action: &str) -> Result<(), ControlError> {
+    pub fn check_retire(&self, action: &str) -> Result<(), CallError> {
         match self.phase {
             Phase::Idle | Phase::Restored => Ok(()),
-            _ => Err(ControlError::new(
+            _ => Err(CallError::new(
                 Code::InvalidPhase,
                 format!(
                     "{action} is not allowed in phase {} (checkpoint {}): resume it first",

@@ -8,7 +8,7 @@ use rollpoint_api::wire::{CheckpointReply, MemberRecords, PhaseTimings, WIRE_VER
 use rollpoint_api::{ApiError, ErrorCode};
 
 use crate::coordinator::Checkpointed;
-use crate::errors::{Code, ControlError, CoordinatorError};
+use crate::errors::{CallError, Code, CoordinatorError};
 
 impl Checkpointed {
     /// The reply for this checkpoint, which took `total` in all.
@@ -24,7 +24,7 @@ impl Checkpointed {
                 prepare_ms: ms(t.prepare),
                 commit_ms: ms(t.commit),
                 publish_ms: ms(t.publish),
-                held_ms: ms(t.kept_paused),
+                held_ms: ms(t.held),
                 resume_ms: ms(t.resume),
                 total_ms: ms(total),
             },
@@ -56,8 +56,8 @@ impl From<&CoordinatorError> for ApiError {
     }
 }
 
-impl From<ControlError> for ApiError {
-    fn from(e: ControlError) -> Self {
+impl From<CallError> for ApiError {
+    fn from(e: CallError) -> Self {
         let code = match e.code {
             Code::BadRequest => ErrorCode::BadRequest,
             Code::Unauthorized => ErrorCode::Unauthorized,

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::errors::ControlError;
+use crate::errors::CallError;
 use crate::id::{check_keys, check_name};
 use rollpoint_api::{Kind, Phase};
 
@@ -18,12 +18,12 @@ pub const MAX_TIMEOUT_MS: u64 = 3_600_000;
 /// A request body that can be checked field by field.
 pub trait Request {
     /// The first problem with the request, naming its field.
-    fn check(&self) -> Result<(), ControlError>;
+    fn check(&self) -> Result<(), CallError>;
 }
 
-fn check_timeout(timeout_ms: u64) -> Result<(), ControlError> {
+fn check_timeout(timeout_ms: u64) -> Result<(), CallError> {
     if timeout_ms == 0 || timeout_ms > MAX_TIMEOUT_MS {
-        return Err(ControlError::bad(
+        return Err(CallError::bad(
             "timeout_ms",
             format!("{timeout_ms} is outside 1..={MAX_TIMEOUT_MS}"),
         ));
@@ -56,7 +56,7 @@ pub struct PrepareRequest {
 }
 
 impl Request for PrepareRequest {
-    fn check(&self) -> Result<(), ControlError> {
+    fn check(&self) -> Result<(), CallError> {
         check_name("checkpoint", &self.checkpoint)?;
         check_timeout(self.timeout_ms)
     }
@@ -87,7 +87,7 @@ pub struct CommitRequest {
 }
 
 impl Request for CommitRequest {
-    fn check(&self) -> Result<(), ControlError> {
+    fn check(&self) -> Result<(), CallError> {
         check_name("checkpoint", &self.checkpoint)?;
         check_timeout(self.timeout_ms)?;
         check_keys("scope", &self.scope, false)
@@ -143,9 +143,9 @@ pub struct ForkSpec {
 
 impl ForkSpec {
     /// The first problem with the fork, naming its field.
-    pub fn check(&self) -> Result<(), ControlError> {
+    pub fn check(&self) -> Result<(), CallError> {
         if self.to.is_empty() || self.to.len() > MAX_BRANCHES {
-            return Err(ControlError::bad(
+            return Err(CallError::bad(
                 "fork.to",
                 format!("{} branches is outside 1..={MAX_BRANCHES}", self.to.len()),
             ));
@@ -156,20 +156,20 @@ impl ForkSpec {
             match k.rollout().branch_of() {
                 Some((base, _)) if &base == self.from.rollout() => {}
                 _ => {
-                    return Err(ControlError::bad(
+                    return Err(CallError::bad(
                         &field,
                         format!("{k} is not named {}~<n>", self.from.rollout()),
                     ));
                 }
             }
             if k.attempt() < self.from.attempt() {
-                return Err(ControlError::bad(
+                return Err(CallError::bad(
                     &field,
                     format!("{k} is of an attempt before {}", self.from),
                 ));
             }
             if !seen.insert(k.rollout().clone()) {
-                return Err(ControlError::bad(
+                return Err(CallError::bad(
                     &field,
                     format!("{} is named twice", k.rollout()),
                 ));
@@ -180,7 +180,7 @@ impl ForkSpec {
 }
 
 impl Request for RestoreRequest {
-    fn check(&self) -> Result<(), ControlError> {
+    fn check(&self) -> Result<(), CallError> {
         check_name("checkpoint", &self.checkpoint)?;
         check_name("source", &self.source)?;
         check_timeout(self.timeout_ms)?;
@@ -191,7 +191,7 @@ impl Request for RestoreRequest {
         if let Some(fork) = &self.fork {
             fork.check()?;
             if self.scope != [fork.from.clone()] {
-                return Err(ControlError::bad(
+                return Err(CallError::bad(
                     "scope",
                     format!("a fork's scope is exactly [{}]", fork.from),
                 ));
@@ -224,7 +224,7 @@ pub struct ResumeRequest {
 }
 
 impl Request for ResumeRequest {
-    fn check(&self) -> Result<(), ControlError> {
+    fn check(&self) -> Result<(), CallError> {
         check_name("checkpoint", &self.checkpoint)?;
         check_timeout(self.timeout_ms)
     }
@@ -250,7 +250,7 @@ pub struct KeysRequest {
 }
 
 impl Request for KeysRequest {
-    fn check(&self) -> Result<(), ControlError> {
+    fn check(&self) -> Result<(), CallError> {
         check_keys("keys", &self.keys, true)?;
         check_timeout(self.timeout_ms)
     }
@@ -285,8 +285,8 @@ pub struct KeysReply {
 
 /// Body of every error reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[schema(as = ControlErrorReply)]
+#[schema(as = CheckpointErrorReply)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorReply {
-    pub error: ControlError,
+    pub error: CallError,
 }

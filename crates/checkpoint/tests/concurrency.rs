@@ -12,7 +12,9 @@ use common::{Fake, TOKEN, keys, serve};
 use rollpoint_checkpoint::wire::{
     CommitRequest, KeysRequest, PrepareRequest, RestoreRequest, ResumeRequest,
 };
-use rollpoint_checkpoint::{Code, Control, HostConfig, HttpControl, Kind, ParticipantHost, Phase};
+use rollpoint_checkpoint::{
+    Code, HostConfig, HttpParticipant, Kind, ParticipantApi, ParticipantHost, Phase,
+};
 
 /// A small deterministic generator (splitmix64): the seed names the run.
 struct Rng(u64);
@@ -31,7 +33,7 @@ impl Rng {
     }
 }
 
-async fn one_controller(client: HttpControl, seed: u64, ids: u64) {
+async fn one_controller(client: HttpParticipant, seed: u64, ids: u64) {
     let mut rng = Rng(seed);
     for _ in 0..40 {
         let id = format!("c{}-{}", seed % 2, rng.below(ids));
@@ -102,7 +104,7 @@ async fn concurrent_controllers_leave_the_participant_idle_and_open() {
         let fake = Fake::with_records(Kind::Model, "gw", &keys(2), 2);
         let control = ParticipantHost::new(fake.clone(), HostConfig::new(dir.path())).unwrap();
         let base = serve(Arc::new(control)).await;
-        let client = HttpControl::new(&base, TOKEN).unwrap();
+        let client = HttpParticipant::new(&base, TOKEN).unwrap();
         let ids = 3;
         let run = async {
             let tasks: Vec<_> = (0..6)

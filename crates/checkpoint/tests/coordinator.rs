@@ -13,7 +13,7 @@ use std::time::Duration;
 use common::{Fake, Rig, all_idle, key, keys};
 use rollpoint_checkpoint::coordinator::Plan;
 use rollpoint_checkpoint::{
-    Code, Control, Coordinator, CoordinatorConfig, CoordinatorError, HostConfig, Kind,
+    Code, Coordinator, CoordinatorConfig, CoordinatorError, HostConfig, Kind, ParticipantApi,
     ParticipantHost, Phase, store,
 };
 
@@ -401,7 +401,7 @@ async fn a_duplicate_participant_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let a = Fake::new(Kind::Model, "gw");
     let b = Fake::new(Kind::Model, "gw");
-    let controls: Vec<Arc<dyn Control>> = vec![
+    let controls: Vec<Arc<dyn ParticipantApi>> = vec![
         Arc::new(ParticipantHost::new(a, HostConfig::new(dir.path())).unwrap()),
         Arc::new(ParticipantHost::new(b, HostConfig::new(dir.path())).unwrap()),
     ];

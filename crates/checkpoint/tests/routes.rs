@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{Fake, TOKEN, keys, serve};
 use rollpoint_checkpoint::wire::{PrepareRequest, ResumeRequest};
 use rollpoint_checkpoint::{
-    BLOCKER_CAP, Code, Control, HostConfig, HttpControl, Kind, ParticipantHost, Phase,
+    BLOCKER_CAP, Code, HostConfig, HttpParticipant, Kind, ParticipantApi, ParticipantHost, Phase,
 };
 use serde_json::{Value, json};
 
@@ -20,7 +20,7 @@ const VERBS: [&str; 6] = ["prepare", "commit", "restore", "resume", "retire", "f
 struct Server {
     base: String,
     fake: Arc<Fake>,
-    client: HttpControl,
+    client: HttpParticipant,
     _dir: tempfile::TempDir,
 }
 
@@ -31,7 +31,7 @@ async fn server_with(lease_grace: Duration) -> Server {
     config.lease_grace = lease_grace;
     let control = ParticipantHost::new(fake.clone(), config).expect("control");
     let base = serve(Arc::new(control)).await;
-    let client = HttpControl::new(&base, TOKEN).expect("client");
+    let client = HttpParticipant::new(&base, TOKEN).expect("client");
     Server {
         base,
         fake,
@@ -167,7 +167,7 @@ async fn a_wrong_or_missing_token_gets_401_on_every_route() {
         .await
         .unwrap();
     assert_eq!(reply.status().as_u16(), 401);
-    let wrong = HttpControl::new(&s.base, "nope").unwrap();
+    let wrong = HttpParticipant::new(&s.base, "nope").unwrap();
     assert_eq!(
         wrong.status().await.expect_err("401").code,
         Code::Unauthorized
@@ -517,7 +517,7 @@ async fn a_restored_participant_whose_controller_went_silent_reopens() {
     config.lease_grace = Duration::from_millis(300);
     let control = ParticipantHost::new(fake.clone(), config).expect("control");
     let base = serve(Arc::new(control)).await;
-    let client = HttpControl::new(&base, TOKEN).unwrap();
+    let client = HttpParticipant::new(&base, TOKEN).unwrap();
     let reply = client
         .restore(rollpoint_checkpoint::wire::RestoreRequest {
             checkpoint: "x1".to_owned(),
@@ -551,7 +551,7 @@ async fn a_restored_participant_whose_controller_went_silent_reopens() {
 #[test]
 fn a_client_needs_an_http_base() {
     for bad in ["not a url", "https://127.0.0.1:1", "mailto:a@b"] {
-        let err = HttpControl::new(bad, TOKEN).expect_err(bad);
+        let err = HttpParticipant::new(bad, TOKEN).expect_err(bad);
         assert_eq!(err.field.as_deref(), Some("base"), "{bad}: {err}");
     }
 }

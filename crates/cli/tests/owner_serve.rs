@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 
 use assert_cmd::cargo::cargo_bin;
-use rollpoint_checkpoint::{Control, Coordinator, CoordinatorConfig, HttpControl, Plan};
+use rollpoint_checkpoint::{Coordinator, CoordinatorConfig, HttpParticipant, ParticipantApi, Plan};
 use rollpoint_testkit::{mounts_under, require_root, supervisor_bin};
 use support::wait_for_port;
 
@@ -72,7 +72,7 @@ async fn root_owner_serves_sessions_and_checkpoint_routes() {
         "{created}"
     );
 
-    let control: Arc<dyn Control> = Arc::new(HttpControl::new(&base, TOKEN).unwrap());
+    let control: Arc<dyn ParticipantApi> = Arc::new(HttpParticipant::new(&base, TOKEN).unwrap());
     let coordinator = Coordinator::new(vec![control], CoordinatorConfig::new(&run_dir))
         .await
         .unwrap();

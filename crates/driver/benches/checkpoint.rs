@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollpoint_checkpoint::{
-    Control, Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantHost, Plan,
+    Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantApi, ParticipantHost, Plan,
 };
 use rollpoint_driver::{AgentParticipant, DriverConfig, RolloutTask, Runs};
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
@@ -140,7 +140,7 @@ async fn measure(store: &'static str, choice: StoreChoice, n: usize, scratch: &P
     let agent: Arc<dyn Participant> = Arc::new(AgentParticipant::new(runs.clone(), "agent0"));
     let resources: Arc<dyn Participant> =
         Arc::new(ResourcesParticipant::new(Arc::clone(&owner), "owner0"));
-    let controls: Vec<Arc<dyn Control>> = vec![
+    let controls: Vec<Arc<dyn ParticipantApi>> = vec![
         Arc::new(ParticipantHost::new(agent, HostConfig::new(&run_dir)).unwrap()),
         Arc::new(ParticipantHost::new(resources, HostConfig::new(&run_dir)).unwrap()),
     ];

@@ -50,7 +50,7 @@ pub enum DriverError {
 
 /// A supervisor control-socket exchange failed.
 #[derive(Debug, thiserror::Error)]
-pub enum ControlError {
+pub enum SupervisorError {
     #[error("{path}: {message}")]
     Socket { path: PathBuf, message: String },
     #[error("{path}: {message}")]

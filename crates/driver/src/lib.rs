@@ -39,7 +39,7 @@ mod supervisor;
 pub mod task;
 
 pub use bookmark::{BOOKMARK_VERSION, Bookmark, Next, Progress, SessionHint, Stage, VerifyMode};
-pub use errors::{AdapterError, BookmarkError, ControlError, DriverError};
+pub use errors::{AdapterError, BookmarkError, DriverError, SupervisorError};
 pub use launchlog::{LaunchEnd, LaunchEntry, RecoveryTier};
 pub use participant::{AgentParticipant, AgentRecord};
 pub use result::{

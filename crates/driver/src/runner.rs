@@ -10,8 +10,8 @@ use rollpoint_proto::clock::unix_ms;
 
 use rollpoint_owner::{Owner, OwnerTask};
 use rollpoint_proto::anchor::LaunchRequest;
-use rollpoint_proto::control::{Reply, Verb};
 use rollpoint_proto::receipt::Outcome;
+use rollpoint_proto::supervisor::{Reply, Verb};
 use tokio::sync::watch;
 
 use crate::adapter::{Adapter, Cx};

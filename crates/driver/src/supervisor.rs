@@ -7,13 +7,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rollpoint_proto::anchor::LAUNCH_OUTPUT;
-use rollpoint_proto::control::{CONTROL_SOCKET, Reply, Request, Verb};
 use rollpoint_proto::launch::LaunchRecord;
 use rollpoint_proto::session::{LAUNCH_FILE, PAUSE_FILE};
+use rollpoint_proto::supervisor::{Reply, Request, SUPERVISOR_SOCKET, Verb};
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::UnixStream;
 
-use crate::errors::ControlError;
+use crate::errors::SupervisorError;
 
 /// How long a freshly started supervisor may take to open its socket.
 const SOCKET_WAIT: Duration = Duration::from_secs(30);
@@ -43,7 +43,7 @@ impl LaunchDir {
     }
 
     fn socket(&self) -> PathBuf {
-        self.dir.join(CONTROL_SOCKET)
+        self.dir.join(SUPERVISOR_SOCKET)
     }
 
     /// The launch record, if it can be read yet.
@@ -55,19 +55,19 @@ impl LaunchDir {
     /// Asks the supervisor `verb`, waiting up to `limit` for the reply.
     /// A socket that is not there yet is retried for a while (the supervisor
     /// opens it just after the launch returns).
-    pub async fn ask(&self, verb: Verb, limit: Duration) -> Result<Reply, ControlError> {
+    pub async fn ask(&self, verb: Verb, limit: Duration) -> Result<Reply, SupervisorError> {
         let path = self.socket();
         let limit_s = limit.as_secs();
         tokio::time::timeout(limit, self.ask_inner(&path, verb))
             .await
-            .map_err(|_| ControlError::Timeout {
+            .map_err(|_| SupervisorError::Timeout {
                 path: path.clone(),
                 limit_s,
             })?
     }
 
-    async fn ask_inner(&self, path: &Path, verb: Verb) -> Result<Reply, ControlError> {
-        let socket_err = |message: String| ControlError::Socket {
+    async fn ask_inner(&self, path: &Path, verb: Verb) -> Result<Reply, SupervisorError> {
+        let socket_err = |message: String| SupervisorError::Socket {
             path: path.to_owned(),
             message,
         };
@@ -77,7 +77,7 @@ impl LaunchDir {
         let dir = std::fs::File::open(&self.dir)
             .map_err(|e| socket_err(format!("open the session directory: {e}")))?;
         let short = PathBuf::from(format!(
-            "/proc/self/fd/{}/{CONTROL_SOCKET}",
+            "/proc/self/fd/{}/{SUPERVISOR_SOCKET}",
             dir.as_raw_fd()
         ));
         let started = tokio::time::Instant::now();
@@ -114,7 +114,7 @@ impl LaunchDir {
             .read_until(b'\n', &mut reply)
             .await
             .map_err(|e| socket_err(format!("read reply: {e}")))?;
-        Reply::decode(&reply).map_err(|e| ControlError::Reply {
+        Reply::decode(&reply).map_err(|e| SupervisorError::Reply {
             path: path.to_owned(),
             message: e.to_string(),
         })
@@ -122,7 +122,7 @@ impl LaunchDir {
 
     /// Creates the pause file (mode 0600): a launch that has not started
     /// waits until it is removed.
-    pub async fn hold(&self) -> Result<(), ControlError> {
+    pub async fn hold(&self) -> Result<(), SupervisorError> {
         let path = self.dir.join(PAUSE_FILE);
         let file = tokio::fs::OpenOptions::new()
             .write(true)
@@ -131,23 +131,23 @@ impl LaunchDir {
             .mode(0o600)
             .open(&path)
             .await
-            .map_err(|e| ControlError::Socket {
+            .map_err(|e| SupervisorError::Socket {
                 path: path.clone(),
                 message: format!("create the pause file: {e}"),
             })?;
-        file.sync_all().await.map_err(|e| ControlError::Socket {
+        file.sync_all().await.map_err(|e| SupervisorError::Socket {
             path,
             message: format!("sync the pause file: {e}"),
         })
     }
 
     /// Removes the pause file; one already gone is fine.
-    pub async fn release(&self) -> Result<(), ControlError> {
+    pub async fn release(&self) -> Result<(), SupervisorError> {
         let path = self.dir.join(PAUSE_FILE);
         match tokio::fs::remove_file(&path).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(ControlError::Socket {
+            Err(e) => Err(SupervisorError::Socket {
                 path,
                 message: format!("remove the pause file: {e}"),
             }),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rollpoint_checkpoint::{
-    Control, Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantHost, Plan,
+    Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantApi, ParticipantHost, Plan,
 };
 use rollpoint_driver::{AgentParticipant, DriverConfig, RolloutTask, Runs, Status};
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
@@ -49,7 +49,7 @@ async fn side(backend: &Arc<LocalBackend>, run_dir: &std::path::Path) -> Side {
     let agent = Arc::new(AgentParticipant::new(runs.clone(), "agent0"));
     let resources: Arc<dyn Participant> =
         Arc::new(ResourcesParticipant::new(Arc::clone(&owner), "owner0"));
-    let controls: Vec<Arc<dyn Control>> = vec![
+    let controls: Vec<Arc<dyn ParticipantApi>> = vec![
         Arc::new(
             ParticipantHost::new(
                 Arc::clone(&agent) as Arc<dyn Participant>,

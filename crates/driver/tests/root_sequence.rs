@@ -15,8 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rollpoint_checkpoint::{
-    Control, Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantHost, Phase, Plan,
-    store,
+    Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantApi, ParticipantHost,
+    Phase, Plan, store,
 };
 use rollpoint_driver::{AgentParticipant, DriverConfig, RolloutTask, RunHandle, Runs, Status};
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
@@ -53,7 +53,7 @@ impl Rng {
 struct Side {
     runs: Runs,
     agent: Arc<AgentParticipant>,
-    controls: Vec<Arc<dyn Control>>,
+    controls: Vec<Arc<dyn ParticipantApi>>,
     coordinator: Coordinator,
 }
 
@@ -72,10 +72,11 @@ async fn side(backend: &Arc<LocalBackend>, run_dir: &Path) -> Side {
         Arc::clone(&agent) as Arc<dyn Participant>,
         Arc::new(ResourcesParticipant::new(owner, "owner0")),
     ];
-    let controls: Vec<Arc<dyn Control>> = parts
+    let controls: Vec<Arc<dyn ParticipantApi>> = parts
         .into_iter()
         .map(|p| {
-            Arc::new(ParticipantHost::new(p, HostConfig::new(run_dir)).unwrap()) as Arc<dyn Control>
+            Arc::new(ParticipantHost::new(p, HostConfig::new(run_dir)).unwrap())
+                as Arc<dyn ParticipantApi>
         })
         .collect();
     let coordinator = Coordinator::new(controls.clone(), CoordinatorConfig::new(run_dir))

@@ -76,8 +76,8 @@ pub enum GatewayError {
     DuplicateModel { name: String },
     #[error("max_upstream_calls {value} is outside 0..={max}")]
     UpstreamCalls { value: usize, max: usize },
-    #[error("gateway control {url}: {message}")]
-    Control { url: String, message: String },
+    #[error("gateway admin {url}: {message}")]
+    Admin { url: String, message: String },
     #[error("route key {path}: {message}")]
     RouteKey {
         path: std::path::PathBuf,

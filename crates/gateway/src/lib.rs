@@ -31,9 +31,9 @@
 //!   upstream, taken out of what the harness sees.
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod capture;
 pub mod config;
-pub mod control;
 pub mod conversation;
 pub mod credential;
 pub mod digest;
@@ -53,9 +53,9 @@ pub mod sse;
 pub mod tokens;
 mod upstream;
 
+pub use admin::GatewayClient;
 pub use capture::CaptureKey;
 pub use config::{GatewayConfig, UpstreamApi};
-pub use control::GatewayClient;
 pub use errors::GatewayError;
 pub use gate::{CloseReport, InFlight, Phase, TailPolicy};
 pub use gateway::Gateway;

@@ -40,7 +40,7 @@ const MODEL_ROUTES: [(HttpMethod, &str, &str); 4] = [
 impl utoipa::OpenApi for GatewayApi {
     fn openapi() -> utoipa::openapi::OpenApi {
         use utoipa::{PartialSchema as _, ToSchema as _};
-        let mut doc = <crate::control::ControlApi as utoipa::OpenApi>::openapi();
+        let mut doc = <crate::admin::AdminApi as utoipa::OpenApi>::openapi();
         for (method, route, summary) in MODEL_ROUTES {
             doc.paths.add_path_operation(
                 format!("/r/{{key}}/{route}"),

@@ -1,7 +1,7 @@
 //! The sandbox anchor's socket protocol. The anchor is the supervisor running
 //! as the sandbox's first process; the owner asks it to run short commands
 //! (`exec`) and to start harness launches (`launch`), each launch then served
-//! by its own supervisor on the launch's control socket ([`crate::control`]).
+//! by its own supervisor on the launch's control socket ([`crate::supervisor`]).
 //!
 //! One JSON request line, one JSON reply line, per connection.
 

@@ -24,7 +24,6 @@
 
 pub mod anchor;
 pub mod clock;
-pub mod control;
 pub mod key;
 pub mod launch;
 pub mod limits;
@@ -33,6 +32,7 @@ pub mod receipt;
 pub mod responses;
 pub mod route;
 pub mod session;
+pub mod supervisor;
 mod version;
 
 pub use version::{FormatError, check_version, decode, decode_versioned, field_path};

@@ -316,12 +316,7 @@ impl Loop {
             continues: self.continues.clone(),
             stop,
         };
-        let done = match self
-            .stack
-            .coordinator
-            .checkpoint_kept_paused(&plan, hold)
-            .await
-        {
+        let done = match self.stack.coordinator.checkpoint_held(&plan, hold).await {
             Ok(done) => done,
             Err(error) => {
                 self.metrics.failed();
@@ -497,7 +492,7 @@ impl Loop {
                             Err(e) => tracing::warn!(error = %RunError::from(e), "checkpoint failed; the run goes on"),
                         }
                     }
-                    Some(Signal::Control(EndpointRequest::Checkpoint { request, reply })) => {
+                    Some(Signal::Endpoint(EndpointRequest::Checkpoint { request, reply })) => {
                         if request.stop {
                             match self.stop(request.id).await {
                                 Ok(done) => {
@@ -525,18 +520,18 @@ impl Loop {
                             self.branch_by_rule(&done.id, &done.scope, &done.restarts).await;
                         }
                     }
-                    Some(Signal::Control(EndpointRequest::Status { reply })) => {
+                    Some(Signal::Endpoint(EndpointRequest::Status { reply })) => {
                         self.count();
                         let _asker_gone: Result<(), _> = reply.send(StatusReport::of(&self.progress));
                     }
-                    Some(Signal::Control(EndpointRequest::Fork { request, reply })) => {
+                    Some(Signal::Endpoint(EndpointRequest::Fork { request, reply })) => {
                         let answer = self.fork(&request).await.map_err(|e| {
                             tracing::warn!(error = %e, "fork refused");
                             rollpoint_api::ApiError::new(rollpoint_api::ErrorCode::Failed, e.to_string())
                         });
                         let _asker_gone: Result<(), _> = reply.send(answer);
                     }
-                    Some(Signal::Control(EndpointRequest::Metrics { reply })) => {
+                    Some(Signal::Endpoint(EndpointRequest::Metrics { reply })) => {
                         self.count();
                         let _asker_gone: Result<(), _> = reply.send(self.metrics.render(&self.progress, &self.stack.owner.counts()));
                     }

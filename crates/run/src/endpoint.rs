@@ -39,11 +39,11 @@ pub enum Signal {
     /// Checkpoint with stop, then end (SIGTERM, SIGINT).
     Stop,
     /// A request over the control endpoint.
-    Control(EndpointRequest),
+    Endpoint(EndpointRequest),
 }
 
 /// Version of `control.json` and of the status reply.
-pub const CONTROL_VERSION: u32 = 1;
+pub const SUPERVISOR_VERSION: u32 = 1;
 /// Where a run with a control endpoint writes its address.
 pub const CONTROL_FILE: &str = "control.json";
 
@@ -66,7 +66,7 @@ pub struct StatusReport {
 impl StatusReport {
     pub(crate) fn of(p: &Progress) -> Self {
         Self {
-            v: CONTROL_VERSION,
+            v: SUPERVISOR_VERSION,
             total: p.total,
             done: p.done,
             in_flight: p.in_flight,
@@ -119,7 +119,7 @@ impl EndpointFile {
     pub fn load(run_dir: &Path) -> Result<Self, RunError> {
         let path = Self::path(run_dir);
         let bytes = std::fs::read(&path).map_err(|e| RunError::io(&path, e))?;
-        rollpoint_proto::decode("run control file", CONTROL_VERSION, &bytes).map_err(|e| {
+        rollpoint_proto::decode("run control file", SUPERVISOR_VERSION, &bytes).map_err(|e| {
             RunError::State {
                 path,
                 message: e.to_string(),
@@ -190,7 +190,7 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
         .local_addr()
         .map_err(|e| RunError::setup("control endpoint", format!("address of {addr}: {e}")))?;
     EndpointFile {
-        v: CONTROL_VERSION,
+        v: SUPERVISOR_VERSION,
         addr: bound,
     }
     .save(run_dir)?;
@@ -237,7 +237,7 @@ async fn checkpoint(
         ));
     }
     let (reply, answer) = oneshot::channel();
-    let asked = Signal::Control(EndpointRequest::Checkpoint { request, reply });
+    let asked = Signal::Endpoint(EndpointRequest::Checkpoint { request, reply });
     if loop_tx.send(asked).is_err() {
         return Ok(ending());
     }
@@ -258,7 +258,7 @@ async fn fork(
     request.check()?;
     let (reply, answer) = oneshot::channel();
     if loop_tx
-        .send(Signal::Control(EndpointRequest::Fork { request, reply }))
+        .send(Signal::Endpoint(EndpointRequest::Fork { request, reply }))
         .is_err()
     {
         return Ok(ending());
@@ -312,7 +312,7 @@ async fn trajectory(
 async fn status(State(loop_tx): State<mpsc::UnboundedSender<Signal>>) -> Response {
     let (reply, answer) = oneshot::channel();
     if loop_tx
-        .send(Signal::Control(EndpointRequest::Status { reply }))
+        .send(Signal::Endpoint(EndpointRequest::Status { reply }))
         .is_err()
     {
         return ending();
@@ -326,7 +326,7 @@ async fn status(State(loop_tx): State<mpsc::UnboundedSender<Signal>>) -> Respons
 async fn metrics(State(loop_tx): State<mpsc::UnboundedSender<Signal>>) -> Response {
     let (reply, answer) = oneshot::channel();
     if loop_tx
-        .send(Signal::Control(EndpointRequest::Metrics { reply }))
+        .send(Signal::Endpoint(EndpointRequest::Metrics { reply }))
         .is_err()
     {
         return ending();

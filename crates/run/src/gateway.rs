@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use rollpoint_checkpoint::{Control, HttpControl};
+use rollpoint_checkpoint::{HttpParticipant, ParticipantApi};
 use rollpoint_gateway::{CaptureKey, GatewayClient};
 use serde::{Deserialize, Serialize};
 
@@ -347,9 +347,9 @@ impl GatewayProcess {
     }
 
     /// Its checkpoint control routes, as the run's `model` participant.
-    pub fn control(&self) -> Result<Arc<dyn Control>, RunError> {
-        HttpControl::new(&format!("http://127.0.0.1:{}", self.port), &self.token)
-            .map(|c| Arc::new(c) as Arc<dyn Control>)
+    pub fn control(&self) -> Result<Arc<dyn ParticipantApi>, RunError> {
+        HttpParticipant::new(&format!("http://127.0.0.1:{}", self.port), &self.token)
+            .map(|c| Arc::new(c) as Arc<dyn ParticipantApi>)
             .map_err(|e| RunError::setup("gateway control", e))
     }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rollpoint_checkpoint::{
-    Control, Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantHost,
+    Coordinator, CoordinatorConfig, HostConfig, Participant, ParticipantApi, ParticipantHost,
 };
 use rollpoint_driver::{AgentParticipant, DriverConfig, Runs};
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
@@ -145,13 +145,13 @@ impl Stack {
         .map_err(|e| RunError::setup("drivers", e))?;
         let agent = Arc::new(AgentParticipant::new(runs.clone(), "agent0"));
         let remote = config.open_checkpoint_store()?;
-        let local = |p: Arc<dyn Participant>| -> Result<Arc<dyn Control>, RunError> {
+        let local = |p: Arc<dyn Participant>| -> Result<Arc<dyn ParticipantApi>, RunError> {
             let host = HostConfig {
                 remote: remote.clone(),
                 ..HostConfig::new(run_dir)
             };
             ParticipantHost::new(p, host)
-                .map(|c| Arc::new(c) as Arc<dyn Control>)
+                .map(|c| Arc::new(c) as Arc<dyn ParticipantApi>)
                 .map_err(|e| RunError::setup("checkpoint control", e))
         };
         let mut resources = ResourcesParticipant::new(Arc::clone(&owner), "owner0");
@@ -161,7 +161,7 @@ impl Stack {
                 .map_err(|e| RunError::setup("checkpoint store", e))?;
             resources = resources.with_travel(Arc::new(travel));
         }
-        let mut controls: Vec<Arc<dyn Control>> = vec![
+        let mut controls: Vec<Arc<dyn ParticipantApi>> = vec![
             local(Arc::new(resources))?,
             local(Arc::clone(&agent) as Arc<dyn Participant>)?,
         ];

@@ -12,7 +12,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use common::{
-    checkpoint_kept_paused, command_task, control, cpu_ticks, processes_of, spawn, wait, wait_file,
+    checkpoint_held, command_task, control, cpu_ticks, processes_of, spawn, wait, wait_file,
     write_jsonl,
 };
 use rollpoint_driver::Status;
@@ -137,7 +137,7 @@ fn root_a_held_checkpoint_freezes_every_rollout_until_it_resumes_them() {
 
     let asker = {
         let run_dir = run_dir.clone();
-        std::thread::spawn(move || checkpoint_kept_paused(&run_dir, TOKEN, 3000))
+        std::thread::spawn(move || checkpoint_held(&run_dir, TOKEN, 3000))
     };
     // Inside the hold: nothing moves for a second.
     std::thread::sleep(Duration::from_millis(1000));
@@ -295,7 +295,7 @@ fn root_the_run_s_metrics_follow_its_checkpoints_and_rollouts_across_a_crash() {
         ),
         0.0
     );
-    let _report = checkpoint_kept_paused(&run_dir, TOKEN, 0);
+    let _report = checkpoint_held(&run_dir, TOKEN, 0);
     let text = scrape(&run_dir);
     assert_eq!(
         metric(
@@ -377,7 +377,7 @@ fn root_the_run_s_metrics_follow_its_checkpoints_and_rollouts_across_a_crash() {
         "rollpoint_run_checkpoints_total",
         ("outcome", "published"),
     );
-    let _report = checkpoint_kept_paused(&run_dir, TOKEN, 0);
+    let _report = checkpoint_held(&run_dir, TOKEN, 0);
     let text = scrape(&run_dir);
     let published = metric(
         &text,

@@ -99,7 +99,7 @@ impl Started {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
-        let report = checkpoint_kept_paused(&self.run_dir, TOKEN, 0);
+        let report = checkpoint_held(&self.run_dir, TOKEN, 0);
         report["id"].as_str().expect("id").to_owned()
     }
 

@@ -79,7 +79,7 @@ fn root_256_rollouts_through_two_checkpoints_a_crash_and_a_resume() {
         std::thread::sleep(Duration::from_millis(100));
     }
     for round in 0..2 {
-        let reply = checkpoint_kept_paused(&run_dir, token, 0);
+        let reply = checkpoint_held(&run_dir, token, 0);
         let scope = reply["scope"].as_array().map_or(0, Vec::len);
         assert_eq!(scope, N, "checkpoint {round} held every rollout: {reply}");
     }

@@ -213,7 +213,7 @@ fn root_a_paused_crashed_and_resumed_rollout_exports_the_trajectory_of_an_untouc
     wait_file(&run.run_dir.join("control.json"), LIMIT, &run.log);
     // Two checkpoints that keep the processes running in place, each in a model call.
     run.wait_step(1);
-    checkpoint_kept_paused(&run.run_dir, TOKEN, 0);
+    checkpoint_held(&run.run_dir, TOKEN, 0);
     run.wait_step(2);
     // The trajectory so far over the control endpoint: calls, not trainable yet.
     let (status, so_far) = control(
@@ -244,7 +244,7 @@ fn root_a_paused_crashed_and_resumed_rollout_exports_the_trajectory_of_an_untouc
         (status, missing["error"]["code"].as_str()),
         (404, Some("not_found"))
     );
-    checkpoint_kept_paused(&run.run_dir, TOKEN, 0);
+    checkpoint_held(&run.run_dir, TOKEN, 0);
     run.wait_step(3);
     let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     kill(pid, Signal::SIGKILL).expect("kill the run");

@@ -2,16 +2,16 @@
 //! [`rollpoint_api::ApiError`], which carries its HTTP status and the field
 //! it is about.
 
-use rollpoint_checkpoint::{ControlError, CoordinatorError, Kind};
+use rollpoint_checkpoint::{CallError, CoordinatorError, Kind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("drivers: {0}")]
     Drivers(#[from] rollpoint_driver::DriverError),
-    #[error("checkpoint control: {0}")]
-    Control(#[from] ControlError),
+    #[error("checkpoint call: {0}")]
+    Call(#[from] CallError),
     #[error("participant {url}: {source}")]
-    Participant { url: String, source: ControlError },
+    Participant { url: String, source: CallError },
     #[error("participant {url} is a {found} participant, named as {declared}")]
     WrongKind {
         url: String,

@@ -5,7 +5,7 @@
 //!   the checkpoint control routes, plus rollout routes so a trainer can
 //!   post a task and fetch its result;
 //! - [`coordinator`]: the checkpoint coordinator over participants reached
-//!   with `HttpControl`, driven over HTTP so a trainer owns the loop.
+//!   with `HttpParticipant`, driven over HTTP so a trainer owns the loop.
 //!
 //! The gateway and the owner already serve their own routes (crates/gateway,
 //! crates/owner). Request and reply bodies and the shared HTTP plumbing

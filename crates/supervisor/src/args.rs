@@ -6,7 +6,7 @@ use std::time::Duration;
 use rollpoint_proctree::isolate::IdRange;
 use rollpoint_proctree::spawn::Credentials;
 use rollpoint_proctree::{Budgets, Strategy};
-use rollpoint_proto::control::Verb;
+use rollpoint_proto::supervisor::Verb;
 
 use crate::errors::Error;
 

@@ -12,11 +12,11 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 
 use rollpoint_proctree::{Freezer, Launch, MemberSpec, Paused, ProcId};
-use rollpoint_proto::control::{CONTROL_SOCKET, CONTROL_VERSION, Reply, Request, Verb};
 use rollpoint_proto::receipt::{Op, Outcome, Receipt};
 use rollpoint_proto::session::{
     FALLBACK_PAUSE_FILE, FALLBACK_PAUSE_VERSION, FallbackPause, Identity,
 };
+use rollpoint_proto::supervisor::{Reply, Request, SUPERVISOR_SOCKET, SUPERVISOR_VERSION, Verb};
 
 use crate::args::ClientOpts;
 use crate::errors::Error;
@@ -25,7 +25,7 @@ use crate::server::ended_receipt;
 use crate::session::read_record;
 
 pub fn client(opts: &ClientOpts) -> Result<i32, Error> {
-    let socket = opts.session.join(CONTROL_SOCKET);
+    let socket = opts.session.join(SUPERVISOR_SOCKET);
     let reply = match UnixStream::connect(&socket) {
         Ok(stream) => ask(&socket, stream, opts.verb)?,
         Err(e)
@@ -93,7 +93,7 @@ fn fallback(opts: &ClientOpts) -> Result<Reply, Error> {
         }),
     };
     Ok(Reply {
-        v: CONTROL_VERSION,
+        v: SUPERVISOR_VERSION,
         launch: Some(record),
         receipt,
         error: None,

@@ -36,10 +36,10 @@ use rollpoint_proctree::isolate::Isolation;
 use rollpoint_proctree::spawn::PreExec;
 use rollpoint_proctree::{Freezer, Launch, MemberSpec, ProcId, cgroup};
 use rollpoint_proto::clock::unix_ms;
-use rollpoint_proto::control::{CONTROL_SOCKET, Verb};
 use rollpoint_proto::launch::{Ended, LAUNCH_TAG_VAR, LaunchPhase};
 use rollpoint_proto::receipt::Op;
 use rollpoint_proto::session::NEVER_STARTED_EXIT;
+use rollpoint_proto::supervisor::{SUPERVISOR_SOCKET, Verb};
 
 use crate::args::RunOpts;
 use crate::errors::Error;
@@ -70,7 +70,7 @@ pub fn run(opts: RunOpts) -> Result<i32, Error> {
 
     let session = Session::create(&opts.session, &opts.launch_id, &opts.argv)?;
     let shared = Arc::new(Shared::new(session));
-    let socket_path = opts.session.join(CONTROL_SOCKET);
+    let socket_path = opts.session.join(SUPERVISOR_SOCKET);
     let _ = std::fs::remove_file(&socket_path);
     let listener = UnixListener::bind(&socket_path).map_err(|source| Error::Socket {
         path: socket_path.clone(),

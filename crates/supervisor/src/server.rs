@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rollpoint_proctree::Freezer;
-use rollpoint_proto::control::{CONTROL_VERSION, Reply, Request, Verb};
 use rollpoint_proto::launch::LaunchRecord;
 use rollpoint_proto::receipt::{Op, Outcome, Receipt};
+use rollpoint_proto::supervisor::{Reply, Request, SUPERVISOR_VERSION, Verb};
 
 use crate::session::Session;
 
@@ -80,7 +80,7 @@ impl Shared {
         let reply = match Request::decode(&line) {
             Ok(req) => self.perform(req.verb),
             Err(e) => Reply {
-                v: CONTROL_VERSION,
+                v: SUPERVISOR_VERSION,
                 launch: None,
                 receipt: None,
                 error: Some(e.to_string()),
@@ -102,7 +102,7 @@ impl Shared {
             error = Some(e.to_string());
         }
         Reply {
-            v: CONTROL_VERSION,
+            v: SUPERVISOR_VERSION,
             launch: Some(self.session.record()),
             receipt,
             error,

@@ -19,9 +19,9 @@ use std::time::{Duration, Instant};
 
 use rollpoint_proctree::ProcId;
 use rollpoint_proctree::scan::Table;
-use rollpoint_proto::control::Reply;
 use rollpoint_proto::launch::LaunchRecord;
 use rollpoint_proto::session::LAUNCH_FILE;
+use rollpoint_proto::supervisor::Reply;
 
 /// The directory holding the workspace's built binaries (`target/debug`).
 fn bin_dir() -> PathBuf {

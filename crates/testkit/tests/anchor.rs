@@ -20,10 +20,10 @@ use rollpoint_proto::anchor::{
     ANCHOR_SOCKET, AnchorReply, AnchorRequest, ExecOutput, ExecRequest, LAUNCH_OUTPUT,
     LAUNCHES_DIR, LaunchRequest,
 };
-use rollpoint_proto::control::{CONTROL_SOCKET, Reply, Request, Verb};
 use rollpoint_proto::launch::{LaunchPhase, LaunchRecord};
 use rollpoint_proto::receipt::{Method, Outcome};
 use rollpoint_proto::session::LAUNCH_FILE;
+use rollpoint_proto::supervisor::{Reply, Request, SUPERVISOR_SOCKET, Verb};
 use rollpoint_testkit::{fake_harness_bin, receipt, require_root, supervisor_bin, wait_for};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -454,8 +454,8 @@ fn request_at(control: &Path, req: &AnchorRequest) -> AnchorReply {
 /// the control directory), in the control protocol itself: no client
 /// fallback can stand in for it.
 fn control(session: &Path, verb: Verb) -> Reply {
-    let mut stream =
-        UnixStream::connect(session.join(CONTROL_SOCKET)).expect("connect to the control socket");
+    let mut stream = UnixStream::connect(session.join(SUPERVISOR_SOCKET))
+        .expect("connect to the control socket");
     let mut line = serde_json::to_vec(&Request::new(verb)).expect("encode");
     line.push(b'\n');
     stream.write_all(&line).expect("send");

@@ -5,9 +5,9 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use rollpoint_proto::control::{CONTROL_SOCKET, Reply};
 use rollpoint_proto::receipt::Outcome;
 use rollpoint_proto::session::FALLBACK_PAUSE_FILE;
+use rollpoint_proto::supervisor::{Reply, SUPERVISOR_SOCKET};
 use rollpoint_testkit::{
     Supervised, alive, launch_id, lines, per_strategy, receipt, state, wait_for,
 };
@@ -66,7 +66,7 @@ fn bad_requests_get_a_clear_error_and_the_supervisor_goes_on() {
         ("{\"v\":9,\"verb\":\"pause\"}\n", "unknown version 9"),
         ("{\"v\":1,\"verb\":\"explode\"}\n", "verb"),
     ] {
-        let mut stream = UnixStream::connect(s.session.join(CONTROL_SOCKET)).expect("connect");
+        let mut stream = UnixStream::connect(s.session.join(SUPERVISOR_SOCKET)).expect("connect");
         stream.write_all(line.as_bytes()).expect("write");
         let mut reply = Vec::new();
         BufReader::new(&stream)

@@ -26,8 +26,8 @@ pub struct Timings {
     pub prepare: Duration,
     pub commit: Duration,
     pub publish: Duration,
-    /// Kept paused on purpose after publishing ([`Coordinator::checkpoint_kept_paused`]).
-    pub kept_paused: Duration,
+    /// Kept paused on purpose after publishing ([`Coordinator::checkpoint_held`]).
+    pub held: Duration,
     pub resume: Duration,
 }
 
@@ -47,7 +47,7 @@ impl Coordinator {
     /// resumed and nothing is published; a failure to resume after
     /// publishing is [`CoordinatorError::PublishedNotResumed`].
     pub async fn checkpoint(&self, plan: &Plan) -> Result<Checkpointed, CoordinatorError> {
-        self.checkpoint_kept_paused(plan, Duration::ZERO).await
+        self.checkpoint_held(plan, Duration::ZERO).await
     }
 
     /// [`Coordinator::checkpoint`], keeping everyone paused for `pause` after
@@ -55,7 +55,7 @@ impl Coordinator {
     /// can be inspected (the wire's `hold_ms`). `pause` must stay well under
     /// the participants' lease, or they resume on their own.
     #[tracing::instrument(name = "checkpoint", skip_all, fields(checkpoint = %plan.id, scope = plan.scope.len()))]
-    pub async fn checkpoint_kept_paused(
+    pub async fn checkpoint_held(
         &self,
         plan: &Plan,
         pause: Duration,
@@ -120,7 +120,7 @@ impl Coordinator {
         if !plan.stop {
             if !pause.is_zero() {
                 tokio::time::sleep(pause).await;
-                timings.kept_paused = pause;
+                timings.held = pause;
             }
             let started = Instant::now();
             self.resume(id)

@@ -1,5 +1,5 @@
 //! The coordinator: the controller's side of the protocol over a set of
-//! participants, in process or over HTTP alike (`Arc<dyn Control>`).
+//! participants, in process or over HTTP alike (`Arc<dyn ParticipantApi>`).
 //!
 //! Prepare goes stage by stage, model -> agent -> resources (fan-out within
 //! a stage) and stops at the first stage not ready: the model holds replies
@@ -36,9 +36,9 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 
+use crate::api::{CallResult, ParticipantApi};
 use crate::client::CALL_MARGIN;
-use crate::control::{Control, ControlResult};
-use crate::errors::{Code, ControlError, CoordinatorError, StoreError};
+use crate::errors::{CallError, Code, CoordinatorError, StoreError};
 use crate::participant::{AttemptKey, Kind};
 use crate::store::{self, DEFAULT_KEEP};
 use crate::wire::{KeysRequest, KeysVerb};
@@ -81,7 +81,7 @@ impl CoordinatorConfig {
 pub struct Peer {
     pub kind: Kind,
     pub instance: String,
-    pub control: Arc<dyn Control>,
+    pub control: Arc<dyn ParticipantApi>,
 }
 
 /// Drives a fixed set of participants.
@@ -98,7 +98,7 @@ impl Coordinator {
     /// prepare. Two participants with the same kind and instance are
     /// refused.
     pub async fn new(
-        controls: Vec<Arc<dyn Control>>,
+        controls: Vec<Arc<dyn ParticipantApi>>,
         config: CoordinatorConfig,
     ) -> Result<Self, CoordinatorError> {
         let mut peers = Vec::with_capacity(controls.len());
@@ -162,11 +162,11 @@ impl Coordinator {
         peer: &Peer,
         action: &'static str,
         timeout: Duration,
-        fut: impl Future<Output = ControlResult<T>>,
+        fut: impl Future<Output = CallResult<T>>,
     ) -> Result<T, CoordinatorError> {
         let result = match tokio::time::timeout(timeout + CALL_MARGIN, fut).await {
             Ok(r) => r,
-            Err(_) => Err(ControlError::new(
+            Err(_) => Err(CallError::new(
                 Code::DeadlineExceeded,
                 format!("no reply within {} ms", (timeout + CALL_MARGIN).as_millis()),
             )),

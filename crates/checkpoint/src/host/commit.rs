@@ -8,14 +8,14 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::{Inner, join_error, millis, within};
-use crate::control::ControlResult;
-use crate::errors::{Code, ControlError};
+use crate::api::CallResult;
+use crate::errors::{CallError, Code};
 use crate::participant::AttemptKey;
 use crate::phase::{CommitArgs, CommitStep, Phase};
 use crate::store;
 use crate::wire::{CommitReply, CommitRequest, Request as _};
 
-pub(super) async fn run(inner: Arc<Inner>, req: CommitRequest) -> ControlResult<CommitReply> {
+pub(super) async fn run(inner: Arc<Inner>, req: CommitRequest) -> CallResult<CommitReply> {
     req.check()?;
     let timeout = millis(req.timeout_ms);
     inner.renew(timeout);
@@ -39,7 +39,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: CommitRequest) -> ControlResult<
             let _ops = ops;
             let reply = tokio::select! {
                 reply = export_and_write(&inner, &id, &args) => reply?,
-                () = inner.aborted(seen) => return Err(ControlError::stale(&id)),
+                () = inner.aborted(seen) => return Err(CallError::stale(&id)),
             };
             inner.machine().committed(args, reply.clone());
             Ok(reply)
@@ -61,10 +61,10 @@ async fn export_and_write(
     inner: &Arc<Inner>,
     id: &str,
     args: &CommitArgs,
-) -> ControlResult<CommitReply> {
+) -> CallResult<CommitReply> {
     let readiness = inner.participant.readiness().await.capped();
     if !readiness.ready {
-        return Err(ControlError::new(
+        return Err(CallError::new(
             Code::InvalidPhase,
             format!(
                 "commit of checkpoint {id}: no longer ready ({} blockers: {})",
@@ -75,7 +75,7 @@ async fn export_and_write(
     }
     let restarts: BTreeSet<&AttemptKey> = readiness.restarts.iter().collect();
     if let Some(key) = args.scope.iter().find(|k| restarts.contains(k)) {
-        return Err(ControlError::new(
+        return Err(CallError::new(
             Code::RestartInScope,
             format!(
                 "commit of checkpoint {id}: scope names {key}, which this participant must restart"
@@ -86,7 +86,7 @@ async fn export_and_write(
         .participant
         .export(id, &args.scope)
         .await
-        .map_err(|e| ControlError::hook("export", &e))?;
+        .map_err(|e| CallError::hook("export", &e))?;
     let (run_dir, kind, instance) = (
         inner.config.run_dir.clone(),
         inner.kind,

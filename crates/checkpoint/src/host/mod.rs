@@ -19,8 +19,8 @@ use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::control::{Control, ControlResult};
-use crate::errors::{Code, ControlError};
+use crate::api::{CallResult, ParticipantApi};
+use crate::errors::{CallError, Code};
 use crate::id::check_name;
 use crate::participant::{Kind, Participant};
 use crate::phase::Machine;
@@ -82,7 +82,7 @@ struct Inner {
 impl ParticipantHost {
     /// The control plane of `participant`. Fails if its instance name is
     /// not a path component.
-    pub fn new(participant: Arc<dyn Participant>, config: HostConfig) -> ControlResult<Self> {
+    pub fn new(participant: Arc<dyn Participant>, config: HostConfig) -> CallResult<Self> {
         let instance = participant.instance();
         check_name("instance", &instance)?;
         Ok(Self {
@@ -220,11 +220,11 @@ async fn within<T>(
     action: &str,
     subject: &str,
     timeout: Duration,
-    fut: impl Future<Output = ControlResult<T>>,
-) -> ControlResult<T> {
+    fut: impl Future<Output = CallResult<T>>,
+) -> CallResult<T> {
     match tokio::time::timeout(timeout, fut).await {
         Ok(result) => result,
-        Err(_) => Err(ControlError::deadline(
+        Err(_) => Err(CallError::deadline(
             action,
             subject,
             u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
@@ -236,36 +236,36 @@ fn millis(ms: u64) -> Duration {
     Duration::from_millis(ms)
 }
 
-fn join_error(action: &str, e: &tokio::task::JoinError) -> ControlError {
-    ControlError::new(Code::HookFailed, format!("{action}: task failed: {e}"))
+fn join_error(action: &str, e: &tokio::task::JoinError) -> CallError {
+    CallError::new(Code::HookFailed, format!("{action}: task failed: {e}"))
 }
 
-impl Control for ParticipantHost {
-    fn status(&self) -> BoxFuture<'_, ControlResult<Status>> {
+impl ParticipantApi for ParticipantHost {
+    fn status(&self) -> BoxFuture<'_, CallResult<Status>> {
         async move { Ok(self.inner.status().await) }.boxed()
     }
 
-    fn prepare(&self, req: PrepareRequest) -> BoxFuture<'_, ControlResult<PrepareReply>> {
+    fn prepare(&self, req: PrepareRequest) -> BoxFuture<'_, CallResult<PrepareReply>> {
         prepare::run(self.inner.clone(), req).boxed()
     }
 
-    fn commit(&self, req: CommitRequest) -> BoxFuture<'_, ControlResult<CommitReply>> {
+    fn commit(&self, req: CommitRequest) -> BoxFuture<'_, CallResult<CommitReply>> {
         commit::run(self.inner.clone(), req).boxed()
     }
 
-    fn restore(&self, req: RestoreRequest) -> BoxFuture<'_, ControlResult<RestoreReply>> {
+    fn restore(&self, req: RestoreRequest) -> BoxFuture<'_, CallResult<RestoreReply>> {
         restore::run(self.inner.clone(), req).boxed()
     }
 
-    fn resume(&self, req: ResumeRequest) -> BoxFuture<'_, ControlResult<ResumeReply>> {
+    fn resume(&self, req: ResumeRequest) -> BoxFuture<'_, CallResult<ResumeReply>> {
         resume::run(self.inner.clone(), req).boxed()
     }
 
-    fn retire(&self, req: KeysRequest) -> BoxFuture<'_, ControlResult<KeysReply>> {
+    fn retire(&self, req: KeysRequest) -> BoxFuture<'_, CallResult<KeysReply>> {
         retire::run(self.inner.clone(), req, crate::wire::KeysVerb::Retire).boxed()
     }
 
-    fn forget(&self, req: KeysRequest) -> BoxFuture<'_, ControlResult<KeysReply>> {
+    fn forget(&self, req: KeysRequest) -> BoxFuture<'_, CallResult<KeysReply>> {
         retire::run(self.inner.clone(), req, crate::wire::KeysVerb::Forget).boxed()
     }
 }

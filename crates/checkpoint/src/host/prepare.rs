@@ -9,15 +9,15 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{Inner, millis, within};
-use crate::control::ControlResult;
-use crate::errors::{ControlError, HookError};
+use crate::api::CallResult;
+use crate::errors::{CallError, HookError};
 use crate::phase::{Phase, PrepareStep};
 use crate::wire::{PrepareReply, PrepareRequest, Request as _};
 
 /// Readiness is re-checked at least this often, whatever `changed` does.
 const RECHECK: Duration = Duration::from_secs(1);
 
-pub(super) async fn run(inner: Arc<Inner>, req: PrepareRequest) -> ControlResult<PrepareReply> {
+pub(super) async fn run(inner: Arc<Inner>, req: PrepareRequest) -> CallResult<PrepareReply> {
     req.check()?;
     let timeout = millis(req.timeout_ms);
     let deadline = Instant::now() + timeout;
@@ -39,7 +39,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: PrepareRequest) -> ControlResult
                         .participant
                         .close_admission(id)
                         .await
-                        .map_err(|e| ControlError::hook("close admission", &e))
+                        .map_err(|e| CallError::hook("close admission", &e))
                 })
                 .await;
                 if let Err(e) = closed {
@@ -54,7 +54,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: PrepareRequest) -> ControlResult
     }
     loop {
         if inner.machine().active() != Some(id) {
-            return Err(ControlError::stale(id));
+            return Err(CallError::stale(id));
         }
         let readiness = inner.participant.readiness().await.capped();
         if readiness.ready {
@@ -70,7 +70,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: PrepareRequest) -> ControlResult
             // Resumed meanwhile, or a concurrent prepare got there first.
             return match m.prepare(id)? {
                 PrepareStep::Replay(reply) => Ok(reply),
-                PrepareStep::Close | PrepareStep::Wait => Err(ControlError::stale(id)),
+                PrepareStep::Close | PrepareStep::Wait => Err(CallError::stale(id)),
             };
         }
         if Instant::now() >= deadline {
@@ -84,7 +84,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: PrepareRequest) -> ControlResult
             () = inner.participant.changed() => {}
             () = tokio::time::sleep(RECHECK) => {}
             () = tokio::time::sleep_until(deadline) => {}
-            () = inner.aborted(seen) => return Err(ControlError::stale(id)),
+            () = inner.aborted(seen) => return Err(CallError::stale(id)),
         }
     }
 }

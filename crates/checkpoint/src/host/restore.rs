@@ -8,14 +8,14 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::{Inner, join_error, millis, within};
-use crate::control::ControlResult;
-use crate::errors::{ControlError, HookError};
+use crate::api::CallResult;
+use crate::errors::{CallError, HookError};
 use crate::participant::AttemptKey;
 use crate::phase::{Phase, RestoreArgs, RestoreStep};
 use crate::store;
 use crate::wire::{Request as _, RestoreReply, RestoreRequest};
 
-pub(super) async fn run(inner: Arc<Inner>, req: RestoreRequest) -> ControlResult<RestoreReply> {
+pub(super) async fn run(inner: Arc<Inner>, req: RestoreRequest) -> CallResult<RestoreReply> {
     req.check()?;
     let timeout = millis(req.timeout_ms);
     inner.renew(timeout);
@@ -51,7 +51,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: RestoreRequest) -> ControlResult
                     // Resumed while installing: undo, as a failed restore.
                     let _retired = inner.participant.retire(&reply.restored).await;
                     let _reopened = inner.participant.open_admission().await;
-                    Err(ControlError::stale(&id))
+                    Err(CallError::stale(&id))
                 }
                 Err(e) => Err(e),
             }
@@ -67,7 +67,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: RestoreRequest) -> ControlResult
     .await
 }
 
-async fn install(inner: &Arc<Inner>, id: &str, args: &RestoreArgs) -> ControlResult<RestoreReply> {
+async fn install(inner: &Arc<Inner>, id: &str, args: &RestoreArgs) -> CallResult<RestoreReply> {
     let keep: BTreeSet<AttemptKey> = args.scope.iter().cloned().collect();
     // A moved restore reads the share a node that is gone wrote.
     let instance = args
@@ -99,7 +99,7 @@ async fn install(inner: &Arc<Inner>, id: &str, args: &RestoreArgs) -> ControlRes
         .participant
         .close_admission(id)
         .await
-        .map_err(|e| ControlError::hook("close admission", &e))?;
+        .map_err(|e| CallError::hook("close admission", &e))?;
     let installed = match &args.fork {
         Some(fork) => {
             inner
@@ -119,7 +119,7 @@ async fn install(inner: &Arc<Inner>, id: &str, args: &RestoreArgs) -> ControlRes
         }),
         Err(e) => {
             let _reopened: Result<(), HookError> = inner.participant.open_admission().await;
-            Err(ControlError::hook("install", &e))
+            Err(CallError::hook("install", &e))
         }
     }
 }

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Inner, millis, within};
-use crate::control::ControlResult;
-use crate::errors::ControlError;
+use crate::api::CallResult;
+use crate::errors::CallError;
 use crate::phase::{Phase, ResumeStep};
 use crate::wire::{Request as _, ResumeReply, ResumeRequest};
 
-pub(super) async fn run(inner: Arc<Inner>, req: ResumeRequest) -> ControlResult<ResumeReply> {
+pub(super) async fn run(inner: Arc<Inner>, req: ResumeRequest) -> CallResult<ResumeReply> {
     req.check()?;
     let timeout = millis(req.timeout_ms);
     inner.renew(timeout);
@@ -26,11 +26,7 @@ pub(super) async fn run(inner: Arc<Inner>, req: ResumeRequest) -> ControlResult<
 }
 
 /// Ends checkpoint `id`: the resume route and the lease watcher.
-pub(super) async fn abort(
-    inner: &Inner,
-    id: &str,
-    timeout: Duration,
-) -> ControlResult<ResumeReply> {
+pub(super) async fn abort(inner: &Inner, id: &str, timeout: Duration) -> CallResult<ResumeReply> {
     let reply = |idempotent| ResumeReply {
         checkpoint: id.to_owned(),
         phase: Phase::Idle,
@@ -60,7 +56,7 @@ pub(super) async fn abort(
             .participant
             .open_admission()
             .await
-            .map_err(|e| ControlError::hook("open admission", &e))
+            .map_err(|e| CallError::hook("open admission", &e))
     })
     .await?;
     inner.machine().resumed(id);

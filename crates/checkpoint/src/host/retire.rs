@@ -4,15 +4,15 @@
 use std::sync::Arc;
 
 use super::{Inner, millis, within};
-use crate::control::ControlResult;
-use crate::errors::ControlError;
+use crate::api::CallResult;
+use crate::errors::CallError;
 use crate::wire::{KeysReply, KeysRequest, KeysVerb, Request as _};
 
 pub(super) async fn run(
     inner: Arc<Inner>,
     req: KeysRequest,
     verb: KeysVerb,
-) -> ControlResult<KeysReply> {
+) -> CallResult<KeysReply> {
     req.check()?;
     let timeout = millis(req.timeout_ms);
     inner.renew(timeout);
@@ -26,7 +26,7 @@ pub(super) async fn run(
             KeysVerb::Forget => inner.participant.forget(&req.keys).await,
         };
         done.map(|keys| KeysReply { keys })
-            .map_err(|e| ControlError::hook(action, &e))
+            .map_err(|e| CallError::hook(action, &e))
     })
     .await
 }

@@ -1,5 +1,5 @@
 //! The control plane over HTTP: `/v1/checkpoint/{status,prepare,commit,
-//! restore,resume,retire,forget}` over any [`Control`] (usually a
+//! restore,resume,retire,forget}` over any [`ParticipantApi`] (usually a
 //! [`crate::ParticipantHost`] around a participant), behind a bearer token
 //! compared in constant time. Bodies are read as bytes and decoded here so a
 //! bad body gets a 400 naming the field. One route per file.
@@ -24,9 +24,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
 
-use crate::control::Control;
+use crate::api::ParticipantApi;
 use crate::decode::decode_json;
-use crate::errors::{Code, ControlError};
+use crate::errors::{CallError, Code};
 use crate::wire::ErrorReply;
 
 /// Largest request body accepted.
@@ -67,11 +67,11 @@ mod doc {
         "The call did not finish within `timeout_ms` (`deadline_exceeded`).";
 }
 
-type Shared = State<Arc<dyn Control>>;
+type Shared = State<Arc<dyn ParticipantApi>>;
 
 /// The control routes of `control`, every one behind
 /// `Authorization: Bearer <token>`. An empty `token` matches no request.
-pub fn router(control: Arc<dyn Control>, token: &str) -> Router {
+pub fn router(control: Arc<dyn ParticipantApi>, token: &str) -> Router {
     let routes = Router::new()
         .route("/v1/checkpoint/status", get(status::handle))
         .route("/v1/checkpoint/prepare", post(prepare::handle))
@@ -87,14 +87,14 @@ pub fn router(control: Arc<dyn Control>, token: &str) -> Router {
 /// Serves `control` on `listener` until the server fails.
 pub async fn serve(
     listener: TcpListener,
-    control: Arc<dyn Control>,
+    control: Arc<dyn ParticipantApi>,
     token: &str,
 ) -> std::io::Result<()> {
     rollpoint_api::serve(listener, router(control, token)).await
 }
 
 fn unauthorized() -> Response {
-    Reply(ControlError::new(
+    Reply(CallError::new(
         Code::Unauthorized,
         "missing or wrong bearer token",
     ))
@@ -102,9 +102,9 @@ fn unauthorized() -> Response {
 }
 
 /// A control error as an HTTP reply.
-type ApiError = Reply<ControlError>;
+type ApiError = Reply<CallError>;
 
-impl HttpError for ControlError {
+impl HttpError for CallError {
     fn status(&self) -> StatusCode {
         StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
     }
@@ -123,7 +123,7 @@ async fn body<T: DeserializeOwned + crate::wire::Request>(
 ) -> Result<T, ApiError> {
     let bytes = rollpoint_api::read_limited(body, BODY_LIMIT)
         .await
-        .map_err(|e| Reply(ControlError::new(Code::TooLarge, e.to_string())))?;
+        .map_err(|e| Reply(CallError::new(Code::TooLarge, e.to_string())))?;
     let req: T = decode_json(&bytes)?;
     req.check()?;
     Ok(req)
@@ -132,7 +132,7 @@ async fn body<T: DeserializeOwned + crate::wire::Request>(
 /// A JSON reply.
 fn json<T: Serialize>(value: &T) -> Result<Response, ApiError> {
     rollpoint_api::encoded(StatusCode::OK, value).map_err(|e| {
-        Reply(ControlError::new(
+        Reply(CallError::new(
             Code::Remote,
             format!("reply could not be encoded: {e}"),
         ))

@@ -271,7 +271,7 @@ pub fn key(text: &str) -> AttemptKey {
 pub const TOKEN: &str = "s3cret-token";
 
 /// Serves `control` on 127.0.0.1:0; returns its base URL.
-pub async fn serve(control: Arc<dyn rollpoint_checkpoint::Control>) -> String {
+pub async fn serve(control: Arc<dyn rollpoint_checkpoint::ParticipantApi>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1:0");
@@ -285,7 +285,7 @@ pub async fn serve(control: Arc<dyn rollpoint_checkpoint::Control>) -> String {
 /// Participants over fakes and a coordinator driving them.
 pub struct Rig {
     pub fakes: Vec<Arc<Fake>>,
-    pub controls: Vec<Arc<dyn rollpoint_checkpoint::Control>>,
+    pub controls: Vec<Arc<dyn rollpoint_checkpoint::ParticipantApi>>,
     pub coordinator: rollpoint_checkpoint::Coordinator,
 }
 
@@ -299,9 +299,10 @@ pub async fn rig(
     remote: Option<&rollpoint_remote::RemoteStore>,
 ) -> Rig {
     use rollpoint_checkpoint::{
-        Control, Coordinator, CoordinatorConfig, HostConfig, HttpControl, ParticipantHost,
+        Coordinator, CoordinatorConfig, HostConfig, HttpParticipant, ParticipantApi,
+        ParticipantHost,
     };
-    let mut controls: Vec<Arc<dyn Control>> = Vec::new();
+    let mut controls: Vec<Arc<dyn ParticipantApi>> = Vec::new();
     for fake in &fakes {
         let host = HostConfig {
             remote: remote.cloned(),
@@ -310,7 +311,9 @@ pub async fn rig(
         let local = ParticipantHost::new(fake.clone(), host).expect("control");
         if http {
             let base = serve(Arc::new(local)).await;
-            controls.push(Arc::new(HttpControl::new(&base, TOKEN).expect("client")));
+            controls.push(Arc::new(
+                HttpParticipant::new(&base, TOKEN).expect("client"),
+            ));
         } else {
             controls.push(Arc::new(local));
         }

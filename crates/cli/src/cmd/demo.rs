@@ -10,8 +10,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail, ensure};
-use rollpoint_proto::control::Reply;
 use rollpoint_proto::receipt::Receipt;
+use rollpoint_proto::supervisor::Reply;
 
 use super::locate;
 

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use rollpoint_api::wire::{ForkReply, ForkRequest, WIRE_VERSION};
 
-use super::run::{ControlArgs, finish, harness_env, inputs};
+use super::run::{EndpointArgs, finish, harness_env, inputs};
 
 #[derive(Debug, clap::Args)]
 pub struct ForkArgs {
@@ -43,7 +43,7 @@ pub fn run(args: &ForkArgs) -> anyhow::Result<()> {
     }
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     let ending = runtime.block_on(async {
-        let mut inputs = inputs(&ControlArgs {
+        let mut inputs = inputs(&EndpointArgs {
             listen: None,
             control_token_file: None,
         })?;

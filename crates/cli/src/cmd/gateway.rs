@@ -16,7 +16,7 @@ use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use std::sync::Arc;
 
-use rollpoint_checkpoint::{Control, HostConfig, Participant, ParticipantHost};
+use rollpoint_checkpoint::{HostConfig, Participant, ParticipantApi, ParticipantHost};
 use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, ModelParticipant, UpstreamApi};
 use rollpoint_model_script::{Script, ScriptServer};
 
@@ -280,7 +280,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         if let (Some(run_dir), Some(token)) = (&args.run_dir, token.as_deref()) {
             let participant: Arc<dyn Participant> =
                 Arc::new(ModelParticipant::new(Arc::new(gateway.clone()), "gateway"));
-            let control: Arc<dyn Control> = Arc::new(
+            let control: Arc<dyn ParticipantApi> = Arc::new(
                 ParticipantHost::new(
                     participant,
                     HostConfig {
@@ -292,7 +292,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
             );
             app = app
                 .merge(rollpoint_checkpoint::router(control, token))
-                .merge(rollpoint_gateway::control::router(gateway.clone(), token));
+                .merge(rollpoint_gateway::admin::router(gateway.clone(), token));
         }
         if let Some(file) = &args.port_file {
             super::model_script::write_port_file(file, addr.port())?;

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Args;
-use rollpoint_checkpoint::{Control, HostConfig, Participant, ParticipantHost};
+use rollpoint_checkpoint::{HostConfig, Participant, ParticipantApi, ParticipantHost};
 use rollpoint_owner::{LocalOwner, Owner, ResourcesParticipant};
 use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
 use rollpoint_snapshot::{ImageOptions, StoreChoice, StoreOptions};
@@ -97,7 +97,7 @@ pub fn run(args: &OwnerArgs) -> anyhow::Result<()> {
         resources = resources.with_travel(Arc::new(travel));
     }
     let participant: Arc<dyn Participant> = Arc::new(resources);
-    let control: Arc<dyn Control> = Arc::new(
+    let control: Arc<dyn ParticipantApi> = Arc::new(
         ParticipantHost::new(
             participant,
             HostConfig {

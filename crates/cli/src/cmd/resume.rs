@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use super::run::{ControlArgs, finish, harness_env, inputs};
+use super::run::{EndpointArgs, finish, harness_env, inputs};
 
 #[derive(Debug, clap::Args)]
 pub struct ResumeArgs {
@@ -23,7 +23,7 @@ pub struct ResumeArgs {
     #[arg(long)]
     pub supervisor: Option<PathBuf>,
     #[command(flatten)]
-    pub control: ControlArgs,
+    pub control: EndpointArgs,
 }
 
 pub fn run(args: &ResumeArgs) -> anyhow::Result<()> {

@@ -53,12 +53,12 @@ pub struct RunArgs {
     #[arg(long, value_parser = number::whole::<u16>(0, 65_535))]
     pub gateway_port: Option<u16>,
     #[command(flatten)]
-    pub control: ControlArgs,
+    pub control: EndpointArgs,
 }
 
 /// The run's control endpoint (checkpoint and status over HTTP).
 #[derive(Debug, clap::Args)]
-pub struct ControlArgs {
+pub struct EndpointArgs {
     /// Serve the control endpoint here (`127.0.0.1:0` picks a port; the
     /// address is written to RUN_DIR/control.json).
     #[arg(long, requires = "control_token_file")]
@@ -79,7 +79,7 @@ fn parse_store(s: &str) -> Result<StoreKind, String> {
 
 /// The loop's inputs: SIGUSR1 asks for a checkpoint, SIGTERM and SIGINT
 /// for a stop, and the control endpoint, when asked for, serves requests.
-pub fn inputs(control: &ControlArgs) -> anyhow::Result<Inputs> {
+pub fn inputs(control: &EndpointArgs) -> anyhow::Result<Inputs> {
     let (tx, rx) = mpsc::unbounded_channel();
     let listen = match (&control.listen, &control.control_token_file) {
         (Some(addr), Some(file)) => Some(Listen {

@@ -22,8 +22,7 @@ use rollpoint_driver::{LaunchEnd, RecoveryTier, RolloutResult, Status};
 use rollpoint_testkit::{mounts_under, require_root, supervisor_bin};
 
 use crate::common::{
-    cgroups_of, checkpoint_kept_paused, cpu_ticks, processes_of, spawn, wait, wait_file,
-    write_jsonl,
+    cgroups_of, checkpoint_held, cpu_ticks, processes_of, spawn, wait, wait_file, write_jsonl,
 };
 
 pub const LIMIT: Duration = Duration::from_secs(420);
@@ -674,7 +673,7 @@ fn held_checkpoint(case: &Case, what: &str) -> serde_json::Value {
     let published = case.latest();
     let asker = {
         let run_dir = case.run_dir.clone();
-        std::thread::spawn(move || checkpoint_kept_paused(&run_dir, TOKEN, HOLD_MS))
+        std::thread::spawn(move || checkpoint_held(&run_dir, TOKEN, HOLD_MS))
     };
     // The hold starts once LATEST names it; both looks are well inside it.
     case.wait_until("the held checkpoint was not published", || {
@@ -818,9 +817,9 @@ pub fn bench_round(h: Harness) -> BTreeMap<&'static str, u64> {
     let ms = |v: &serde_json::Value| v.as_u64().expect("phase time");
 
     case.wait_until("no step 2 request", || case.asked_for(2));
-    let r1 = checkpoint_kept_paused(&case.run_dir, TOKEN, 0);
+    let r1 = checkpoint_held(&case.run_dir, TOKEN, 0);
     case.wait_until("step 2 did not run", || case.lines() >= 2);
-    let r2 = checkpoint_kept_paused(&case.run_dir, TOKEN, 0);
+    let r2 = checkpoint_held(&case.run_dir, TOKEN, 0);
     case.crash(&mut child);
     out.insert("pause_waiting_on_model", ms(&r1["timings"]["prepare_ms"]));
     out.insert("pause_mid_tool", ms(&r2["timings"]["prepare_ms"]));
@@ -868,7 +867,7 @@ pub fn fork_mid_rollout(h: Harness) {
         case.lines() >= 2
     });
     std::thread::sleep(Duration::from_millis(h.session_lag_ms));
-    let report = checkpoint_kept_paused(&case.run_dir, TOKEN, 0);
+    let report = checkpoint_held(&case.run_dir, TOKEN, 0);
     let checkpoint = report["id"].as_str().expect("id").to_owned();
     let asked_before: Vec<String> = case
         .model_log()

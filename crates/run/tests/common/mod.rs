@@ -188,7 +188,7 @@ pub fn control(
 
 /// Takes a checkpoint over the control endpoint, holding every rollout
 /// paused `hold_ms` after it is published; returns the report.
-pub fn checkpoint_kept_paused(run_dir: &Path, token: &str, hold_ms: u64) -> serde_json::Value {
+pub fn checkpoint_held(run_dir: &Path, token: &str, hold_ms: u64) -> serde_json::Value {
     let body = serde_json::json!({"v": 1, "hold_ms": hold_ms}).to_string();
     let (status, reply) = control(
         run_dir,

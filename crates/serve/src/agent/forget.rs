@@ -9,7 +9,7 @@
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use rollpoint_checkpoint::wire::KeysRequest;
-use rollpoint_checkpoint::{AttemptKey, Control as _, ParticipantHost};
+use rollpoint_checkpoint::{AttemptKey, ParticipantApi as _, ParticipantHost};
 
 /// Deadline of one forget call.
 const FORGET_TIMEOUT_MS: u64 = 30_000;

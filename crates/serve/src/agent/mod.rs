@@ -19,8 +19,8 @@
 //! here.
 
 mod cancel;
-mod control;
 mod forget;
+mod host;
 mod list;
 mod metrics;
 mod result;
@@ -42,8 +42,8 @@ use rollpoint_owner::Owner;
 use rollpoint_proto::key::AttemptKey;
 
 use crate::errors::ServeError;
-pub use control::AgentControl;
 use forget::Forgetting;
+pub use host::AgentHost;
 use rollpoint_api::error::{ApiError, ErrorCode, authorized};
 use rollpoint_api::wire::{RolloutState, RolloutStatus, WIRE_VERSION};
 use table::{Outcome, Seen, Table};
@@ -111,7 +111,7 @@ pub(crate) struct Shared {
 #[derive(Debug, Clone)]
 pub struct AgentService {
     shared: Arc<Shared>,
-    control: Arc<AgentControl>,
+    control: Arc<AgentHost>,
 }
 
 impl AgentService {
@@ -140,12 +140,12 @@ impl AgentService {
             gateway: settings.gateway,
             token_breaks: settings.token_breaks,
         });
-        let control = Arc::new(AgentControl::new(Arc::clone(&shared)));
+        let control = Arc::new(AgentHost::new(Arc::clone(&shared)));
         Ok(Self { shared, control })
     }
 
     /// The checkpoint control plane of these drivers (kind agent).
-    pub fn control(&self) -> Arc<AgentControl> {
+    pub fn control(&self) -> Arc<AgentHost> {
         Arc::clone(&self.control)
     }
 
@@ -163,7 +163,7 @@ impl AgentService {
             .route("/metrics", get(metrics::handle))
             .with_state(Arc::clone(&self.shared));
         authorized(rollouts, token).merge(rollpoint_checkpoint::router(
-            Arc::clone(&self.control) as Arc<dyn rollpoint_checkpoint::Control>,
+            Arc::clone(&self.control) as Arc<dyn rollpoint_checkpoint::ParticipantApi>,
             token,
         ))
     }

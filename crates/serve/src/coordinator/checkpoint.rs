@@ -61,11 +61,7 @@ pub(super) async fn handle(
         stop: req.stop,
     };
     let started = Instant::now();
-    let done = match shared
-        .coordinator
-        .checkpoint_kept_paused(&plan, req.hold())
-        .await
-    {
+    let done = match shared.coordinator.checkpoint_held(&plan, req.hold()).await {
         Ok(done) => done,
         Err(e) => {
             shared.checkpoints.failed();

@@ -1,5 +1,5 @@
 //! `rollpoint serve coordinator`: the checkpoint coordinator over
-//! participants on other machines (reached with `HttpControl`), driven over
+//! participants on other machines (reached with `HttpParticipant`), driven over
 //! HTTP so an RL trainer can own the loop. One route per file:
 //!
 //! - `POST /v1/coordinator/checkpoint` ([`checkpoint`]);
@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::routing::{get, post};
-use rollpoint_checkpoint::{Control, Coordinator, CoordinatorConfig, HttpControl, Kind};
+use rollpoint_checkpoint::{Coordinator, CoordinatorConfig, HttpParticipant, Kind, ParticipantApi};
 
 use crate::errors::ServeError;
 use rollpoint_api::error::{ApiError, ErrorCode, authorized};
@@ -100,7 +100,7 @@ struct Member {
     kind: Kind,
     instance: String,
     url: String,
-    control: Arc<dyn Control>,
+    control: Arc<dyn ParticipantApi>,
 }
 
 #[derive(Debug)]
@@ -132,8 +132,8 @@ impl CoordinatorService {
     pub async fn connect(settings: CoordinatorSettings) -> Result<Self, ServeError> {
         let mut members = Vec::with_capacity(settings.participants.len());
         for target in &settings.participants {
-            let control = HttpControl::new(&target.url, &settings.participant_token)?;
-            let status = rollpoint_checkpoint::Control::status(&control)
+            let control = HttpParticipant::new(&target.url, &settings.participant_token)?;
+            let status = rollpoint_checkpoint::ParticipantApi::status(&control)
                 .await
                 .map_err(|source| ServeError::Participant {
                     url: target.url.clone(),

@@ -13,16 +13,16 @@ use rollpoint_checkpoint::wire::{
     CommitReply, CommitRequest, KeysReply, KeysRequest, PrepareReply, PrepareRequest, RestoreReply,
     RestoreRequest, ResumeReply, ResumeRequest, Status,
 };
-use rollpoint_checkpoint::{Control, ControlResult, ParticipantHost};
+use rollpoint_checkpoint::{CallResult, ParticipantApi, ParticipantHost};
 
 use super::Shared;
 
 #[derive(Debug)]
-pub struct AgentControl {
+pub struct AgentHost {
     shared: Arc<Shared>,
 }
 
-impl AgentControl {
+impl AgentHost {
     pub(super) fn new(shared: Arc<Shared>) -> Self {
         Self { shared }
     }
@@ -32,21 +32,21 @@ impl AgentControl {
     }
 }
 
-impl Control for AgentControl {
-    fn status(&self) -> BoxFuture<'_, ControlResult<Status>> {
+impl ParticipantApi for AgentHost {
+    fn status(&self) -> BoxFuture<'_, CallResult<Status>> {
         self.local().status()
     }
 
-    fn prepare(&self, req: PrepareRequest) -> BoxFuture<'_, ControlResult<PrepareReply>> {
+    fn prepare(&self, req: PrepareRequest) -> BoxFuture<'_, CallResult<PrepareReply>> {
         self.shared.forgetting.opened();
         self.local().prepare(req)
     }
 
-    fn commit(&self, req: CommitRequest) -> BoxFuture<'_, ControlResult<CommitReply>> {
+    fn commit(&self, req: CommitRequest) -> BoxFuture<'_, CallResult<CommitReply>> {
         self.local().commit(req)
     }
 
-    fn restore(&self, req: RestoreRequest) -> BoxFuture<'_, ControlResult<RestoreReply>> {
+    fn restore(&self, req: RestoreRequest) -> BoxFuture<'_, CallResult<RestoreReply>> {
         async move {
             self.shared.forgetting.opened();
             let reply = self.local().restore(req).await?;
@@ -56,7 +56,7 @@ impl Control for AgentControl {
         .boxed()
     }
 
-    fn resume(&self, req: ResumeRequest) -> BoxFuture<'_, ControlResult<ResumeReply>> {
+    fn resume(&self, req: ResumeRequest) -> BoxFuture<'_, CallResult<ResumeReply>> {
         async move {
             let reply = self.local().resume(req).await?;
             let keys = self.shared.forgetting.closed();
@@ -66,12 +66,12 @@ impl Control for AgentControl {
         .boxed()
     }
 
-    fn retire(&self, req: KeysRequest) -> BoxFuture<'_, ControlResult<KeysReply>> {
+    fn retire(&self, req: KeysRequest) -> BoxFuture<'_, CallResult<KeysReply>> {
         self.shared.retiring(&req.keys);
         self.local().retire(req)
     }
 
-    fn forget(&self, req: KeysRequest) -> BoxFuture<'_, ControlResult<KeysReply>> {
+    fn forget(&self, req: KeysRequest) -> BoxFuture<'_, CallResult<KeysReply>> {
         self.local().forget(req)
     }
 }

@@ -8,10 +8,10 @@ use crate::launch::LaunchRecord;
 use crate::receipt::Receipt;
 
 /// Version of [`Request`] and [`Reply`].
-pub const CONTROL_VERSION: u32 = 1;
+pub const SUPERVISOR_VERSION: u32 = 1;
 
 /// Name of the control socket in the session directory.
-pub const CONTROL_SOCKET: &str = "control.sock";
+pub const SUPERVISOR_SOCKET: &str = "control.sock";
 
 /// What a client asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,13 +33,13 @@ pub struct Request {
 impl Request {
     pub fn new(verb: Verb) -> Self {
         Self {
-            v: CONTROL_VERSION,
+            v: SUPERVISOR_VERSION,
             verb,
         }
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        crate::decode("control request", CONTROL_VERSION, bytes)
+        crate::decode("control request", SUPERVISOR_VERSION, bytes)
     }
 }
 
@@ -57,6 +57,6 @@ pub struct Reply {
 
 impl Reply {
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        crate::decode("control reply", CONTROL_VERSION, bytes)
+        crate::decode("control reply", SUPERVISOR_VERSION, bytes)
     }
 }
