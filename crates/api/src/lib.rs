@@ -8,9 +8,10 @@
 //! | [`body`] | request bodies read to a limit and decoded with the bad field named by its path |
 //! | [`error`] | [`ApiError`] and [`ErrorCode`]: the one error reply, `{"error": {code, message, field?}}` |
 //! | [`metrics`] | the OpenMetrics reply of `GET /metrics` and the checkpoint metrics |
+//! | [`responses`] | a surface's error replies for the OpenAPI description, named once |
 //! | [`process_metrics`] | the process's own CPU, memory, descriptors and threads, per scrape |
-//! | [`serve()`] | serving a router on a listener |
-//! | [`vocab`] | the control plane's words: participant [`Kind`] and [`Phase`] |
+//! | [`serve()`] | serving a router on a listener, with 404/405 error replies for what no route takes |
+//! | [`vocab`] | the checkpoint's words: participant [`Kind`] and [`Phase`] |
 //! | [`wire`] | versioned bodies of the coordinator and rollout routes |
 #![forbid(unsafe_code)]
 
@@ -19,6 +20,7 @@ pub mod body;
 pub mod error;
 pub mod metrics;
 pub mod process_metrics;
+pub mod responses;
 mod serving;
 pub mod vocab;
 pub mod wire;

@@ -4,8 +4,8 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 
-use super::{ApiError, Shared, body, doc, json};
-use crate::wire::{CommitReply, CommitRequest, ErrorReply};
+use super::{ApiError, CallErrors, Shared, body, json};
+use crate::wire::{CommitReply, CommitRequest};
 
 /// Export the scope's records and write them durably.
 ///
@@ -18,12 +18,7 @@ use crate::wire::{CommitReply, CommitRequest, ErrorReply};
     request_body = CommitRequest,
     responses(
         (status = 200, description = "The records are durable and the manifest names them.", body = CommitReply),
-        (status = 400, description = doc::BAD_REQUEST, body = ErrorReply),
-        (status = 401, description = doc::UNAUTHORIZED, body = ErrorReply),
-        (status = 409, description = doc::CONFLICT, body = ErrorReply),
-        (status = 413, description = doc::TOO_LARGE, body = ErrorReply),
-        (status = 500, description = doc::FAILED, body = ErrorReply),
-        (status = 504, description = doc::DEADLINE, body = ErrorReply),
+        CallErrors,
     ),
     security(("bearer" = [])),
 )]

@@ -67,6 +67,23 @@ mod doc {
         "The call did not finish within `timeout_ms` (`deadline_exceeded`).";
 }
 
+/// The error replies of every checkpoint route but status.
+struct CallErrors;
+
+impl utoipa::IntoResponses for CallErrors {
+    fn responses()
+    -> std::collections::BTreeMap<String, utoipa::openapi::RefOr<utoipa::openapi::Response>> {
+        rollpoint_api::responses::error_replies::<ErrorReply>(&[
+            (400, doc::BAD_REQUEST),
+            (401, doc::UNAUTHORIZED),
+            (409, doc::CONFLICT),
+            (413, doc::TOO_LARGE),
+            (500, doc::FAILED),
+            (504, doc::DEADLINE),
+        ])
+    }
+}
+
 type Shared = State<Arc<dyn ParticipantApi>>;
 
 /// The control routes of `control`, every one behind

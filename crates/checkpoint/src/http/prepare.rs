@@ -4,8 +4,8 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 
-use super::{ApiError, Shared, body, doc, json};
-use crate::wire::{ErrorReply, PrepareReply, PrepareRequest};
+use super::{ApiError, CallErrors, Shared, body, json};
+use crate::wire::{PrepareReply, PrepareRequest};
 
 /// Close admission and wait for a consistent cut.
 #[utoipa::path(
@@ -16,12 +16,7 @@ use crate::wire::{ErrorReply, PrepareReply, PrepareRequest};
     request_body = PrepareRequest,
     responses(
         (status = 200, description = "`prepared`, or still `preparing` when the deadline passed first (admission stays closed until resume).", body = PrepareReply),
-        (status = 400, description = doc::BAD_REQUEST, body = ErrorReply),
-        (status = 401, description = doc::UNAUTHORIZED, body = ErrorReply),
-        (status = 409, description = doc::CONFLICT, body = ErrorReply),
-        (status = 413, description = doc::TOO_LARGE, body = ErrorReply),
-        (status = 500, description = doc::FAILED, body = ErrorReply),
-        (status = 504, description = doc::DEADLINE, body = ErrorReply),
+        CallErrors,
     ),
     security(("bearer" = [])),
 )]

@@ -17,9 +17,7 @@ use super::wire::{ApiError, json};
     ),
     responses(
         (status = 200, description = "Where the current sandbox lives on the host.", body = crate::owner::Access),
-        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
-        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
-        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+        super::SessionErrors,
     ),
     security(("bearer" = [])),
 )]

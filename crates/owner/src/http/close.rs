@@ -19,9 +19,7 @@ use super::wire::ApiError;
     ),
     responses(
         (status = 204, description = "Closed."),
-        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
-        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
-        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+        super::SessionErrors,
     ),
     security(("bearer" = [])),
 )]

@@ -23,9 +23,7 @@ use crate::errors::OwnerError;
     responses(
         (status = 200, description = "The file's bytes.", content_type = "application/octet-stream"),
         (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
-        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
-        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
-        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+        super::SessionErrors,
     ),
     security(("bearer" = [])),
 )]

@@ -23,11 +23,7 @@ use crate::decode::decode_json;
     request_body = LaunchRequest,
     responses(
         (status = 200, description = "The launch and its session directory.", body = crate::owner::Launched),
-        (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
-        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
-        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
-        (status = 413, description = super::doc::TOO_LARGE, body = super::wire::ErrorReply),
-        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+        super::SessionBodyErrors,
     ),
     security(("bearer" = [])),
 )]

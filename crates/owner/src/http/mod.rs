@@ -17,15 +17,16 @@ mod usage;
 mod verify;
 pub(crate) mod wire;
 
-use rollpoint_api::Reply;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
+use rollpoint_api::Reply;
 use tokio::net::TcpListener;
+use utoipa::openapi::RefOr;
 
 use crate::errors::OwnerError;
 use crate::owner::Owner;
@@ -73,6 +74,34 @@ mod doc {
     pub(super) const SETUP: &str = "A setup command failed (`setup`, with `session` and `setup`).";
     pub(super) const FAILED: &str =
         "The sandbox backend or the owner failed (`backend`, `internal`, `remote`).";
+}
+
+/// The error replies of a route on one session.
+struct SessionErrors;
+
+impl utoipa::IntoResponses for SessionErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        rollpoint_api::responses::error_replies::<wire::ErrorReply>(&[
+            (401, doc::UNAUTHORIZED),
+            (404, doc::NOT_FOUND),
+            (500, doc::FAILED),
+        ])
+    }
+}
+
+/// The error replies of a route on one session that takes a body.
+struct SessionBodyErrors;
+
+impl utoipa::IntoResponses for SessionBodyErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        rollpoint_api::responses::error_replies::<wire::ErrorReply>(&[
+            (400, doc::BAD_REQUEST),
+            (401, doc::UNAUTHORIZED),
+            (404, doc::NOT_FOUND),
+            (413, doc::TOO_LARGE),
+            (500, doc::FAILED),
+        ])
+    }
 }
 
 pub(crate) type Shared = State<Arc<dyn Owner>>;

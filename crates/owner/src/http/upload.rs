@@ -26,11 +26,7 @@ const DEFAULT_MODE: u32 = 0o644;
     request_body(content(("application/octet-stream")), description = "The file's bytes."),
     responses(
         (status = 204, description = "Written."),
-        (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
-        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
-        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
-        (status = 413, description = super::doc::TOO_LARGE, body = super::wire::ErrorReply),
-        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+        super::SessionBodyErrors,
     ),
     security(("bearer" = [])),
 )]

@@ -17,9 +17,7 @@ use super::wire::{ApiError, json};
     ),
     responses(
         (status = 200, description = "What the current sandbox has used so far.", body = rollpoint_sandbox::ResourceUsage),
-        (status = 401, description = super::doc::UNAUTHORIZED, body = super::wire::ErrorReply),
-        (status = 404, description = super::doc::NOT_FOUND, body = super::wire::ErrorReply),
-        (status = 500, description = super::doc::FAILED, body = super::wire::ErrorReply),
+        super::SessionErrors,
     ),
     security(("bearer" = [])),
 )]
