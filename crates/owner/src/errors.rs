@@ -70,6 +70,27 @@ pub enum OwnerError {
 }
 
 impl OwnerError {
+    /// A backend error of `session`'s `sandbox`: a bad request naming the
+    /// task's field when the backend refused part of the request (a spec
+    /// field, a sandbox path), a backend failure otherwise.
+    pub fn backend(session: &str, sandbox: &str, source: rollpoint_sandbox::Error) -> Self {
+        match source.refused_field() {
+            Some((field, message)) => {
+                let field = if field.starts_with("sandbox.") {
+                    format!("task.{field}")
+                } else {
+                    field
+                };
+                Self::BadRequest { field, message }
+            }
+            None => Self::Backend {
+                session: session.to_owned(),
+                sandbox: sandbox.to_owned(),
+                source: Box::new(source),
+            },
+        }
+    }
+
     pub(crate) fn bad(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::BadRequest {
             field: field.into(),

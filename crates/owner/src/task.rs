@@ -78,7 +78,7 @@ pub enum RewardMode {
 }
 
 /// Longest `sandbox.user`.
-const MAX_USER: usize = 256;
+pub const MAX_USER: usize = 256;
 
 impl OwnerTask {
     /// The attempt the task's session serves: its id is that attempt's key

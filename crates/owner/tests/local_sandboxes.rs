@@ -93,3 +93,66 @@ async fn root_sessions_over_local_sandboxes_snapshot_restore_and_verify() {
     assert_eq!(backend.sweep_snapshots(&[]).unwrap().len(), 1);
     server.abort();
 }
+
+/// A spec field the backend refuses, or a task id at the longest, is the
+/// request's matter: a 400 naming the field, or a session, never a 500, and
+/// nothing left behind.
+#[tokio::test(flavor = "multi_thread")]
+async fn root_refused_spec_fields_are_bad_requests_and_long_ids_fit() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let backend = Arc::new(
+        LocalBackend::open(
+            &dir.path().join("owner"),
+            LocalOptions::new(supervisor_bin()),
+        )
+        .unwrap(),
+    );
+    let owner: Arc<dyn Owner> = Arc::new(LocalOwner::new(Arc::clone(&backend) as Arc<dyn Backend>));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(rollpoint_owner::serve(listener, owner, TOKEN));
+    let client = HttpOwner::new(&base, TOKEN).unwrap();
+    for (sandbox, field) in [
+        (
+            serde_json::json!({"network": {"allow": []}}),
+            "task.sandbox.network.allow",
+        ),
+        (
+            serde_json::json!({"network": {"allow": ["nope"]}}),
+            "task.sandbox.network.allow[0]",
+        ),
+        (
+            serde_json::json!({"limits": {"pids": 0}}),
+            "task.sandbox.limits.pids",
+        ),
+    ] {
+        let task: OwnerTask = serde_json::from_value(serde_json::json!({
+            "id": "bad", "sandbox": sandbox, "verify": {"command": ["true"]}
+        }))
+        .unwrap();
+        match client.create_session(task).await {
+            Err(rollpoint_owner::OwnerError::BadRequest { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    // The longest task id the owner takes makes sandbox and snapshot ids that fit.
+    let id = "x".repeat(rollpoint_proto::limits::MAX_TASK_ID);
+    let task: OwnerTask = serde_json::from_value(serde_json::json!({
+        "id": id, "verify": {"command": ["true"]}
+    }))
+    .unwrap();
+    let info = client.create_session(task).await.unwrap();
+    let record = client
+        .snapshot(
+            &info.session,
+            &"c".repeat(rollpoint_proto::limits::MAX_NAME),
+        )
+        .await
+        .unwrap();
+    client.close(&info.session).await.unwrap();
+    client.delete_snapshot(&record.snapshot).await.unwrap();
+    let left = backend.list().unwrap();
+    assert!(left.sandboxes.is_empty(), "{left:?}");
+    server.abort();
+}

@@ -289,8 +289,8 @@ fn rollout_problem(rollout: &str) -> Option<String> {
             "character {c:?} is not allowed in a rollout id (ASCII letters, digits, `_`, `.`, `-` and `~`)"
         ));
     }
-    if rollout.starts_with('.') || rollout.starts_with('~') {
-        return Some("rollout id starts with `.` or `~`".to_owned());
+    if rollout.starts_with(['.', '~', '-']) {
+        return Some("rollout id starts with `.`, `~` or `-`".to_owned());
     }
     if split_attempt(rollout).is_some() {
         return Some(
@@ -375,6 +375,10 @@ mod tests {
             }
         }
         assert!(RolloutId::new("~x").is_err(), "no leading ~");
+        assert!(
+            RolloutId::new("-x").is_err(),
+            "no leading -: an id may become an argument"
+        );
     }
 
     #[test]

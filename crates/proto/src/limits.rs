@@ -10,6 +10,17 @@ pub const MAX_ROLLOUT_ID: usize = MAX_TASK_ID + 16;
 pub const MAX_ATTEMPT_KEY: usize = MAX_ROLLOUT_ID + 12;
 /// Longest checkpoint id or participant instance name.
 pub const MAX_NAME: usize = 128;
+/// Longest sandbox or snapshot id: each becomes a file name (NAME_MAX 255)
+/// with a store's `.partial-` prefix and `.tar` suffix, and a cgroup name
+/// after `sandbox-<12 hex>-`; 224 leaves room for both.
+pub const MAX_STORE_ID: usize = 224;
+/// Longest part of a task id a session id keeps: a session id is that part, an
+/// owner's nonce and a counter, and a snapshot id a checkpoint id, `--` and a
+/// session id, so both stay within [`MAX_STORE_ID`].
+pub const SESSION_STEM: usize = 48;
+/// Longest session id: a snapshot id (a checkpoint id, `--`, a session id)
+/// fits [`MAX_STORE_ID`].
+pub const MAX_SESSION_ID: usize = MAX_STORE_ID - MAX_NAME - 2;
 /// Longest opaque id a service hands out or takes (launch, snapshot parts).
 pub const MAX_OPAQUE_ID: usize = 256;
 /// Longest timeout a task may set for one command or launch, in seconds:
@@ -50,6 +61,9 @@ pub fn name_problem(name: &str) -> Option<&'static str> {
 }
 
 const _: () = assert!(MAX_NAME == 128, "name_problem's message names the limit");
+// A snapshot id: a checkpoint id, `--`, and a branch session (its stem, `-`, a
+// 16-hex-digit nonce, `-`, a u64 counter, `.b` and a branch number).
+const _: () = assert!(SESSION_STEM + 1 + 16 + 1 + 20 + 2 + 3 <= MAX_SESSION_ID);
 
 #[cfg(test)]
 mod tests {

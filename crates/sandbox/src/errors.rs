@@ -51,9 +51,40 @@ pub enum Error {
     },
     #[error("sandbox {sandbox}: {message}")]
     Invalid { sandbox: String, message: String },
+    /// A field of the sandbox's spec is refused (a request's mistake, not the
+    /// host's): `field` is its path in the spec, `sandbox.network.allow[0]`.
+    #[error("sandbox {sandbox}: {field}: {message}")]
+    Spec {
+        sandbox: String,
+        field: String,
+        message: String,
+    },
 }
 
 impl Error {
+    /// The field of the request this error refuses, when it is the request's
+    /// mistake (a spec field, a sandbox path) rather than a failure.
+    pub fn refused_field(&self) -> Option<(String, String)> {
+        match self {
+            Self::Spec { field, message, .. } => Some((field.clone(), message.clone())),
+            Self::ParentComponent { .. }
+            | Self::NotAFile { .. }
+            | Self::Escape { .. }
+            | Self::TooLarge { .. } => Some(("path".to_owned(), self.to_string())),
+            Self::Io { source, .. }
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::NotFound
+                        | std::io::ErrorKind::IsADirectory
+                        | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                Some(("path".to_owned(), self.to_string()))
+            }
+            _ => None,
+        }
+    }
+
     /// Whether the error says the snapshot asked for does not exist (a
     /// caller answers "not found" rather than a failure).
     pub fn is_no_snapshot(&self) -> bool {

@@ -5,10 +5,12 @@
 use crate::errors::Error;
 
 /// Longest id accepted; leaves room under NAME_MAX for temporary prefixes.
-const MAX_LEN: usize = 128;
+const MAX_LEN: usize = rollpoint_proto::limits::MAX_STORE_ID;
 
 /// Prefix of in-progress entries; never a valid id, so `list` skips them.
 pub(crate) const PARTIAL_PREFIX: &str = ".partial-";
+
+const _: () = assert!(MAX_LEN == 224, "check's message names the limit");
 
 pub(crate) fn check(what: &'static str, id: &str) -> Result<(), Error> {
     let bad = |reason| {
@@ -22,7 +24,7 @@ pub(crate) fn check(what: &'static str, id: &str) -> Result<(), Error> {
         return bad("empty");
     }
     if id.len() > MAX_LEN {
-        return bad("longer than 128 bytes");
+        return bad("longer than 224 bytes");
     }
     if id.starts_with('.') || id.starts_with('-') {
         return bad("starts with '.' or '-'");
@@ -49,7 +51,8 @@ mod tests {
         for bad in ["", ".", "..", "a/b", ".partial-x", "-rf", "a b", "é"] {
             assert!(!is_valid(bad), "{bad}");
         }
-        assert!(!is_valid(&"x".repeat(129)));
+        assert!(is_valid(&"x".repeat(224)));
+        assert!(!is_valid(&"x".repeat(225)));
         let err = check("snapshot", "a/b").expect_err("slash is refused");
         assert!(err.to_string().contains("snapshot id \"a/b\""), "{err}");
     }

@@ -21,7 +21,9 @@ impl LocalOwner {
         let attempt = task.attempt()?;
         let _seed = self.admit_seed().await;
         let turn = self.start_turn().await;
-        let session = format!("{}-{}", task.id, self.nonce());
+        // Bounded, so sandbox and snapshot ids fit the store (`SESSION_STEM`).
+        let stem = &task.id[..task.id.len().min(rollpoint_proto::limits::SESSION_STEM)];
+        let session = format!("{stem}-{}", self.nonce());
         let sandbox = format!("{session}.{}", self.nonce());
         let task = Arc::new(task);
         let info = {
@@ -65,11 +67,7 @@ fn seed(
     task: &OwnerTask,
     turn: Option<OwnedSemaphorePermit>,
 ) -> OwnerResult<SandboxInfo> {
-    let backend_err = |source| OwnerError::Backend {
-        session: session.to_owned(),
-        sandbox: sandbox.to_owned(),
-        source: Box::new(source),
-    };
+    let backend_err = |source| OwnerError::backend(session, sandbox, source);
     let info = backend
         .create(sandbox, &task.sandbox)
         .map_err(backend_err)?;
@@ -91,11 +89,7 @@ fn prepare(
     info: &SandboxInfo,
     task: &OwnerTask,
 ) -> OwnerResult<()> {
-    let backend_err = |source| OwnerError::Backend {
-        session: session.to_owned(),
-        sandbox: info.id.clone(),
-        source: Box::new(source),
-    };
+    let backend_err = |source| OwnerError::backend(session, &info.id, source);
     for (path, content) in &task.files {
         let path = crate::task::resolve(&info.spec.workdir, path);
         backend

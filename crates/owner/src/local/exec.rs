@@ -2,7 +2,7 @@
 
 use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
 
-use super::{LocalOwner, MAX_ID};
+use super::LocalOwner;
 use crate::errors::OwnerError;
 use crate::owner::{Launched, OwnerResult};
 use crate::task::{check_id, resolve};
@@ -29,7 +29,11 @@ impl LocalOwner {
         mut req: LaunchRequest,
     ) -> OwnerResult<Launched> {
         let (sandbox, _) = self.current(session)?;
-        check_id("launch_id", &req.launch_id, MAX_ID)?;
+        check_id(
+            "launch_id",
+            &req.launch_id,
+            rollpoint_proto::anchor::LAUNCH_ID_MAX,
+        )?;
         if req.argv.first().is_none_or(String::is_empty) {
             return Err(OwnerError::bad("argv", "argv is empty"));
         }

@@ -36,8 +36,6 @@ use crate::verdict::Verdict;
 const OUTPUT_LIMIT: u64 = 1 << 20;
 /// Bytes of a failed setup command's stderr carried in the error.
 const SETUP_TAIL: usize = 2048;
-/// Longest session, checkpoint or snapshot id accepted from a caller.
-use rollpoint_proto::limits::MAX_OPAQUE_ID as MAX_ID;
 /// Mode of the files a task uploads at seed.
 const TASK_FILE_MODE: u32 = 0o644;
 /// Sandboxes a [`LocalOwner`] makes at once.
@@ -237,11 +235,7 @@ impl LocalOwner {
                 call,
                 message: e.to_string(),
             })?
-            .map_err(|source| OwnerError::Backend {
-                session: session.to_owned(),
-                sandbox: sandbox.to_owned(),
-                source: Box::new(source),
-            })
+            .map_err(|source| OwnerError::backend(session, sandbox, source))
     }
 
     /// Destroys a sandbox; one already gone counts as destroyed.

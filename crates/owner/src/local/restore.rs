@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{LocalOwner, MAX_ID, Session};
+use super::{LocalOwner, Session};
 use crate::errors::OwnerError;
 use crate::owner::{Access, OwnerResult};
 use crate::record::SessionRecord;
@@ -48,9 +48,21 @@ impl LocalOwner {
 
 /// What a record must hold before a fork is made from it.
 pub(super) fn check_restorable(record: &SessionRecord) -> OwnerResult<()> {
-    check_id("session", &record.session, MAX_ID)?;
-    check_id("snapshot", &record.snapshot, 2 * MAX_ID)?;
-    check_id("checkpoint", &record.checkpoint, MAX_ID)?;
+    check_id(
+        "session",
+        &record.session,
+        rollpoint_proto::limits::MAX_SESSION_ID,
+    )?;
+    check_id(
+        "snapshot",
+        &record.snapshot,
+        rollpoint_proto::limits::MAX_STORE_ID,
+    )?;
+    check_id(
+        "checkpoint",
+        &record.checkpoint,
+        rollpoint_proto::limits::MAX_NAME,
+    )?;
     record.task.validate()?;
     if !record.workdir.starts_with('/') {
         return Err(OwnerError::bad("workdir", "is not an absolute path"));

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{LocalOwner, MAX_ID};
+use super::LocalOwner;
 use crate::errors::OwnerError;
 use crate::owner::OwnerResult;
 use crate::record::{RECORD_VERSION, SNAPSHOT_SEPARATOR, SessionRecord, snapshot_id};
@@ -30,7 +30,7 @@ impl LocalOwner {
         sessions: &[String],
         checkpoint: &str,
     ) -> OwnerResult<Vec<SessionRecord>> {
-        check_id("checkpoint", checkpoint, MAX_ID)?;
+        check_id("checkpoint", checkpoint, rollpoint_proto::limits::MAX_NAME)?;
         if checkpoint.contains(SNAPSHOT_SEPARATOR) {
             return Err(OwnerError::bad(
                 "checkpoint",
@@ -99,7 +99,7 @@ impl LocalOwner {
     }
 
     pub(super) async fn delete_snapshot_impl(&self, snapshot: &str) -> OwnerResult<()> {
-        check_id("snapshot", snapshot, 2 * MAX_ID)?;
+        check_id("snapshot", snapshot, rollpoint_proto::limits::MAX_STORE_ID)?;
         let name = snapshot.to_owned();
         let backend = Arc::clone(&self.backend);
         tokio::task::spawn_blocking(move || backend.delete_snapshot(&name))

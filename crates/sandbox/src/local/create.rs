@@ -86,23 +86,25 @@ pub(super) fn create(
 /// absolute path without `.` or `..`.
 fn check_isolation(id: &str, spec: &SandboxSpec) -> Result<(), Error> {
     network::check(id, &spec.network)?;
-    let invalid = |message: String| Error::Invalid {
+    let invalid = |field: String, message: String| Error::Spec {
         sandbox: id.to_owned(),
+        field,
         message,
     };
     spec.limits
         .check()
-        .map_err(|e| invalid(format!("sandbox.limits.{e}")))?;
+        .map_err(|e| invalid(format!("sandbox.limits.{}", e.field), e.message))?;
     if !spec.drop_capabilities.is_empty() {
         if !spec.isolation.is_strict() {
             return Err(invalid(
-                "sandbox.drop_capabilities: needs sandbox.isolation = \"strict\" (a trusted \
-                 sandbox keeps the host's root's capabilities)"
+                "sandbox.drop_capabilities".to_owned(),
+                "needs sandbox.isolation = \"strict\" (a trusted sandbox keeps the host's \
+                 root's capabilities)"
                     .to_owned(),
             ));
         }
         rollpoint_proctree::isolate::drop_mask(&spec.drop_capabilities)
-            .map_err(|e| invalid(format!("sandbox.drop_capabilities: {e}")))?;
+            .map_err(|e| invalid("sandbox.drop_capabilities".to_owned(), e.to_string()))?;
     }
     for (i, path) in spec.host_paths.iter().enumerate() {
         let text = path.to_string_lossy();
@@ -115,15 +117,16 @@ fn check_isolation(id: &str, spec: &SandboxSpec) -> Result<(), Error> {
             })
             && !text.contains([',', '\0']);
         if !fine {
-            return Err(invalid(format!(
-                "sandbox.host_paths[{i}] {text:?}: must be an absolute path without `.`, `..`, \
-                 `,` or NUL"
-            )));
+            return Err(invalid(
+                format!("sandbox.host_paths[{i}]"),
+                format!("{text:?}: must be an absolute path without `.`, `..`, `,` or NUL"),
+            ));
         }
         if !path.exists() {
-            return Err(invalid(format!(
-                "sandbox.host_paths[{i}] {text:?}: no such file or directory on the host"
-            )));
+            return Err(invalid(
+                format!("sandbox.host_paths[{i}]"),
+                format!("{text:?}: no such file or directory on the host"),
+            ));
         }
     }
     Ok(())
@@ -304,9 +307,10 @@ fn bring_up(
         backend
             .store
             .limit_upper(id, bytes)
-            .map_err(|e| Error::Invalid {
+            .map_err(|e| Error::Spec {
                 sandbox: id.to_owned(),
-                message: format!("sandbox.limits.disk_bytes: {e}"),
+                field: "sandbox.limits.disk_bytes".to_owned(),
+                message: e.to_string(),
             })?;
     }
     phases.mark("cgroups");

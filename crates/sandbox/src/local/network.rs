@@ -44,21 +44,27 @@ fn parse(text: &str) -> Result<Destination, String> {
 
 /// Checks the spec's network field by field.
 pub(crate) fn check(id: &str, network: &Network) -> Result<(), Error> {
-    let invalid = |message: String| Error::Invalid {
+    let invalid = |field: String, message: String| Error::Spec {
         sandbox: id.to_owned(),
+        field,
         message,
     };
     let Network::Allow(list) = network else {
         return Ok(());
     };
     if list.is_empty() || list.len() > MAX_ALLOWED {
-        return Err(invalid(format!(
-            "sandbox.network.allow: {} destinations; give 1..={MAX_ALLOWED}",
-            list.len()
-        )));
+        return Err(invalid(
+            "sandbox.network.allow".to_owned(),
+            format!("{} destinations; give 1..={MAX_ALLOWED}", list.len()),
+        ));
     }
     for (i, text) in list.iter().enumerate() {
-        parse(text).map_err(|e| invalid(format!("sandbox.network.allow[{i}] {text:?}: {e}")))?;
+        parse(text).map_err(|e| {
+            invalid(
+                format!("sandbox.network.allow[{i}]"),
+                format!("{text:?}: {e}"),
+            )
+        })?;
     }
     Ok(())
 }
