@@ -13,17 +13,40 @@ use serde::{Deserialize, Serialize};
 
 use rollpoint_api::Kind;
 
-/// A participant hook failed; the message names what it was about.
+/// A participant hook failed, or refused what it was asked; the message
+/// names what it was about.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct HookError {
     pub message: String,
+    /// The code the call answers with: `HookFailed`, or a refusal's own
+    /// (`NotFound`, `CheckpointConflict`).
+    pub code: Code,
 }
 
 impl HookError {
+    /// The hook failed.
     pub fn new(message: impl std::fmt::Display) -> Self {
         Self {
             message: message.to_string(),
+            code: Code::HookFailed,
+        }
+    }
+
+    /// What the hook was asked for is not there (a record to fork).
+    pub fn not_found(message: impl std::fmt::Display) -> Self {
+        Self {
+            code: Code::NotFound,
+            ..Self::new(message)
+        }
+    }
+
+    /// The request conflicts with the participant's state (an attempt older
+    /// than the one it holds).
+    pub fn conflict(message: impl std::fmt::Display) -> Self {
+        Self {
+            code: Code::CheckpointConflict,
+            ..Self::new(message)
         }
     }
 }
@@ -48,6 +71,9 @@ pub enum Code {
     DeadlineExceeded,
     /// The commit scope names an attempt this participant must restart (409).
     RestartInScope,
+    /// The checkpoint (or this participant's share of it) asked for does not
+    /// exist (404).
+    NotFound,
     /// A participant hook failed (500).
     HookFailed,
     /// Reading or writing checkpoint files failed (500).
@@ -70,6 +96,7 @@ impl Code {
             Self::InvalidPhase => "invalid_phase",
             Self::DeadlineExceeded => "deadline_exceeded",
             Self::RestartInScope => "restart_in_scope",
+            Self::NotFound => "not_found",
             Self::HookFailed => "hook_failed",
             Self::Storage => "storage",
             Self::TooLarge => "too_large",
@@ -84,6 +111,7 @@ impl Code {
             Self::BadRequest => 400,
             Self::Unauthorized => 401,
             Self::TooLarge => 413,
+            Self::NotFound => 404,
             Self::StaleCheckpoint
             | Self::CheckpointConflict
             | Self::InvalidPhase
@@ -140,7 +168,7 @@ impl CallError {
     }
 
     pub fn hook(action: &str, err: &HookError) -> Self {
-        Self::new(Code::HookFailed, format!("{action}: {err}"))
+        Self::new(err.code, format!("{action}: {err}"))
     }
 
     /// `subject` names what the call was about (`checkpoint c1`).
@@ -152,9 +180,21 @@ impl CallError {
     }
 }
 
+impl CallError {
+    /// The code of a storage error: a file that is not there is not found.
+    pub fn store_code(e: &StoreError) -> Code {
+        match e {
+            StoreError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Code::NotFound
+            }
+            _ => Code::Storage,
+        }
+    }
+}
+
 impl From<StoreError> for CallError {
     fn from(e: StoreError) -> Self {
-        Self::new(Code::Storage, e.to_string())
+        Self::new(Self::store_code(&e), e.to_string())
     }
 }
 

@@ -44,36 +44,60 @@ impl Checkpointed {
 }
 
 /// A coordinator failure as a reply: a stage not ready or a published
-/// checkpoint of other participants is a conflict, the rest a failure.
+/// checkpoint of other participants is a conflict; a participant's refusal
+/// keeps its own kind (a stale or conflicting checkpoint id is a conflict, a
+/// share that is not there is not found); the rest a failure.
 impl From<&CoordinatorError> for ApiError {
     fn from(e: &CoordinatorError) -> Self {
-        let code = match e {
-            CoordinatorError::NotPrepared { .. } => ErrorCode::NotPrepared,
-            CoordinatorError::Members { .. } => ErrorCode::Conflict,
-            _ => ErrorCode::Failed,
-        };
-        Self::new(code, e.to_string())
+        Self::new(error_code(e), e.to_string())
+    }
+}
+
+fn error_code(e: &CoordinatorError) -> ErrorCode {
+    match e {
+        CoordinatorError::NotPrepared { .. } => ErrorCode::NotPrepared,
+        CoordinatorError::Members { .. } => ErrorCode::Conflict,
+        CoordinatorError::Call { source, .. } | CoordinatorError::Fork { source, .. } => {
+            call_code(source.code)
+        }
+        CoordinatorError::Store { source, .. } => call_code(CallError::store_code(source)),
+        // One kind when every participant refused alike.
+        CoordinatorError::Several { failures, .. } => {
+            let mut codes = failures.iter().map(error_code);
+            match codes.next() {
+                Some(first) if codes.all(|c| c == first) => first,
+                _ => ErrorCode::Failed,
+            }
+        }
+        CoordinatorError::Discover { .. }
+        | CoordinatorError::Duplicate { .. }
+        | CoordinatorError::PublishedNotResumed { .. } => ErrorCode::Failed,
+    }
+}
+
+/// The reply kind of a participant's error code.
+fn call_code(code: Code) -> ErrorCode {
+    match code {
+        Code::BadRequest => ErrorCode::BadRequest,
+        Code::Unauthorized => ErrorCode::Unauthorized,
+        Code::TooLarge => ErrorCode::TooLarge,
+        Code::NotFound => ErrorCode::NotFound,
+        Code::StaleCheckpoint
+        | Code::CheckpointConflict
+        | Code::InvalidPhase
+        | Code::RestartInScope => ErrorCode::Conflict,
+        Code::DeadlineExceeded
+        | Code::HookFailed
+        | Code::Storage
+        | Code::Transport
+        | Code::Remote => ErrorCode::Failed,
     }
 }
 
 impl From<CallError> for ApiError {
     fn from(e: CallError) -> Self {
-        let code = match e.code {
-            Code::BadRequest => ErrorCode::BadRequest,
-            Code::Unauthorized => ErrorCode::Unauthorized,
-            Code::TooLarge => ErrorCode::TooLarge,
-            Code::StaleCheckpoint
-            | Code::CheckpointConflict
-            | Code::InvalidPhase
-            | Code::RestartInScope => ErrorCode::Conflict,
-            Code::DeadlineExceeded
-            | Code::HookFailed
-            | Code::Storage
-            | Code::Transport
-            | Code::Remote => ErrorCode::Failed,
-        };
         Self {
-            code,
+            code: call_code(e.code),
             message: e.message,
             field: e.field,
         }

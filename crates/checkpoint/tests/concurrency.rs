@@ -89,6 +89,7 @@ async fn one_controller(client: HttpParticipant, seed: u64, ids: u64) {
                         | Code::CheckpointConflict
                         | Code::InvalidPhase
                         | Code::Storage
+                        | Code::NotFound
                         | Code::DeadlineExceeded
                 ),
                 "unexpected error: {e}"

@@ -5,6 +5,7 @@
 mod cmd;
 mod logging;
 mod openapi;
+mod openapi_limits;
 
 use clap::{CommandFactory, FromArgMatches, Parser};
 

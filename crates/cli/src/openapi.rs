@@ -2,8 +2,9 @@
 //! document: each service's part comes from its own crate (its handlers'
 //! `#[utoipa::path]` and its bodies' `ToSchema`), and `GET /metrics`, which
 //! every service serves, is described here. A tag per service; no servers,
-//! since each service listens where it is told. `rollpoint openapi` prints it
-//! and docs/openapi.json is the checked-in copy.
+//! since each service listens where it is told. The limits the servers
+//! enforce on requests are added after generation (`openapi_limits`).
+//! `rollpoint openapi` prints it and docs/openapi.json is the checked-in copy.
 
 use anyhow::bail;
 use utoipa::OpenApi as _;
@@ -66,9 +67,13 @@ pub fn document() -> anyhow::Result<OpenApi> {
     Ok(doc)
 }
 
-/// The document as pretty JSON with a trailing newline.
+/// The document with the limits the servers enforce
+/// ([`crate::openapi_limits`]) as pretty JSON with a trailing newline. Its
+/// keys are sorted: the limits are added to it as a JSON value.
 pub fn json() -> anyhow::Result<String> {
-    let mut text = document()?.to_pretty_json()?;
+    let mut doc = serde_json::to_value(document()?)?;
+    crate::openapi_limits::apply(&mut doc)?;
+    let mut text = serde_json::to_string_pretty(&doc)?;
     text.push('\n');
     Ok(text)
 }

@@ -50,10 +50,24 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
+/// Where the file's test module starts: `#[cfg(test)]`, then any other
+/// attributes, then `mod`.
+fn test_module(text: &str) -> Option<usize> {
+    text.match_indices("#[cfg(test)]\n")
+        .map(|(i, _)| i)
+        .find(|&i| {
+            text[i..]
+                .lines()
+                .skip(1)
+                .find(|l| !l.trim_start().starts_with("#["))
+                .is_some_and(|l| l.starts_with("mod "))
+        })
+}
+
 /// The code before the file's test module, without comments (doc links
 /// name paths that are not imports). A `//` after `:` is a URL's.
 fn code_of(text: &str) -> String {
-    let code = text.find("#[cfg(test)]\nmod ").map_or(text, |i| &text[..i]);
+    let code = test_module(text).map_or(text, |i| &text[..i]);
     code.lines()
         .map(|line| {
             let cut = line

@@ -330,8 +330,8 @@ impl Participant for AgentParticipant {
                     source = Some(record);
                 }
             }
-            let source =
-                source.ok_or_else(|| HookError::new(format!("{from}: no agent record to fork")))?;
+            let source = source
+                .ok_or_else(|| HookError::not_found(format!("{from}: no agent record to fork")))?;
             let mut runs = Vec::with_capacity(to.len());
             for branch in to {
                 let record = source.for_branch(branch).map_err(HookError::new)?;

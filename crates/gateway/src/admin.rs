@@ -23,8 +23,8 @@ use crate::capture::CaptureKey;
 use crate::errors::GatewayError;
 use crate::gateway::Gateway;
 
-/// Version of the control bodies.
-pub const SUPERVISOR_VERSION: u32 = 1;
+/// Version of the admin bodies.
+pub const ADMIN_VERSION: u32 = 1;
 
 /// `POST /v1/gateway/keys`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -92,7 +92,7 @@ pub fn router(gateway: Gateway, token: &str) -> Router {
     security(("bearer" = [])),
 )]
 async fn keys(State(gateway): State<Gateway>, body: Body) -> Result<Response, ApiError> {
-    let req: KeysRequest = versioned("gateway keys request", SUPERVISOR_VERSION, body).await?;
+    let req: KeysRequest = versioned("gateway keys request", ADMIN_VERSION, body).await?;
     for (i, key) in req.keys.iter().enumerate() {
         gateway.register(key).map_err(|e| {
             let mut error = ApiError::new(ErrorCode::Conflict, e.to_string());
@@ -103,7 +103,7 @@ async fn keys(State(gateway): State<Gateway>, body: Body) -> Result<Response, Ap
     Ok(json(
         StatusCode::OK,
         &KeysReply {
-            v: SUPERVISOR_VERSION,
+            v: ADMIN_VERSION,
             registered: req.keys,
         },
     ))
@@ -127,7 +127,7 @@ async fn status(State(gateway): State<Gateway>) -> Response {
     json(
         StatusCode::OK,
         &GatewayStatus {
-            v: SUPERVISOR_VERSION,
+            v: ADMIN_VERSION,
             pid: std::process::id(),
             open: gateway.is_open(),
             in_flight: gateway.in_flight().len(),
@@ -233,7 +233,7 @@ impl GatewayClient {
         request: reqwest::RequestBuilder,
     ) -> Result<T, GatewayError> {
         let bytes = self.fetch(route, request).await?;
-        rollpoint_proto::decode("gateway control reply", SUPERVISOR_VERSION, &bytes)
+        rollpoint_proto::decode("gateway control reply", ADMIN_VERSION, &bytes)
             .map_err(|e| self.failed(route, e))
     }
 
@@ -241,7 +241,7 @@ impl GatewayClient {
     pub async fn register(&self, keys: &[CaptureKey]) -> Result<(), GatewayError> {
         let route = "/v1/gateway/keys";
         let body = KeysRequest {
-            v: SUPERVISOR_VERSION,
+            v: ADMIN_VERSION,
             keys: keys.to_vec(),
         };
         let body = serde_json::to_vec(&body).map_err(|e| self.failed(route, e))?;

@@ -22,6 +22,7 @@ use rollpoint_checkpoint::participant::{
 use serde_json::Value;
 
 use crate::capture::CaptureKey;
+use crate::errors::GatewayError;
 use crate::gate::{Phase, TailPolicy};
 use crate::gateway::Gateway;
 use crate::ledger::record::{LedgerRecord, decode_jsonl};
@@ -187,12 +188,18 @@ impl Participant for ModelParticipant {
                 self.gateway
                     .install(records, attempt)
                     .await
-                    .map_err(HookError::new)?;
+                    .map_err(|e| match e {
+                        GatewayError::StaleAttempt { .. } => HookError::conflict(e),
+                        e => HookError::new(e),
+                    })?;
             }
             // Rollouts with no recorded call yet still continue as their
             // next attempt.
             for key in &next_keys {
-                self.gateway.register(key).map_err(HookError::new)?;
+                self.gateway.register(key).map_err(|e| match e {
+                    GatewayError::StaleAttempt { .. } => HookError::conflict(e),
+                    e => HookError::new(e),
+                })?;
             }
             Ok(next_keys)
         }
@@ -246,7 +253,12 @@ impl Participant for ModelParticipant {
             // Registering the next attempt fences this one and every earlier
             // attempt of the rollout: their calls are refused from now on.
             for key in keys {
-                self.gateway.register(&key.next()).map_err(HookError::new)?;
+                match self.gateway.register(&key.next()) {
+                    // A later attempt is registered already: this one is
+                    // fenced, which is what retiring it asks.
+                    Ok(()) | Err(GatewayError::StaleAttempt { .. }) => {}
+                    Err(e) => return Err(HookError::new(e)),
+                }
             }
             Ok(keys.to_vec())
         }

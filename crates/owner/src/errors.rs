@@ -1,6 +1,8 @@
 //! Errors of the owner, shared by the in-process owner, the HTTP routes and
 //! the HTTP client, so a driver sees the same error whichever side it talks to.
 
+use rollpoint_sandbox::Fault;
+
 /// What went wrong with an owner call.
 #[derive(Debug, thiserror::Error)]
 pub enum OwnerError {
@@ -24,6 +26,12 @@ pub enum OwnerError {
     SnapshotBackend {
         snapshot: String,
         source: Box<rollpoint_sandbox::Error>,
+    },
+    #[error("session {session}: cannot be done here: {message}")]
+    Unprocessable {
+        session: String,
+        field: Option<String>,
+        message: String,
     },
     #[error("session {session}: not capturable (the task has `capture: false`)")]
     NotCapturable { session: String },
@@ -71,18 +79,32 @@ pub enum OwnerError {
 
 impl OwnerError {
     /// A backend error of `session`'s `sandbox`: a bad request naming the
-    /// task's field when the backend refused part of the request (a spec
-    /// field, a sandbox path), a backend failure otherwise.
+    /// task's field when the backend found part of the request malformed,
+    /// unprocessable when it is well formed but not for this sandbox or host,
+    /// a backend failure otherwise.
     pub fn backend(session: &str, sandbox: &str, source: rollpoint_sandbox::Error) -> Self {
-        match source.refused_field() {
-            Some((field, message)) => {
-                let field = if field.starts_with("sandbox.") {
-                    format!("task.{field}")
-                } else {
-                    field
-                };
-                Self::BadRequest { field, message }
+        let in_task = |field: String| {
+            if field.starts_with("sandbox.") {
+                format!("task.{field}")
+            } else {
+                field
             }
+        };
+        if let Some(snapshot) = source.missing_snapshot() {
+            return Self::NoSnapshot {
+                snapshot: snapshot.to_owned(),
+            };
+        }
+        match source.fault() {
+            Some(Fault::Malformed { field, message }) => Self::BadRequest {
+                field: in_task(field),
+                message,
+            },
+            Some(Fault::Unprocessable { field, message }) => Self::Unprocessable {
+                session: session.to_owned(),
+                field: field.map(in_task),
+                message,
+            },
             None => Self::Backend {
                 session: session.to_owned(),
                 sandbox: sandbox.to_owned(),
@@ -110,6 +132,7 @@ impl OwnerError {
             Self::SnapshotBackend { .. } => "backend",
             Self::NotCapturable { .. } => "not_capturable",
             Self::Setup { .. } => "setup",
+            Self::Unprocessable { .. } => "unprocessable",
             Self::Join { .. } | Self::Internal { .. } => "internal",
             Self::Transport { .. } => "transport",
             Self::Refused { code, .. } => code,

@@ -71,6 +71,22 @@ pub fn branch_session(
     Ok(format!("{session}.b{n}"))
 }
 
+/// A checkpoint id: a name (`rollpoint_proto::limits::name_problem`), as
+/// the checkpoint store takes it, so a snapshot id made from it fits too.
+/// It may not hold `--`, which separates it from the session in a snapshot id.
+pub fn check_checkpoint(id: &str) -> Result<(), OwnerError> {
+    if let Some(problem) = rollpoint_proto::limits::name_problem(id) {
+        return Err(OwnerError::bad("checkpoint", format!("{id:?} {problem}")));
+    }
+    if id.contains(SNAPSHOT_SEPARATOR) {
+        return Err(OwnerError::bad(
+            "checkpoint",
+            format!("{id:?} contains {:?}", SNAPSHOT_SEPARATOR),
+        ));
+    }
+    Ok(())
+}
+
 /// The checkpoint and session a snapshot id names, for sweeps.
 pub fn parse_snapshot_id(id: &str) -> Option<(&str, &str)> {
     id.split_once(SNAPSHOT_SEPARATOR)

@@ -165,8 +165,12 @@ pub fn check_id(field: &str, id: &str, max: usize) -> Result<(), OwnerError> {
             format!("{id:?}: character {c:?} is not allowed (letters, digits, `-`, `_`, `.`, `~`)"),
         ));
     }
-    if id.starts_with('.') {
-        return Err(OwnerError::bad(field, format!("{id:?} starts with `.`")));
+    // Ids become file names and command-line arguments.
+    if id.starts_with(['.', '-']) {
+        return Err(OwnerError::bad(
+            field,
+            format!("{id:?} starts with `.` or `-`"),
+        ));
     }
     Ok(())
 }

@@ -126,12 +126,14 @@ async fn access_exec_files_and_launch_pass_through() {
         .download(&info.session, "bin/blob", 10)
         .await
         .unwrap_err();
-    // The caller's limit refuses the file: a bad request about its path.
+    // The caller's limit refuses the file: unprocessable, as it stands.
     match err {
-        OwnerError::BadRequest { field, message } => {
-            assert_eq!(field, "path");
-            assert!(message.contains("over the limit"), "{message}");
-        }
+        OwnerError::Refused {
+            status: 422,
+            code: "unprocessable",
+            message,
+            ..
+        } => assert!(message.contains("over the limit"), "{message}"),
         other => panic!("{other}"),
     }
 
@@ -229,10 +231,10 @@ async fn sessions_are_independent() {
         .upload(&a.session, "f", b"a".to_vec(), 0o600)
         .await
         .unwrap();
-    // b's sandbox has no such file: a bad request naming the path.
+    // b's sandbox has no such file: unprocessable.
     let err = s.client.download(&b.session, "f", 10).await.unwrap_err();
     assert!(
-        matches!(&err, OwnerError::BadRequest { field, .. } if field == "path"),
+        matches!(&err, OwnerError::Refused { status: 422, .. }),
         "{err}"
     );
     s.client.close(&a.session).await.unwrap();

@@ -161,6 +161,11 @@ pub struct AnchorReply {
     pub launched: Option<u32>,
     /// Set when the request could not be served.
     pub error: Option<String>,
+    /// With `error`: the request was refused as it stands (a bad launch id,
+    /// option or working directory, a launch id in use), which its sender can
+    /// fix; without, the anchor failed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub refused: bool,
 }
 
 impl AnchorReply {
@@ -172,6 +177,7 @@ impl AnchorReply {
             exec: None,
             launched: None,
             error: Some(message.into()),
+            refused: false,
         }
     }
 

@@ -26,6 +26,12 @@ pub const MAX_OPAQUE_ID: usize = 256;
 /// Longest timeout a task may set for one command or launch, in seconds:
 /// 30 days (every `*_timeout_s` of a task is in `1..=MAX_TIMEOUT_S`).
 pub const MAX_TIMEOUT_S: u64 = 30 * 24 * 3600;
+/// Most bytes of stdout (and of stderr) a command's reply may keep.
+pub const MAX_OUTPUT_LIMIT: u64 = 64 << 20;
+/// Longest sandbox hostname (the kernel's `HOST_NAME_MAX`).
+pub const MAX_HOSTNAME: usize = 64;
+/// Longest `timeout_ms` of one command run in a sandbox: [`MAX_TIMEOUT_S`].
+pub const MAX_COMMAND_TIMEOUT_MS: u64 = MAX_TIMEOUT_S * 1000;
 
 /// The one alphabet of ids and names, each of which becomes a path component,
 /// a cgroup or subvolume name or a URL segment somewhere: ASCII letters,

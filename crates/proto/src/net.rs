@@ -66,6 +66,27 @@ impl Allowed {
     /// `IPv4[/N]:PORT`, the network's host bits zero; the error says why
     /// not.
     pub fn parse(text: &str) -> Result<Self, String> {
+        let allowed = Self::parse_written(text)?;
+        if allowed.has_host_bits() {
+            return Err(format!(
+                "host bits are set after /{} (the network is {}/{})",
+                allowed.prefix,
+                Ipv4Addr::from(u32::from(allowed.net) & allowed.mask()),
+                allowed.prefix
+            ));
+        }
+        Ok(allowed)
+    }
+
+    /// Whether the address has bits set past the prefix (`10.0.0.5/24`):
+    /// well formed, but naming no network as written.
+    #[must_use]
+    pub fn has_host_bits(&self) -> bool {
+        u32::from(self.net) & !self.mask() != 0
+    }
+
+    /// `IPv4[/N]:PORT` as written, host bits and all.
+    pub fn parse_written(text: &str) -> Result<Self, String> {
         let (host, port) = text
             .rsplit_once(':')
             .ok_or("expected IPv4:PORT or IPv4/N:PORT")?;
@@ -81,14 +102,7 @@ impl Allowed {
             .ok()
             .filter(|p| *p <= 32)
             .ok_or("the prefix length must be 0..=32")?;
-        let allowed = Self { net, prefix, port };
-        if u32::from(net) & !allowed.mask() != 0 {
-            return Err(format!(
-                "host bits are set after /{prefix} (the network is {}/{prefix})",
-                Ipv4Addr::from(u32::from(net) & allowed.mask())
-            ));
-        }
-        Ok(allowed)
+        Ok(Self { net, prefix, port })
     }
 }
 

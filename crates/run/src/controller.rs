@@ -527,7 +527,7 @@ impl Loop {
                     Some(Signal::Endpoint(EndpointRequest::Fork { request, reply })) => {
                         let answer = self.fork(&request).await.map_err(|e| {
                             tracing::warn!(error = %e, "fork refused");
-                            rollpoint_api::ApiError::new(rollpoint_api::ErrorCode::Failed, e.to_string())
+                            rollpoint_api::ApiError::new(e.fork_refusal_code(), e.to_string())
                         });
                         let _asker_gone: Result<(), _> = reply.send(answer);
                     }

@@ -43,7 +43,7 @@ pub enum Signal {
 }
 
 /// Version of `control.json` and of the status reply.
-pub const SUPERVISOR_VERSION: u32 = 1;
+pub const ENDPOINT_VERSION: u32 = 1;
 /// Where a run with a control endpoint writes its address.
 pub const CONTROL_FILE: &str = "control.json";
 
@@ -66,7 +66,7 @@ pub struct StatusReport {
 impl StatusReport {
     pub(crate) fn of(p: &Progress) -> Self {
         Self {
-            v: SUPERVISOR_VERSION,
+            v: ENDPOINT_VERSION,
             total: p.total,
             done: p.done,
             in_flight: p.in_flight,
@@ -119,7 +119,7 @@ impl EndpointFile {
     pub fn load(run_dir: &Path) -> Result<Self, RunError> {
         let path = Self::path(run_dir);
         let bytes = std::fs::read(&path).map_err(|e| RunError::io(&path, e))?;
-        rollpoint_proto::decode("run control file", SUPERVISOR_VERSION, &bytes).map_err(|e| {
+        rollpoint_proto::decode("run control file", ENDPOINT_VERSION, &bytes).map_err(|e| {
             RunError::State {
                 path,
                 message: e.to_string(),
@@ -190,7 +190,7 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
         .local_addr()
         .map_err(|e| RunError::setup("control endpoint", format!("address of {addr}: {e}")))?;
     EndpointFile {
-        v: SUPERVISOR_VERSION,
+        v: ENDPOINT_VERSION,
         addr: bound,
     }
     .save(run_dir)?;

@@ -5,6 +5,19 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
+    /// A fork asked of a published checkpoint that holds nothing of the
+    /// rollout to fork.
+    #[error("fork of checkpoint {checkpoint}: {source}")]
+    Unforkable {
+        checkpoint: String,
+        source: rollpoint_checkpoint::store::Unforkable,
+    },
+    /// A fork asked of a checkpoint that is not published here.
+    #[error("checkpoint {checkpoint}: no such published checkpoint to fork: {source}")]
+    NoCheckpoint {
+        checkpoint: String,
+        source: rollpoint_checkpoint::StoreError,
+    },
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
@@ -51,6 +64,27 @@ impl RunError {
         Self::Setup {
             what,
             message: message.to_string(),
+        }
+    }
+}
+
+impl RunError {
+    /// The reply kind of a refused fork: nothing of the rollout, or no such
+    /// checkpoint, is not found; a rollout that must start over is a conflict.
+    pub(crate) fn fork_refusal_code(&self) -> rollpoint_api::ErrorCode {
+        use rollpoint_api::ErrorCode;
+        use rollpoint_checkpoint::store::Unforkable;
+        match self {
+            RunError::NoCheckpoint { .. }
+            | RunError::Unforkable {
+                source: Unforkable::NotSaved { .. },
+                ..
+            } => ErrorCode::NotFound,
+            RunError::Unforkable {
+                source: Unforkable::Restart { .. },
+                ..
+            } => ErrorCode::Conflict,
+            _ => ErrorCode::Failed,
         }
     }
 }

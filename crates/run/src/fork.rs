@@ -33,13 +33,18 @@ pub(crate) fn plan(
         checkpoint: checkpoint.to_owned(),
         message,
     };
-    let doc = store::read_checkpoint(run_dir, checkpoint)
-        .map_err(|e| err(format!("no such published checkpoint to fork: {e}")))?;
+    let doc =
+        store::read_checkpoint(run_dir, checkpoint).map_err(|source| RunError::NoCheckpoint {
+            checkpoint: checkpoint.to_owned(),
+            source,
+        })?;
     let rollout = RolloutId::new(&req.rollout).map_err(|e| err(e.to_string()))?;
-    let from = doc.forkable(&rollout).map_err(|e| RunError::Setup {
-        what: "fork",
-        message: e.to_string(),
-    })?;
+    let from = doc
+        .forkable(&rollout)
+        .map_err(|source| RunError::Unforkable {
+            checkpoint: checkpoint.to_owned(),
+            source,
+        })?;
     let to = rollout
         .free_branches(req.n as usize, |b| dispatched.contains_key(b.as_str()))
         .map_err(|e| err(e.to_string()))?

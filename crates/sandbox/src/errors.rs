@@ -51,6 +51,18 @@ pub enum Error {
     },
     #[error("sandbox {sandbox}: {message}")]
     Invalid { sandbox: String, message: String },
+    /// A well-formed spec field this host cannot honour: a base or host
+    /// path that is not there, an image that cannot be read, a quota the
+    /// store cannot keep.
+    #[error("sandbox {sandbox}: {field}: {message}")]
+    Unsupported {
+        sandbox: String,
+        field: String,
+        message: String,
+    },
+    /// The anchor refused a request as it stands (its sender can fix it).
+    #[error("sandbox {sandbox}: refused: {message}")]
+    Refused { sandbox: String, message: String },
     /// A field of the sandbox's spec is refused (a request's mistake, not the
     /// host's): `field` is its path in the spec, `sandbox.network.allow[0]`.
     #[error("sandbox {sandbox}: {field}: {message}")]
@@ -62,15 +74,34 @@ pub enum Error {
 }
 
 impl Error {
-    /// The field of the request this error refuses, when it is the request's
-    /// mistake (a spec field, a sandbox path) rather than a failure.
-    pub fn refused_field(&self) -> Option<(String, String)> {
+    /// How the request this error answers was at fault, if it was: malformed
+    /// (the API description says so too), or well formed but not for this
+    /// sandbox or host. `None`: the backend failed.
+    pub fn fault(&self) -> Option<Fault> {
+        let path = || Some("path".to_owned());
         match self {
-            Self::Spec { field, message, .. } => Some((field.clone(), message.clone())),
-            Self::ParentComponent { .. }
-            | Self::NotAFile { .. }
-            | Self::Escape { .. }
-            | Self::TooLarge { .. } => Some(("path".to_owned(), self.to_string())),
+            Self::Spec { field, message, .. } => Some(Fault::Malformed {
+                field: field.clone(),
+                message: message.clone(),
+            }),
+            Self::ParentComponent { .. } => Some(Fault::Malformed {
+                field: "path".to_owned(),
+                message: self.to_string(),
+            }),
+            Self::Unsupported { field, message, .. } => Some(Fault::Unprocessable {
+                field: Some(field.clone()),
+                message: message.clone(),
+            }),
+            Self::Refused { message, .. } => Some(Fault::Unprocessable {
+                field: None,
+                message: message.clone(),
+            }),
+            Self::NotAFile { .. } | Self::Escape { .. } | Self::TooLarge { .. } => {
+                Some(Fault::Unprocessable {
+                    field: path(),
+                    message: self.to_string(),
+                })
+            }
             Self::Io { source, .. }
                 if matches!(
                     source.kind(),
@@ -79,21 +110,36 @@ impl Error {
                         | std::io::ErrorKind::NotADirectory
                 ) =>
             {
-                Some(("path".to_owned(), self.to_string()))
+                Some(Fault::Unprocessable {
+                    field: path(),
+                    message: self.to_string(),
+                })
             }
             _ => None,
         }
     }
 
-    /// Whether the error says the snapshot asked for does not exist (a
+    /// The snapshot asked for, when the error says it does not exist (a
     /// caller answers "not found" rather than a failure).
-    pub fn is_no_snapshot(&self) -> bool {
-        matches!(
-            self,
+    pub fn missing_snapshot(&self) -> Option<&str> {
+        match self {
             Self::Store {
-                source: rollpoint_snapshot::Error::NoSnapshot { .. },
+                source: rollpoint_snapshot::Error::NoSnapshot { snapshot, .. },
                 ..
-            }
-        )
+            } => Some(snapshot),
+            _ => None,
+        }
     }
+}
+
+/// How a request was at fault ([`Error::fault`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// A field is malformed: `field` is its path in the request.
+    Malformed { field: String, message: String },
+    /// Well formed, but this sandbox or host cannot act on it.
+    Unprocessable {
+        field: Option<String>,
+        message: String,
+    },
 }

@@ -32,4 +32,4 @@ pub use backend::{
     SnapshotRef,
 };
 pub use confine::{SandboxRoot, sandbox_relative};
-pub use errors::Error;
+pub use errors::{Error, Fault};

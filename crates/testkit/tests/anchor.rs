@@ -600,7 +600,7 @@ fn root_exec_reports_exit_code_and_signal() {
 }
 
 #[test]
-fn root_exec_names_a_bad_cwd_or_program() {
+fn root_exec_of_a_bad_cwd_or_program_ends_as_a_shell_would() {
     let sb = Sandbox::start("anchor-bad");
     let reply = sb.request(&AnchorRequest::exec(ExecRequest {
         argv: vec!["ls".into()],
@@ -610,13 +610,22 @@ fn root_exec_names_a_bad_cwd_or_program() {
         output_limit: 100,
         stdin: None,
     }));
-    let err = reply.error.expect("an error");
-    assert!(err.contains("/no/such/dir"), "{err}");
-    assert!(reply.exec.is_none());
+    // A command that cannot start ends as a shell's would: 126 for a working
+    // directory it cannot use, 127 for a program that is not there, the
+    // reason on stderr.
+    let out = reply.exec.expect("the command's outcome");
+    assert!(reply.error.is_none());
+    assert_eq!(out.exit_code, Some(126));
+    assert!(out.stderr.contains("/no/such/dir"), "{}", out.stderr);
 
     let reply = sb.exec_with(&["no-such-program-here"], 60_000, 100);
-    let err = reply.error.expect("an error");
-    assert!(err.contains("no-such-program-here"), "{err}");
+    let out = reply.exec.expect("the command's outcome");
+    assert_eq!(out.exit_code, Some(127));
+    assert!(
+        out.stderr.contains("no-such-program-here"),
+        "{}",
+        out.stderr
+    );
 
     // A malformed request is answered, by field, and the anchor lives on.
     let mut stream = UnixStream::connect(sb.overlay.control.join(ANCHOR_SOCKET)).expect("connect");

@@ -58,9 +58,11 @@ mod doc {
     pub(super) const BAD_REQUEST: &str =
         "A malformed body or field (`bad_request`, naming `field`).";
     pub(super) const UNAUTHORIZED: &str = "A missing or wrong bearer token (`unauthorized`).";
-    pub(super) const CONFLICT: &str = "Refused in the current phase (`stale_checkpoint`, \
-        `checkpoint_conflict`, `invalid_phase`, `restart_in_scope`).";
+    pub(super) const CONFLICT: &str = "Refused in the current phase, or by the participant's \
+        state (`stale_checkpoint`, `checkpoint_conflict`, `invalid_phase`, `restart_in_scope`).";
     pub(super) const TOO_LARGE: &str = "The body is over the limit (`too_large`).";
+    pub(super) const NOT_FOUND: &str =
+        "The checkpoint, or this participant's share of it, is not there (`not_found`).";
     pub(super) const FAILED: &str =
         "A hook or the checkpoint storage failed (`hook_failed`, `storage`, `remote`).";
     pub(super) const DEADLINE: &str =
@@ -76,6 +78,7 @@ impl utoipa::IntoResponses for CallErrors {
         rollpoint_api::responses::error_replies::<ErrorReply>(&[
             (400, doc::BAD_REQUEST),
             (401, doc::UNAUTHORIZED),
+            (404, doc::NOT_FOUND),
             (409, doc::CONFLICT),
             (413, doc::TOO_LARGE),
             (500, doc::FAILED),

@@ -23,6 +23,7 @@ use crate::errors::OwnerError;
     responses(
         (status = 200, description = "The file's bytes.", content_type = "application/octet-stream"),
         (status = 400, description = super::doc::BAD_REQUEST, body = super::wire::ErrorReply),
+        (status = 422, description = super::doc::UNPROCESSABLE, body = super::wire::ErrorReply),
         super::SessionErrors,
     ),
     security(("bearer" = [])),

@@ -72,6 +72,9 @@ mod doc {
         "The task has `capture: false` (`not_capturable`, naming `session`).";
     pub(super) const TOO_LARGE: &str = "The body is over the limit (`too_large`, with `limit`).";
     pub(super) const SETUP: &str = "A setup command failed (`setup`, with `session` and `setup`).";
+    pub(super) const UNPROCESSABLE: &str = "Well formed, but not for this sandbox or host: a \
+        path that is not there or is a directory, a launch the anchor refuses (`unprocessable`, \
+        naming `field` when one is at fault).";
     pub(super) const FAILED: &str =
         "The sandbox backend or the owner failed (`backend`, `internal`, `remote`).";
 }
@@ -99,6 +102,7 @@ impl utoipa::IntoResponses for SessionBodyErrors {
             (401, doc::UNAUTHORIZED),
             (404, doc::NOT_FOUND),
             (413, doc::TOO_LARGE),
+            (422, doc::UNPROCESSABLE),
             (500, doc::FAILED),
         ])
     }

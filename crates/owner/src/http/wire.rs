@@ -113,6 +113,10 @@ impl ErrorReply {
                 body.session = Some(session.clone()).filter(|s| !s.is_empty());
             }
             OwnerError::BadRequest { field, .. } => body.field = Some(field.clone()),
+            OwnerError::Unprocessable { session, field, .. } => {
+                body.session = Some(session.clone());
+                body.field.clone_from(field);
+            }
             OwnerError::TooLarge { limit } => body.limit = Some(*limit),
             OwnerError::Setup {
                 session,
@@ -200,7 +204,9 @@ impl HttpError for OwnerError {
             OwnerError::Unauthorized => StatusCode::UNAUTHORIZED,
             OwnerError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             OwnerError::NotCapturable { .. } => StatusCode::CONFLICT,
-            OwnerError::Setup { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            OwnerError::Setup { .. } | OwnerError::Unprocessable { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             // Relayed as the owner that refused it answered.
             OwnerError::Refused { status, .. } => StatusCode::from_u16(*status)
                 .ok()

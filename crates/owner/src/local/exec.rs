@@ -17,6 +17,22 @@ impl LocalOwner {
         if req.argv.first().is_none_or(String::is_empty) {
             return Err(OwnerError::bad("argv", "argv is empty"));
         }
+        for (field, value, max) in [
+            (
+                "timeout_ms",
+                req.timeout_ms,
+                rollpoint_proto::limits::MAX_COMMAND_TIMEOUT_MS,
+            ),
+            (
+                "output_limit",
+                req.output_limit,
+                rollpoint_proto::limits::MAX_OUTPUT_LIMIT,
+            ),
+        ] {
+            if value > max {
+                return Err(OwnerError::bad(field, format!("{value} is over {max}")));
+            }
+        }
         req.cwd = resolve(&sandbox.spec.workdir, &req.cwd);
         let id = sandbox.id.clone();
         self.on_backend(session, &sandbox.id, "exec", move |b| b.exec(&id, &req))

@@ -7,6 +7,7 @@ use super::{LocalOwner, Session};
 use crate::errors::OwnerError;
 use crate::owner::{Access, OwnerResult};
 use crate::record::SessionRecord;
+use crate::record::check_checkpoint;
 use crate::task::check_id;
 
 impl LocalOwner {
@@ -58,11 +59,7 @@ pub(super) fn check_restorable(record: &SessionRecord) -> OwnerResult<()> {
         &record.snapshot,
         rollpoint_proto::limits::MAX_STORE_ID,
     )?;
-    check_id(
-        "checkpoint",
-        &record.checkpoint,
-        rollpoint_proto::limits::MAX_NAME,
-    )?;
+    check_checkpoint(&record.checkpoint)?;
     record.task.validate()?;
     if !record.workdir.starts_with('/') {
         return Err(OwnerError::bad("workdir", "is not an absolute path"));

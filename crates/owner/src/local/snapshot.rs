@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::LocalOwner;
 use crate::errors::OwnerError;
 use crate::owner::OwnerResult;
-use crate::record::{RECORD_VERSION, SNAPSHOT_SEPARATOR, SessionRecord, snapshot_id};
+use crate::record::{RECORD_VERSION, SessionRecord, check_checkpoint, snapshot_id};
 use crate::task::{OwnerTask, check_id};
 
 impl LocalOwner {
@@ -30,13 +30,7 @@ impl LocalOwner {
         sessions: &[String],
         checkpoint: &str,
     ) -> OwnerResult<Vec<SessionRecord>> {
-        check_id("checkpoint", checkpoint, rollpoint_proto::limits::MAX_NAME)?;
-        if checkpoint.contains(SNAPSHOT_SEPARATOR) {
-            return Err(OwnerError::bad(
-                "checkpoint",
-                format!("{checkpoint:?} contains {SNAPSHOT_SEPARATOR:?}"),
-            ));
-        }
+        check_checkpoint(checkpoint)?;
         let mut done: Vec<Option<SessionRecord>> = Vec::with_capacity(sessions.len());
         let mut todo = Vec::new();
         {
@@ -109,11 +103,11 @@ impl LocalOwner {
                 call: "delete_snapshot",
                 message: e.to_string(),
             })?
-            .map_err(|source| match source {
-                source if source.is_no_snapshot() => OwnerError::NoSnapshot {
+            .map_err(|source| match source.missing_snapshot() {
+                Some(_) => OwnerError::NoSnapshot {
                     snapshot: snapshot.to_owned(),
                 },
-                source => OwnerError::SnapshotBackend {
+                None => OwnerError::SnapshotBackend {
                     snapshot: snapshot.to_owned(),
                     source: Box::new(source),
                 },

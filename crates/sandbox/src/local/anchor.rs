@@ -53,6 +53,10 @@ pub(crate) fn ask(
     }
     let reply = AnchorReply::decode(&reply).map_err(|e| fail(e.to_string()))?;
     match &reply.error {
+        Some(message) if reply.refused => Err(Error::Refused {
+            sandbox: sandbox.to_owned(),
+            message: message.clone(),
+        }),
         Some(message) => Err(fail(message.clone())),
         None => Ok(reply),
     }

@@ -36,9 +36,10 @@ pub(crate) struct Bases {
 }
 
 fn image_error(sandbox: &str, e: &rollpoint_image::Error) -> Error {
-    Error::Invalid {
+    Error::Unsupported {
         sandbox: sandbox.to_owned(),
-        message: format!("base: {e}"),
+        field: "sandbox.base".to_owned(),
+        message: e.to_string(),
     }
 }
 
@@ -183,9 +184,10 @@ impl Bases {
             Base::HostRoot => Ok(vec![PathBuf::from("/")]),
             Base::Rootfs { path: dir } => {
                 if !dir.is_dir() {
-                    return Err(Error::Invalid {
+                    return Err(Error::Unsupported {
                         sandbox: sandbox.to_owned(),
-                        message: format!("base.path {}: not a directory", dir.display()),
+                        field: "sandbox.base.path".to_owned(),
+                        message: format!("{}: not a directory", dir.display()),
                     });
                 }
                 Ok(vec![dir.clone()])
@@ -223,8 +225,11 @@ fn unpack(sandbox: &str, file: &Path, bases_dir: &Path) -> Result<PathBuf, Error
         }
     };
     let mut hasher = Sha256::new();
-    let mut reader =
-        std::fs::File::open(file).map_err(err(format!("open base tarball {}", file.display())))?;
+    let mut reader = std::fs::File::open(file).map_err(|e| Error::Unsupported {
+        sandbox: sandbox.to_owned(),
+        field: "sandbox.base.path".to_owned(),
+        message: format!("open base tarball {}: {e}", file.display()),
+    })?;
     let mut buf = vec![0u8; 1 << 20];
     loop {
         let n = reader
@@ -259,10 +264,11 @@ fn unpack(sandbox: &str, file: &Path, bases_dir: &Path) -> Result<PathBuf, Error
         .map_err(err("run tar".into()))?;
     if !out.status.success() {
         let _ = std::fs::remove_dir_all(&partial);
-        return Err(Error::Invalid {
+        return Err(Error::Unsupported {
             sandbox: sandbox.to_owned(),
+            field: "sandbox.base.path".to_owned(),
             message: format!(
-                "base.path {}: tar failed: {}",
+                "{}: tar failed: {}",
                 file.display(),
                 String::from_utf8_lossy(&out.stderr).trim()
             ),

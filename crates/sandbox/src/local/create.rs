@@ -94,6 +94,20 @@ fn check_isolation(id: &str, spec: &SandboxSpec) -> Result<(), Error> {
     spec.limits
         .check()
         .map_err(|e| invalid(format!("sandbox.limits.{}", e.field), e.message))?;
+    let host = &spec.hostname;
+    if host.len() > rollpoint_proto::limits::MAX_HOSTNAME
+        || !rollpoint_proto::net::is_host_name(host)
+        || host.starts_with(['-', '.'])
+    {
+        return Err(invalid(
+            "sandbox.hostname".to_owned(),
+            format!(
+                "{host:?}: must be 1 to {} letters, digits, `-` and `.`, not starting with `-` \
+                 or `.`",
+                rollpoint_proto::limits::MAX_HOSTNAME
+            ),
+        ));
+    }
     if !spec.drop_capabilities.is_empty() {
         if !spec.isolation.is_strict() {
             return Err(invalid(
@@ -123,10 +137,11 @@ fn check_isolation(id: &str, spec: &SandboxSpec) -> Result<(), Error> {
             ));
         }
         if !path.exists() {
-            return Err(invalid(
-                format!("sandbox.host_paths[{i}]"),
-                format!("{text:?}: no such file or directory on the host"),
-            ));
+            return Err(Error::Unsupported {
+                sandbox: id.to_owned(),
+                field: format!("sandbox.host_paths[{i}]"),
+                message: format!("{text:?}: no such file or directory on the host"),
+            });
         }
     }
     Ok(())
@@ -307,7 +322,7 @@ fn bring_up(
         backend
             .store
             .limit_upper(id, bytes)
-            .map_err(|e| Error::Spec {
+            .map_err(|e| Error::Unsupported {
                 sandbox: id.to_owned(),
                 field: "sandbox.limits.disk_bytes".to_owned(),
                 message: e.to_string(),

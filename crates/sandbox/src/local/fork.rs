@@ -16,7 +16,20 @@ pub(super) fn fork(
 ) -> Result<SandboxInfo, Error> {
     let _working = backend.working();
     let mut phases = Phases::new();
-    let rec: SnapshotRecord = record::read("snapshot record", &backend.snapshot_record(snapshot))?;
+    let path = backend.snapshot_record(snapshot);
+    let rec: SnapshotRecord = match record::read("snapshot record", &path) {
+        // No record: no such snapshot here.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Store {
+                sandbox: new_id.to_owned(),
+                source: rollpoint_snapshot::Error::NoSnapshot {
+                    snapshot: snapshot.to_owned(),
+                    path,
+                },
+            });
+        }
+        read => read?,
+    };
     create::claim(backend, new_id)?;
     phases.mark("claim");
     crash::point("fork: claimed");

@@ -59,6 +59,17 @@ pub(crate) fn check(id: &str, network: &Network) -> Result<(), Error> {
         ));
     }
     for (i, text) in list.iter().enumerate() {
+        // Well formed, but no network as written: this host cannot tell
+        // which was meant.
+        if Allowed::parse_written(text).is_ok_and(|a| a.has_host_bits())
+            && let Err(e) = Allowed::parse(text)
+        {
+            return Err(Error::Unsupported {
+                sandbox: id.to_owned(),
+                field: format!("sandbox.network.allow[{i}]"),
+                message: format!("{text:?}: {e}"),
+            });
+        }
         parse(text).map_err(|e| {
             invalid(
                 format!("sandbox.network.allow[{i}]"),
@@ -87,12 +98,27 @@ pub(crate) fn anchor_args(
         return Ok(args);
     };
     for (i, text) in list.iter().enumerate() {
-        let unresolved = |why: String| Error::Invalid {
+        // Well formed, but not a destination on this host: a name it cannot
+        // resolve, or an address no socket can be bound to.
+        let unresolved = |why: String| Error::Unsupported {
             sandbox: id.to_owned(),
-            message: format!("sandbox.network.allow[{i}] {text:?}: {why}"),
+            field: format!("sandbox.network.allow[{i}]"),
+            message: format!("{text:?}: {why}"),
+        };
+        let unusable = |ip: &Ipv4Addr| {
+            (ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast()).then(|| {
+                unresolved(format!(
+                    "{ip} is not a destination (unspecified, broadcast or multicast)"
+                ))
+            })
         };
         match parse(text).map_err(&unresolved)? {
             Destination::Net(allowed) => {
+                if allowed.prefix == 32
+                    && let Some(e) = unusable(&allowed.net)
+                {
+                    return Err(e);
+                }
                 args.extend(["--allow".to_owned(), allowed.to_string()]);
             }
             Destination::Name(name, port) => {
@@ -104,6 +130,9 @@ pub(crate) fn anchor_args(
                         SocketAddr::V6(_) => None,
                     })
                     .collect();
+                if let Some(e) = ips.iter().find_map(unusable) {
+                    return Err(e);
+                }
                 let first = *ips
                     .first()
                     .ok_or_else(|| unresolved("it has no IPv4 address".into()))?;

@@ -42,15 +42,37 @@ struct Kept {
     truncated: bool,
 }
 
-/// Runs the request; `Err` is a message naming what could not be started.
+/// The result of a command that could not start, as a shell reports it:
+/// exit 127 when the program is not there, 126 when it (or its working
+/// directory) cannot be used, with the reason on stderr. The command is the
+/// caller's, so this is its outcome, not the anchor's failure.
+fn not_started(code: i32, message: String) -> ExecOutput {
+    ExecOutput {
+        exit_code: Some(code),
+        signal: None,
+        timed_out: false,
+        stdout: String::new(),
+        stderr: format!("{message}\n"),
+        stdout_truncated: false,
+        stderr_truncated: false,
+        duration_ms: 0,
+    }
+}
+
+/// Runs the request; `Err` is a message naming what was malformed.
 pub fn exec(reaper: &Reaper, run_as: &RunAs, req: &ExecRequest) -> Result<ExecOutput, String> {
     let Some(program) = req.argv.first() else {
         return Err("exec: argv is empty".into());
     };
     match std::fs::metadata(&req.cwd) {
         Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(format!("exec: cwd {}: not a directory", req.cwd)),
-        Err(e) => return Err(format!("exec: cwd {}: {e}", req.cwd)),
+        Ok(_) => {
+            return Ok(not_started(
+                126,
+                format!("exec: cwd {}: not a directory", req.cwd),
+            ));
+        }
+        Err(e) => return Ok(not_started(126, format!("exec: cwd {}: {e}", req.cwd))),
     }
     let mut cmd = Command::new(program);
     cmd.args(&req.argv[1..])
@@ -77,9 +99,18 @@ pub fn exec(reaper: &Reaper, run_as: &RunAs, req: &ExecRequest) -> Result<ExecOu
     let deadline = start
         .checked_add(Duration::from_millis(req.timeout_ms))
         .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400));
-    let (mut child, exited) = reaper
-        .spawn(&mut cmd)
-        .map_err(|e| format!("exec: failed to start {program:?} in {}: {e}", req.cwd))?;
+    let (mut child, exited) = match reaper.spawn(&mut cmd) {
+        Ok(started) => started,
+        Err(e) => {
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            let message = format!("exec: failed to start {program:?} in {}: {e}", req.cwd);
+            return Ok(not_started(code, message));
+        }
+    };
     let pid = child.id();
     let group = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
     let kill_group = || {

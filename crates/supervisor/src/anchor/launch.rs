@@ -80,6 +80,23 @@ fn check(req: &LaunchRequest, args: &[String]) -> Result<(), String> {
         .map_err(|e| format!("launch {id}: {e}"))
 }
 
+/// Why the request is refused as it stands (the sender can fix it), before
+/// anything is made: a bad launch id, argv, working directory or option, or a
+/// launch id already in use.
+pub fn refusal(run_as: &RunAs, req: &LaunchRequest) -> Option<String> {
+    let id = &req.launch_id;
+    if let Err(e) = check_launch_id(id) {
+        return Some(e);
+    }
+    let session = Path::new(SANDBOX_CONTROL_DIR).join(LAUNCHES_DIR).join(id);
+    if let Err(e) = check(req, &run_args(req, run_as, &session)) {
+        return Some(e);
+    }
+    session
+        .exists()
+        .then(|| format!("launch_id {id:?} already exists ({})", session.display()))
+}
+
 /// Starts the launch; returns the in-sandbox pid of its supervisor.
 pub fn launch(reaper: &Reaper, run_as: &RunAs, req: &LaunchRequest) -> Result<u32, String> {
     let id = &req.launch_id;

@@ -103,6 +103,7 @@ fn perform(reaper: &Reaper, run_as: &RunAs, req: &AnchorRequest) -> AnchorReply 
         exec: None,
         launched: None,
         error: None,
+        refused: false,
     };
     let result = match req.verb {
         AnchorVerb::Status => Ok(()),
@@ -111,7 +112,13 @@ fn perform(reaper: &Reaper, run_as: &RunAs, req: &AnchorRequest) -> AnchorReply 
             None => Err("exec request: field `exec` is missing".to_owned()),
         },
         AnchorVerb::Launch => match &req.launch {
-            Some(l) => launch::launch(reaper, run_as, l).map(|p| reply.launched = Some(p)),
+            Some(l) => match launch::refusal(run_as, l) {
+                Some(why) => {
+                    reply.refused = true;
+                    Err(why)
+                }
+                None => launch::launch(reaper, run_as, l).map(|p| reply.launched = Some(p)),
+            },
             None => Err("launch request: field `launch` is missing".to_owned()),
         },
     };
