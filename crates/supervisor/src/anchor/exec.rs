@@ -261,7 +261,7 @@ mod tests {
     }
 
     #[test]
-    fn names_an_empty_argv_and_a_bad_cwd() {
+    fn refuses_an_empty_argv_and_ends_a_bad_cwd_with_126() {
         let reaper = Reaper::default();
         let mut req = ExecRequest {
             argv: Vec::new(),
@@ -278,9 +278,11 @@ mod tests {
         };
         let err = exec(&reaper, &root, &req).expect_err("empty argv");
         assert!(err.contains("argv"), "{err}");
+        // A command that cannot start is its outcome, as a shell's: 126.
         req.argv = vec!["true".into()];
         req.cwd = "/no/such/cwd".into();
-        let err = exec(&reaper, &root, &req).expect_err("bad cwd");
-        assert!(err.contains("/no/such/cwd"), "{err}");
+        let out = exec(&reaper, &root, &req).expect("an outcome");
+        assert_eq!(out.exit_code, Some(126));
+        assert!(out.stderr.contains("/no/such/cwd"), "{}", out.stderr);
     }
 }
