@@ -107,10 +107,11 @@ const VERSIONS: [(&str, &str, u32); 18] = [
 /// Rules across fields, which a schema does not say: added to the field's
 /// description.
 #[rustfmt::skip]
-const NOTES: [(&str, &str, &str); 3] = [
+const NOTES: [(&str, &str, &str); 4] = [
     ("CheckpointRequest", "hold_ms", "A checkpoint that stops holds nothing: with `stop`, 0."),
     ("SandboxLimits", "swap_bytes", "Above 0 it needs `memory_bytes`."),
     ("SandboxSpec", "drop_capabilities", "Refused unless `isolation` is `strict`."),
+    ("SandboxSpec", "no_new_privs", "`true` is refused unless `isolation` is `strict`."),
 ];
 
 /// Adds every limit to `doc`, the generated document as JSON.

@@ -321,11 +321,20 @@ mod tests {
     }
 
     fn isolated_output(user: Option<Credentials>, dropped: u64, script: &str) -> String {
+        isolated_output_nnp(user, dropped, false, script)
+    }
+
+    fn isolated_output_nnp(
+        user: Option<Credentials>,
+        dropped: u64,
+        no_new_privs: bool,
+        script: &str,
+    ) -> String {
         // SAFETY: geteuid has no preconditions.
         assert_eq!(unsafe { libc::geteuid() }, 0, "this test needs root");
         let range = crate::isolate::IdRange::parse("1073741824:65536").unwrap();
         let ns = crate::isolate::userns::create(range).unwrap();
-        let iso = Arc::new(Isolation::new(ns, dropped).unwrap());
+        let iso = Arc::new(Isolation::new(ns, dropped, no_new_privs).unwrap());
         let mut cmd = Command::new("sh");
         cmd.args(["-c", script]);
         PreExec::new()
@@ -339,7 +348,8 @@ mod tests {
 
     /// Root of an isolated child is root only of its namespace: the host
     /// sees the range's first id, it keeps Docker's capabilities, and the
-    /// filter and no_new_privs are on; it cannot make a namespace.
+    /// filter is on (without `no_new_privs`, as Docker's default); it
+    /// cannot make a namespace.
     #[test]
     fn root_isolated_child_is_confined() {
         let text = isolated_output(
@@ -354,7 +364,7 @@ mod tests {
         assert!(text.contains(&format!("CapEff:\t{kept}")), "{text}");
         assert!(text.contains(&format!("CapBnd:\t{kept}")), "{text}");
         assert!(text.contains("Seccomp:\t2"), "{text}");
-        assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+        assert!(text.contains("NoNewPrivs:\t0"), "{text}");
         assert!(text.contains("1073741824"), "{text}");
         assert!(
             text.lines().any(|l| l == "0::/"),
@@ -375,6 +385,23 @@ mod tests {
             let err = crate::isolate::drop_mask(&[bad]).unwrap_err();
             assert!(err.contains(bad), "{err}");
         }
+    }
+
+    /// Asked for, `no_new_privs` is on, under the same filter and
+    /// capabilities.
+    #[test]
+    fn root_an_isolated_child_sets_no_new_privs_when_asked() {
+        let text = isolated_output_nnp(
+            None,
+            0,
+            true,
+            "grep -E '^(CapEff|Seccomp|NoNewPrivs):' /proc/self/status",
+        );
+        let kept = format!("{:016x}", crate::isolate::kept_mask());
+        assert_eq!(
+            text,
+            format!("CapEff:\t{kept}\nNoNewPrivs:\t1\nSeccomp:\t2\n")
+        );
     }
 
     /// Another user in the namespace has no capability at all.

@@ -60,6 +60,12 @@ pub struct SandboxSpec {
     /// (`NET_RAW`, `CAP_MKNOD`, ...); none can be added.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drop_capabilities: Vec<String>,
+    /// Sets `no_new_privs` on everything a strict sandbox runs, so a setuid
+    /// or file-capability program gains nothing. Off by default, as in
+    /// Docker: such a program (`sudo` in an image) then acts as root inside
+    /// the sandbox's user namespace, within its capabilities and filter.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_new_privs: bool,
 }
 
 fn default_hostname() -> String {
@@ -87,6 +93,7 @@ impl Default for SandboxSpec {
             isolation: Isolation::default(),
             host_paths: Vec::new(),
             drop_capabilities: Vec::new(),
+            no_new_privs: false,
         }
     }
 }

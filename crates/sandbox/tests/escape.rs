@@ -200,7 +200,7 @@ fn check_status(seen: &BTreeMap<String, String>, backend: &LocalBackend, base: &
     assert_eq!(seen["CapBnd"], kept, "{base}: nothing more can be gained");
     assert_eq!(seen["CapAmb"], "0000000000000000", "{base}");
     assert_eq!(seen["Seccomp"], "2", "{base}: a filter");
-    assert_eq!(seen["NoNewPrivs"], "1", "{base}");
+    assert_eq!(seen["NoNewPrivs"], "0", "{base}: as Docker's default");
     let ids = backend.ids();
     assert_eq!(
         seen["uid_map"],
@@ -306,7 +306,7 @@ fn root_a_host_root_sandbox_holds_every_probe() {
 }
 
 #[test]
-fn root_an_image_sandbox_holds_every_probe_and_its_setuid_gains_nothing() {
+fn root_an_image_sandbox_holds_every_probe() {
     let fx = Fixture::new();
     let work = tempfile::tempdir().unwrap();
     let layout = build_layout(work.path());
@@ -336,22 +336,62 @@ fn root_an_image_sandbox_holds_every_probe_and_its_setuid_gains_nothing() {
         "stat -c %u /etc/passwd; echo edited >> /etc/passwd && echo wrote",
     );
     assert_eq!(out.stdout, "0\nwrote\n", "{out:?}");
+}
 
-    // A setuid-root program started by another user gains nothing.
-    let user_spec = SandboxSpec {
-        user: "1000:1000".into(),
-        ..spec
-    };
-    let info = b.create("suid", &user_spec).unwrap();
-    let suid = info.root.join("tmp/suid-id");
-    std::fs::copy("/bin/busybox", &suid).unwrap();
-    let root_host = b.ids().host;
-    std::os::unix::fs::chown(&suid, Some(root_host), Some(root_host)).unwrap();
-    std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
-    // busybox picks its applet by the name it is run as.
-    std::os::unix::fs::symlink("suid-id", info.root.join("tmp/id")).unwrap();
-    let out = sh(b, "suid", "stat -c '%u %a' /tmp/suid-id; /tmp/id -u");
-    assert_eq!(out.stdout, "0 4755\n1000\n", "{out:?}");
+/// A setuid program owned by the sandbox's root, started by another user,
+/// acts as root of the sandbox, as in Docker without `no-new-privileges`:
+/// the kept capabilities, under the filter, in the sandbox's namespace, and
+/// no way out from there. With `no_new_privs` it gains nothing.
+#[test]
+fn root_a_setuid_program_acts_only_within_the_sandbox() {
+    let fx = Fixture::new();
+    let b = &fx.backend;
+    let python = std::fs::canonicalize("/usr/bin/python3").expect("python3 on the host");
+    let probe = "import ctypes, os
+print(os.getuid(), os.geteuid())
+for line in open('/proc/self/status'):
+    if line.startswith(('CapEff:', 'Seccomp:')):
+        print(line.split()[1])
+libc = ctypes.CDLL(None, use_errno=True)
+print('unshare', 'open' if libc.unshare(0x10000000) == 0 else 'closed')
+procs = [p for p in ['/sys/fs/cgroup/unified/cgroup.procs', '/sys/fs/cgroup/cgroup.procs']
+         if os.path.exists(p)][0]
+for name, path in [('core_pattern', '/proc/sys/kernel/core_pattern'), ('procs', procs)]:
+    try:
+        open(path, 'w').write(str(os.getpid()))
+        print(name, 'open')
+    except OSError:
+        print(name, 'closed')
+";
+    let kept = format!("{:016x}", rollpoint_proctree::isolate::kept_mask());
+    for (id, no_new_privs) in [("suid", false), ("nnp", true)] {
+        let spec = SandboxSpec {
+            user: "1000:1000".into(),
+            no_new_privs,
+            ..SandboxSpec::default()
+        };
+        let info = b.create(id, &spec).unwrap();
+        let suid = info.root.join("tmp/py");
+        std::fs::copy(&python, &suid).unwrap();
+        let root_host = b.ids().host;
+        std::os::unix::fs::chown(&suid, Some(root_host), Some(root_host)).unwrap();
+        std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        std::fs::write(info.root.join("tmp/probe.py"), probe).unwrap();
+        let out = sh(b, id, "stat -c '%u %a' /tmp/py; /tmp/py /tmp/probe.py");
+        let (euid, caps) = if no_new_privs {
+            ("1000", "0000000000000000")
+        } else {
+            ("0", kept.as_str())
+        };
+        assert_eq!(
+            out.stdout,
+            format!(
+                "0 4755\n1000 {euid}\n{caps}\n2\nunshare closed\ncore_pattern closed\n\
+                 procs closed\n"
+            ),
+            "{id}: {out:?}"
+        );
+    }
 }
 
 /// A launch that tries to leave its cgroup, then ticks from two processes

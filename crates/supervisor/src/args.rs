@@ -45,8 +45,7 @@ pub struct AnchorOpts {
     pub home: String,
     /// `--userns HOST:COUNT`: strict isolation. Commands and launches run in
     /// a user namespace mapping `0..COUNT` to `HOST..`, with Docker's default
-    /// capabilities, `no_new_privs` and the seccomp filter; `/proc` is
-    /// masked. Without it (a trusted sandbox) they run as the host's ids.
+    /// capabilities and the seccomp filter; `/proc` is masked. Without it (a trusted sandbox) they run as the host's ids.
     pub userns: Option<IdRange>,
     /// `--lend PATH`: a host path bind-mounted read-only at the same place
     /// (the harness install, the worker, paths a task names).
@@ -54,6 +53,9 @@ pub struct AnchorOpts {
     /// `--drop-caps NAME,...`: capabilities dropped from those a strict
     /// sandbox keeps (a mask).
     pub drop_caps: u64,
+    /// `--no-new-privs` (with `--userns`): `no_new_privs` on every command
+    /// and launch, so no setuid program gains anything.
+    pub no_new_privs: bool,
     /// `--enter`: the anchor resets its signals, joins `join` and makes the
     /// sandbox's namespaces itself, before anything else, instead of being
     /// started inside them. The host then starts it with a plain spawn, no
@@ -80,6 +82,8 @@ pub struct RunOpts {
     pub userns_fd: Option<i32>,
     /// `--drop-caps NAME,...`: as the anchor's.
     pub drop_caps: u64,
+    /// `--no-new-privs`: as the anchor's.
+    pub no_new_privs: bool,
     pub argv: Vec<String>,
 }
 
@@ -114,7 +118,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
     let mut budgets = Budgets::default();
     let mut user = None;
     let mut userns_fd = None;
-    let mut drop_caps = 0;
+    let (mut drop_caps, mut no_new_privs) = (0, false);
     let mut command = Vec::new();
     let mut it = rest.iter();
     while let Some(arg) = it.next() {
@@ -140,6 +144,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
                 })?);
             }
             "--drop-caps" => drop_caps = dropped(&value("--drop-caps")?)?,
+            "--no-new-privs" => no_new_privs = true,
             "--command-budget" => {
                 budgets.command = secs("--command-budget", &value("--command-budget")?)?
             }
@@ -178,6 +183,7 @@ pub fn parse(argv: &[String]) -> Result<Parsed, Error> {
                 user,
                 userns_fd,
                 drop_caps,
+                no_new_privs,
                 argv: command,
             }))
         }
@@ -206,7 +212,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let mut tools = Vec::new();
     let (mut user, mut home) = (None, None);
     let (mut enter, mut join) = (false, Vec::new());
-    let (mut userns, mut lend, mut drop_caps) = (None, Vec::new(), 0);
+    let (mut userns, mut lend, mut drop_caps, mut no_new_privs) = (None, Vec::new(), 0, false);
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -234,6 +240,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
                 userns = Some(IdRange::parse(&v).map_err(|e| usage(format!("--userns {e}")))?);
             }
             "--drop-caps" => drop_caps = dropped(&value("--drop-caps")?)?,
+            "--no-new-privs" => no_new_privs = true,
             "--lend" => {
                 let v = value("--lend")?;
                 let fine = v.starts_with('/')
@@ -320,6 +327,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
         userns,
         lend,
         drop_caps,
+        no_new_privs,
         home: match home {
             Some(h) if h.starts_with('/') && !h.contains('\0') => h,
             Some(h) => return Err(usage(format!("--home {h:?}: must be an absolute path"))),

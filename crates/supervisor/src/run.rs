@@ -171,7 +171,7 @@ fn isolation(opts: &RunOpts) -> Result<Option<Arc<Isolation>>, Error> {
         what: "mark the user namespace descriptor close-on-exec",
         source,
     })?;
-    Isolation::new(ns, opts.drop_caps)
+    Isolation::new(ns, opts.drop_caps, opts.no_new_privs)
         .map(|iso| Some(Arc::new(iso)))
         .map_err(|e| Error::Refused(e.to_string()))
 }

@@ -113,7 +113,8 @@ def _sandbox(spec: Any) -> None:
         swap = limits.get("swap_bytes")
         if isinstance(swap, int) and swap > 0 and limits.get("memory_bytes") is None:
             limits["memory_bytes"] = 1 << 30
-    if spec.get("drop_capabilities") and spec.get("isolation") == "trusted":
+    strict_only = spec.get("drop_capabilities") or spec.get("no_new_privs") is True
+    if strict_only and spec.get("isolation") == "trusted":
         spec["isolation"] = "strict"
 
 

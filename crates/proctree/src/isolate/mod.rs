@@ -1,7 +1,8 @@
 //! Strict confinement of what runs in a sandbox: the process enters the
 //! sandbox's user namespace (root inside is an unprivileged range of host
-//! ids), keeps Docker's default capabilities and no others, sets
-//! `no_new_privs` and installs the system-call filter ([`seccomp`]). The
+//! ids), installs the system-call filter ([`seccomp`]), keeps Docker's
+//! default capabilities and no others, and sets `no_new_privs` when the
+//! sandbox asks for it. The
 //! anchor and the launch supervisors stay root in the host's user namespace
 //! (they freeze cgroups and mount); only the children they start are
 //! confined, between fork and exec, through `spawn::PreExec`.
@@ -13,6 +14,14 @@
 //! network configuration), and nothing inside can reach the more
 //! privileged anchor or supervisors (a different uid: no signal, no ptrace,
 //! no `/proc/<pid>/root`).
+//!
+//! Why `no_new_privs` is not always set: a kernel without it still needs
+//! `CAP_SYS_ADMIN` to install a filter, which the child holds only in its
+//! own user namespace, just after entering it. The filter goes in there,
+//! before anything else, and is inherited by every exec after; a setuid
+//! program (`sudo` in an image) then gains what root of the namespace holds
+//! (the kept capabilities, under the same filter), which is Docker's
+//! default. A sandbox that wants none of that sets `no_new_privs`.
 
 pub mod overlay;
 pub mod seccomp;
@@ -87,18 +96,21 @@ pub struct Isolation {
     userns: OwnedFd,
     filters: [BpfProgram; 2],
     kept: u64,
+    no_new_privs: bool,
     /// The namespace's root, for a child given no user.
     root: Credentials,
 }
 
 impl Isolation {
     /// Confinement into the user namespace `userns` (a descriptor of it),
-    /// keeping [`KEPT`] but the capabilities of `dropped` ([`drop_mask`]).
-    pub fn new(userns: OwnedFd, dropped: u64) -> Result<Self, FilterError> {
+    /// keeping [`KEPT`] but the capabilities of `dropped` ([`drop_mask`]),
+    /// with `no_new_privs` set when asked.
+    pub fn new(userns: OwnedFd, dropped: u64, no_new_privs: bool) -> Result<Self, FilterError> {
         Ok(Self {
             userns,
             filters: seccomp::programs()?,
             kept: kept_mask() & !dropped,
+            no_new_privs,
             root: Credentials {
                 uid: 0,
                 gid: 0,
@@ -112,6 +124,11 @@ impl Isolation {
         kept_mask() & !self.kept
     }
 
+    /// Whether everything confined runs with `no_new_privs`.
+    pub fn no_new_privs(&self) -> bool {
+        self.no_new_privs
+    }
+
     /// The user namespace's descriptor (handed to a launch's supervisor).
     pub fn userns(&self) -> &OwnedFd {
         &self.userns
@@ -121,10 +138,10 @@ impl Isolation {
     /// `None`). Runs between fork and exec: async-signal-safe, raw system
     /// calls on memory built before the fork, no allocation. Order: a
     /// cgroup namespace, the user namespace (full capabilities in it, none
-    /// outside), the bounding
+    /// outside), the filters (they need `CAP_SYS_ADMIN` there, or
+    /// `no_new_privs`, and refuse `setns`, so right after it), the bounding
     /// and ambient sets, the ids (inside the namespace), the effective,
-    /// permitted and inheritable sets, `no_new_privs`, then the filters, last,
-    /// since they refuse `setns`.
+    /// permitted and inheritable sets, then `no_new_privs` when asked.
     pub fn enter(&self, user: Option<&Credentials>) -> io::Result<()> {
         let check = |r: libc::c_long| {
             if r < 0 {
@@ -146,6 +163,10 @@ impl Isolation {
                 self.userns.as_raw_fd(),
                 libc::CLONE_NEWUSER,
             ))?;
+        }
+        self.install_filters()?;
+        // SAFETY: prctl(2) with integer arguments.
+        unsafe {
             for cap in 0..=LAST_CAP {
                 if self.kept & (1u64 << cap) == 0
                     && libc::prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0, 0, 0) != 0
@@ -169,10 +190,18 @@ impl Isolation {
         // root, none for any other user.
         let caps = if user.uid == 0 { self.kept } else { 0 };
         self.capset(caps)?;
-        // SAFETY: prctl(2) with integer arguments.
-        check(libc::c_long::from(unsafe {
-            libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-        }))?;
+        if self.no_new_privs {
+            // SAFETY: prctl(2) with integer arguments.
+            check(libc::c_long::from(unsafe {
+                libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            }))?;
+        }
+        Ok(())
+    }
+
+    /// Installs the filters; the caller holds `CAP_SYS_ADMIN` in its user
+    /// namespace (just entered), so no `no_new_privs` is needed.
+    fn install_filters(&self) -> io::Result<()> {
         for filter in &self.filters {
             let prog = libc::sock_fprog {
                 len: u16::try_from(filter.len())
@@ -181,14 +210,17 @@ impl Isolation {
             };
             // SAFETY: seccomp(2) reads `prog`, which points at a live
             // program of `len` instructions.
-            check(unsafe {
+            if unsafe {
                 libc::syscall(
                     libc::SYS_seccomp,
                     libc::SECCOMP_SET_MODE_FILTER,
                     0,
                     &raw const prog,
                 )
-            })?;
+            } < 0
+            {
+                return Err(io::Error::last_os_error());
+            }
         }
         Ok(())
     }

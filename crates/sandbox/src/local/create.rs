@@ -120,6 +120,12 @@ fn check_isolation(id: &str, spec: &SandboxSpec) -> Result<(), Error> {
         rollpoint_proctree::isolate::drop_mask(&spec.drop_capabilities)
             .map_err(|e| invalid("sandbox.drop_capabilities".to_owned(), e.to_string()))?;
     }
+    if spec.no_new_privs && !spec.isolation.is_strict() {
+        return Err(invalid(
+            "sandbox.no_new_privs".to_owned(),
+            "needs sandbox.isolation = \"strict\" (a trusted sandbox is not confined)".to_owned(),
+        ));
+    }
     for (i, path) in spec.host_paths.iter().enumerate() {
         let text = path.to_string_lossy();
         let fine = path.is_absolute()
@@ -359,6 +365,7 @@ fn bring_up(
             userns: range,
             lend: &lent(spec, &backend.options.tools),
             drop_capabilities: &spec.drop_capabilities,
+            no_new_privs: spec.no_new_privs,
         },
     )?;
     phases.mark("anchor spawn");

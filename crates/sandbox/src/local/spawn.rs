@@ -45,6 +45,8 @@ pub(crate) struct AnchorArgs<'a> {
     pub lend: &'a [PathBuf],
     /// Capability names the sandbox drops (`--drop-caps`, strict only).
     pub drop_capabilities: &'a [String],
+    /// `no_new_privs` on what the sandbox runs (`--no-new-privs`, strict only).
+    pub no_new_privs: bool,
 }
 
 pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child, Error> {
@@ -82,6 +84,9 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
         cmd.arg("--userns").arg(range.to_string());
         if !args.drop_capabilities.is_empty() {
             cmd.arg("--drop-caps").arg(args.drop_capabilities.join(","));
+        }
+        if args.no_new_privs {
+            cmd.arg("--no-new-privs");
         }
     }
     for path in args.lend {

@@ -55,6 +55,9 @@ fn run_args(req: &LaunchRequest, run_as: &RunAs, session: &Path) -> Vec<String> 
         if iso.dropped() != 0 {
             args.extend(["--drop-caps".to_owned(), cap_names(iso.dropped())]);
         }
+        if iso.no_new_privs() {
+            args.push("--no-new-privs".to_owned());
+        }
     }
     args.extend(req.options.iter().cloned());
     args.push("--".to_owned());

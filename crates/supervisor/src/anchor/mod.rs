@@ -285,7 +285,8 @@ fn isolation(opts: &AnchorOpts) -> Result<Option<Arc<Isolation>>, Error> {
             path: opts.root.clone(),
             source,
         })?;
-    let iso = Isolation::new(ns, opts.drop_caps).map_err(|e| Error::Refused(e.to_string()))?;
+    let iso = Isolation::new(ns, opts.drop_caps, opts.no_new_privs)
+        .map_err(|e| Error::Refused(e.to_string()))?;
     Ok(Some(Arc::new(iso)))
 }
 

@@ -383,6 +383,7 @@ mod tests {
             userns: None,
             lend: Vec::new(),
             drop_caps: 0,
+            no_new_privs: false,
             home: "/root".into(),
             enter: false,
             join: Vec::new(),
