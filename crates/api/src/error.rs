@@ -201,19 +201,16 @@ pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
 /// task with its files).
 pub const BODY_LIMIT: usize = 16 << 20;
 
-/// Reads a request body up to [`BODY_LIMIT`].
-pub async fn bytes(body: axum::body::Body) -> Result<axum::body::Bytes, ApiError> {
-    Ok(crate::body::read_limited(body, BODY_LIMIT).await?)
-}
-
 /// Reads and decodes a versioned body (`v` checked first, then every field).
 pub async fn versioned<T: serde::de::DeserializeOwned>(
     what: &'static str,
     version: u32,
     body: axum::body::Body,
 ) -> Result<T, ApiError> {
-    let bytes = bytes(body).await?;
-    Ok(rollpoint_proto::decode(what, version, &bytes)?)
+    crate::body::read_with(body, BODY_LIMIT, |bytes| {
+        Ok(rollpoint_proto::decode(what, version, bytes)?)
+    })
+    .await
 }
 
 /// `router` with every route behind `Authorization: Bearer <token>`, a

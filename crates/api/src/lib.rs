@@ -26,7 +26,7 @@ pub mod vocab;
 pub mod wire;
 
 pub use auth::{BearerToken, require_bearer};
-pub use body::{FieldError, decode_json, read_limited};
+pub use body::{FieldError, TooLarge, decode_json, read_json, read_limited, read_with};
 pub use error::{ApiError, ErrorCode, HttpError, Reply, encoded, json};
 pub use serving::{serve, with_fallbacks};
 pub use vocab::{Kind, Phase};

@@ -8,5 +8,5 @@ use crate::errors::CallError;
 
 /// Decodes `bytes` as JSON into `T`; errors name the field path.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, CallError> {
-    rollpoint_api::decode_json(bytes).map_err(|e| CallError::bad(e.field, e.message))
+    Ok(rollpoint_api::decode_json(bytes)?)
 }

@@ -192,6 +192,18 @@ impl CallError {
     }
 }
 
+impl From<rollpoint_api::FieldError> for CallError {
+    fn from(e: rollpoint_api::FieldError) -> Self {
+        Self::bad(e.field, e.message)
+    }
+}
+
+impl From<rollpoint_api::TooLarge> for CallError {
+    fn from(e: rollpoint_api::TooLarge) -> Self {
+        Self::new(Code::TooLarge, e.to_string())
+    }
+}
+
 impl From<StoreError> for CallError {
     fn from(e: StoreError) -> Self {
         Self::new(Self::store_code(&e), e.to_string())
@@ -206,8 +218,11 @@ pub enum StoreError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: not valid json: {message}")]
-    Json { path: PathBuf, message: String },
+    #[error("{path}: not valid json: {source}")]
+    Json {
+        path: PathBuf,
+        source: rollpoint_proto::Cause,
+    },
     #[error("{path}: unknown version {found} (this build reads version {expected})")]
     Version {
         path: PathBuf,
@@ -241,8 +256,11 @@ pub enum StoreError {
     },
     #[error("record {index}: {message}")]
     Export { index: usize, message: String },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error("{path}: {source}")]
+    Invalid {
+        path: PathBuf,
+        source: rollpoint_proto::Cause,
+    },
     /// The object store failed (it could not be reached, refused, or timed out).
     #[error(transparent)]
     Remote(#[from] rollpoint_remote::RemoteError),
@@ -267,6 +285,26 @@ impl StoreError {
     pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
         let path = path.into();
         move |source| Self::Io { path, source }
+    }
+
+    pub(crate) fn json(
+        path: impl Into<PathBuf>,
+        source: impl Into<rollpoint_proto::Cause>,
+    ) -> Self {
+        Self::Json {
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+
+    pub(crate) fn invalid(
+        path: impl Into<PathBuf>,
+        source: impl Into<rollpoint_proto::Cause>,
+    ) -> Self {
+        Self::Invalid {
+            path: path.into(),
+            source: source.into(),
+        }
     }
 }
 

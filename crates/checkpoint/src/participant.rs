@@ -191,8 +191,13 @@ pub trait Participant: Send + Sync + std::fmt::Debug {
 
     /// Frees the compute of what was exported, once the records are durable
     /// (a commit with `stop`): the run is about to end. Failures are reported
-    /// but do not undo the commit.
-    fn park_exported(&self) -> BoxFuture<'_, HookResult<()>>;
+    /// but do not undo the commit. Nothing to do by default: the agent's runs
+    /// stay parked at their bookmarks until the process ends, and the model's
+    /// ledger is durable from export; only resources (sandboxes) free
+    /// anything.
+    fn park_exported(&self) -> BoxFuture<'_, HookResult<()>> {
+        async { Ok(()) }.boxed()
+    }
 
     /// Restores `records` (already verified, only those in `scope`) as each
     /// attempt's next attempt; returns the next attempts' keys. Admission is

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use rollpoint_proto::Cause;
+
 /// A bookmark that cannot be continued: the field and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("field `{field}`: {message}")]
@@ -44,17 +46,28 @@ pub enum DriverError {
     Lost { rollout: String, message: String },
     #[error("rollout {rollout}: cancel did not finish within {limit_s} s")]
     CancelTimeout { rollout: String, limit_s: u64 },
-    #[error("{path}: {message}")]
-    Store { path: PathBuf, message: String },
+    #[error("{path}: {what}: {source}")]
+    Store {
+        path: PathBuf,
+        what: &'static str,
+        source: Cause,
+    },
 }
 
 /// A supervisor control-socket exchange failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SupervisorError {
-    #[error("{path}: {message}")]
-    Socket { path: PathBuf, message: String },
-    #[error("{path}: {message}")]
-    Reply { path: PathBuf, message: String },
+    #[error("{path}: {what}: {source}")]
+    Socket {
+        path: PathBuf,
+        what: &'static str,
+        source: Cause,
+    },
+    #[error("{path}: {source}")]
+    Reply {
+        path: PathBuf,
+        source: rollpoint_proto::FormatError,
+    },
     #[error("{path}: no reply within {limit_s} s")]
     Timeout { path: PathBuf, limit_s: u64 },
 }

@@ -281,12 +281,6 @@ impl Participant for AgentParticipant {
         .boxed()
     }
 
-    fn park_exported(&self) -> BoxFuture<'_, HookResult<()>> {
-        // The runs stay parked at their bookmarks; the process ends next,
-        // and the resources participant frees the sandboxes.
-        async move { Ok(()) }.boxed()
-    }
-
     fn install<'a>(
         &'a self,
         _checkpoint: &'a str,

@@ -25,7 +25,8 @@ impl Store {
             .create(dir)
             .map_err(|e| DriverError::Store {
                 path: dir.to_owned(),
-                message: format!("create: {e}"),
+                what: "create",
+                source: e.into(),
             })?;
         Ok(Self {
             dir: dir.to_owned(),
@@ -44,7 +45,8 @@ impl Store {
             .await
             .map_err(|e| DriverError::Store {
                 path: self.dir.clone(),
-                message: format!("writer did not finish: {e}"),
+                what: "writer did not finish",
+                source: e.into(),
             })?
     }
 
@@ -53,7 +55,8 @@ impl Store {
         let path = self.path(rollout);
         let bytes = std::fs::read(&path).map_err(|e| DriverError::Store {
             path: path.clone(),
-            message: format!("read: {e}"),
+            what: "read",
+            source: e.into(),
         })?;
         Bookmark::decode(&bytes).map_err(|source| DriverError::Bookmark {
             rollout: rollout.to_owned(),
@@ -63,9 +66,10 @@ impl Store {
 }
 
 fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<(), DriverError> {
-    let err = |what: &str, e: std::io::Error| DriverError::Store {
+    let err = |what: &'static str, e: std::io::Error| DriverError::Store {
         path: path.to_owned(),
-        message: format!("{what}: {e}"),
+        what,
+        source: e.into(),
     };
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| err("create temp", e))?;
     tmp.as_file()

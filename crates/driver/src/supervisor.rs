@@ -6,6 +6,7 @@ use std::os::fd::AsRawFd as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use rollpoint_proto::Cause;
 use rollpoint_proto::anchor::LAUNCH_OUTPUT;
 use rollpoint_proto::launch::LaunchRecord;
 use rollpoint_proto::session::{LAUNCH_FILE, PAUSE_FILE};
@@ -67,15 +68,16 @@ impl LaunchDir {
     }
 
     async fn ask_inner(&self, path: &Path, verb: Verb) -> Result<Reply, SupervisorError> {
-        let socket_err = |message: String| SupervisorError::Socket {
+        let socket_err = |what: &'static str, source: Cause| SupervisorError::Socket {
             path: path.to_owned(),
-            message,
+            what,
+            source,
         };
         // Session directories nest deep under the owner's store, past the
         // 108 bytes a socket address holds: connect through a descriptor of
         // the directory instead (`/proc/self/fd/<n>/control.sock`).
         let dir = std::fs::File::open(&self.dir)
-            .map_err(|e| socket_err(format!("open the session directory: {e}")))?;
+            .map_err(|e| socket_err("open the session directory", e.into()))?;
         let short = PathBuf::from(format!(
             "/proc/self/fd/{}/{SUPERVISOR_SOCKET}",
             dir.as_raw_fd()
@@ -93,30 +95,30 @@ impl LaunchDir {
                 {
                     // A launch that already ended has no socket any more.
                     if self.record().await.is_some_and(|r| r.ended.is_some()) {
-                        return Err(socket_err(format!("connect: {e} (the launch has ended)")));
+                        return Err(socket_err("connect (the launch has ended)", e.into()));
                     }
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
-                Err(e) => return Err(socket_err(format!("connect: {e}"))),
+                Err(e) => return Err(socket_err("connect", e.into())),
             }
         };
         drop(dir);
         let (read, mut write) = stream.into_split();
         let mut line = serde_json::to_vec(&Request::new(verb))
-            .map_err(|e| socket_err(format!("encode request: {e}")))?;
+            .map_err(|e| socket_err("encode request", e.into()))?;
         line.push(b'\n');
         write
             .write_all(&line)
             .await
-            .map_err(|e| socket_err(format!("write request: {e}")))?;
+            .map_err(|e| socket_err("write request", e.into()))?;
         let mut reply = Vec::new();
         BufReader::new(read)
             .read_until(b'\n', &mut reply)
             .await
-            .map_err(|e| socket_err(format!("read reply: {e}")))?;
-        Reply::decode(&reply).map_err(|e| SupervisorError::Reply {
+            .map_err(|e| socket_err("read reply", e.into()))?;
+        Reply::decode(&reply).map_err(|source| SupervisorError::Reply {
             path: path.to_owned(),
-            message: e.to_string(),
+            source,
         })
     }
 
@@ -133,11 +135,13 @@ impl LaunchDir {
             .await
             .map_err(|e| SupervisorError::Socket {
                 path: path.clone(),
-                message: format!("create the pause file: {e}"),
+                what: "create the pause file",
+                source: e.into(),
             })?;
         file.sync_all().await.map_err(|e| SupervisorError::Socket {
             path,
-            message: format!("sync the pause file: {e}"),
+            what: "sync the pause file",
+            source: e.into(),
         })
     }
 
@@ -149,7 +153,8 @@ impl LaunchDir {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(SupervisorError::Socket {
                 path,
-                message: format!("remove the pause file: {e}"),
+                what: "remove the pause file",
+                source: e.into(),
             }),
         }
     }

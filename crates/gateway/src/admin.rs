@@ -197,10 +197,10 @@ impl GatewayClient {
         })
     }
 
-    fn failed(&self, route: &str, message: impl std::fmt::Display) -> GatewayError {
+    fn failed(&self, route: &str, source: impl Into<rollpoint_proto::Cause>) -> GatewayError {
         GatewayError::Admin {
             url: format!("{}{route}", self.base),
-            message: message.to_string(),
+            source: source.into(),
         }
     }
 

@@ -76,12 +76,15 @@ pub enum GatewayError {
     DuplicateModel { name: String },
     #[error("max_upstream_calls {value} is outside 0..={max}")]
     UpstreamCalls { value: usize, max: usize },
-    #[error("gateway admin {url}: {message}")]
-    Admin { url: String, message: String },
-    #[error("route key {path}: {message}")]
+    #[error("gateway admin {url}: {source}")]
+    Admin {
+        url: String,
+        source: rollpoint_proto::Cause,
+    },
+    #[error("route key {path}: {source}")]
     RouteKey {
         path: std::path::PathBuf,
-        message: String,
+        source: rollpoint_proto::Cause,
     },
     #[error("failed to build the upstream http client")]
     Client(#[source] reqwest::Error),

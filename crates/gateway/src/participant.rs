@@ -152,12 +152,6 @@ impl Participant for ModelParticipant {
         .boxed()
     }
 
-    fn park_exported(&self) -> BoxFuture<'_, HookResult<()>> {
-        // The model holds no compute of its own: the ledger is already
-        // durable (flushed at export).
-        async move { Ok(()) }.boxed()
-    }
-
     fn install<'a>(
         &'a self,
         _checkpoint: &'a str,

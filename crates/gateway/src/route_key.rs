@@ -11,10 +11,10 @@ use rollpoint_proto::route::RouteKey;
 
 use crate::errors::GatewayError;
 
-fn error(path: &Path, message: impl std::fmt::Display) -> GatewayError {
+fn error(path: &Path, source: impl Into<rollpoint_proto::Cause>) -> GatewayError {
     GatewayError::RouteKey {
         path: path.to_owned(),
-        message: message.to_string(),
+        source: source.into(),
     }
 }
 

@@ -48,7 +48,7 @@ impl HttpOwner {
             .build()
             .map_err(|e| OwnerError::Transport {
                 url: base.to_string(),
-                message: format!("client could not be built: {e}"),
+                source: format!("client could not be built: {e}").into(),
             })?;
         Ok(Self {
             base,
@@ -82,7 +82,7 @@ impl HttpOwner {
         };
         let transport = |e: reqwest::Error| OwnerError::Transport {
             url: url.to_string(),
-            message: e.to_string(),
+            source: e.into(),
         };
         let reply = req.send().await.map_err(transport)?;
         let status = reply.status();

@@ -8,7 +8,7 @@ use crate::errors::OwnerError;
 
 /// Decodes `bytes` as JSON into `T`; errors name the field path.
 pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, OwnerError> {
-    rollpoint_api::decode_json(bytes).map_err(|e| OwnerError::bad(e.field, e.message))
+    Ok(rollpoint_api::decode_json(bytes)?)
 }
 
 /// The full path of the field an error is about. serde reports a missing

@@ -45,16 +45,19 @@ pub enum OwnerError {
         status: String,
         stderr_tail: String,
     },
-    #[error("session {session}: backend call `{call}` did not finish: {message}")]
+    #[error("session {session}: backend call `{call}` did not finish: {source}")]
     Join {
         session: String,
         call: &'static str,
-        message: String,
+        source: tokio::task::JoinError,
     },
     #[error("internal error: {message}")]
     Internal { message: String },
-    #[error("{url}: {message}")]
-    Transport { url: String, message: String },
+    #[error("{url}: {source}")]
+    Transport {
+        url: String,
+        source: rollpoint_proto::Cause,
+    },
     /// The owner refused the request as a client error (4xx) this client
     /// cannot rebuild as a closer variant (the reply lacks a detail it
     /// needs, or is not an owner's reply: a wrong route or base URL). Its
@@ -138,5 +141,17 @@ impl OwnerError {
             Self::Refused { code, .. } => code,
             Self::Remote { .. } => "remote",
         }
+    }
+}
+
+impl From<rollpoint_api::FieldError> for OwnerError {
+    fn from(e: rollpoint_api::FieldError) -> Self {
+        Self::bad(e.field, e.message)
+    }
+}
+
+impl From<rollpoint_api::TooLarge> for OwnerError {
+    fn from(e: rollpoint_api::TooLarge) -> Self {
+        Self::TooLarge { limit: e.limit }
     }
 }

@@ -129,13 +129,25 @@ pub enum TravelError {
         snapshot: String,
         source: Box<rollpoint_sandbox::Error>,
     },
-    #[error("{key}: {message}")]
-    Invalid { key: String, message: String },
+    #[error("{key}: {source}")]
+    Invalid {
+        key: String,
+        source: rollpoint_proto::Cause,
+    },
     #[error("spool {path}: {source}")]
     Spool {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+impl TravelError {
+    fn invalid(key: impl Into<String>, source: impl Into<rollpoint_proto::Cause>) -> Self {
+        Self::Invalid {
+            key: key.into(),
+            source: source.into(),
+        }
+    }
 }
 
 impl Travel {
@@ -144,10 +156,10 @@ impl Travel {
     pub fn new(store: RemoteStore, spool: &Path, full_every: u32) -> Result<Self, TravelError> {
         use std::os::unix::fs::DirBuilderExt as _;
         if !(1..=MAX_FULL_EVERY).contains(&full_every) {
-            return Err(TravelError::Invalid {
-                key: "full_every".to_owned(),
-                message: format!("{full_every} is outside 1..={MAX_FULL_EVERY}"),
-            });
+            return Err(TravelError::invalid(
+                "full_every".to_owned(),
+                format!("{full_every} is outside 1..={MAX_FULL_EVERY}"),
+            ));
         }
         std::fs::DirBuilder::new()
             .recursive(true)
@@ -211,10 +223,8 @@ impl Travel {
                 .collect(),
         };
         let key = format!("snapshots/{checkpoint}/index-{instance}.json");
-        let bytes = serde_json::to_vec_pretty(&index).map_err(|e| TravelError::Invalid {
-            key: key.clone(),
-            message: e.to_string(),
-        })?;
+        let bytes =
+            serde_json::to_vec_pretty(&index).map_err(|e| TravelError::invalid(key.clone(), e))?;
         self.store.put(&key, Bytes::from(bytes)).await?;
         let mut tips = self.tips();
         for ((rollout, _), (_, tip)) in records.iter().zip(&done) {
@@ -230,12 +240,12 @@ impl Travel {
         rollout: &str,
         record: &SessionRecord,
     ) -> Result<(Sent, Tip), TravelError> {
-        let format = backend
-            .snapshot_format()
-            .ok_or_else(|| TravelError::Invalid {
-                key: record.snapshot.clone(),
-                message: "this node's snapshots do not travel".to_owned(),
-            })?;
+        let format = backend.snapshot_format().ok_or_else(|| {
+            TravelError::invalid(
+                record.snapshot.clone(),
+                "this node's snapshots do not travel".to_owned(),
+            )
+        })?;
         let previous = self.tips().get(rollout).cloned();
         let parent = previous.filter(|tip| {
             format == "btrfs"
@@ -255,9 +265,8 @@ impl Travel {
                 backend.send_snapshot(&snapshot, parent_id.as_deref(), &out)
             })
             .await
-            .map_err(|e| TravelError::Invalid {
-                key: record.snapshot.clone(),
-                message: format!("send task failed: {e}"),
+            .map_err(|e| {
+                TravelError::invalid(record.snapshot.clone(), format!("send task failed: {e}"))
             })?
         };
         let result = async {
@@ -280,10 +289,8 @@ impl Travel {
                 bytes: chunks.iter().map(|c| c.len).sum(),
                 chunks,
             };
-            let bytes = serde_json::to_vec_pretty(&meta).map_err(|e| TravelError::Invalid {
-                key: prefix.clone(),
-                message: e.to_string(),
-            })?;
+            let bytes = serde_json::to_vec_pretty(&meta)
+                .map_err(|e| TravelError::invalid(prefix.clone(), e))?;
             if self
                 .store
                 .put_new(&format!("{prefix}/meta.json"), Bytes::from(bytes))
@@ -329,28 +336,23 @@ impl Travel {
     /// Reads `snapshots/<key>/meta.json`.
     async fn meta(&self, key: &str) -> Result<SnapshotMeta, TravelError> {
         let object = format!("snapshots/{key}/meta.json");
-        let bytes = self
-            .store
-            .get(&object)
-            .await?
-            .ok_or_else(|| TravelError::Invalid {
-                key: format!("{}/{object}", self.store.url()),
-                message: "missing: the checkpoint names a snapshot the store does not hold"
-                    .to_owned(),
-            })?;
-        let meta: SnapshotMeta = rollpoint_proto::decode("snapshot meta", TRAVEL_VERSION, &bytes)
-            .map_err(|e| TravelError::Invalid {
-            key: format!("{}/{object}", self.store.url()),
-            message: e.to_string(),
+        let bytes = self.store.get(&object).await?.ok_or_else(|| {
+            TravelError::invalid(
+                format!("{}/{object}", self.store.url()),
+                "missing: the checkpoint names a snapshot the store does not hold".to_owned(),
+            )
         })?;
+        let meta: SnapshotMeta =
+            rollpoint_proto::decode("snapshot meta", TRAVEL_VERSION, &bytes)
+                .map_err(|e| TravelError::invalid(format!("{}/{object}", self.store.url()), e))?;
         if format!("{}/{}", meta.checkpoint, meta.snapshot) != key {
-            return Err(TravelError::Invalid {
-                key: format!("{}/{object}", self.store.url()),
-                message: format!(
+            return Err(TravelError::invalid(
+                format!("{}/{object}", self.store.url()),
+                format!(
                     "names snapshot {}/{}, not {key}",
                     meta.checkpoint, meta.snapshot
                 ),
-            });
+            ));
         }
         Ok(meta)
     }
@@ -361,10 +363,10 @@ impl Travel {
         let mut next = meta.parent.clone();
         while let Some(parent) = next {
             if chain.len() > MAX_FULL_EVERY as usize {
-                return Err(TravelError::Invalid {
-                    key: key.to_owned(),
-                    message: format!("its chain is longer than {MAX_FULL_EVERY}"),
-                });
+                return Err(TravelError::invalid(
+                    key.to_owned(),
+                    format!("its chain is longer than {MAX_FULL_EVERY}"),
+                ));
             }
             let m = self.meta(&parent).await?;
             chain.push(parent);
@@ -449,10 +451,10 @@ impl Travel {
         let mut count = 0;
         for m in needed {
             if m.format != format {
-                return Err(TravelError::Invalid {
-                    key: format!("snapshots/{}/{}", m.checkpoint, m.snapshot),
-                    message: format!("a {} stream, and this node's store is {format}", m.format),
-                });
+                return Err(TravelError::invalid(
+                    format!("snapshots/{}/{}", m.checkpoint, m.snapshot),
+                    format!("a {} stream, and this node's store is {format}", m.format),
+                ));
             }
             let spool = self.spool_file(&m.snapshot);
             let prefix = format!("snapshots/{}/{}", m.checkpoint, m.snapshot);
@@ -473,9 +475,8 @@ impl Travel {
                         })
                 })
                 .await
-                .map_err(|e| TravelError::Invalid {
-                    key: prefix.clone(),
-                    message: format!("receive task failed: {e}"),
+                .map_err(|e| {
+                    TravelError::invalid(prefix.clone(), format!("receive task failed: {e}"))
                 })?
             }
             .await;

@@ -10,7 +10,8 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`anchor`] | the sandbox anchor's socket protocol, launch id checks |
-//! | [`control`] | the supervisor's control socket protocol |
+//! | [`cause`] | [`Cause`]: an error's cause kept whole, not as its text |
+//! | [`clock`] | the one wall clock of records and ids |
 //! | [`key`] | [`key::RolloutId`] and [`key::AttemptKey`]: the only place a key is formatted or parsed |
 //! | [`launch`] | the launch record |
 //! | [`limits`] | every id length limit |
@@ -19,10 +20,12 @@
 //! | [`route`] | the per-attempt route secret and the route segment `<key>@<secret>` |
 //! | [`responses`] | facts about the OpenAI Responses API shared by the worker and the model |
 //! | [`session`] | the files of a launch's session directory |
+//! | [`supervisor`] | the launch supervisor's socket protocol |
 //! | `version` | the one versioned-envelope reader |
 #![forbid(unsafe_code)]
 
 pub mod anchor;
+pub mod cause;
 pub mod clock;
 pub mod key;
 pub mod launch;
@@ -35,4 +38,5 @@ pub mod session;
 pub mod supervisor;
 mod version;
 
+pub use cause::Cause;
 pub use version::{FormatError, check_version, decode, decode_versioned, field_path};

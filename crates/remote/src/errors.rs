@@ -1,5 +1,5 @@
 //! What can go wrong with a remote store. Every message names the store's URL (which holds no
-//! credential) and the object's key; the store's own error text is kept for the cause.
+//! credential) and the object's key; the store's own error is kept as the cause.
 
 use std::path::PathBuf;
 
@@ -23,11 +23,11 @@ pub enum RemoteError {
         message: String,
     },
     /// An operation on an object failed.
-    #[error("checkpoint store {url}: {op} {key}: {message}")]
+    #[error("checkpoint store {url}: {op} {key}: {source}")]
     Op {
         url: String,
         op: &'static str,
         key: String,
-        message: String,
+        source: rollpoint_proto::Cause,
     },
 }

@@ -174,7 +174,7 @@ impl RemoteStore {
             (true, true) => Ok(None),
             (false, true) => ObjectPath::parse(&self.prefix)
                 .map(Some)
-                .map_err(|e| self.op_error("list", prefix, &e)),
+                .map_err(|e| self.op_error("list", prefix, e)),
             _ => self.path(trimmed).map(Some),
         }
     }
@@ -191,12 +191,17 @@ impl RemoteStore {
             .to_owned()
     }
 
-    fn op_error(&self, op: &'static str, key: &str, e: &dyn std::fmt::Display) -> RemoteError {
+    fn op_error(
+        &self,
+        op: &'static str,
+        key: &str,
+        source: impl Into<rollpoint_proto::Cause>,
+    ) -> RemoteError {
         RemoteError::Op {
             url: self.url.to_string(),
             op,
             key: key.to_owned(),
-            message: e.to_string(),
+            source: source.into(),
         }
     }
 
@@ -207,7 +212,7 @@ impl RemoteStore {
             .put(&path, PutPayload::from_bytes(bytes))
             .await
             .map(|_| ())
-            .map_err(|e| self.op_error("put", key, &e))
+            .map_err(|e| self.op_error("put", key, e))
     }
 
     /// Writes `bytes` as `key` unless an object is there: of two racing writers exactly one
@@ -225,7 +230,7 @@ impl RemoteStore {
         {
             Ok(_) => Ok(Created::New),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(Created::Existed),
-            Err(e) => Err(self.op_error("put-if-absent", key, &e)),
+            Err(e) => Err(self.op_error("put-if-absent", key, e)),
         }
     }
 
@@ -237,9 +242,9 @@ impl RemoteStore {
                 .bytes()
                 .await
                 .map(Some)
-                .map_err(|e| self.op_error("get", key, &e)),
+                .map_err(|e| self.op_error("get", key, e)),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(self.op_error("get", key, &e)),
+            Err(e) => Err(self.op_error("get", key, e)),
         }
     }
 
@@ -252,7 +257,7 @@ impl RemoteStore {
             .map_ok(|meta| self.relative(&meta.location))
             .try_collect()
             .await
-            .map_err(|e| self.op_error("list", prefix, &e))?;
+            .map_err(|e| self.op_error("list", prefix, e))?;
         keys.sort();
         Ok(keys)
     }
@@ -264,7 +269,7 @@ impl RemoteStore {
             .store
             .list_with_delimiter(dir.as_ref())
             .await
-            .map_err(|e| self.op_error("list", prefix, &e))?;
+            .map_err(|e| self.op_error("list", prefix, e))?;
         let mut names: Vec<String> = listed
             .common_prefixes
             .iter()
@@ -279,7 +284,7 @@ impl RemoteStore {
         let path = self.path(key)?;
         match self.store.delete(&path).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(self.op_error("delete", key, &e)),
+            Err(e) => Err(self.op_error("delete", key, e)),
         }
     }
 
@@ -326,7 +331,7 @@ impl RemoteStore {
             url: self.url.to_string(),
             op: "read",
             key: path.display().to_string(),
-            message: e.to_string(),
+            source: e.into(),
         };
         let mut file = tokio::fs::File::open(path).await.map_err(read_error)?;
         let mut pieces = Vec::new();
@@ -387,7 +392,7 @@ impl RemoteStore {
             url: self.url.to_string(),
             op: "write",
             key: path.display().to_string(),
-            message: e.to_string(),
+            source: e.into(),
         };
         let mut file = tokio::fs::OpenOptions::new()
             .write(true)
@@ -406,7 +411,7 @@ impl RemoteStore {
                         url: self.url.to_string(),
                         op: "get",
                         key: key.clone(),
-                        message: "missing".to_owned(),
+                        source: "missing".into(),
                     })?;
                     let found = sha256_hex(&bytes);
                     if found != chunk.sha256 || bytes.len() as u64 != chunk.len {
@@ -414,12 +419,13 @@ impl RemoteStore {
                             url: self.url.to_string(),
                             op: "verify",
                             key,
-                            message: format!(
+                            source: format!(
                                 "{} bytes with sha256 {found}, expected {} bytes with sha256 {}",
                                 bytes.len(),
                                 chunk.len,
                                 chunk.sha256
-                            ),
+                            )
+                            .into(),
                         });
                     }
                     Ok(bytes)

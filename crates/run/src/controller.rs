@@ -39,10 +39,7 @@ pub(crate) struct CheckpointFailed {
 
 impl CheckpointFailed {
     fn as_run_error(&self) -> RunError {
-        RunError::Checkpoint {
-            checkpoint: self.id.clone(),
-            message: self.error.to_string(),
-        }
+        RunError::checkpoint(self.id.clone(), self.error.to_string())
     }
 
     fn api(&self) -> ApiError {
@@ -101,10 +98,10 @@ pub async fn run(
     let run_dir = std::fs::canonicalize(run_dir).map_err(|e| RunError::io(run_dir, e))?;
     let _lock = crate::lock::RunLock::acquire(&run_dir)?;
     if RunState::path(&run_dir).exists() {
-        return Err(RunError::State {
-            path: RunState::path(&run_dir),
-            message: "a run already lives here: continue it with `rollpoint resume`".to_owned(),
-        });
+        return Err(RunError::state(
+            RunState::path(&run_dir),
+            "a run already lives here: continue it with `rollpoint resume`",
+        ));
     }
     // The state first, so a run killed while its stack starts can be resumed; its gateway
     // port (0: not chosen yet) is settled once the gateway listens, before any launch.
@@ -223,10 +220,8 @@ impl Loop {
     }
 
     pub(crate) fn watch(&mut self, handle: RunHandle, attempt: u32) -> Result<(), RunError> {
-        let key = AttemptKey::of(&handle.rollout, attempt).map_err(|e| RunError::Rollout {
-            rollout: handle.rollout.clone(),
-            message: e.to_string(),
-        })?;
+        let key = AttemptKey::of(&handle.rollout, attempt)
+            .map_err(|e| RunError::rollout(handle.rollout.clone(), e))?;
         self.in_flight.insert(handle.rollout.clone(), key);
         let tx = self.tx.clone();
         tokio::spawn(async move {
@@ -239,10 +234,8 @@ impl Loop {
 
     pub(crate) async fn register_key(&self, rollout: &str, attempt: u32) -> Result<(), RunError> {
         if let Some(g) = &self.stack.gateway {
-            let key = CaptureKey::of(rollout, attempt).map_err(|e| RunError::Rollout {
-                rollout: rollout.to_owned(),
-                message: e.to_string(),
-            })?;
+            let key = CaptureKey::of(rollout, attempt)
+                .map_err(|e| RunError::rollout(rollout.to_owned(), e))?;
             g.register(&key).await?;
         }
         Ok(())
@@ -259,10 +252,7 @@ impl Loop {
             .stack
             .runs
             .register(task)
-            .map_err(|e| RunError::Rollout {
-                rollout: rollout.clone(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| RunError::rollout(rollout.clone(), e))?;
         self.watch(handle, 0)
     }
 
@@ -283,15 +273,9 @@ impl Loop {
             .stack
             .runs
             .install(vec![(task, mark)])
-            .map_err(|e| RunError::Rollout {
-                rollout: rollout.clone(),
-                message: e.to_string(),
-            })?
+            .map_err(|e| RunError::rollout(rollout.clone(), e))?
             .pop()
-            .ok_or_else(|| RunError::Rollout {
-                rollout: rollout.clone(),
-                message: "the drivers started nothing".to_owned(),
-            })?;
+            .ok_or_else(|| RunError::rollout(rollout.clone(), "the drivers started nothing"))?;
         self.watch(handle, next)
     }
 
@@ -554,10 +538,10 @@ impl Loop {
             self.events.record(Event::Finished { rows });
             Ok(Ending::Finished { rows })
         } else {
-            Err(RunError::Rollout {
-                rollout: lost.join(", "),
-                message: "ended without a result; `rollpoint resume` runs them again".to_owned(),
-            })
+            Err(RunError::rollout(
+                lost.join(", "),
+                "ended without a result; `rollpoint resume` runs them again",
+            ))
         }
     }
 }

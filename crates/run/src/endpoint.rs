@@ -119,20 +119,14 @@ impl EndpointFile {
     pub fn load(run_dir: &Path) -> Result<Self, RunError> {
         let path = Self::path(run_dir);
         let bytes = std::fs::read(&path).map_err(|e| RunError::io(&path, e))?;
-        rollpoint_proto::decode("run control file", ENDPOINT_VERSION, &bytes).map_err(|e| {
-            RunError::State {
-                path,
-                message: e.to_string(),
-            }
-        })
+        rollpoint_proto::decode("run control file", ENDPOINT_VERSION, &bytes)
+            .map_err(|e| RunError::state(path, e))
     }
 
     fn save(&self, run_dir: &Path) -> Result<(), RunError> {
         let path = Self::path(run_dir);
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| RunError::State {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        let bytes =
+            serde_json::to_vec_pretty(self).map_err(|e| RunError::state(path.clone(), e))?;
         crate::state::write_atomic(&path, &bytes)
     }
 }

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use rollpoint_proto::Cause;
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// A fork asked of a published checkpoint that holds nothing of the
@@ -36,20 +38,20 @@ pub enum RunError {
         field: String,
         message: String,
     },
-    #[error("{path}: {message}")]
-    State { path: PathBuf, message: String },
-    #[error("{path}: line {line}: {message}")]
+    #[error("{path}: {source}")]
+    State { path: PathBuf, source: Cause },
+    #[error("{path}: line {line}: {source}")]
     Results {
         path: PathBuf,
         line: usize,
-        message: String,
+        source: Cause,
     },
-    #[error("{what}: {message}")]
-    Setup { what: &'static str, message: String },
-    #[error("rollout {rollout}: {message}")]
-    Rollout { rollout: String, message: String },
-    #[error("checkpoint {checkpoint}: {message}")]
-    Checkpoint { checkpoint: String, message: String },
+    #[error("{what}: {source}")]
+    Setup { what: &'static str, source: Cause },
+    #[error("rollout {rollout}: {source}")]
+    Rollout { rollout: String, source: Cause },
+    #[error("checkpoint {checkpoint}: {source}")]
+    Checkpoint { checkpoint: String, source: Cause },
 }
 
 impl RunError {
@@ -60,10 +62,31 @@ impl RunError {
         }
     }
 
-    pub(crate) fn setup(what: &'static str, message: impl std::fmt::Display) -> Self {
+    pub(crate) fn setup(what: &'static str, source: impl Into<Cause>) -> Self {
         Self::Setup {
             what,
-            message: message.to_string(),
+            source: source.into(),
+        }
+    }
+
+    pub(crate) fn state(path: impl Into<PathBuf>, source: impl Into<Cause>) -> Self {
+        Self::State {
+            path: path.into(),
+            source: source.into(),
+        }
+    }
+
+    pub(crate) fn rollout(rollout: impl Into<String>, source: impl Into<Cause>) -> Self {
+        Self::Rollout {
+            rollout: rollout.into(),
+            source: source.into(),
+        }
+    }
+
+    pub(crate) fn checkpoint(checkpoint: impl Into<String>, source: impl Into<Cause>) -> Self {
+        Self::Checkpoint {
+            checkpoint: checkpoint.into(),
+            source: source.into(),
         }
     }
 }

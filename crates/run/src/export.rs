@@ -19,10 +19,10 @@ pub fn trajectories(run_dir: &Path, rollout: Option<&str>) -> Result<Vec<Traject
     let ledger = run_dir.join(LEDGER);
     let state = RunState::path(run_dir);
     if !state.exists() && !ledger.exists() {
-        return Err(RunError::State {
-            path: state,
-            message: "not a run directory: it has no run state and no gateway ledger".into(),
-        });
+        return Err(RunError::state(
+            state,
+            "not a run directory: it has no run state and no gateway ledger",
+        ));
     }
     let policy = if state.exists() {
         RunState::load(run_dir)?.config.token_breaks
@@ -30,12 +30,8 @@ pub fn trajectories(run_dir: &Path, rollout: Option<&str>) -> Result<Vec<Traject
         BreakPolicy::Split
     };
     let records = if ledger.exists() {
-        rollpoint_gateway::ledger::read_for_trajectories(&ledger, rollout).map_err(|e| {
-            RunError::State {
-                path: ledger.clone(),
-                message: e.to_string(),
-            }
-        })?
+        rollpoint_gateway::ledger::read_for_trajectories(&ledger, rollout)
+            .map_err(|e| RunError::state(ledger.clone(), e))?
     } else {
         Vec::new()
     };

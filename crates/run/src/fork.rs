@@ -29,10 +29,7 @@ pub(crate) fn plan(
     req: &ForkRequest,
 ) -> Result<(store::CheckpointDoc, AttemptKey, Vec<AttemptKey>), RunError> {
     let checkpoint = req.checkpoint.as_str();
-    let err = |message: String| RunError::Checkpoint {
-        checkpoint: checkpoint.to_owned(),
-        message,
-    };
+    let err = |message: String| RunError::checkpoint(checkpoint.to_owned(), message);
     let doc =
         store::read_checkpoint(run_dir, checkpoint).map_err(|source| RunError::NoCheckpoint {
             checkpoint: checkpoint.to_owned(),
@@ -157,10 +154,7 @@ impl Loop {
         call: Option<String>,
     ) -> Result<(), RunError> {
         let id = format!("fork-{}", unix_ms());
-        let err = |message: String| RunError::Checkpoint {
-            checkpoint: checkpoint.to_owned(),
-            message,
-        };
+        let err = |message: String| RunError::checkpoint(checkpoint.to_owned(), message);
         if let Err(e) = self.stack.coordinator.fork(&id, checkpoint, from, to).await {
             // The coordinator retired whatever was installed: drop those runs' handles.
             drop(self.stack.agent.take_installed());

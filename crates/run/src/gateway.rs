@@ -117,12 +117,8 @@ async fn wait_previous(run_dir: &Path) -> Result<(), RunError> {
         return Ok(());
     };
     let record: ProcessRecord =
-        rollpoint_proto::decode("gateway process record", PROCESS_VERSION, &bytes).map_err(
-            |e| RunError::State {
-                path: path.clone(),
-                message: e.to_string(),
-            },
-        )?;
+        rollpoint_proto::decode("gateway process record", PROCESS_VERSION, &bytes)
+            .map_err(|e| RunError::state(path.clone(), e))?;
     let ledger = run_dir.join(LEDGER);
     if !is_gateway_of(record.pid, &ledger) {
         return Ok(());
@@ -358,9 +354,11 @@ impl GatewayProcess {
         self.client
             .register(std::slice::from_ref(key))
             .await
-            .map_err(|e| RunError::Rollout {
-                rollout: key.rollout().to_string(),
-                message: format!("gateway registration of {key}: {e}"),
+            .map_err(|e| {
+                RunError::rollout(
+                    key.rollout().to_string(),
+                    format!("gateway registration of {key}: {e}"),
+                )
             })
     }
 

@@ -25,10 +25,7 @@ pub struct RunLock {
 impl RunLock {
     /// Takes the lock of `run_dir`, or says that another process holds it.
     pub fn acquire(run_dir: &Path) -> Result<Self, RunError> {
-        Self::try_acquire(run_dir)?.ok_or_else(|| RunError::State {
-            path: run_dir.join(LOCK_FILE),
-            message: "another rollpoint process (a run or a resume) is driving this run; wait for it to end".to_owned(),
-        })
+        Self::try_acquire(run_dir)?.ok_or_else(|| RunError::state(run_dir.join(LOCK_FILE), "another rollpoint process (a run or a resume) is driving this run; wait for it to end"))
     }
 
     /// Whether another process drives `run_dir` now (holds its lock).

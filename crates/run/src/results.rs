@@ -162,7 +162,7 @@ impl ResultsLog {
         let mut line = serde_json::to_vec(result).map_err(|e| RunError::Results {
             path: self.path.clone(),
             line: 0,
-            message: format!("rollout {}: {e}", result.rollout),
+            source: format!("rollout {}: {e}", result.rollout).into(),
         })?;
         line.push(b'\n');
         let io = |e| RunError::io(&self.path, e);
@@ -230,10 +230,11 @@ fn scan(path: &Path, bytes: &[u8]) -> Result<Scan, RunError> {
                 return Err(RunError::Results {
                     path: path.to_owned(),
                     line,
-                    message: format!(
+                    source: format!(
                         "not a result row from byte offset {} on ({message}); the file is damaged before its last line, so nothing was changed",
                         start + end
-                    ),
+                    )
+                    .into(),
                 });
             }
         }

@@ -48,10 +48,7 @@ enum Check {
 }
 
 fn checkpoint_error(id: &str, message: impl std::fmt::Display) -> RunError {
-    RunError::Checkpoint {
-        checkpoint: id.to_owned(),
-        message: message.to_string(),
-    }
+    RunError::checkpoint(id.to_owned(), message.to_string())
 }
 
 /// Verifies published checkpoint `p`: an error only when it could not be
@@ -81,7 +78,7 @@ fn check(run_dir: &Path, p: Published) -> Result<Check, RunError> {
             sessions,
             saved,
         }))),
-        Err(RunError::Checkpoint { message, .. }) => Ok(Check::Damaged(message)),
+        Err(RunError::Checkpoint { source, .. }) => Ok(Check::Damaged(source.to_string())),
         Err(e) => Err(e),
     }
 }
@@ -217,13 +214,13 @@ pub async fn resume(
     // Said again at every resume: the log of this process must say it too.
     let _ = crate::state::trusted_rollouts(&tasks.tasks);
     if tasks.sha256 != state.tasks_sha256 {
-        return Err(RunError::State {
-            path: tasks.path,
-            message: format!(
+        return Err(RunError::state(
+            tasks.path,
+            format!(
                 "the tasks file changed since the run started (sha256 {}, was {})",
                 tasks.sha256, state.tasks_sha256
             ),
-        });
+        ));
     }
     // Read (and refuse) before anything is swept or restored. Branches of forks follow the
     // tasks of the file.
@@ -240,9 +237,8 @@ pub async fn resume(
         })
         .collect::<Result<_, _>>()?;
     for branch in state.forks.keys() {
-        order.push(RolloutId::new(branch).map_err(|e| RunError::State {
-            path: RunState::path(&run_dir),
-            message: format!("forks.{branch}: {e}"),
+        order.push(RolloutId::new(branch).map_err(|e| {
+            RunError::state(RunState::path(&run_dir), format!("forks.{branch}: {e}"))
         })?);
     }
     for (i, req) in inputs.forks.iter().enumerate() {
@@ -330,10 +326,7 @@ pub async fn resume(
             .coordinator
             .restore(&id, source, &plan.restore)
             .await
-            .map_err(|e| RunError::Checkpoint {
-                checkpoint: source.clone(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| RunError::checkpoint(source.clone(), e))?;
         drop(restored);
         for handle in lp.stack.agent.take_installed() {
             let rollout = handle.rollout.clone();
@@ -351,10 +344,7 @@ pub async fn resume(
             .coordinator
             .resume(&id)
             .await
-            .map_err(|e| RunError::Checkpoint {
-                checkpoint: id.clone(),
-                message: e.to_string(),
-            })?;
+            .map_err(|e| RunError::checkpoint(id.clone(), e))?;
         tracing::info!(
             checkpoint = %source,
             rollouts = lp.in_flight.len(),

@@ -10,6 +10,7 @@ use rollpoint_checkpoint::participant::{Kind, untag_decode};
 use rollpoint_checkpoint::{AttemptKey, store};
 use rollpoint_driver::AgentRecord;
 use rollpoint_owner::SessionRecord;
+use rollpoint_proto::Cause;
 
 use crate::errors::RunError;
 
@@ -21,20 +22,17 @@ pub type Saved = BTreeSet<(AttemptKey, String)>;
 /// What checkpoint `id` in `run_dir` saved; a damaged record is an error
 /// naming the checkpoint and the attempt.
 pub fn saved_sessions(run_dir: &Path, id: &str) -> Result<(Sessions, Saved), RunError> {
-    let err = |e: &dyn std::fmt::Display| RunError::Checkpoint {
-        checkpoint: id.to_owned(),
-        message: e.to_string(),
-    };
-    let doc = store::read_checkpoint(run_dir, id).map_err(|e| err(&e))?;
+    let err = |e: Cause| RunError::checkpoint(id, e);
+    let doc = store::read_checkpoint(run_dir, id).map_err(|e| err(e.into()))?;
     let mut sessions = Sessions::new();
     let mut saved = Saved::new();
     for m in &doc.participants {
         let (_, records) =
-            store::read(run_dir, id, m.kind, &m.instance, None).map_err(|e| err(&e))?;
+            store::read(run_dir, id, m.kind, &m.instance, None).map_err(|e| err(e.into()))?;
         for r in records {
             match m.kind {
                 Kind::Agent => {
-                    let (key, record) = AgentRecord::untag(r).map_err(|e| err(&e))?;
+                    let (key, record) = AgentRecord::untag(r).map_err(|e| err(e.into()))?;
                     let session = record
                         .bookmark
                         .progress()
@@ -43,7 +41,7 @@ pub fn saved_sessions(run_dir: &Path, id: &str) -> Result<(Sessions, Saved), Run
                 }
                 Kind::Resources => {
                     let (key, record) = untag_decode(r, Kind::Resources, SessionRecord::decode)
-                        .map_err(|e| err(&e))?;
+                        .map_err(|e| err(e.into()))?;
                     saved.insert((key, record.session));
                 }
                 Kind::Model => {}
@@ -61,10 +59,7 @@ pub fn fork_source(
     from: &AttemptKey,
 ) -> Result<(rollpoint_driver::RolloutTask, Option<String>), RunError> {
     let id = doc.id.as_str();
-    let err = |e: &dyn std::fmt::Display| RunError::Checkpoint {
-        checkpoint: id.to_owned(),
-        message: e.to_string(),
-    };
+    let err = |e: Cause| RunError::checkpoint(id, e);
     let keep = BTreeSet::from([from.clone()]);
     let mut task = None;
     let mut last: Option<(i64, String)> = None;
@@ -72,17 +67,17 @@ pub fn fork_source(
         if m.kind == Kind::Resources {
             continue;
         }
-        let (_, records) =
-            store::read(run_dir, id, m.kind, &m.instance, Some(&keep)).map_err(|e| err(&e))?;
+        let (_, records) = store::read(run_dir, id, m.kind, &m.instance, Some(&keep))
+            .map_err(|e| err(e.into()))?;
         for r in records {
             match m.kind {
                 Kind::Agent => {
-                    let (_, record) = AgentRecord::untag(r).map_err(|e| err(&e))?;
+                    let (_, record) = AgentRecord::untag(r).map_err(|e| err(e.into()))?;
                     task = Some(record.task);
                 }
                 Kind::Model => {
                     let (_, calls) = untag_decode(r, Kind::Model, rollpoint_gateway::decode_jsonl)
-                        .map_err(|e| err(&e))?;
+                        .map_err(|e| err(e.into()))?;
                     for c in calls {
                         if let rollpoint_gateway::LedgerRecord::Call(c) = c
                             && last.as_ref().is_none_or(|(at, _)| c.admitted_ms >= *at)
@@ -95,7 +90,7 @@ pub fn fork_source(
             }
         }
     }
-    let task = task.ok_or_else(|| err(&format!("it holds no agent record of {from}")))?;
+    let task = task.ok_or_else(|| err(format!("it holds no agent record of {from}").into()))?;
     Ok((task, last.map(|(_, id)| id)))
 }
 

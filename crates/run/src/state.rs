@@ -95,13 +95,8 @@ impl RunState {
     pub fn load(run_dir: &Path) -> Result<Self, RunError> {
         let path = Self::path(run_dir);
         let bytes = std::fs::read(&path).map_err(|e| RunError::io(&path, e))?;
-        let state: Self =
-            rollpoint_proto::decode("run state", RUN_STATE_VERSION, &bytes).map_err(|e| {
-                RunError::State {
-                    path: path.clone(),
-                    message: e.to_string(),
-                }
-            })?;
+        let state: Self = rollpoint_proto::decode("run state", RUN_STATE_VERSION, &bytes)
+            .map_err(|e| RunError::state(path.clone(), e))?;
         // The config it holds is checked as a config file would be, so a
         // value out of range is refused by name rather than acted on.
         state.config.validate(&path)?;
@@ -112,10 +107,8 @@ impl RunState {
     /// directory), mode 0600.
     pub fn save(&self, run_dir: &Path) -> Result<(), RunError> {
         let path = Self::path(run_dir);
-        let bytes = serde_json::to_vec_pretty(self).map_err(|e| RunError::State {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        let bytes =
+            serde_json::to_vec_pretty(self).map_err(|e| RunError::state(path.clone(), e))?;
         write_atomic(&path, &bytes)
     }
 }

@@ -82,10 +82,8 @@ pub fn read_status(run_dir: &Path) -> Result<RunStatus, RunError> {
     let mut latest_damaged = None;
     let latest = match store::latest(run_dir) {
         Ok(Some(id)) => {
-            let marked = store::damaged(run_dir, &id).map_err(|e| RunError::Checkpoint {
-                checkpoint: id.clone(),
-                message: e.to_string(),
-            })?;
+            let marked =
+                store::damaged(run_dir, &id).map_err(|e| RunError::checkpoint(id.clone(), e))?;
             match (marked, store::verify(run_dir, &id)) {
                 (None, Ok(doc)) => Some((id, doc.created_unix_ms, doc.scope.len())),
                 (Some(reason), Ok(doc)) => {
@@ -97,10 +95,7 @@ pub fn read_status(run_dir: &Path) -> Result<RunStatus, RunError> {
                     Some((id, 0, 0))
                 }
                 (_, Err(e)) => {
-                    return Err(RunError::Checkpoint {
-                        checkpoint: id,
-                        message: e.to_string(),
-                    });
+                    return Err(RunError::checkpoint(id, e));
                 }
             }
         }
@@ -110,10 +105,7 @@ pub fn read_status(run_dir: &Path) -> Result<RunStatus, RunError> {
             Some((store::LATEST_FILE.to_owned(), 0, 0))
         }
         Err(e) => {
-            return Err(RunError::Checkpoint {
-                checkpoint: "LATEST".to_owned(),
-                message: e.to_string(),
-            });
+            return Err(RunError::checkpoint("LATEST", e));
         }
     };
     let done: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.rollout.as_str()).collect();

@@ -12,8 +12,11 @@ pub enum InputError {
         #[source]
         source: std::io::Error,
     },
-    #[error("input {path}: not valid json: {message}")]
-    Json { path: PathBuf, message: String },
+    #[error("input {path}: not valid json: {source}")]
+    Json {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
     #[error("input {path}: field `{field}`: {message}")]
     Field {
         path: PathBuf,
@@ -82,8 +85,11 @@ pub enum JournalError {
     },
     #[error("checkpoint {path}: belongs to another task (its prompt differs from this input's)")]
     OtherTask { path: PathBuf },
-    #[error("checkpoint {path}: cannot encode record: {message}")]
-    Encode { path: PathBuf, message: String },
+    #[error("checkpoint {path}: cannot encode record: {source}")]
+    Encode {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
 }
 
 /// A record that does not follow from the transcript it is applied to.

@@ -130,15 +130,12 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<WorkerInput, InputError> {
         field: field.to_owned(),
         message,
     };
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| InputError::Json {
+    let value: Value = serde_json::from_slice(bytes).map_err(|source| InputError::Json {
         path: path.to_owned(),
-        message: e.to_string(),
+        source,
     })?;
     let Value::Object(_) = &value else {
-        return Err(InputError::Json {
-            path: path.to_owned(),
-            message: "expected a json object".to_owned(),
-        });
+        return Err(field(".", "expected a json object".to_owned()));
     };
     match rollpoint_proto::check_version(&value, "worker input", "v", INPUT_VERSION) {
         Ok(()) => {}

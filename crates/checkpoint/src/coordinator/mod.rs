@@ -238,8 +238,5 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, StoreError> {
     tokio::task::spawn_blocking(work)
         .await
-        .map_err(|e| StoreError::Invalid {
-            path: PathBuf::new(),
-            message: format!("file task failed: {e}"),
-        })?
+        .map_err(|e| StoreError::invalid(PathBuf::new(), format!("file task failed: {e}")))?
 }

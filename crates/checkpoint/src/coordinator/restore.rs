@@ -170,10 +170,10 @@ impl Coordinator {
             .await
             .map_err(|e| CoordinatorError::Store {
                 checkpoint: source.to_owned(),
-                source: StoreError::Invalid {
-                    path: self.config.run_dir.clone(),
-                    message: format!("read task failed: {e}"),
-                },
+                source: StoreError::invalid(
+                    self.config.run_dir.clone(),
+                    format!("read task failed: {e}"),
+                ),
             })?
             .map_err(|e| CoordinatorError::Store {
                 checkpoint: source.to_owned(),
@@ -195,10 +195,10 @@ impl Coordinator {
             moves.iter().map(|m| (m.kind, m.to.as_str())).collect();
         let bad_move = |message: String| CoordinatorError::Store {
             checkpoint: source.to_owned(),
-            source: StoreError::Invalid {
-                path: store::checkpoint_dir(&self.config.run_dir, source),
+            source: StoreError::invalid(
+                store::checkpoint_dir(&self.config.run_dir, source),
                 message,
-            },
+            ),
         };
         for m in moves {
             let (from, to) = ((m.kind, m.from.as_str()), (m.kind, m.to.as_str()));

@@ -2,7 +2,10 @@
 //! restore,resume,retire,forget}` over any [`ParticipantApi`] (usually a
 //! [`crate::ParticipantHost`] around a participant), behind a bearer token
 //! compared in constant time. Bodies are read as bytes and decoded here so a
-//! bad body gets a 400 naming the field. One route per file.
+//! bad body gets a 400 naming the field. One route per file: each handler is
+//! its OpenAPI annotation and two lines (read, call, reply), which is where
+//! the routes look alike; the reading and replying are the shared `body` and
+//! `json` below.
 
 mod commit;
 mod forget;
@@ -25,7 +28,6 @@ use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
 
 use crate::api::ParticipantApi;
-use crate::decode::decode_json;
 use crate::errors::{CallError, Code};
 use crate::wire::ErrorReply;
 
@@ -141,10 +143,7 @@ impl HttpError for CallError {
 async fn body<T: DeserializeOwned + crate::wire::Request>(
     body: axum::body::Body,
 ) -> Result<T, ApiError> {
-    let bytes = rollpoint_api::read_limited(body, BODY_LIMIT)
-        .await
-        .map_err(|e| Reply(CallError::new(Code::TooLarge, e.to_string())))?;
-    let req: T = decode_json(&bytes)?;
+    let req: T = rollpoint_api::read_json::<T, CallError>(body, BODY_LIMIT).await?;
     req.check()?;
     Ok(req)
 }

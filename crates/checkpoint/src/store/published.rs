@@ -99,10 +99,7 @@ pub fn write_doc(run_dir: &Path, doc: &CheckpointDoc) -> Result<(), StoreError> 
     let dir = super::checkpoint_dir(run_dir, &doc.id);
     fsio::create_dirs(&dir)?;
     let path = dir.join(CHECKPOINT_FILE);
-    let bytes = serde_json::to_vec_pretty(doc).map_err(|e| StoreError::Json {
-        path: path.clone(),
-        message: e.to_string(),
-    })?;
+    let bytes = serde_json::to_vec_pretty(doc).map_err(|e| StoreError::json(path.clone(), e))?;
     fsio::replace(&path, &bytes)
 }
 
@@ -122,15 +119,10 @@ pub fn latest(run_dir: &Path) -> Result<Option<String>, StoreError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(StoreError::io(&path)(e)),
     };
-    let text = String::from_utf8(bytes).map_err(|_| StoreError::Invalid {
-        path: path.clone(),
-        message: "not utf-8".to_owned(),
-    })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| StoreError::invalid(path.clone(), "not utf-8".to_owned()))?;
     let id = text.strip_suffix('\n').unwrap_or(&text).to_owned();
-    super::check_component("checkpoint", &id).map_err(|e| StoreError::Invalid {
-        path,
-        message: e.to_string(),
-    })?;
+    super::check_component("checkpoint", &id).map_err(|e| StoreError::invalid(path, e))?;
     Ok(Some(id))
 }
 
@@ -151,10 +143,10 @@ pub fn read_checkpoint(run_dir: &Path, id: &str) -> Result<CheckpointDoc, StoreE
     let mut seen = BTreeSet::new();
     for m in &doc.participants {
         if !seen.insert((m.kind, m.instance.clone())) {
-            return Err(StoreError::Invalid {
+            return Err(StoreError::invalid(
                 path,
-                message: format!("participant {}/{} is listed twice", m.kind, m.instance),
-            });
+                format!("participant {}/{} is listed twice", m.kind, m.instance),
+            ));
         }
         let mpath = participant_dir(run_dir, id, m.kind, &m.instance).join(MANIFEST_FILE);
         let on_disk = read_manifest(&mpath, id, m.kind, &m.instance)?;

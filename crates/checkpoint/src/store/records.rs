@@ -99,10 +99,8 @@ pub fn write(
         record_count: count,
     };
     let manifest_path = dir.join(MANIFEST_FILE);
-    let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| StoreError::Json {
-        path: manifest_path.clone(),
-        message: e.to_string(),
-    })?;
+    let bytes = serde_json::to_vec_pretty(&manifest)
+        .map_err(|e| StoreError::json(manifest_path.clone(), e))?;
     if fsio::publish(&manifest_path, &bytes)? {
         return Ok(manifest);
     }
@@ -112,13 +110,13 @@ pub fn write(
     {
         Ok(existing)
     } else {
-        Err(StoreError::Invalid {
-            path: manifest_path,
-            message: format!(
+        Err(StoreError::invalid(
+            manifest_path,
+            format!(
                 "already published with other records (sha256 {}), not replaced",
                 existing.records_sha256
             ),
-        })
+        ))
     }
 }
 
@@ -147,10 +145,8 @@ fn write_lines(path: &Path, records: &[Value]) -> Result<(String, u64), StoreErr
     };
     let io = StoreError::io(path);
     for record in records {
-        serde_json::to_writer(&mut out, record).map_err(|e| StoreError::Json {
-            path: path.to_owned(),
-            message: e.to_string(),
-        })?;
+        serde_json::to_writer(&mut out, record)
+            .map_err(|e| StoreError::json(path.to_owned(), e))?;
         if let Err(e) = out.write_all(b"\n") {
             return Err(io(e));
         }

@@ -99,10 +99,10 @@ async fn put_once(store: &RemoteStore, key: &str, bytes: Bytes) -> Result<(), St
     if existing.as_ref() == Some(&bytes) {
         return Ok(());
     }
-    Err(StoreError::Invalid {
-        path: format!("{}/{key}", store.url()).into(),
-        message: "already in the store with other content, not replaced".to_owned(),
-    })
+    Err(StoreError::invalid(
+        format!("{}/{key}", store.url()),
+        "already in the store with other content, not replaced".to_owned(),
+    ))
 }
 
 /// Publishes `doc` (whose `checkpoint.json` is written locally) in the store: its document,
@@ -124,10 +124,8 @@ pub async fn publish(
         checkpoint: doc.id.clone(),
         created_unix_ms: doc.created_unix_ms,
     };
-    let bytes = serde_json::to_vec_pretty(&marker).map_err(|e| StoreError::Json {
-        path: marker_key(seq).into(),
-        message: e.to_string(),
-    })?;
+    let bytes =
+        serde_json::to_vec_pretty(&marker).map_err(|e| StoreError::json(marker_key(seq), e))?;
     match store.put_new(&marker_key(seq), Bytes::from(bytes)).await? {
         Created::New => Ok(seq),
         Created::Existed => {
@@ -147,10 +145,10 @@ pub async fn publish(
 async fn read_marker(store: &RemoteStore, seq: u64) -> Result<Marker, StoreError> {
     let key = marker_key(seq);
     let path = std::path::PathBuf::from(format!("{}/{key}", store.url()));
-    let bytes = store.get(&key).await?.ok_or_else(|| StoreError::Invalid {
-        path: path.clone(),
-        message: "listed but gone".to_owned(),
-    })?;
+    let bytes = store
+        .get(&key)
+        .await?
+        .ok_or_else(|| StoreError::invalid(path.clone(), "listed but gone".to_owned()))?;
     let marker: Marker = versioned::decode(&path, &bytes, MARKER_VERSION)?;
     if marker.seq != seq {
         return Err(StoreError::Mismatch {
@@ -403,8 +401,5 @@ async fn read_local(path: &Path) -> Result<Bytes, StoreError> {
 }
 
 fn join(e: tokio::task::JoinError) -> StoreError {
-    StoreError::Invalid {
-        path: std::path::PathBuf::new(),
-        message: format!("file task failed: {e}"),
-    }
+    StoreError::invalid(std::path::PathBuf::new(), format!("file task failed: {e}"))
 }

@@ -26,21 +26,17 @@ pub(crate) fn decode<T: DeserializeOwned>(
                 found: u32::try_from(found).unwrap_or(u32::MAX),
                 expected,
             },
-            FormatError::MissingVersion { field, .. } => StoreError::Json {
-                path: path.to_owned(),
-                message: format!("field `{field}` is missing or not a version number"),
-            },
-            FormatError::Json { source, .. } => StoreError::Json {
-                path: path.to_owned(),
-                message: source.to_string(),
-            },
+            FormatError::MissingVersion { field, .. } => StoreError::json(
+                path.to_owned(),
+                format!("field `{field}` is missing or not a version number"),
+            ),
+            FormatError::Json { source, .. } => {
+                StoreError::json(path.to_owned(), source.to_string())
+            }
             FormatError::Field {
                 path: field,
                 source,
                 ..
-            } => StoreError::Json {
-                path: path.to_owned(),
-                message: format!("field `{field}`: {source}"),
-            },
+            } => StoreError::json(path.to_owned(), format!("field `{field}`: {source}")),
         })
 }

@@ -198,7 +198,10 @@ pub struct SavedSession {
 
 /// One real harness: what differs between OpenCode, Codex CLI, Claude Code
 /// and Pi. [`HarnessAdapter`] turns it into an [`Adapter`], so the resume
-/// rule and the launch script are the same for all of them.
+/// rule and the launch script are the same for all of them. The four impls
+/// look alike (the same signatures, `inspect` reading then parsing), but
+/// what each reads and how it parses is the harness's own session format:
+/// only the shape repeats, so it stays per adapter.
 pub trait Harness: Send + Sync + std::fmt::Debug + 'static {
     /// The adapter's name (the task's `adapter.kind`).
     fn name(&self) -> &'static str;

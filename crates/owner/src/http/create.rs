@@ -5,8 +5,7 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::wire::{ApiError, CreateBody, json};
-use super::{Shared, read_body};
-use crate::decode::decode_json;
+use super::{Shared, read_json};
 
 /// Seed a session: a sandbox from the task's spec, its files, its setup.
 #[utoipa::path(
@@ -26,6 +25,6 @@ use crate::decode::decode_json;
     security(("bearer" = [])),
 )]
 pub(super) async fn handle(State(owner): Shared, body: Body) -> Result<Response, ApiError> {
-    let body: CreateBody = decode_json(&read_body(body).await?)?;
+    let body: CreateBody = read_json(body).await?;
     json(&owner.create_session(body.task).await?)
 }

@@ -7,8 +7,7 @@ use axum::response::Response;
 use rollpoint_proto::anchor::ExecRequest;
 
 use super::wire::{ApiError, json};
-use super::{Shared, read_body};
-use crate::decode::decode_json;
+use super::{Shared, read_json};
 
 /// Run a command to completion in the session's sandbox.
 #[utoipa::path(
@@ -31,6 +30,6 @@ pub(super) async fn handle(
     Path(session): Path<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let req: ExecRequest = decode_json(&read_body(body).await?)?;
+    let req: ExecRequest = read_json(body).await?;
     json(&owner.exec(&session, req).await?)
 }

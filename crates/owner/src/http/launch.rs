@@ -8,8 +8,7 @@ use axum::response::Response;
 use rollpoint_proto::anchor::LaunchRequest;
 
 use super::wire::{ApiError, json};
-use super::{Shared, read_body};
-use crate::decode::decode_json;
+use super::{Shared, read_json};
 
 /// Start a harness launch under its own supervisor.
 #[utoipa::path(
@@ -32,6 +31,6 @@ pub(super) async fn handle(
     Path(session): Path<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let req: LaunchRequest = decode_json(&read_body(body).await?)?;
+    let req: LaunchRequest = read_json(body).await?;
     json(&owner.launch(&session, req).await?)
 }

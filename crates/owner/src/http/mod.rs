@@ -1,7 +1,10 @@
 //! The owner over HTTP: every [`Owner`] call as a route under `/v1/owner/`,
 //! behind a bearer token. Bodies are read as bytes and decoded here, so a
 //! bad body gets a 400 naming the field path rather than a framework
-//! message. One route per file.
+//! message. One route per file: a handler is its OpenAPI annotation and a
+//! line or two, so the session routes look alike; reading a body
+//! ([`read_json`], the one reader in `rollpoint_api::body`) and replying
+//! (`wire::json`) are shared.
 
 mod access;
 mod close;
@@ -166,6 +169,13 @@ fn unauthorized() -> Response {
     Reply(OwnerError::Unauthorized).into_response()
 }
 
+/// Reads and decodes a JSON request body of at most [`BODY_LIMIT`] bytes.
+pub(crate) async fn read_json<T: serde::de::DeserializeOwned>(
+    body: axum::body::Body,
+) -> Result<T, ApiError> {
+    Ok(rollpoint_api::read_json::<T, OwnerError>(body, BODY_LIMIT).await?)
+}
+
 /// Reads a whole request body, at most [`BODY_LIMIT`] bytes.
 pub(crate) async fn read_body(body: axum::body::Body) -> Result<bytes::Bytes, ApiError> {
     // A request whose body cannot be read in full is either over the limit
@@ -173,7 +183,7 @@ pub(crate) async fn read_body(body: axum::body::Body) -> Result<bytes::Bytes, Ap
     // limit's answer.
     rollpoint_api::read_limited(body, BODY_LIMIT)
         .await
-        .map_err(|_| Reply(OwnerError::TooLarge { limit: BODY_LIMIT }))
+        .map_err(|e| Reply(e.into()))
 }
 
 /// Query parameters, each at most once and each one of `allowed`.

@@ -5,8 +5,8 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 
+use super::Shared;
 use super::wire::{ApiError, json};
-use super::{Shared, read_body};
 use crate::record::SessionRecord;
 
 /// Fork a session record's snapshot into the session's new current sandbox.
@@ -28,6 +28,6 @@ use crate::record::SessionRecord;
     security(("bearer" = [])),
 )]
 pub(super) async fn handle(State(owner): Shared, body: Body) -> Result<Response, ApiError> {
-    let record = SessionRecord::decode(&read_body(body).await?)?;
+    let record = rollpoint_api::read_with(body, super::BODY_LIMIT, SessionRecord::decode).await?;
     json(&owner.restore(record).await?)
 }

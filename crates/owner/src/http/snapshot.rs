@@ -6,8 +6,7 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 
 use super::wire::{ApiError, SnapshotBody, json};
-use super::{Shared, read_body};
-use crate::decode::decode_json;
+use super::{Shared, read_json};
 
 /// Snapshot the session's sandbox for a checkpoint.
 ///
@@ -37,6 +36,6 @@ pub(super) async fn handle(
     Path(session): Path<String>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body: SnapshotBody = decode_json(&read_body(body).await?)?;
+    let body: SnapshotBody = read_json(body).await?;
     json(&owner.snapshot(&session, &body.checkpoint).await?)
 }

@@ -33,10 +33,10 @@ impl LocalOwner {
                 seed(backend.as_ref(), &name, &sandbox, &task, turn)
             })
             .await
-            .map_err(|e| OwnerError::Join {
+            .map_err(|source| OwnerError::Join {
                 session: session.clone(),
                 call: "seed",
-                message: e.to_string(),
+                source,
             })??
         };
         let out = SessionInfo {

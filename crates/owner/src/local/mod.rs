@@ -230,10 +230,10 @@ impl LocalOwner {
         let backend = Arc::clone(&self.backend);
         tokio::task::spawn_blocking(move || f(backend.as_ref()))
             .await
-            .map_err(|e| OwnerError::Join {
+            .map_err(|source| OwnerError::Join {
                 session: session.to_owned(),
                 call,
-                message: e.to_string(),
+                source,
             })?
             .map_err(|source| OwnerError::backend(session, sandbox, source))
     }

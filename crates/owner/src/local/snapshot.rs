@@ -98,10 +98,10 @@ impl LocalOwner {
         let backend = Arc::clone(&self.backend);
         tokio::task::spawn_blocking(move || backend.delete_snapshot(&name))
             .await
-            .map_err(|e| OwnerError::Join {
+            .map_err(|source| OwnerError::Join {
                 session: String::new(),
                 call: "delete_snapshot",
-                message: e.to_string(),
+                source,
             })?
             .map_err(|source| match source.missing_snapshot() {
                 Some(_) => OwnerError::NoSnapshot {

@@ -11,7 +11,7 @@ use axum::response::Response;
 use rollpoint_driver::{DriverError, RolloutTask};
 
 use super::Shared;
-use rollpoint_api::error::{ApiError, bytes, json};
+use rollpoint_api::error::{ApiError, BODY_LIMIT, json};
 
 /// Start a rollout task as attempt 0.
 #[utoipa::path(
@@ -34,13 +34,15 @@ pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let bytes = bytes(body).await?;
-    let task = RolloutTask::decode(&bytes).map_err(|e| match e {
-        DriverError::Task { field, message } => {
-            ApiError::bad(name_missing(&field, &message), message)
-        }
-        other => ApiError::bad("task", other),
-    })?;
+    let task = rollpoint_api::body::read_with(body, BODY_LIMIT, |bytes| {
+        RolloutTask::decode(bytes).map_err(|e| match e {
+            DriverError::Task { field, message } => {
+                ApiError::bad(name_missing(&field, &message), message)
+            }
+            other => ApiError::bad("task", other),
+        })
+    })
+    .await?;
     let status = shared.submit(task)?;
     Ok(json(StatusCode::ACCEPTED, &status))
 }

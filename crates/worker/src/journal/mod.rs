@@ -206,9 +206,9 @@ impl Journal {
         let mut dead = 0;
         for record in records {
             let start = buf.len() as u64;
-            codec::encode_into(record, &mut buf).map_err(|e| JournalError::Encode {
+            codec::encode_into(record, &mut buf).map_err(|source| JournalError::Encode {
                 path: self.path.clone(),
-                message: e.to_string(),
+                source,
             })?;
             let size = buf.len() as u64 - start;
             match record {
@@ -240,9 +240,9 @@ impl Journal {
             path: self.path.clone(),
             source,
         };
-        let encode = |e: serde_json::Error| JournalError::Encode {
+        let encode = |source: serde_json::Error| JournalError::Encode {
             path: self.path.clone(),
-            message: e.to_string(),
+            source,
         };
         let mut bytes = codec::file_header().to_vec();
         codec::encode_into(&Record::Header(self.header.clone()), &mut bytes).map_err(encode)?;
