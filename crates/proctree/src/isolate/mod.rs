@@ -23,6 +23,7 @@
 //! (the kept capabilities, under the same filter), which is Docker's
 //! default. A sandbox that wants none of that sets `no_new_privs`.
 
+mod bpf;
 pub mod overlay;
 pub mod seccomp;
 pub mod userns;
