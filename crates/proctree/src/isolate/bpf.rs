@@ -67,11 +67,17 @@ fn lo(v: u64) -> u32 {
     u32::try_from(v & 0xffff_ffff).unwrap_or(u32::MAX)
 }
 
+/// A conditional jump's offset, or `None` past the 255 one can carry.
+fn near(offset: usize) -> Option<u8> {
+    u8::try_from(offset).ok()
+}
+
 /// The check of one allowed call, ending in returns only (so what it
-/// leaves in the accumulator does not matter).
-fn body(arg: Arg0, refuse: u32) -> Vec<sock_filter> {
+/// leaves in the accumulator does not matter); `None` when a jump in it
+/// would be too long.
+fn body(arg: Arg0, refuse: u32) -> Option<Vec<sock_filter>> {
     let allow = stmt(RET_K, RET_ALLOW);
-    match arg {
+    Some(match arg {
         Arg0::Any => vec![allow],
         Arg0::Clear(mask) => vec![
             stmt(LD_W_ABS, ARG0_LO),
@@ -92,7 +98,7 @@ fn body(arg: Arg0, refuse: u32) -> Vec<sock_filter> {
             let n = values.len();
             let mut out = Vec::with_capacity(4 * n + 2);
             for (i, &v) in values.iter().enumerate() {
-                let to_allow = u8::try_from(4 * (n - i) - 3).unwrap_or(u8::MAX);
+                let to_allow = near(4 * (n - i) - 3)?;
                 out.extend([
                     stmt(LD_W_ABS, ARG0_HI),
                     jump(JMP_JEQ_K, hi(v), 0, 2),
@@ -103,53 +109,57 @@ fn body(arg: Arg0, refuse: u32) -> Vec<sock_filter> {
             out.extend([stmt(RET_K, refuse), allow]);
             out
         }
-    }
+    })
 }
 
 /// The search over `calls` (sorted by number): a leaf tests its few
 /// numbers in turn; a node sends numbers from its middle one on to its
 /// right half (`JA` carries any distance; conditional jumps reach 255).
-fn tree(calls: &[(u32, Arg0)], refuse: u32) -> Vec<sock_filter> {
+fn tree(calls: &[(u32, Arg0)], refuse: u32) -> Option<Vec<sock_filter>> {
     if calls.len() <= LEAF {
         let mut out = Vec::new();
         for &(nr, arg) in calls {
-            let b = body(arg, refuse);
-            out.push(jump(
-                JMP_JEQ_K,
-                nr,
-                0,
-                u8::try_from(b.len()).unwrap_or(u8::MAX),
-            ));
+            let b = body(arg, refuse)?;
+            out.push(jump(JMP_JEQ_K, nr, 0, near(b.len())?));
             out.extend(b);
         }
         out.push(stmt(RET_K, refuse));
-        return out;
+        return Some(out);
     }
     let mid = calls.len() / 2;
-    let left = tree(&calls[..mid], refuse);
-    let right = tree(&calls[mid..], refuse);
+    let left = tree(&calls[..mid], refuse)?;
+    let right = tree(&calls[mid..], refuse)?;
     let mut out = Vec::with_capacity(left.len() + right.len() + 2);
     out.push(jump(JMP_JGE_K, calls[mid].0, 0, 1));
-    out.push(stmt(JMP_JA, u32::try_from(left.len()).unwrap_or(u32::MAX)));
+    out.push(stmt(JMP_JA, u32::try_from(left.len()).ok()?));
     out.extend(left);
     out.extend(right);
-    out
+    Some(out)
 }
 
 /// The program allowing `calls` (each number once) for `audit_arch`,
 /// returning `refuse` for every other call and killing the process for
-/// another architecture's entry points, as `seccompiler` does.
-pub(super) fn allow_list(audit_arch: u32, calls: &[(u32, Arg0)], refuse: u32) -> BpfProgram {
+/// another architecture's entry points, as `seccompiler` does. `None` when
+/// a check needs a jump longer than a conditional jump carries (a value
+/// list of more than 63), or a call is listed twice.
+pub(super) fn allow_list(
+    audit_arch: u32,
+    calls: &[(u32, Arg0)],
+    refuse: u32,
+) -> Option<BpfProgram> {
     let mut calls = calls.to_vec();
     calls.sort_by_key(|&(nr, _)| nr);
+    if calls.windows(2).any(|w| w[0].0 == w[1].0) {
+        return None;
+    }
     let mut out = vec![
         stmt(LD_W_ABS, ARCH),
         jump(JMP_JEQ_K, audit_arch, 1, 0),
         stmt(RET_K, RET_KILL_PROCESS),
         stmt(LD_W_ABS, NR),
     ];
-    out.extend(tree(&calls, refuse));
-    out
+    out.extend(tree(&calls, refuse)?);
+    Some(out)
 }
 
 #[cfg(test)]
@@ -187,5 +197,31 @@ pub(super) mod interpret {
                 other => panic!("instruction {other:#x} not interpreted"),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static MANY: [u64; 70] = {
+        let mut v = [0u64; 70];
+        let mut i = 0;
+        while i < 70 {
+            v[i] = i as u64;
+            i += 1;
+        }
+        v
+    };
+
+    /// A layout it cannot make is refused, never a program with a wrong
+    /// jump: a call listed twice, a value list too long to jump over.
+    #[test]
+    fn refuses_what_it_cannot_lay_out() {
+        let arch = 0xc000_003e;
+        let ok = [(1, Arg0::Any), (2, Arg0::OneOf(&MANY[..5]))];
+        assert!(allow_list(arch, &ok, RET_ERRNO).is_some());
+        assert!(allow_list(arch, &[(1, Arg0::Any), (1, Arg0::Not(3))], RET_ERRNO).is_none());
+        assert!(allow_list(arch, &[(2, Arg0::OneOf(&MANY))], RET_ERRNO).is_none());
     }
 }

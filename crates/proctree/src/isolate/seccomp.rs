@@ -125,6 +125,8 @@ pub enum FilterError {
     Architecture(&'static str),
     #[error("building the seccomp filter: {0}")]
     Build(#[from] seccompiler::BackendError),
+    #[error("laying out the seccomp filter: a call listed twice, or a check too long to jump over")]
+    Layout,
 }
 
 #[cfg(test)]
@@ -164,7 +166,8 @@ pub fn programs() -> Result<[BpfProgram; 2], FilterError> {
         AUDIT_ARCH_X86_64,
         &allowed(),
         bpf::RET_ERRNO | libc::EPERM.unsigned_abs(),
-    );
+    )
+    .ok_or(FilterError::Layout)?;
     let clone3 = SeccompFilter::new(
         BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
         SeccompAction::Allow,
