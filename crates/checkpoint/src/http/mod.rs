@@ -3,7 +3,7 @@
 //! [`crate::ParticipantHost`] around a participant), behind a bearer token
 //! compared in constant time. Bodies are read as bytes and decoded here so a
 //! bad body gets a 400 naming the field. One route per file: each handler is
-//! its OpenAPI annotation and two lines (read, call, reply), which is where
+//! its OpenAPI annotation and a line or two (read, call, reply), which is where
 //! the routes look alike; the reading and replying are the shared `body` and
 //! `json` below.
 
