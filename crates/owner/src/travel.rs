@@ -157,7 +157,7 @@ impl Travel {
         use std::os::unix::fs::DirBuilderExt as _;
         if !(1..=MAX_FULL_EVERY).contains(&full_every) {
             return Err(TravelError::invalid(
-                "full_every".to_owned(),
+                "full_every",
                 format!("{full_every} is outside 1..={MAX_FULL_EVERY}"),
             ));
         }
@@ -243,7 +243,7 @@ impl Travel {
         let format = backend.snapshot_format().ok_or_else(|| {
             TravelError::invalid(
                 record.snapshot.clone(),
-                "this node's snapshots do not travel".to_owned(),
+                "this node's snapshots do not travel",
             )
         })?;
         let previous = self.tips().get(rollout).cloned();
@@ -339,7 +339,7 @@ impl Travel {
         let bytes = self.store.get(&object).await?.ok_or_else(|| {
             TravelError::invalid(
                 format!("{}/{object}", self.store.url()),
-                "missing: the checkpoint names a snapshot the store does not hold".to_owned(),
+                "missing: the checkpoint names a snapshot the store does not hold",
             )
         })?;
         let meta: SnapshotMeta =

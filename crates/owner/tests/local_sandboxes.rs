@@ -21,8 +21,14 @@ fn sh(script: &str) -> ExecRequest {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn root_sessions_over_local_sandboxes_snapshot_restore_and_verify() {
+/// A local backend in a fresh directory (kept alive by the returned
+/// guard), its owner served over HTTP, and a client of it.
+async fn owner_over_http() -> (
+    tempfile::TempDir,
+    Arc<LocalBackend>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+    HttpOwner,
+) {
     require_root();
     let dir = tempfile::tempdir().unwrap();
     let backend = Arc::new(
@@ -37,6 +43,12 @@ async fn root_sessions_over_local_sandboxes_snapshot_restore_and_verify() {
     let base = format!("http://{}", listener.local_addr().unwrap());
     let server = tokio::spawn(rollpoint_owner::serve(listener, owner, TOKEN));
     let client = HttpOwner::new(&base, TOKEN).unwrap();
+    (dir, backend, server, client)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn root_sessions_over_local_sandboxes_snapshot_restore_and_verify() {
+    let (_dir, backend, server, client) = owner_over_http().await;
 
     let task: OwnerTask = serde_json::from_value(serde_json::json!({
         "id": "count",
@@ -99,20 +111,7 @@ async fn root_sessions_over_local_sandboxes_snapshot_restore_and_verify() {
 /// nothing left behind.
 #[tokio::test(flavor = "multi_thread")]
 async fn root_refused_spec_fields_are_bad_requests_and_long_ids_fit() {
-    require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let backend = Arc::new(
-        LocalBackend::open(
-            &dir.path().join("owner"),
-            LocalOptions::new(supervisor_bin()),
-        )
-        .unwrap(),
-    );
-    let owner: Arc<dyn Owner> = Arc::new(LocalOwner::new(Arc::clone(&backend) as Arc<dyn Backend>));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let server = tokio::spawn(rollpoint_owner::serve(listener, owner, TOKEN));
-    let client = HttpOwner::new(&base, TOKEN).unwrap();
+    let (_dir, backend, server, client) = owner_over_http().await;
     for (sandbox, field) in [
         (
             serde_json::json!({"network": {"allow": []}}),

@@ -110,13 +110,13 @@ pub(crate) fn publish(path: &Path, bytes: &[u8]) -> Result<bool, StoreError> {
 }
 
 fn split(path: &Path) -> Result<(&Path, &str), StoreError> {
-    let dir = path.parent().ok_or_else(|| {
-        StoreError::invalid(path.to_owned(), "has no parent directory".to_owned())
-    })?;
+    let dir = path
+        .parent()
+        .ok_or_else(|| StoreError::invalid(path.to_owned(), "has no parent directory"))?;
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
-        .ok_or_else(|| StoreError::invalid(path.to_owned(), "has no file name".to_owned()))?;
+        .ok_or_else(|| StoreError::invalid(path.to_owned(), "has no file name"))?;
     Ok((dir, name))
 }
 

@@ -119,8 +119,8 @@ pub fn latest(run_dir: &Path) -> Result<Option<String>, StoreError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(StoreError::io(&path)(e)),
     };
-    let text = String::from_utf8(bytes)
-        .map_err(|_| StoreError::invalid(path.clone(), "not utf-8".to_owned()))?;
+    let text =
+        String::from_utf8(bytes).map_err(|_| StoreError::invalid(path.clone(), "not utf-8"))?;
     let id = text.strip_suffix('\n').unwrap_or(&text).to_owned();
     super::check_component("checkpoint", &id).map_err(|e| StoreError::invalid(path, e))?;
     Ok(Some(id))

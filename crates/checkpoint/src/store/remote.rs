@@ -101,7 +101,7 @@ async fn put_once(store: &RemoteStore, key: &str, bytes: Bytes) -> Result<(), St
     }
     Err(StoreError::invalid(
         format!("{}/{key}", store.url()),
-        "already in the store with other content, not replaced".to_owned(),
+        "already in the store with other content, not replaced",
     ))
 }
 
@@ -148,7 +148,7 @@ async fn read_marker(store: &RemoteStore, seq: u64) -> Result<Marker, StoreError
     let bytes = store
         .get(&key)
         .await?
-        .ok_or_else(|| StoreError::invalid(path.clone(), "listed but gone".to_owned()))?;
+        .ok_or_else(|| StoreError::invalid(path.clone(), "listed but gone"))?;
     let marker: Marker = versioned::decode(&path, &bytes, MARKER_VERSION)?;
     if marker.seq != seq {
         return Err(StoreError::Mismatch {
