@@ -66,7 +66,7 @@ impl Files {
         let missing = |message: String| Error::Format {
             image: image.to_owned(),
             what: name.to_owned(),
-            message,
+            source: message.into(),
         };
         match self {
             Self::Dir(dir) => {
@@ -96,7 +96,7 @@ impl Files {
             .map_err(|e| Error::Format {
                 image: image.to_owned(),
                 what: name.to_owned(),
-                message: e.to_string(),
+                source: e.into(),
             })?;
         Ok(out)
     }
@@ -156,7 +156,7 @@ impl OciLayout {
         Document::parse(&bytes).map_err(|message| Error::Format {
             image: self.image.clone(),
             what: what.to_owned(),
-            message,
+            source: message.into(),
         })
     }
 }
@@ -167,7 +167,7 @@ fn check(image: &str, what: &str, digest: &Digest, bytes: &[u8]) -> Result<(), E
         return Err(Error::Format {
             image: image.to_owned(),
             what: what.to_owned(),
-            message: format!("digest mismatch: expected {digest}, content is {actual}"),
+            source: format!("digest mismatch: expected {digest}, content is {actual}").into(),
         });
     }
     Ok(())
@@ -184,7 +184,7 @@ fn layer_blobs(
                 Compression::of_media_type(&l.media_type).map_err(|message| Error::Layer {
                     image: image.to_owned(),
                     layer: l.digest.to_string(),
-                    message,
+                    source: message.into(),
                 })?;
             Ok(LayerBlob {
                 digest: Some(l.digest.clone()),
@@ -206,7 +206,7 @@ impl Fetch for OciLayout {
                     let entry = pick_platform(&entries).map_err(|message| Error::Format {
                         image: self.image.clone(),
                         what: "index".into(),
-                        message,
+                        source: message.into(),
                     })?;
                     let what = format!("manifest {}", entry.digest);
                     manifest = Some(entry.digest.clone());
@@ -228,7 +228,7 @@ impl Fetch for OciLayout {
         Err(Error::Format {
             image: self.image.clone(),
             what: "index.json".into(),
-            message: "indexes nested more than 4 deep".into(),
+            source: "indexes nested more than 4 deep".into(),
         })
     }
 
@@ -236,14 +236,14 @@ impl Fetch for OciLayout {
         let digest = layer.digest.as_ref().ok_or_else(|| Error::Layer {
             image: self.image.clone(),
             layer: layer.name.clone(),
-            message: "no digest".into(),
+            source: "no digest".into(),
         })?;
         self.files
             .open(&self.image, &blob_name(digest))
             .map_err(|e| Error::Layer {
                 image: self.image.clone(),
                 layer: layer.name.clone(),
-                message: e.to_string(),
+                source: e.into(),
             })
     }
 }
@@ -285,7 +285,7 @@ impl Fetch for DockerArchive {
         let format = |message: String| Error::Format {
             image: self.image.clone(),
             what: "manifest.json".into(),
-            message,
+            source: message.into(),
         };
         let entries: Vec<DockerEntry> =
             serde_json::from_slice(&bytes).map_err(|e| format(e.to_string()))?;
@@ -321,7 +321,7 @@ impl Fetch for DockerArchive {
             .map_err(|e| Error::Layer {
                 image: self.image.clone(),
                 layer: layer.name.clone(),
-                message: e.to_string(),
+                source: e.into(),
             })
     }
 }

@@ -136,18 +136,19 @@ impl ImageCache {
         let config = ImageConfig::parse(&resolved.config).map_err(|message| Error::Format {
             image: image.clone(),
             what: "config".into(),
-            message,
+            source: message.into(),
         })?;
         let diff_ids = config.rootfs.diff_ids.clone();
         if diff_ids.len() != resolved.layers.len() {
             return Err(Error::Format {
                 image,
                 what: "config".into(),
-                message: format!(
+                source: format!(
                     "rootfs.diff_ids has {} layers, the manifest {}",
                     diff_ids.len(),
                     resolved.layers.len()
-                ),
+                )
+                .into(),
             });
         }
         let jobs: Vec<(&LayerBlob, &Digest)> = resolved.layers.iter().zip(&diff_ids).collect();
@@ -250,7 +251,7 @@ impl ImageCache {
         let layer_err = |message: String| Error::Layer {
             image: image.to_owned(),
             layer: blob.name.clone(),
-            message,
+            source: message.into(),
         };
         let mut reader = std::io::BufReader::with_capacity(1 << 20, fetch.open_layer(blob)?);
         let compression = match blob.compression {
@@ -323,7 +324,7 @@ impl ImageCache {
             return Err(Error::Layer {
                 image: id.to_string(),
                 layer: missing.to_string(),
-                message: format!("not in the cache {}", self.dir.display()),
+                source: format!("not in the cache {}", self.dir.display()).into(),
             });
         }
         Ok(record)
@@ -433,7 +434,7 @@ fn decode<T: serde::de::DeserializeOwned>(
     rollpoint_proto::decode(what, RECORD_VERSION, bytes).map_err(|e| Error::Format {
         image: "-".into(),
         what: path.display().to_string(),
-        message: e.to_string(),
+        source: e.into(),
     })
 }
 

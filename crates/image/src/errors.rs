@@ -11,19 +11,19 @@ pub enum Error {
     #[error("image {image}: registry: {message}")]
     Registry { image: String, message: String },
     /// A manifest, index or config that is not what its media type says.
-    #[error("image {image}: {what}: {message}")]
+    #[error("image {image}: {what}: {source}")]
     Format {
         image: String,
         what: String,
-        message: String,
+        source: rollpoint_proto::Cause,
     },
     /// A layer that is truncated, corrupt, of an unsupported type, or whose
     /// content does not match its digest.
-    #[error("image {image}: layer {layer}: {message}")]
+    #[error("image {image}: layer {layer}: {source}")]
     Layer {
         image: String,
         layer: String,
-        message: String,
+        source: rollpoint_proto::Cause,
     },
     #[error("image cache {path}: {what}: {source}")]
     Io {

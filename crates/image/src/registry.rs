@@ -154,7 +154,7 @@ impl Fetch for Registry {
         ImageConfig::parse(&config).map_err(|message| Error::Format {
             image: self.image.clone(),
             what: "config".into(),
-            message,
+            source: message.into(),
         })?;
         let layers = manifest
             .layers
@@ -163,7 +163,7 @@ impl Fetch for Registry {
                 let layer = |message: String| Error::Layer {
                     image: self.image.clone(),
                     layer: l.digest.clone(),
-                    message,
+                    source: message.into(),
                 };
                 Ok(LayerBlob {
                     digest: Some(Digest::parse(&l.digest).map_err(layer)?),
@@ -176,7 +176,7 @@ impl Fetch for Registry {
             manifest: Some(Digest::parse(&digest).map_err(|message| Error::Format {
                 image: self.image.clone(),
                 what: "manifest digest".into(),
-                message,
+                source: message.into(),
             })?),
             config,
             layers,
@@ -193,7 +193,7 @@ impl Fetch for Registry {
             .map_err(|e| Error::Layer {
                 image: self.image.clone(),
                 layer: layer.name.clone(),
-                message: format!("download: {e}"),
+                source: format!("download: {e}").into(),
             })?;
         Ok(Box::new(StreamRead {
             runtime: &self.runtime,
