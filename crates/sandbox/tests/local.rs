@@ -331,6 +331,23 @@ fn root_sandboxes_cannot_see_or_signal_each_other_or_the_host() {
     assert_eq!(lines[2], "sleeper-hidden");
     let left = stdout(b, "left", "pgrep -x sleep >/dev/null && echo sleeping");
     assert_eq!(left, "sleeping", "the sleeper runs in its own sandbox");
+
+    // Strict sandboxes of one run share its user namespace (the anchors
+    // take the owner's), which is not the host's and grants nothing across
+    // sandboxes: a kill of everything `right` may signal leaves `left`'s
+    // sleeper running.
+    let ns = |id: &str| stdout(b, id, "readlink /proc/self/ns/user");
+    let (l, r) = (ns("left"), ns("right"));
+    assert_eq!(l, r, "one user namespace per run");
+    let host = std::fs::read_link("/proc/self/ns/user").unwrap();
+    assert_ne!(Path::new(&l), host, "not the host's");
+    let killed = stdout(b, "right", "sleep 1000 & kill -KILL -1; wait $!; echo $?");
+    assert_eq!(killed, "137", "the kill reached right's own sleeper");
+    let left = stdout(b, "left", "pgrep -x sleep >/dev/null && echo sleeping");
+    assert_eq!(
+        left, "sleeping",
+        "a kill of everything in `right` spares `left`"
+    );
 }
 
 #[test]

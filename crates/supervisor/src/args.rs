@@ -47,6 +47,10 @@ pub struct AnchorOpts {
     /// a user namespace mapping `0..COUNT` to `HOST..`, with Docker's default
     /// capabilities and the seccomp filter; `/proc` is masked. Without it (a trusted sandbox) they run as the host's ids.
     pub userns: Option<IdRange>,
+    /// `--owner-userns-fd N` (with `--userns`): the owner's descriptor N is
+    /// that user namespace, already mapped; the anchor takes a copy of it
+    /// (`pidfd_getfd`) instead of making one per sandbox.
+    pub owner_userns_fd: Option<i32>,
     /// `--lend PATH`: a host path bind-mounted read-only at the same place
     /// (the harness install, the worker, paths a task names).
     pub lend: Vec<PathBuf>,
@@ -213,6 +217,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let (mut user, mut home) = (None, None);
     let (mut enter, mut join) = (false, Vec::new());
     let (mut userns, mut lend, mut drop_caps, mut no_new_privs) = (None, Vec::new(), 0, false);
+    let mut owner_userns_fd = None;
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -238,6 +243,15 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
             "--userns" => {
                 let v = value("--userns")?;
                 userns = Some(IdRange::parse(&v).map_err(|e| usage(format!("--userns {e}")))?);
+            }
+            "--owner-userns-fd" => {
+                let v = value("--owner-userns-fd")?;
+                let fd = v.parse::<i32>().ok().filter(|fd| *fd >= 0);
+                owner_userns_fd = Some(fd.ok_or_else(|| {
+                    usage(format!(
+                        "--owner-userns-fd {v:?}: expected a descriptor number (0 or more)"
+                    ))
+                })?);
             }
             "--drop-caps" => drop_caps = dropped(&value("--drop-caps")?)?,
             "--no-new-privs" => no_new_privs = true,
@@ -305,6 +319,11 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     if !join.is_empty() && !enter {
         return Err(usage("--join needs --enter".into()));
     }
+    if owner_userns_fd.is_some() && userns.is_none() {
+        return Err(usage(
+            "--owner-userns-fd needs --userns (the range it maps)".into(),
+        ));
+    }
     let hostname = hostname.ok_or_else(|| usage("anchor needs --hostname".into()))?;
     // The kernel's limit (HOST_NAME_MAX); a NUL would cut the name short.
     if hostname.is_empty() || hostname.len() > 64 || hostname.contains('\0') {
@@ -325,6 +344,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
         enter,
         join,
         userns,
+        owner_userns_fd,
         lend,
         drop_caps,
         no_new_privs,
@@ -530,6 +550,29 @@ mod tests {
         ]);
         argv.extend(strings(extra));
         argv
+    }
+
+    #[test]
+    fn an_owner_userns_fd_needs_userns_and_a_number() {
+        let Ok(Parsed::Anchor(a)) = parse(&anchor_argv(&[
+            "--userns",
+            "1073741824:65536",
+            "--owner-userns-fd",
+            "7",
+        ])) else {
+            panic!("not anchor")
+        };
+        assert_eq!(a.owner_userns_fd, Some(7));
+        let err = parse(&anchor_argv(&["--owner-userns-fd", "7"])).expect_err("no --userns");
+        assert!(err.to_string().contains("needs --userns"), "{err}");
+        for bad in ["-1", "x", ""] {
+            let argv = anchor_argv(&["--userns", "1:1", "--owner-userns-fd", bad]);
+            let err = parse(&argv).expect_err(bad);
+            assert!(
+                err.to_string().contains("--owner-userns-fd"),
+                "{bad}: {err}"
+            );
+        }
     }
 
     #[test]

@@ -47,13 +47,15 @@ usage:
       [--host NAME=IP]...
       [--enter [--join CGROUP_DIR]...] [--owner PID] [--tool AT=HOST]...
       [--user UID:GID[:GROUPS]] [--home DIR]
-      [--userns HOST:COUNT [--drop-caps NAME,...] [--no-new-privs]] [--lend PATH]...
+      [--userns HOST:COUNT [--owner-userns-fd N] [--drop-caps NAME,...]
+       [--no-new-privs]] [--lend PATH]...
 
 options:
   --freeze auto|cgroup-v2|cgroup-v1|sigstop   freeze strategy (default auto)
   --no-cgroup                                 run: do not create launch cgroups
   --cwd DIR                                   run: working directory of the harness
   --userns-fd N                               run: confine the harness in user namespace N
+  --owner-userns-fd N                         anchor: the owner's descriptor N is the --userns namespace
   --drop-caps NAME,...                        capabilities a strict sandbox drops
   --no-new-privs                              set no_new_privs on what a strict sandbox runs
   --command-budget SECS                       bound of one command (default 120)

@@ -839,6 +839,48 @@ fn root_setup_failure_names_the_path_and_exits_non_zero() {
     assert!(overlay.mounts().is_empty(), "{:?}", overlay.mounts());
 }
 
+/// `--owner-userns-fd` takes the owner's descriptor and refuses one that
+/// is not a user namespace, before the sandbox starts.
+#[test]
+fn root_an_owner_descriptor_that_is_not_a_user_namespace_is_refused() {
+    use std::os::fd::AsRawFd;
+    let mut overlay = Overlay::new();
+    let log = overlay.dir.path().join("anchor.log");
+    let control = overlay.control.clone();
+    // This process is the anchor's parent, its owner; the descriptor is a
+    // plain file (inherited by nothing: close-on-exec).
+    let plain = std::fs::File::open("/etc/hostname").expect("a plain file");
+    let args: Vec<String> = [
+        "--root",
+        &overlay.merged.display().to_string(),
+        "--control",
+        &control.display().to_string(),
+        "--hostname",
+        "not-a-namespace",
+        "--userns",
+        "1073741824:65536",
+        "--owner-userns-fd",
+        &plain.as_raw_fd().to_string(),
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let mut anchor = spawn_anchor(&args, None, false, &log);
+    let status = wait_for(LONG, "the anchor to refuse", || {
+        anchor.try_wait().expect("try_wait")
+    });
+    assert!(!status.success(), "{status}");
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains(&format!(
+            "descriptor {} is not a user namespace",
+            plain.as_raw_fd()
+        )),
+        "{text}"
+    );
+    assert!(!control.join(ANCHOR_SOCKET).exists(), "it never served");
+    overlay.unmount();
+}
+
 #[test]
 fn root_isolated_net_has_only_loopback_and_it_is_up() {
     let sb = Sandbox::start_with("anchor-net", false, true);

@@ -91,11 +91,11 @@ const LAST_CAP: u8 = 63;
 const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 
 /// What a confined child enters: the sandbox's user namespace and the
-/// filters, built once (before any fork) and shared by every spawn.
+/// filter, built once (before any fork) and shared by every spawn.
 #[derive(Debug)]
 pub struct Isolation {
     userns: OwnedFd,
-    filters: [BpfProgram; 2],
+    filter: BpfProgram,
     kept: u64,
     no_new_privs: bool,
     /// The namespace's root, for a child given no user.
@@ -109,7 +109,7 @@ impl Isolation {
     pub fn new(userns: OwnedFd, dropped: u64, no_new_privs: bool) -> Result<Self, FilterError> {
         Ok(Self {
             userns,
-            filters: seccomp::programs()?,
+            filter: seccomp::program()?,
             kept: kept_mask() & !dropped,
             no_new_privs,
             root: Credentials {
@@ -139,8 +139,8 @@ impl Isolation {
     /// `None`). Runs between fork and exec: async-signal-safe, raw system
     /// calls on memory built before the fork, no allocation. Order: a
     /// cgroup namespace, the user namespace (full capabilities in it, none
-    /// outside), the filters (they need `CAP_SYS_ADMIN` there, or
-    /// `no_new_privs`, and refuse `setns`, so right after it), the bounding
+    /// outside), the filter (it needs `CAP_SYS_ADMIN` there, or
+    /// `no_new_privs`, and it refuses `setns`, so right after it), the bounding
     /// and ambient sets, the ids (inside the namespace), the effective,
     /// permitted and inheritable sets, then `no_new_privs` when asked.
     pub fn enter(&self, user: Option<&Credentials>) -> io::Result<()> {
@@ -165,7 +165,7 @@ impl Isolation {
                 libc::CLONE_NEWUSER,
             ))?;
         }
-        self.install_filters()?;
+        self.install_filter()?;
         // SAFETY: prctl(2) with integer arguments.
         unsafe {
             for cap in 0..=LAST_CAP {
@@ -200,28 +200,26 @@ impl Isolation {
         Ok(())
     }
 
-    /// Installs the filters; the caller holds `CAP_SYS_ADMIN` in its user
+    /// Installs the filter; the caller holds `CAP_SYS_ADMIN` in its user
     /// namespace (just entered), so no `no_new_privs` is needed.
-    fn install_filters(&self) -> io::Result<()> {
-        for filter in &self.filters {
-            let prog = libc::sock_fprog {
-                len: u16::try_from(filter.len())
-                    .map_err(|_| io::Error::other("filter too long"))?,
-                filter: filter.as_ptr().cast_mut().cast(),
-            };
-            // SAFETY: seccomp(2) reads `prog`, which points at a live
-            // program of `len` instructions.
-            if unsafe {
-                libc::syscall(
-                    libc::SYS_seccomp,
-                    libc::SECCOMP_SET_MODE_FILTER,
-                    0,
-                    &raw const prog,
-                )
-            } < 0
-            {
-                return Err(io::Error::last_os_error());
-            }
+    fn install_filter(&self) -> io::Result<()> {
+        let prog = libc::sock_fprog {
+            len: u16::try_from(self.filter.len())
+                .map_err(|_| io::Error::other("filter too long"))?,
+            filter: self.filter.as_ptr().cast_mut().cast(),
+        };
+        // SAFETY: seccomp(2) reads `prog`, which points at a live program of
+        // `len` instructions.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                0,
+                &raw const prog,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
         }
         Ok(())
     }

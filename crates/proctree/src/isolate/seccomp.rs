@@ -16,18 +16,15 @@
 //! current Docker does), `syslog`, `ioperm`/`iopl`, `vhangup`, and every
 //! 32-bit and x32 entry point (their numbers are not on the list).
 //!
-//! The allow list is laid out as a search tree by [`super::bpf`] (the same
-//! answers as `seccompiler`'s linear chain, which the tests compare it with,
-//! at a fraction of the length); the `clone3` filter is built with
-//! `seccompiler` (pure Rust: the static supervisor links no C library).
+//! The allow list and the `clone3` answer are one program, laid out as a
+//! search by [`super::bpf`]: the same answers as `seccompiler`'s linear
+//! chain and `clone3` filter together, which the tests compare it with, at
+//! a ninth of the length (pure Rust: the static supervisor links no C
+//! library).
 //! Only x86_64 has a list; elsewhere building one is an error the
 //! caller reports, never a sandbox without a filter.
 
-use std::collections::BTreeMap;
-
-use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
-#[cfg(test)]
-use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
+use seccompiler::{BpfProgram, TargetArch};
 
 use super::bpf::{self, Arg0};
 
@@ -123,20 +120,8 @@ const ALLOWED: &[libc::c_long] = &[];
 pub enum FilterError {
     #[error("strict isolation has no system-call list for this architecture ({0})")]
     Architecture(&'static str),
-    #[error("building the seccomp filter: {0}")]
-    Build(#[from] seccompiler::BackendError),
     #[error("laying out the seccomp filter: a call listed twice, or a check too long to jump over")]
     Layout,
-}
-
-#[cfg(test)]
-fn condition(index: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, FilterError> {
-    Ok(SeccompCondition::new(
-        index,
-        SeccompCmpArgLen::Qword,
-        op,
-        value,
-    )?)
 }
 
 /// `AUDIT_ARCH_X86_64`: the architecture a call must come from.
@@ -154,27 +139,19 @@ fn allowed() -> Vec<(u32, Arg0)> {
     calls
 }
 
-/// The two programs, in the order they are installed: the allow list
-/// (`EPERM` for the rest; laid out as a search tree, [`super::bpf`]), then
-/// `clone3` answered `ENOSYS`. Of two filters refusing the same call with an
-/// errno, the kernel keeps the one installed last, so `clone3` reads as
-/// missing rather than refused.
-pub fn programs() -> Result<[BpfProgram; 2], FilterError> {
-    let arch = ARCH.ok_or(FilterError::Architecture(std::env::consts::ARCH))?;
-    let errno = |e: libc::c_int| SeccompAction::Errno(e.unsigned_abs());
-    let allow = bpf::allow_list(
+/// The program: the allow list (`EPERM` for the rest), with `clone3`
+/// answered `ENOSYS`, laid out as a search ([`super::bpf`]). One program,
+/// so a call runs one filter.
+pub fn program() -> Result<BpfProgram, FilterError> {
+    ARCH.ok_or(FilterError::Architecture(std::env::consts::ARCH))?;
+    let nr = u32::try_from(libc::SYS_clone3).map_err(|_| FilterError::Layout)?;
+    bpf::allow_list(
         AUDIT_ARCH_X86_64,
         &allowed(),
+        &[(nr, bpf::RET_ERRNO | libc::ENOSYS.unsigned_abs())],
         bpf::RET_ERRNO | libc::EPERM.unsigned_abs(),
     )
-    .ok_or(FilterError::Layout)?;
-    let clone3 = SeccompFilter::new(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-        SeccompAction::Allow,
-        errno(libc::ENOSYS),
-        arch,
-    )?;
-    Ok([allow, clone3.try_into()?])
+    .ok_or(FilterError::Layout)
 }
 
 #[cfg(test)]
@@ -182,6 +159,14 @@ mod tests {
     #![expect(clippy::unwrap_used, reason = "tests")]
     use super::*;
     use crate::isolate::bpf::interpret::run;
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    };
+    use std::collections::BTreeMap;
+
+    fn condition(index: u8, op: SeccompCmpOp, value: u64) -> SeccompCondition {
+        SeccompCondition::new(index, SeccompCmpArgLen::Qword, op, value).unwrap()
+    }
 
     /// The allow list as `seccompiler` builds it: the reference the tree
     /// must agree with.
@@ -189,7 +174,7 @@ mod tests {
         let arch = ARCH.expect("x86_64");
         let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
             ALLOWED.iter().map(|&nr| (nr, Vec::new())).collect();
-        let rule = |op, value| SeccompRule::new(vec![condition(0, op, value).unwrap()]).unwrap();
+        let rule = |op, value| SeccompRule::new(vec![condition(0, op, value)]).unwrap();
         rules.insert(
             libc::SYS_clone,
             vec![rule(SeccompCmpOp::MaskedEq(NAMESPACE_FLAGS), 0)],
@@ -209,14 +194,40 @@ mod tests {
             .unwrap()
     }
 
-    /// The tree answers every call as `seccompiler`'s chain does: every
-    /// number up to 1,024 and x32's, another architecture, and first
-    /// arguments around each condition's edges; and no call runs more than
-    /// a few dozen of its instructions.
+    /// `clone3` answered `ENOSYS`, as `seccompiler` builds it.
+    fn clone3_filter() -> BpfProgram {
+        SeccompFilter::new(
+            BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+            SeccompAction::Allow,
+            SeccompAction::Errno(libc::ENOSYS.unsigned_abs()),
+            ARCH.expect("x86_64"),
+        )
+        .unwrap()
+        .try_into()
+        .unwrap()
+    }
+
+    /// What the kernel returns for two filters, `last` installed after
+    /// `first`: the more restrictive action (compared signed, as the
+    /// kernel does), and on a tie the one installed last.
+    fn combined(last: u32, first: u32) -> u32 {
+        let action = |r: u32| i32::from_ne_bytes((r & 0xffff_0000).to_ne_bytes());
+        if action(first) < action(last) {
+            first
+        } else {
+            last
+        }
+    }
+
+    /// The tree answers every call as `seccompiler`'s chain and `clone3`
+    /// filter do together: every number up to 1,024 and x32's, another
+    /// architecture, and first arguments around each condition's edges; and
+    /// no call runs more than a few dozen of its instructions.
     #[test]
     fn the_tree_answers_as_the_chain_in_a_few_steps() {
-        let [tree, _] = programs().expect("filters");
+        let tree = program().expect("filter");
         let chain = linear_allow();
+        let clone3 = clone3_filter();
         assert!(tree.len() < chain.len(), "{} {}", tree.len(), chain.len());
         let (mut tree_most, mut chain_most) = (0, 0);
         let mut args: Vec<u64> = vec![0, 1, 8, 40, 41, 0x2_0000, 0x2_0008, 0xffff_ffff];
@@ -229,6 +240,7 @@ mod tests {
                 for arch in [AUDIT_ARCH_X86_64, 0x4000_0003] {
                     let (ours, steps) = run(&tree, arch, nr, arg);
                     let (theirs, chain_steps) = run(&chain, arch, nr, arg);
+                    let theirs = combined(run(&clone3, arch, nr, arg).0, theirs);
                     assert_eq!(ours, theirs, "call {nr} of arch {arch:#x} with {arg:#x}");
                     tree_most = tree_most.max(steps);
                     chain_most = chain_most.max(chain_steps);
@@ -262,13 +274,19 @@ mod tests {
     }
 
     #[test]
-    fn the_programs_build_and_refuse_namespaces() {
-        let [allow, clone3] = programs().expect("filters");
+    fn the_program_is_short_and_refuses_namespaces() {
+        let tree = program().expect("filter");
+        let chain = linear_allow();
         assert!(
-            allow.len() > ALLOWED.len(),
-            "one jump per allowed call at least"
+            tree.len() * 8 < chain.len(),
+            "{} instructions against the chain's {}",
+            tree.len(),
+            chain.len()
         );
-        assert!(!clone3.is_empty());
+        let answer =
+            |nr: libc::c_long| run(&tree, AUDIT_ARCH_X86_64, u32::try_from(nr).unwrap(), 0).0;
+        assert_eq!(answer(libc::SYS_clone3), bpf::RET_ERRNO | 38, "ENOSYS");
+        assert_eq!(answer(libc::SYS_mount), bpf::RET_ERRNO | 1, "EPERM");
         for refused in [
             libc::SYS_mount,
             libc::SYS_unshare,

@@ -97,8 +97,9 @@ pub struct LocalBackend {
     pub(super) owner: (u32, u64),
     /// The host ids of this directory's strict sandboxes (`ids`).
     pub(super) ids: rollpoint_proctree::isolate::IdRange,
-    /// A user namespace mapped by `ids`, made at the first strict sandbox
-    /// on layers of its own (their idmapped mounts, `idmap`).
+    /// A user namespace mapped by `ids`, made at the first strict sandbox:
+    /// the idmapped mounts of layers use it, and every strict sandbox's
+    /// anchor takes a copy (`--owner-userns-fd`) instead of making one.
     pub(super) ids_userns: std::sync::OnceLock<std::os::fd::OwnedFd>,
     /// Held while [`Self::ids_userns`] is made: one namespace, not one per
     /// racing thread.

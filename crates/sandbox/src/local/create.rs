@@ -291,8 +291,10 @@ fn bring_up(
     let root = sbdir.join("root");
     let control = sbdir.join("control");
     let range = backend.range_for(spec);
-    if range.is_some() && spec.base != crate::Base::HostRoot {
-        let userns = backend.ids_userns(id)?;
+    // The run's namespace of `range`: the idmapped overlay's, and the one
+    // the anchor confines in.
+    let userns = range.map(|_| backend.ids_userns(id)).transpose()?;
+    if let Some(userns) = userns.filter(|_| spec.base != crate::Base::HostRoot) {
         rollpoint_proctree::isolate::overlay::mount_overlay(
             &lower,
             &dirs.upper,
@@ -363,6 +365,7 @@ fn bring_up(
                 &backend.options.tools
             },
             userns: range,
+            userns_fd: userns.map(std::os::fd::AsFd::as_fd),
             lend: &lent(spec, &backend.options.tools),
             drop_capabilities: &spec.drop_capabilities,
             no_new_privs: spec.no_new_privs,

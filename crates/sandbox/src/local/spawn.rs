@@ -41,6 +41,10 @@ pub(crate) struct AnchorArgs<'a> {
     pub identity: &'a super::user::Identity,
     /// The id range of a strict sandbox (`--userns`); `None`: trusted.
     pub userns: Option<rollpoint_proctree::isolate::IdRange>,
+    /// This process's descriptor of that range's namespace, one per
+    /// backend, which the anchor takes instead of making its own
+    /// (`--owner-userns-fd`).
+    pub userns_fd: Option<std::os::fd::BorrowedFd<'a>>,
     /// Host paths lent read-only at their own place (`--lend`).
     pub lend: &'a [PathBuf],
     /// Capability names the sandbox drops (`--drop-caps`, strict only).
@@ -82,6 +86,10 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
     cmd.args(&args.network);
     if let Some(range) = args.userns {
         cmd.arg("--userns").arg(range.to_string());
+        if let Some(fd) = args.userns_fd {
+            use std::os::fd::AsRawFd;
+            cmd.arg("--owner-userns-fd").arg(fd.as_raw_fd().to_string());
+        }
         if !args.drop_capabilities.is_empty() {
             cmd.arg("--drop-caps").arg(args.drop_capabilities.join(","));
         }

@@ -118,6 +118,10 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
     // Both on the host's view, before PID 1 pivots it away.
     let owner = owner::Owner::watch(opts.owner)?;
     let freezer = owner::Freezer::open(opts)?;
+    let userns = opts
+        .owner_userns_fd
+        .map(|fd| owner.user_namespace(fd))
+        .transpose()?;
     let mut mask = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -136,6 +140,7 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
     match unsafe { fork() }.map_err(sys("fork the sandbox's first process"))? {
         ForkResult::Parent { child } => {
             drop(alive_rx);
+            drop(userns);
             if let Some(relay) = relay {
                 relay.start()?;
             }
@@ -157,7 +162,7 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
             drop(alive_tx);
             tie_to_parent(&alive_rx)?;
             drop(alive_rx);
-            inner(opts)
+            inner(opts, userns)
         }
     }
 }
@@ -272,26 +277,32 @@ fn outer(sandbox: &owner::Sandbox<'_>, mask: &SigSet, owner: owner::Owner) -> Re
     }
 }
 
-/// The sandbox's user namespace and filters (`--userns`), made once,
-/// before the socket serves anything (the reaper may reap the short-lived
-/// child first; `userns::create` does not need its status).
-fn isolation(opts: &AnchorOpts) -> Result<Option<Arc<Isolation>>, Error> {
+/// The sandbox's user namespace and filters (`--userns`), set up once,
+/// before the socket serves anything. The namespace is the owner's when it
+/// passed one (`given`, one per run: a fork less per sandbox), else made
+/// here (the reaper may reap the short-lived child first;
+/// `userns::create` does not need its status).
+fn isolation(opts: &AnchorOpts, given: Option<OwnedFd>) -> Result<Option<Arc<Isolation>>, Error> {
     let Some(range) = opts.userns else {
         return Ok(None);
     };
-    let ns =
-        rollpoint_proctree::isolate::userns::create(range).map_err(|source| Error::SetupIo {
-            what: "create the user namespace of",
-            path: opts.root.clone(),
-            source,
-        })?;
+    let ns = match given {
+        Some(ns) => ns,
+        None => {
+            rollpoint_proctree::isolate::userns::create(range).map_err(|source| Error::SetupIo {
+                what: "create the user namespace of",
+                path: opts.root.clone(),
+                source,
+            })?
+        }
+    };
     let iso = Isolation::new(ns, opts.drop_caps, opts.no_new_privs)
         .map_err(|e| Error::Refused(e.to_string()))?;
     Ok(Some(Arc::new(iso)))
 }
 
 /// PID 1 of the sandbox.
-fn inner(opts: &AnchorOpts) -> Result<i32, Error> {
+fn inner(opts: &AnchorOpts, userns: Option<OwnedFd>) -> Result<i32, Error> {
     mounts::enter(opts)?;
     let signals = reaper::Reaper::signals()?;
     let reaper = Arc::new(reaper::Reaper::default());
@@ -310,7 +321,7 @@ fn inner(opts: &AnchorOpts) -> Result<i32, Error> {
     let run_as = Arc::new(RunAs {
         user: opts.user.clone(),
         home: opts.home.clone(),
-        isolation: isolation(opts)?,
+        isolation: isolation(opts, userns)?,
     });
     std::thread::Builder::new()
         .name("anchor".into())

@@ -25,7 +25,7 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -88,6 +88,39 @@ impl Owner {
 
     pub fn pid(&self) -> Pid {
         self.pid
+    }
+
+    /// A copy of the owner's descriptor `fd`, which must be a user
+    /// namespace (`--owner-userns-fd`). Taken through the pidfd, so it is
+    /// this owner's, whatever its pid names by then; `Err` without a pidfd.
+    pub fn user_namespace(&self, fd: i32) -> Result<OwnedFd, Error> {
+        let Some(pidfd) = &self.fd else {
+            return Err(Error::Refused(format!(
+                "--owner-userns-fd {fd}: this kernel has no pidfd to take it with"
+            )));
+        };
+        // SAFETY: pidfd_getfd(2) takes a pidfd, a descriptor number and
+        // flags, and returns a new close-on-exec descriptor or -1.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+        let raw = i32::try_from(raw).unwrap_or(-1);
+        if raw < 0 {
+            return Err(Error::Sys {
+                what: "take the user namespace from the anchor's owner",
+                source: Errno::last(),
+            });
+        }
+        // SAFETY: a fresh descriptor that nothing else owns.
+        let ns = unsafe { OwnedFd::from_raw_fd(raw) };
+        // NS_GET_NSTYPE (linux/nsfs.h): the namespace type of an nsfs file.
+        const NS_GET_NSTYPE: libc::Ioctl = 0xb703;
+        // SAFETY: ioctl(2) on a descriptor we own, no argument.
+        let kind = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_NSTYPE) };
+        if kind != libc::CLONE_NEWUSER {
+            return Err(Error::Refused(format!(
+                "--owner-userns-fd {fd}: the owner's descriptor {fd} is not a user namespace"
+            )));
+        }
+        Ok(ns)
     }
 
     /// The pidfd to poll, readable once the owner has exited.
@@ -381,6 +414,7 @@ mod tests {
             tools: Vec::new(),
             user: None,
             userns: None,
+            owner_userns_fd: None,
             lend: Vec::new(),
             drop_caps: 0,
             no_new_privs: false,
