@@ -41,7 +41,8 @@ pub struct Args {
     #[arg(long, default_value_t = 600)]
     wait_s: u64,
     /// The sandboxes' isolation, one run per value and size (`strict`,
-    /// `trusted`); with both, the last table compares them.
+    /// `trusted`, repeated as often as wanted); with both, the last table
+    /// compares them, pair by pair and (several pairs) as a median.
     #[arg(long, value_delimiter = ',', default_value = "strict")]
     isolation: Vec<Isolation>,
 }
@@ -162,37 +163,76 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
 
 /// Strict against trusted at each size measured both ways: start-up,
 /// checkpoint and resume, as ratios (the target: start-up at most 1.10,
-/// checkpoint and resume unchanged).
+/// checkpoint and resume unchanged). The k-th strict run of a size is paired
+/// with its k-th trusted run (`--isolation strict,trusted,strict,trusted`
+/// alternates them); with several pairs, a last row per size gives the
+/// median, min and max of each ratio.
 fn compare_isolation(rows: &[Row]) -> anyhow::Result<()> {
-    let pairs: Vec<(&Row, &Row)> = rows
-        .iter()
-        .filter(|r| r.isolation == Isolation::Strict)
-        .filter_map(|s| {
-            rows.iter()
-                .find(|t| t.n == s.n && t.isolation == Isolation::Trusted)
-                .map(|t| (s, t))
-        })
-        .collect();
-    if pairs.is_empty() {
+    let of = |n: usize, kind: Isolation| {
+        rows.iter()
+            .filter(move |r| r.n == n && r.isolation == kind)
+            .collect::<Vec<_>>()
+    };
+    let mut sizes: Vec<usize> = Vec::new();
+    for r in rows {
+        if !sizes.contains(&r.n) {
+            sizes.push(r.n);
+        }
+    }
+    let ck = |r: &Row| {
+        Summary::of(&r.total)
+            .map(|x| x.median.as_secs_f64())
+            .context("no checkpoint")
+    };
+    let mut table = Vec::new();
+    for n in sizes {
+        let pairs: Vec<[f64; 3]> = of(n, Isolation::Strict)
+            .into_iter()
+            .zip(of(n, Isolation::Trusted))
+            .map(|(s, t)| {
+                Ok([
+                    s.started.as_secs_f64() / t.started.as_secs_f64(),
+                    ck(s)? / ck(t)?,
+                    s.resumed.as_secs_f64() / t.resumed.as_secs_f64(),
+                ])
+            })
+            .collect::<anyhow::Result<_>>()?;
+        for p in &pairs {
+            table.push(format!("| {n} | {:.2} | {:.2} | {:.2} |", p[0], p[1], p[2]));
+        }
+        if pairs.len() > 1 {
+            let column = |i: usize| {
+                let mut v: Vec<f64> = pairs.iter().map(|p| p[i]).collect();
+                v.sort_by(f64::total_cmp);
+                let median = if v.len() % 2 == 1 {
+                    v[v.len() / 2]
+                } else {
+                    (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+                };
+                format!(
+                    "{median:.2} ({:.2}-{:.2})",
+                    v.first().copied().unwrap_or_default(),
+                    v.last().copied().unwrap_or_default()
+                )
+            };
+            table.push(format!(
+                "| {n}, median of {} pairs | {} | {} | {} |",
+                pairs.len(),
+                column(0),
+                column(1),
+                column(2)
+            ));
+        }
+    }
+    if table.is_empty() {
         return Ok(());
     }
     println!(
         "\n| N | start-up strict/trusted | checkpoint strict/trusted (medians) | resume strict/trusted |"
     );
     println!("|---:|---:|---:|---:|");
-    for (s, t) in pairs {
-        let ck = |r: &Row| {
-            Summary::of(&r.total)
-                .map(|x| x.median)
-                .context("no checkpoint")
-        };
-        println!(
-            "| {} | {:.2} | {:.2} | {:.2} |",
-            s.n,
-            s.started.as_secs_f64() / t.started.as_secs_f64(),
-            ck(s)?.as_secs_f64() / ck(t)?.as_secs_f64(),
-            s.resumed.as_secs_f64() / t.resumed.as_secs_f64(),
-        );
+    for line in table {
+        println!("{line}");
     }
     Ok(())
 }
