@@ -350,6 +350,81 @@ fn root_sandboxes_cannot_see_or_signal_each_other_or_the_host() {
     );
 }
 
+/// A strict sandbox on the host's root sees none of the host's homes and
+/// secrets, nor does a fork of it. On the btrfs store (a filesystem of its
+/// own) that is one layer every sandbox shares, and an upper holds none of
+/// it; on the copy store each upper hides the host itself, and a fork's
+/// upper hides it again (idempotently) whatever the snapshot held.
+fn hides_the_host(kind: Kind) {
+    let fx = Fixture::new(kind);
+    let b = fx.b();
+    b.create("seer", &spec()).unwrap();
+    let look = "find /root /home -mindepth 1 | wc -l; test -e /etc/shadow && echo shadow || echo no-shadow; \
+                test -r /etc/passwd && echo etc-intact";
+    let want = "0\nno-shadow\netc-intact";
+    assert_eq!(stdout(b, "seer", look), want, "{kind:?}");
+    sh(
+        b,
+        "seer",
+        "mkdir -p /root/own && echo mine > /root/own/file",
+    );
+    b.snapshot("seer", "seen", "ck-1").unwrap();
+    b.fork("seen", "fork").unwrap();
+    assert_eq!(
+        stdout(b, "fork", "cat /root/own/file; ls -A /root"),
+        "mine\nown",
+        "{kind:?}: the fork has the sandbox's own /root and nothing of the host's"
+    );
+    assert_eq!(
+        stdout(
+            b,
+            "fork",
+            "test -e /etc/shadow && echo shadow || echo no-shadow"
+        ),
+        "no-shadow"
+    );
+    let store = fx.dir.path().join("owner/store");
+    let upper = |id: &str| {
+        ["btrfs/uppers", "copy/uppers", "uppers"]
+            .iter()
+            .map(|d| store.join(d).join(id).join("upper"))
+            .find(|p| p.is_dir())
+            .unwrap_or_else(|| panic!("{kind:?}: no upper of {id} under {}", store.display()))
+    };
+    let masks: Vec<_> = std::fs::read_dir(store.join("btrfs/layers"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("host-mask-"))
+        .collect();
+    match kind {
+        Kind::Btrfs => {
+            assert_eq!(masks.len(), 1, "one shared layer");
+            assert!(
+                !upper("seer").join("etc").exists() && !upper("seer").join("home").exists(),
+                "the upper holds none of the hiding"
+            );
+        }
+        Kind::Copy => {
+            assert!(masks.is_empty());
+            assert!(
+                upper("seer").join("home").is_dir() && upper("fork").join("home").is_dir(),
+                "each upper hides the host"
+            );
+        }
+    }
+}
+
+#[test]
+fn root_the_host_stays_hidden_btrfs() {
+    hides_the_host(Kind::Btrfs);
+}
+
+#[test]
+fn root_the_host_stays_hidden_copy() {
+    hides_the_host(Kind::Copy);
+}
+
 #[test]
 fn root_limits_apply_to_the_whole_sandbox() {
     let fx = Fixture::new(Kind::Copy);

@@ -184,6 +184,10 @@ fn staging_for(target: &Path) -> Result<PathBuf, Error> {
 }
 
 impl SnapshotStore for BtrfsStore {
+    fn layers_dir(&self) -> Option<PathBuf> {
+        Some(self.root.join("layers"))
+    }
+
     fn kind(&self) -> StoreKind {
         if self.image.is_some() {
             StoreKind::BtrfsImage

@@ -113,6 +113,15 @@ pub trait SnapshotStore: Send + Sync + std::fmt::Debug {
     /// Creates an empty upper and work directory for `sandbox`.
     fn create_upper(&self, sandbox: &str) -> Result<UpperDirs, Error>;
 
+    /// A directory on the store's own filesystem, beside its uppers, for
+    /// overlay layers its sandboxes share (made by the caller; `None`: the
+    /// store has no filesystem of its own). A layer there can sit on top of
+    /// the host's `/` as a lower, which overlayfs refuses for a directory
+    /// of the host's root filesystem.
+    fn layers_dir(&self) -> Option<PathBuf> {
+        None
+    }
+
     /// Limits the bytes `sandbox`'s upper may take; past it writes fail
     /// with `EDQUOT`. The btrfs store only (a qgroup limit, set again on
     /// each fork); another store refuses by name.

@@ -101,11 +101,14 @@ pub struct LocalBackend {
     /// the idmapped mounts of layers use it, and every strict sandbox's
     /// anchor takes a copy (`--owner-userns-fd`) instead of making one.
     pub(super) ids_userns: std::sync::OnceLock<std::os::fd::OwnedFd>,
-    /// Held while [`Self::ids_userns`] is made: one namespace, not one per
-    /// racing thread.
-    pub(super) ids_userns_made: Mutex<()>,
+    /// Held while [`Self::ids_userns`] or [`Self::host_mask`] is made:
+    /// one of each, not one per racing thread.
+    pub(super) made_once: Mutex<()>,
     /// What strict sandboxes on the host's root hide, read at the first.
     pub(super) host_view: std::sync::OnceLock<mounts::HostView>,
+    /// The layer that hides it ([`mounts::HostView::layer`]), made at the
+    /// first strict sandbox on the host's root.
+    pub(super) host_mask: std::sync::OnceLock<Option<PathBuf>>,
     /// The gateway as the host reaches it, which a sandbox's relay dials
     /// (`network = "gateway"` or `"allow"`); set by whoever runs the gateway.
     pub(super) gateway: RwLock<Option<std::net::SocketAddrV4>>,
@@ -188,8 +191,9 @@ impl LocalBackend {
             owner: owner_identity(),
             ids,
             ids_userns: std::sync::OnceLock::new(),
-            ids_userns_made: Mutex::new(()),
+            made_once: Mutex::new(()),
             host_view: std::sync::OnceLock::new(),
+            host_mask: std::sync::OnceLock::new(),
             gateway: RwLock::new(None),
         })
     }
@@ -221,7 +225,7 @@ impl LocalBackend {
             return Ok(ns);
         }
         let _making = self
-            .ids_userns_made
+            .made_once
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         if let Some(ns) = self.ids_userns.get() {
@@ -249,6 +253,39 @@ impl LocalBackend {
             source,
         })?;
         Ok(self.host_view.get_or_init(|| view))
+    }
+
+    /// The layer below a strict sandbox's upper on the host's root that
+    /// hides the host ([`mounts::HostView::layer`]), made once in the
+    /// store's layers directory; `None` where the store has none or
+    /// overlayfs will not stack it (each upper then hides the host itself).
+    pub(super) fn host_mask(&self, sandbox: &str) -> Result<Option<&Path>, Error> {
+        if let Some(at) = self.host_mask.get() {
+            return Ok(at.as_deref());
+        }
+        let _made = self
+            .made_once
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(at) = self.host_mask.get() {
+            return Ok(at.as_deref());
+        }
+        let at = match self.store.layers_dir() {
+            Some(dir) => {
+                let owner = (self.ids.host, self.ids.host);
+                let layer = self.host_view(sandbox)?.layer(sandbox, &dir, owner)?;
+                let scratch = dir.join(format!(".probe.{}", std::process::id()));
+                mounts::HostView::stacks_on_host_root(&layer, &scratch).then_some(layer)
+            }
+            None => None,
+        };
+        if at.is_none() {
+            tracing::debug!(
+                sandbox,
+                "no layer to hide the host in: each strict sandbox's upper hides it"
+            );
+        }
+        Ok(self.host_mask.get_or_init(|| at).as_deref())
     }
 
     /// The id range of this backend's strict sandboxes, `None` for a

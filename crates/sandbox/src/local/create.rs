@@ -64,12 +64,7 @@ pub(super) fn create(
             crash::point("create: upper made");
             // A strict sandbox's root owns its `/` and `/tmp`.
             let owner = backend.range_for(spec).map(|r| (r.host, r.host));
-            let host = if owner.is_some() && spec.base == crate::Base::HostRoot {
-                Some(backend.host_view(id)?)
-            } else {
-                None
-            };
-            mounts::prepare_upper(id, &dirs.upper, host, owner).map(|()| dirs)
+            mounts::prepare_upper(id, &dirs.upper, owner).map(|()| dirs)
         });
     phases.mark("upper");
     match made {
@@ -259,9 +254,22 @@ fn bring_up(
     cgroups: &SandboxCgroups,
     phases: &mut Phases,
 ) -> Result<(Child, SandboxRecord, Identity), Error> {
-    let lower = backend
+    let mut lower = backend
         .bases
         .lower(id, &spec.base, &backend.dir.join("bases"))?;
+    // A strict sandbox on the host's root sees it through the layer that
+    // hides the rest of the host, or where there is none, its upper (fresh
+    // or forked) hides it.
+    if spec.base == crate::Base::HostRoot
+        && let Some(range) = backend.range_for(spec)
+    {
+        match backend.host_mask(id)? {
+            Some(mask) => lower.insert(0, mask.to_owned()),
+            None => backend
+                .host_view(id)?
+                .hide(id, &dirs.upper, (range.host, range.host))?,
+        }
+    }
     let sbdir = backend.sandbox_dir(id);
     let setup = |what: String| {
         move |source| Error::Setup {

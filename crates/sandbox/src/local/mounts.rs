@@ -55,7 +55,7 @@ pub(crate) fn in_host_system_dir(path: &Path) -> bool {
 }
 
 /// Files under the host's `/etc` a strict sandbox does not see (whited out
-/// in its upper): password hashes, private TLS keys; and every
+/// in the layer below its upper, [`HostView::layer`]): password hashes, private TLS keys; and every
 /// `ssh/*_key` (the host's private keys).
 const ETC_SECRETS: [&str; 6] = [
     "shadow",
@@ -160,58 +160,168 @@ impl HostView {
     }
 }
 
+impl HostView {
+    /// The layer that hides what this view hides, for strict sandboxes
+    /// whose root is host ids `owner`, between each one's upper and the
+    /// host's `/`: every other top-level entry an empty opaque directory of
+    /// the sandbox's root (a whiteout for anything not a directory), and the
+    /// secrets of `/etc` whited out. Made once per backend under `dir`, in a
+    /// temporary directory renamed into place, and named by what it holds,
+    /// so it is never changed while an overlay reads it: a later process
+    /// that reads the same host uses it as it is, one that reads another
+    /// makes another. One layer for all, rather than the same entries
+    /// written into every upper: a sandbox's start makes none of them, and
+    /// its snapshots do not carry them.
+    pub(crate) fn layer(
+        &self,
+        sandbox: &str,
+        dir: &Path,
+        owner: (u32, u32),
+    ) -> Result<std::path::PathBuf, Error> {
+        use sha2::{Digest, Sha256};
+        let mut digest = Sha256::new();
+        digest.update(format!("host-mask v1 {owner:?}\n"));
+        for (name, is_dir) in &self.hidden {
+            digest.update(format!("hide {name:?} {is_dir}\n"));
+        }
+        for (rel, mode) in &self.dirs {
+            digest.update(format!("dir {rel:?} {mode:o}\n"));
+        }
+        for rel in &self.secrets {
+            digest.update(format!("secret {rel:?}\n"));
+        }
+        let hex: String = digest.finalize()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let at = dir.join(format!("host-mask-{hex}"));
+        if at.is_dir() {
+            return Ok(at);
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(setup(sandbox, format!("create {}", dir.display())))?;
+        let temp = dir.join(format!(".host-mask-{hex}.{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&temp);
+        std::fs::create_dir(&temp).map_err(setup(sandbox, format!("create {}", temp.display())))?;
+        let made = self.hide(sandbox, &temp, owner).and_then(|()| {
+            match std::fs::rename(&temp, &at) {
+                Ok(()) => {}
+                // Another process made it first: the same entries.
+                Err(_) if at.is_dir() => {
+                    let _ = std::fs::remove_dir_all(&temp);
+                }
+                Err(e) => return Err(setup(sandbox, format!("rename to {}", at.display()))(e)),
+            }
+            std::fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(setup(sandbox, format!("sync {}", dir.display())))
+        });
+        if let Err(e) = made {
+            let _ = std::fs::remove_dir_all(&temp);
+            return Err(e);
+        }
+        Ok(at)
+    }
+
+    /// Whether overlayfs takes `layer` as a lower over the host's `/`: it
+    /// refuses one on the host's root filesystem (`ELOOP`, "overlapping
+    /// lowerdir path"), which only a trial mount tells for certain (a
+    /// btrfs subvolume has a device of its own and the same tree). Tried
+    /// once per backend, in `scratch`, which is removed again.
+    pub(crate) fn stacks_on_host_root(layer: &Path, scratch: &Path) -> bool {
+        let _ = std::fs::remove_dir_all(scratch);
+        let (upper, work, at) = (scratch.join("u"), scratch.join("w"), scratch.join("m"));
+        let made = [&upper, &work, &at]
+            .iter()
+            .try_for_each(std::fs::create_dir_all)
+            .is_ok();
+        let options = format!(
+            "lowerdir={}:/,upperdir={},workdir={}",
+            layer.display(),
+            upper.display(),
+            work.display()
+        );
+        let stacks = made
+            && nix::mount::mount(
+                Some("overlay"),
+                &at,
+                Some("overlay"),
+                MsFlags::empty(),
+                Some(options.as_str()),
+            )
+            .is_ok();
+        if stacks {
+            let _ = nix::mount::umount2(&at, MntFlags::MNT_DETACH);
+        }
+        let _ = std::fs::remove_dir_all(scratch);
+        stacks
+    }
+
+    /// Writes the hiding entries of [`Self::layer`] into `at`: the layer,
+    /// or, where no layer can be stacked, a sandbox's upper, fresh or
+    /// forked (then whatever of its own it has at a hidden name already
+    /// hides the host's entry, a directory once it is made opaque).
+    pub(crate) fn hide(&self, sandbox: &str, at: &Path, owner: (u32, u32)) -> Result<(), Error> {
+        for (name, is_dir) in &self.hidden {
+            let target = at.join(name);
+            match std::fs::symlink_metadata(&target) {
+                Ok(m) if m.is_dir() => {
+                    xattr::set(&target, "trusted.overlay.opaque", b"y")
+                        .map_err(setup(sandbox, format!("mark {} opaque", target.display())))?;
+                    continue;
+                }
+                Ok(_) => continue,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(setup(sandbox, format!("inspect {}", target.display()))(e)),
+            }
+            if !is_dir {
+                whiteout(sandbox, &target)?;
+                continue;
+            }
+            let mode = if name == "root" { 0o700 } else { 0o755 };
+            opaque_dir(sandbox, &target, mode, Some(owner))?;
+            // Programs expect it, writable by all.
+            if name == "var" {
+                let dir = target.join("tmp");
+                std::fs::create_dir(&dir)
+                    .map_err(setup(sandbox, format!("create {}", dir.display())))?;
+                std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))
+                    .map_err(setup(sandbox, format!("chmod {}", dir.display())))?;
+                chown(sandbox, &dir, Some(owner))?;
+            }
+        }
+        // Not opaque: the host's entries show through but for the secrets.
+        for (rel, mode) in &self.dirs {
+            let dir = at.join(rel);
+            if dir.is_dir() {
+                continue;
+            }
+            std::fs::create_dir(&dir)
+                .map_err(setup(sandbox, format!("create {}", dir.display())))?;
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(*mode))
+                .map_err(setup(sandbox, format!("chmod {}", dir.display())))?;
+        }
+        for rel in &self.secrets {
+            let target = at.join(rel);
+            if std::fs::symlink_metadata(&target).is_err() {
+                whiteout(sandbox, &target)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Prepares a fresh upper. Every sandbox gets a private, empty `/tmp` (mode
 /// 1777): an opaque directory that hides the base's, in the upper, so it is
 /// snapshotted and forked with everything else. A strict sandbox (`owner`:
-/// its root's host ids) also owns its `/` and `/tmp`; on the host's root
-/// (`host`) it sees only [`HOST_SYSTEM_DIRS`] and [`ANCHOR_MOUNT_POINTS`],
-/// every other top-level entry hidden (an empty opaque directory for a
-/// directory, a whiteout for anything else), and not the secrets of `/etc`.
+/// its root's host ids) also owns its `/` and `/tmp`.
 pub(crate) fn prepare_upper(
     sandbox: &str,
     upper: &Path,
-    host: Option<&HostView>,
     owner: Option<(u32, u32)>,
 ) -> Result<(), Error> {
     opaque_dir(sandbox, &upper.join("tmp"), 0o1777, owner)?;
-    let Some(owner) = owner else {
-        return Ok(());
-    };
-    chown(sandbox, upper, Some(owner))?;
-    let Some(host) = host else {
-        return Ok(());
-    };
-    for (name, is_dir) in &host.hidden {
-        let target = upper.join(name);
-        if !is_dir {
-            whiteout(sandbox, &target)?;
-            continue;
-        }
-        let mode = if name == "root" { 0o700 } else { 0o755 };
-        opaque_dir(sandbox, &target, mode, Some(owner))?;
-        // Programs expect it, writable by all.
-        if name == "var" {
-            let dir = upper.join("var/tmp");
-            std::fs::create_dir(&dir)
-                .map_err(setup(sandbox, format!("create {}", dir.display())))?;
-            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777))
-                .map_err(setup(sandbox, format!("chmod {}", dir.display())))?;
-            chown(sandbox, &dir, Some(owner))?;
-        }
-    }
-    for (rel, mode) in &host.dirs {
-        let at = upper.join(rel);
-        if at.is_dir() {
-            continue;
-        }
-        std::fs::create_dir(&at).map_err(setup(sandbox, format!("create {}", at.display())))?;
-        std::fs::set_permissions(&at, std::fs::Permissions::from_mode(*mode))
-            .map_err(setup(sandbox, format!("chmod {}", at.display())))?;
-    }
-    for rel in &host.secrets {
-        whiteout(sandbox, &upper.join(rel))?;
-    }
-    Ok(())
+    chown(sandbox, upper, owner)
 }
 
 /// Mounts the overlay of `upper` over `lowers` (top first) at `at`.
