@@ -158,9 +158,7 @@ impl HostView {
             secrets,
         })
     }
-}
 
-impl HostView {
     /// The layer that hides what this view hides, for strict sandboxes
     /// whose root is host ids `owner`, between each one's upper and the
     /// host's `/`: every other top-level entry an empty opaque directory of

@@ -277,7 +277,7 @@ fn outer(sandbox: &owner::Sandbox<'_>, mask: &SigSet, owner: owner::Owner) -> Re
     }
 }
 
-/// The sandbox's user namespace and filters (`--userns`), set up once,
+/// The sandbox's user namespace and filter (`--userns`), set up once,
 /// before the socket serves anything. The namespace is the owner's when it
 /// passed one (`given`, one per run: a fork less per sandbox), else made
 /// here (the reaper may reap the short-lived child first;
