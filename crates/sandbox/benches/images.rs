@@ -10,13 +10,11 @@
 
 #![expect(clippy::unwrap_used, reason = "benchmark")]
 
-use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-use rollpoint_proto::anchor::ExecRequest;
 use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
 use rollpoint_sandbox::{Backend, Base, SandboxSpec};
 use rollpoint_testkit::images::{Registry, require, run, skopeo_copy};
@@ -66,17 +64,7 @@ fn first_command(b: &LocalBackend, id: &str, spec: &SandboxSpec) -> f64 {
     let t = Instant::now();
     b.create(id, spec).unwrap();
     let out = b
-        .exec(
-            id,
-            &ExecRequest {
-                argv: vec!["/bin/true".into()],
-                env: BTreeMap::new(),
-                cwd: String::new(),
-                timeout_ms: 60_000,
-                output_limit: 1024,
-                stdin: None,
-            },
-        )
+        .exec(id, &rollpoint_testkit::command(&["/bin/true"]))
         .unwrap();
     assert_eq!(out.exit_code, Some(0), "{out:?}");
     t.elapsed().as_secs_f64() * 1e3

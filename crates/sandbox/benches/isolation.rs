@@ -10,11 +10,9 @@
 
 #![expect(clippy::unwrap_used, reason = "benchmark")]
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use rollpoint_proto::anchor::ExecRequest;
 use rollpoint_sandbox::local::{LocalBackend, LocalOptions};
 use rollpoint_sandbox::{Backend, Isolation, SandboxSpec};
 
@@ -42,19 +40,7 @@ fn ratio(ours: &[Duration], base: &[Duration]) -> f64 {
 }
 
 fn first_command(b: &LocalBackend, id: &str) {
-    let out = b
-        .exec(
-            id,
-            &ExecRequest {
-                argv: vec!["true".into()],
-                env: BTreeMap::new(),
-                cwd: String::new(),
-                timeout_ms: 60_000,
-                output_limit: 1024,
-                stdin: None,
-            },
-        )
-        .unwrap();
+    let out = b.exec(id, &rollpoint_testkit::command(&["true"])).unwrap();
     assert_eq!(out.exit_code, Some(0), "{}", out.stderr);
 }
 

@@ -72,13 +72,17 @@ pub fn fake_harness_bin() -> PathBuf {
     p
 }
 
-/// Fails the test loudly unless it runs as root: tests of mounts and
-/// cgroups must not pass without exercising them.
 /// An exec of `/bin/sh -c script` in the sandbox's workdir, with the
 /// sandbox's environment, 60 s and 1 MiB of output each.
 pub fn shell(script: &str) -> rollpoint_proto::anchor::ExecRequest {
+    command(&["/bin/sh", "-c", script])
+}
+
+/// An exec of `argv` in the sandbox's workdir, with the sandbox's
+/// environment, 60 s and 1 MiB of output.
+pub fn command(argv: &[&str]) -> rollpoint_proto::anchor::ExecRequest {
     rollpoint_proto::anchor::ExecRequest {
-        argv: vec!["/bin/sh".into(), "-c".into(), script.into()],
+        argv: argv.iter().map(|a| (*a).to_owned()).collect(),
         env: std::collections::BTreeMap::new(),
         cwd: String::new(),
         timeout_ms: 60_000,
@@ -87,6 +91,8 @@ pub fn shell(script: &str) -> rollpoint_proto::anchor::ExecRequest {
     }
 }
 
+/// Fails the test loudly unless it runs as root: tests of mounts and
+/// cgroups must not pass without exercising them.
 pub fn require_root() {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };

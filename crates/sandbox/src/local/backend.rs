@@ -275,7 +275,7 @@ impl LocalBackend {
                 let owner = (self.ids.host, self.ids.host);
                 let layer = self.host_view(sandbox)?.layer(sandbox, &dir, owner)?;
                 let scratch = dir.join(format!(".probe.{}", std::process::id()));
-                mounts::HostView::stacks_on_host_root(&layer, &scratch).then_some(layer)
+                mounts::HostView::stacks_on_host_root(sandbox, &layer, &scratch).then_some(layer)
             }
             None => None,
         };

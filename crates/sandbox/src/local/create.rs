@@ -257,11 +257,12 @@ fn bring_up(
     let mut lower = backend
         .bases
         .lower(id, &spec.base, &backend.dir.join("bases"))?;
+    let range = backend.range_for(spec);
     // A strict sandbox on the host's root sees it through the layer that
     // hides the rest of the host, or where there is none, its upper (fresh
     // or forked) hides it.
     if spec.base == crate::Base::HostRoot
-        && let Some(range) = backend.range_for(spec)
+        && let Some(range) = range
     {
         match backend.host_mask(id)? {
             Some(mask) => lower.insert(0, mask.to_owned()),
@@ -298,7 +299,6 @@ fn bring_up(
 
     let root = sbdir.join("root");
     let control = sbdir.join("control");
-    let range = backend.range_for(spec);
     // The run's namespace of `range`: the idmapped overlay's, and the one
     // the anchor confines in.
     let userns = range.map(|_| backend.ids_userns(id)).transpose()?;

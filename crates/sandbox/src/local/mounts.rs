@@ -188,10 +188,8 @@ impl HostView {
         for rel in &self.secrets {
             digest.update(format!("secret {rel:?}\n"));
         }
-        let hex: String = digest.finalize()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        let hex = format!("{:x}", digest.finalize());
+        let hex = &hex[..16];
         let at = dir.join(format!("host-mask-{hex}"));
         if at.is_dir() {
             return Ok(at);
@@ -226,28 +224,15 @@ impl HostView {
     /// lowerdir path"), which only a trial mount tells for certain (a
     /// btrfs subvolume has a device of its own and the same tree). Tried
     /// once per backend, in `scratch`, which is removed again.
-    pub(crate) fn stacks_on_host_root(layer: &Path, scratch: &Path) -> bool {
+    pub(crate) fn stacks_on_host_root(sandbox: &str, layer: &Path, scratch: &Path) -> bool {
         let _ = std::fs::remove_dir_all(scratch);
         let (upper, work, at) = (scratch.join("u"), scratch.join("w"), scratch.join("m"));
-        let made = [&upper, &work, &at]
+        let lowers = [layer.to_owned(), std::path::PathBuf::from("/")];
+        let stacks = [&upper, &work]
             .iter()
             .try_for_each(std::fs::create_dir_all)
-            .is_ok();
-        let options = format!(
-            "lowerdir={}:/,upperdir={},workdir={}",
-            layer.display(),
-            upper.display(),
-            work.display()
-        );
-        let stacks = made
-            && nix::mount::mount(
-                Some("overlay"),
-                &at,
-                Some("overlay"),
-                MsFlags::empty(),
-                Some(options.as_str()),
-            )
-            .is_ok();
+            .is_ok()
+            && mount_overlay(sandbox, &lowers, &upper, &work, &at).is_ok();
         if stacks {
             let _ = nix::mount::umount2(&at, MntFlags::MNT_DETACH);
         }
