@@ -249,9 +249,14 @@ pub struct LimitError {
     pub message: String,
 }
 
-/// How close to its limit a sandbox's files must come to be said to have
-/// hit it: the upper's walk counts file blocks, not the quota's metadata.
-pub const DISK_HIT_PERCENT: u64 = 95;
+/// Whether files taking `used` bytes have hit a disk limit of `limit`: within
+/// 5 % of it, or within 1 MiB, as a write that would pass the quota fails
+/// whole (a filler writing 1 MiB blocks stops up to a block short) and the
+/// upper's walk counts file blocks, not the quota's own accounting.
+pub(crate) fn disk_limit_hit(used: u64, limit: u64) -> bool {
+    let slack = (limit / 20).max(1 << 20);
+    used.saturating_add(slack) >= limit
+}
 
 impl Limits {
     /// Each limit with its range, for checks and documentation.
@@ -550,6 +555,18 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 #[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_disk_limit_is_hit_within_a_write_or_a_twentieth_of_it() {
+        let mib = 1_u64 << 20;
+        // 16 MiB: one 1 MiB block short counts, two do not.
+        assert!(disk_limit_hit(15 * mib, 16 * mib));
+        assert!(!disk_limit_hit(14 * mib, 16 * mib));
+        // 10 GiB: 5 % is the slack.
+        assert!(disk_limit_hit(9_800 * mib, 10_240 * mib));
+        assert!(!disk_limit_hit(9_600 * mib, 10_240 * mib));
+        assert!(disk_limit_hit(u64::MAX, 1));
+    }
 
     #[test]
     fn bases_keep_their_json_and_refuse_what_they_do_not_know_by_name() {

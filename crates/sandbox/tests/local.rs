@@ -440,50 +440,68 @@ fn root_limits_apply_to_the_whole_sandbox() {
     let info = b.create("limited", &spec).unwrap();
     // The anchor moved itself into every hierarchy's sandbox cgroup before
     // anything else (`--enter`): each line of its /proc/PID/cgroup names
-    // the sandbox, in a hybrid host's v2 and each v1 controller a limit
-    // went to (those this host keeps on v1: `scripts/cgroup-v2`).
+    // the sandbox, in the v2 hierarchy and in each v1 one a limit went to.
+    // A limit goes to v1 where the host mounts its controller there (this
+    // hybrid host), else to v2 (a pure v2 host; `scripts/cgroup-v2-vm`).
     let own = std::fs::read_to_string(format!("/proc/{}/cgroup", info.anchor_pid)).unwrap();
     let hierarchies: Vec<&str> = own
         .lines()
         .filter(|l| l.ends_with("-limited"))
         .map(|l| l.split(':').nth(1).unwrap_or(""))
         .collect();
-    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
-    let on_v1 = |c: &str| {
-        mounts
-            .lines()
-            .any(|l| l.split(' ').nth(2) == Some("cgroup") && l.contains(&format!(",{c}")))
-    };
+    let h = rollpoint_proctree::cgroup::Hierarchies::read();
     let cgroups = sandbox_cgroups(|name| name.ends_with("-limited"));
-    let in_hierarchy = |h: &str| {
+    let in_root = |root: &Path| {
         cgroups
             .iter()
-            .find(|p| p.starts_with(format!("/sys/fs/cgroup/{h}/")))
+            .find(|p| p.starts_with(root))
             .cloned()
-            .unwrap()
+            .unwrap_or_else(|| panic!("no sandbox cgroup under {}: {cgroups:?}", root.display()))
     };
-    let v2_limited = in_hierarchy("unified");
-    for (controller, v1_file, v1_value, v2_file, v2_value) in [
-        ("pids", "pids.max", "24", "pids.max", "24"),
+    let v2_limited = in_root(h.v2.as_deref().expect("a cgroup2 mount"));
+    // (the v1 hierarchy, its file and value, the v2 file and value)
+    let rows = [
+        (&h.pids, "pids.max", "24", "pids.max", "24"),
         (
-            "cpu",
+            &h.cpu,
             "cpu.cfs_quota_us",
             "50000",
             "cpu.max",
             "50000 100000",
         ),
-        ("cpu", "cpu.shares", "512", "cpu.weight", "50"),
-    ] {
-        let file = if on_v1(controller) {
-            (in_hierarchy(controller).join(v1_file), v1_value)
-        } else {
-            (v2_limited.join(v2_file), v2_value)
+        (&h.cpu, "cpu.shares", "512", "cpu.weight", "50"),
+        (
+            &h.memory,
+            "memory.limit_in_bytes",
+            "268435456",
+            "memory.max",
+            "268435456",
+        ),
+    ];
+    for (v1_root, v1_file, v1_value, v2_file, v2_value) in rows {
+        let (file, want) = match v1_root {
+            Some(root) => (in_root(root).join(v1_file), v1_value),
+            None => (v2_limited.join(v2_file), v2_value),
         };
-        let got = std::fs::read_to_string(&file.0).unwrap();
-        assert_eq!(got.trim(), file.1, "{}", file.0.display());
+        let got = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(got.trim(), want, "{}", file.display());
     }
-    let mut wanted = vec!["", "freezer", "memory"];
-    wanted.extend(["pids", "cpu"].into_iter().filter(|c| on_v1(c)));
+    // No swap unless asked, where the kernel accounts it.
+    let swap = v2_limited.join("memory.swap.max");
+    if h.memory.is_none() && swap.exists() {
+        assert_eq!(std::fs::read_to_string(&swap).unwrap().trim(), "0");
+    }
+    let mut wanted = vec![""];
+    for (name, root) in [
+        ("freezer", &h.freezer),
+        ("memory", &h.memory),
+        ("pids", &h.pids),
+        ("cpu", &h.cpu),
+    ] {
+        if root.is_some() {
+            wanted.push(name);
+        }
+    }
     for want in wanted {
         assert!(
             hierarchies.iter().any(|h| h.split(',').any(|c| c == want)),
@@ -513,13 +531,6 @@ fn root_limits_apply_to_the_whole_sandbox() {
             || out.stderr.contains("Resource"),
         "the pids limit refuses forks: {out:?}"
     );
-    let memory: Vec<PathBuf> = sandbox_cgroups(|name| name.ends_with("-limited"))
-        .into_iter()
-        .filter(|p| p.starts_with("/sys/fs/cgroup/memory"))
-        .collect();
-    assert_eq!(memory.len(), 1, "{memory:?}");
-    let limit = std::fs::read_to_string(memory[0].join("memory.limit_in_bytes")).unwrap();
-    assert_eq!(limit.trim(), (256u64 << 20).to_string());
 }
 
 fn exec(backend: &LocalBackend, id: &str, argv: &[&str]) -> ExecOutput {
@@ -549,11 +560,15 @@ fn root_a_command_past_the_memory_limit_is_said_to_be_killed_by_it() {
     let grow = "x = b'\\x01' * (512 << 20)";
     let out = exec(b, "small", &["python3", "-c", grow]);
     assert_eq!(out.signal, Some(9), "{out:?}");
+    // The file of the hierarchy the limit went to (v1 where the host mounts it).
+    let file = match rollpoint_proctree::cgroup::Hierarchies::read().memory {
+        Some(_) => "memory.limit_in_bytes",
+        None => "memory.max",
+    };
     assert!(
-        out.stderr.ends_with(
-            "rollpoint: the command was killed by its memory limit of 64 MiB \
-             (memory.limit_in_bytes; 1 OOM kill)\n"
-        ),
+        out.stderr.ends_with(&format!(
+            "rollpoint: the command was killed by its memory limit of 64 MiB ({file}; 1 OOM kill)\n"
+        )),
         "{out:?}"
     );
     // A shell that outlives the killed process exits 137.
@@ -561,10 +576,10 @@ fn root_a_command_past_the_memory_limit_is_said_to_be_killed_by_it() {
     let out = exec(b, "small", &["/bin/sh", "-c", &script]);
     assert_eq!(out.exit_code, Some(137), "{out:?}");
     assert!(
-        out.stderr.contains(
+        out.stderr.contains(&format!(
             "rollpoint: a process of the command's sandbox was killed by its memory limit of \
-             64 MiB (memory.limit_in_bytes; 1 OOM kill)"
-        ),
+             64 MiB ({file}; 1 OOM kill)"
+        )),
         "only the kill during this command counts: {out:?}"
     );
     // Failures of another kind say nothing of memory.

@@ -394,15 +394,17 @@ pub fn mounts_under(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-/// Sandbox cgroups (`rollpoint/sandbox-*` in the v2, freezer, memory and
-/// pids hierarchies) whose directory name `pick` accepts.
+/// Sandbox cgroups (`rollpoint/sandbox-*` in the v2 hierarchy and the v1
+/// freezer, memory, pids, cpu and blkio ones, wherever this host mounts them)
+/// whose directory name `pick` accepts.
 pub fn sandbox_cgroups(pick: impl Fn(&str) -> bool) -> Vec<PathBuf> {
+    let h = rollpoint_proctree::cgroup::Hierarchies::read();
     let mut out = Vec::new();
-    for hierarchy in ["unified", "freezer", "memory", "pids", "cpu", "blkio"] {
-        let root = Path::new("/sys/fs/cgroup")
-            .join(hierarchy)
-            .join("rollpoint");
-        let Ok(entries) = std::fs::read_dir(root) else {
+    for root in [h.v2, h.freezer, h.memory, h.pids, h.cpu, h.blkio]
+        .into_iter()
+        .flatten()
+    {
+        let Ok(entries) = std::fs::read_dir(root.join("rollpoint")) else {
             continue;
         };
         for e in entries.flatten() {

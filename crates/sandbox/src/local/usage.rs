@@ -23,8 +23,7 @@ pub(super) fn usage(backend: &LocalBackend, id: &str) -> Result<ResourceUsage, E
     let mut usage = cgroups.usage();
     usage.disk_bytes = disk_bytes(&rec.upper);
     if let Some(limit) = rec.spec.limits.disk_bytes
-        && usage.disk_bytes.saturating_mul(100)
-            >= limit.saturating_mul(crate::backend::DISK_HIT_PERCENT)
+        && crate::backend::disk_limit_hit(usage.disk_bytes, limit)
     {
         usage.limits_hit.push(format!(
             "disk: its files take {} bytes of its limit of {limit} (a btrfs qgroup; writes past it fail with EDQUOT)",
