@@ -3,6 +3,12 @@
 /// Why a gateway operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
+    #[error("gateway attach socket {path}: {source}")]
+    AttachSocket {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("capture key `{key}` is malformed: {reason}")]
     BadCaptureKey { key: String, reason: String },
     #[error("failed to open ledger {path}")]

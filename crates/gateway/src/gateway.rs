@@ -33,11 +33,19 @@ impl Gateway {
         })
     }
 
-    /// The HTTP routes: `/r/<capture key>/v1/...`.
+    /// The HTTP routes: `/r/<capture key>/v1/...` and `/metrics`.
     pub fn router(&self) -> Router {
         Router::new()
             .route("/r/{key}/{*rest}", any(crate::proxy::handle))
             .route("/metrics", axum::routing::get(metrics))
+            .with_state(self.shared.clone())
+    }
+
+    /// The model routes alone, `/r/<capture key>/v1/...`: what a sandbox's
+    /// attached listener serves.
+    pub fn model_router(&self) -> Router {
+        Router::new()
+            .route("/r/{key}/{*rest}", any(crate::proxy::handle))
             .with_state(self.shared.clone())
     }
 

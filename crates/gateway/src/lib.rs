@@ -6,6 +6,8 @@
 //!
 //! Modules:
 //!
+//! - [`attach`]: sandboxes' gateway listeners handed over by their anchors on this node, served
+//!   in the sandboxes' own namespaces (no relay).
 //! - [`capture`]: capture keys, the attempt keys that name a rollout's attempt in each URL.
 //! - [`control`]: the gateway's own control routes (keys, status) and their client, for a
 //!   controller in another process.
@@ -32,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod attach;
 pub mod capture;
 pub mod config;
 pub mod conversation;

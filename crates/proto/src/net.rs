@@ -1,8 +1,10 @@
 //! A sandbox's network as both sides of it speak of it: a destination it
 //! may reach, as the backend hands it to the anchor (`--allow IP/N:PORT`,
 //! parsed here once so the owner refuses by field exactly what the anchor
-//! would), and what the anchor's relay carried (`network.json`, written by
-//! the anchor, read by the owner).
+//! would), what the anchor's relay carried (`network.json`, written by
+//! the anchor, read by the owner), and the message by which an anchor hands
+//! its gateway listener to a gateway on the same node (no relay: the
+//! gateway accepts in the sandbox's namespace itself).
 
 use std::fmt;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -37,6 +39,47 @@ impl RelayUsage {
     /// Reads `network.json`; an unknown version is refused by name.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
         crate::decode("relay usage", RELAY_USAGE_VERSION, bytes)
+    }
+}
+
+/// Version of [`GatewayAttach`] and [`AttachReply`].
+pub const ATTACH_VERSION: u32 = 1;
+
+/// Sent by an anchor on the gateway's attach socket (a Unix `SOCK_SEQPACKET`
+/// socket), one message carrying, as `SCM_RIGHTS`, the listening socket it
+/// made at `127.0.0.1:<gateway port>` in the sandbox's network namespace.
+/// The anchor keeps the connection open for its whole life: the gateway
+/// serves the listener until it sees the connection end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayAttach {
+    pub v: u32,
+    /// The sandbox whose namespace the listener is in (for the gateway's
+    /// logs: a refused route is logged naming it).
+    pub sandbox: String,
+}
+
+impl GatewayAttach {
+    /// Reads one; an unknown version is refused by name.
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        crate::decode("gateway attach request", ATTACH_VERSION, bytes)
+    }
+}
+
+/// The gateway's answer to a [`GatewayAttach`]: `error` says why it does not
+/// serve the listener.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachReply {
+    pub v: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl AttachReply {
+    /// Reads one; an unknown version is refused by name.
+    pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
+        crate::decode("gateway attach reply", ATTACH_VERSION, bytes)
     }
 }
 
@@ -127,6 +170,22 @@ impl fmt::Display for Allowed {
 #[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attach_messages_carry_a_version_and_refuse_others_by_name() {
+        let req = GatewayAttach {
+            v: ATTACH_VERSION,
+            sandbox: "s1".into(),
+        };
+        let bytes = serde_json::to_vec(&req).unwrap();
+        assert_eq!(GatewayAttach::decode(&bytes).unwrap(), req);
+        let err = GatewayAttach::decode(br#"{"v":2,"sandbox":"s1"}"#).unwrap_err();
+        assert!(err.to_string().contains("gateway attach request"), "{err}");
+        let ok = AttachReply::decode(br#"{"v":1}"#).unwrap();
+        assert_eq!(ok.error, None);
+        let err = AttachReply::decode(br#"{"v":1,"why":"x"}"#).unwrap_err();
+        assert!(err.to_string().contains("gateway attach reply"), "{err}");
+    }
 
     #[test]
     fn networks_parse_print_and_contain() {

@@ -9,7 +9,9 @@
 //! once the gateway listens); `control.token` (the bearer token of its control routes, new
 //! for each process, mode 0600); `gateway.log` (its stderr); `port`; `models.json` (the run's
 //! `[[models]]`, keys named by variable or path only); `route.key` (the run's route key, mode
-//! 0600, made at the first start and kept: each attempt's route secret comes from it).
+//! 0600, made at the first start and kept: each attempt's route secret comes from it);
+//! `attach.sock` (mode 0600: the sandboxes' anchors hand it the listener each makes in its
+//! network namespace, so a model call takes no relay).
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -39,6 +41,8 @@ const LOG: &str = "gateway/gateway.log";
 const MODELS: &str = "gateway/models.json";
 /// The run's route key (`rollpoint_proto::route`), made once and kept across resumes.
 pub const ROUTE_KEY: &str = "gateway/route.key";
+/// The socket on which sandboxes' anchors hand their gateway listeners to the gateway.
+pub const ATTACH: &str = "gateway/attach.sock";
 
 /// Version of `process.json`.
 const PROCESS_VERSION: u32 = 1;
@@ -203,6 +207,8 @@ impl GatewayProcess {
             .arg(BIND_WAIT.as_secs().to_string())
             .arg("--port-file")
             .arg(&port_file)
+            .arg("--attach-socket")
+            .arg(run_dir.join(ATTACH))
             .arg("--run-dir")
             .arg(run_dir)
             .arg("--control-token-file")

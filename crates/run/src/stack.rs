@@ -131,6 +131,8 @@ impl Stack {
                 std::net::Ipv4Addr::LOCALHOST,
                 port,
             ));
+            // The gateway is on this node: each sandbox hands it its listener (no relay).
+            backend.attach_to_gateway(run_dir.join(crate::gateway::ATTACH));
         }
 
         let owner = Arc::new(LocalOwner::new(Arc::clone(&backend) as Arc<dyn Backend>));

@@ -198,3 +198,161 @@ fn root_each_network_mode_reaches_what_it_names_and_nothing_else() {
     assert!(usage["bytes_out"].as_u64().unwrap() > 0, "{usage}");
     backend.destroy_all().unwrap();
 }
+
+/// Each line `NAME STATUS` for a request to each URL: `NAME=METHOD=URL`.
+const STATUS: &str = r#"
+import sys, urllib.request, urllib.error
+body = b'{"model": "m", "messages": [{"role": "user", "content": "hi"}]}'
+for arg in sys.argv[1:]:
+    name, method, url = arg.split("=", 2)
+    data = body if method == "POST" else None
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"content-type": "application/json"})
+    try:
+        status = urllib.request.urlopen(req, timeout=10).status
+    except urllib.error.HTTPError as e:
+        status = e.code
+    except Exception as e:
+        status = type(e).__name__
+    print(name, status)
+"#;
+
+/// The real gateway on this node (`rollpoint gateway --attach-socket`), over
+/// a scripted model, with a route key.
+struct NodeGateway {
+    child: Child,
+    port: u16,
+    socket: PathBuf,
+    log: PathBuf,
+    key: rollpoint_proto::route::RouteKey,
+    _dir: tempfile::TempDir,
+}
+
+impl NodeGateway {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let script = dir.path().join("script.json");
+        std::fs::write(&script, r#"{"version": 1, "steps": [{"text": "hello"}]}"#).unwrap();
+        let key = rollpoint_proto::route::RouteKey::from_bytes([7; 32]);
+        let key_file = dir.path().join("route.key");
+        std::fs::write(&key_file, key.encode()).unwrap();
+        let (port_file, socket, log) = (
+            dir.path().join("port"),
+            dir.path().join("attach.sock"),
+            dir.path().join("gateway.log"),
+        );
+        let child = Command::new(rollpoint_testkit::rollpoint_bin())
+            .arg("gateway")
+            .arg("--model-script")
+            .arg(&script)
+            .arg("--db")
+            .arg(dir.path().join("ledger.sqlite"))
+            .arg("--port-file")
+            .arg(&port_file)
+            .arg("--attach-socket")
+            .arg(&socket)
+            .arg("--route-key-file")
+            .arg(&key_file)
+            .args(["--register", "k1", "--register", "k2"])
+            .env("RUST_LOG", "info,rollpoint_gateway=debug")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let port = wait_for(Duration::from_secs(30), "the gateway's port", || {
+            std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|t| t.trim().parse().ok())
+        });
+        Self {
+            child,
+            port,
+            socket,
+            log,
+            key,
+            _dir: dir,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for NodeGateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// With the gateway on this node, a sandbox's anchor hands it the listener
+/// it makes in the sandbox's namespace: a call takes no relay, the route's
+/// secret still binds it, only the model routes are served, the refusal is
+/// logged naming the sandbox, and the gateway lets the listener go with the
+/// sandbox. A gateway that cannot be reached stops the sandbox's start.
+#[test]
+fn root_a_gateway_on_the_node_serves_each_sandbox_in_its_own_namespace() {
+    require_root();
+    let gateway = NodeGateway::start();
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::open(
+        &dir.path().join("owner"),
+        LocalOptions::new(supervisor_bin()),
+    )
+    .unwrap();
+    backend.route_to_gateway(SocketAddrV4::new(Ipv4Addr::LOCALHOST, gateway.port));
+    backend.attach_to_gateway(gateway.socket.clone());
+    let info = backend.create("zh", &SandboxSpec::default()).unwrap();
+    let base = format!("http://127.0.0.1:{}", gateway.port);
+    let own = format!("k1@{}", gateway.key.secret("k1"));
+    let copied = format!("k2@{}", gateway.key.secret("k1"));
+    let mut req = rollpoint_testkit::shell("");
+    req.argv = vec!["python3".into(), "-c".into(), STATUS.into()];
+    req.argv.extend([
+        format!("own=POST={base}/r/{own}/v1/chat/completions"),
+        format!("copied=POST={base}/r/{copied}/v1/chat/completions"),
+        format!("metrics=GET={base}/metrics"),
+    ]);
+    let out = backend.exec("zh", &req).unwrap();
+    assert_eq!(out.exit_code, Some(0), "{out:?}");
+    assert_eq!(out.stdout, "own 200\ncopied 403\nmetrics 404\n", "{out:?}");
+    // No relay: the anchor started no relay thread.
+    let threads: Vec<String> = std::fs::read_dir(format!("/proc/{}/task", info.anchor_pid))
+        .unwrap()
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok())
+        .map(|c| c.trim().to_owned())
+        .collect();
+    assert!(
+        !threads.iter().any(|t| t.starts_with("relay")),
+        "{threads:?}"
+    );
+    let log = gateway.log();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("route k2 refused") && l.contains("sandbox=\"zh\"")),
+        "the refusal names the sandbox:\n{log}"
+    );
+    backend.destroy("zh").unwrap();
+    wait_for(
+        Duration::from_secs(10),
+        "the gateway to let the listener go",
+        || {
+            gateway
+                .log()
+                .contains("the sandbox's anchor ended")
+                .then_some(())
+        },
+    );
+    // A gateway that is not there: the sandbox does not start, naming the socket.
+    let gone = dir.path().join("no-gateway.sock");
+    backend.attach_to_gateway(gone.clone());
+    let err = backend
+        .create("nogw", &SandboxSpec::default())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(&gone.display().to_string()), "{err}");
+    backend.destroy_all().unwrap();
+}

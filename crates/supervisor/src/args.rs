@@ -231,7 +231,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
             "--hostname" => hostname = Some(value("--hostname")?),
             "--cgroup-v2" => cgroup_v2 = Some(PathBuf::from(value("--cgroup-v2")?)),
             "--cgroup-freezer" => cgroup_freezer = Some(PathBuf::from(value("--cgroup-freezer")?)),
-            "--net" | "--gateway" | "--allow" | "--host" => {
+            "--net" | "--gateway" | "--gateway-attach" | "--allow" | "--host" => {
                 let name = arg.clone();
                 let v = value(&name)?;
                 net.set(&name, &v).map_err(usage)?;
@@ -511,6 +511,24 @@ mod tests {
         bad.extend(["--allow".to_owned(), "10.0.0.0/33:80".to_owned()]);
         let err = parse(&bad).expect_err("bad prefix");
         assert!(err.to_string().contains("--allow"), "{err}");
+        for value in ["s1", "=/run/a.sock", "s1=relative.sock"] {
+            let mut bad = strings(&base_with_host());
+            bad.extend(["--gateway-attach".to_owned(), value.to_owned()]);
+            let err = parse(&bad).expect_err("bad --gateway-attach");
+            assert!(err.to_string().contains("SANDBOX=PATH"), "{value}: {err}");
+        }
+        let mut attached = strings(&base_with_host());
+        attached.extend([
+            "--gateway-attach".to_owned(),
+            "s1=/run/g/attach.sock".to_owned(),
+        ]);
+        let Parsed::Anchor(a) = parse(&attached).expect("parses") else {
+            panic!("not anchor")
+        };
+        assert_eq!(
+            a.net.attach,
+            Some(("s1".to_owned(), PathBuf::from("/run/g/attach.sock")))
+        );
 
         let base = ["anchor", "--root", "/m", "--control", "/c"];
         let err = parse(&strings(&base)).expect_err("no hostname");

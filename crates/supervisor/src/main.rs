@@ -43,8 +43,8 @@ usage:
   rollpoint-supervisor pause|continue|stop|status --session DIR [options]
   rollpoint-supervisor anchor --root DIR --control DIR --hostname NAME
       [--cgroup-v2 DIR] [--cgroup-freezer DIR]
-      [--net host|none|gateway|allow] [--gateway IP:PORT] [--allow IP[/N]:PORT]...
-      [--host NAME=IP]...
+      [--net host|none|gateway|allow] [--gateway IP:PORT [--gateway-attach SANDBOX=PATH]]
+      [--allow IP[/N]:PORT]... [--host NAME=IP]...
       [--enter [--join CGROUP_DIR]...] [--owner PID] [--tool AT=HOST]...
       [--user UID:GID[:GROUPS]] [--home DIR]
       [--userns HOST:COUNT [--owner-userns-fd N] [--drop-caps NAME,...]
@@ -56,6 +56,7 @@ options:
   --cwd DIR                                   run: working directory of the harness
   --userns-fd N                               run: confine the harness in user namespace N
   --owner-userns-fd N                         anchor: the owner's descriptor N is the --userns namespace
+  --gateway-attach SANDBOX=PATH               anchor: hand the gateway listener to the gateway's attach socket
   --drop-caps NAME,...                        capabilities a strict sandbox drops
   --no-new-privs                              set no_new_privs on what a strict sandbox runs
   --command-budget SECS                       bound of one command (default 120)

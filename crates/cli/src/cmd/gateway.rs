@@ -90,6 +90,11 @@ pub struct GatewayArgs {
     /// Write the bound port to this file (atomically).
     #[arg(long)]
     port_file: Option<PathBuf>,
+    /// A Unix socket (made here, mode 0600) on which the anchors of sandboxes on this node hand
+    /// over the listener each makes at 127.0.0.1:<port> in its sandbox's network namespace; the
+    /// gateway serves the model routes on it, so a sandbox's calls take no relay.
+    #[arg(long)]
+    attach_socket: Option<PathBuf>,
     /// Largest request body accepted, in bytes (1024..=1073741824).
     #[arg(long, default_value_t = 32 * 1024 * 1024,
           value_parser = super::number::whole::<usize>(1024, 1 << 30))]
@@ -293,6 +298,10 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
             app = app
                 .merge(rollpoint_checkpoint::router(control, token))
                 .merge(rollpoint_gateway::admin::router(gateway.clone(), token));
+        }
+        if let Some(path) = &args.attach_socket {
+            let socket = rollpoint_gateway::attach::AttachSocket::bind(path)?;
+            tokio::spawn(socket.serve(gateway.model_router()));
         }
         if let Some(file) = &args.port_file {
             super::model_script::write_port_file(file, addr.port())?;

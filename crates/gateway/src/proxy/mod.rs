@@ -19,6 +19,7 @@ use futures_util::StreamExt as _;
 
 use self::reply::error_response;
 use self::types::{Refusal, now_ms};
+use crate::attach::AttachedSandbox;
 use crate::capture::CaptureKey;
 use crate::conversation::{RequestView, Route, read_request};
 use crate::ledger::{self, Begun, CallStatus, NewCall, Rejected};
@@ -46,16 +47,26 @@ pub(crate) async fn handle(
     req: Request,
 ) -> Response {
     let (key, secret) = rollpoint_proto::route::split(&segment);
-    if let Some(refused) = forbidden(&shared, key, secret) {
+    let sandbox = req
+        .extensions()
+        .get::<AttachedSandbox>()
+        .map(|s| s.0.as_str());
+    if let Some(refused) = forbidden(&shared, key, secret, sandbox) {
         return refused;
     }
     call(shared, key.to_owned(), rest, req).await
 }
 
 /// 403 `route_forbidden` when the gateway holds a route key and `secret` is
-/// not `key`'s; counted and logged naming the route and, when the secret is
-/// a registered attempt's, the sandbox that sent it (its attempt).
-fn forbidden(shared: &Shared, key: &str, secret: Option<&str>) -> Option<Response> {
+/// not `key`'s; counted and logged naming the route, the sandbox whose
+/// listener took the call (an attached one's), and, when the secret is a
+/// registered attempt's, that attempt.
+fn forbidden(
+    shared: &Shared,
+    key: &str,
+    secret: Option<&str>,
+    sandbox: Option<&str>,
+) -> Option<Response> {
     let route_key = shared.config.route_key.as_ref()?;
     if secret.is_some_and(|s| route_key.verify(key, s)) {
         return None;
@@ -70,7 +81,12 @@ fn forbidden(shared: &Shared, key: &str, secret: Option<&str>) -> Option<Respons
         None if secret.is_some() => format!("route {key} refused: its secret is not this route's"),
         None => format!("route {key} refused: it carries no secret (`<key>@<secret>`)"),
     };
-    tracing::warn!(route = %key, sender = sender.as_deref().unwrap_or("unknown"), "{message}");
+    tracing::warn!(
+        route = %key,
+        sender = sender.as_deref().unwrap_or("unknown"),
+        sandbox = sandbox.unwrap_or("unknown"),
+        "{message}"
+    );
     Some(error_response(
         StatusCode::FORBIDDEN,
         "route_forbidden",

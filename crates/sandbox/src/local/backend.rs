@@ -112,6 +112,9 @@ pub struct LocalBackend {
     /// The gateway as the host reaches it, which a sandbox's relay dials
     /// (`network = "gateway"` or `"allow"`); set by whoever runs the gateway.
     pub(super) gateway: RwLock<Option<std::net::SocketAddrV4>>,
+    /// The attach socket of a gateway on this node: sandboxes made from now
+    /// on hand it their gateway listener instead of relaying to `gateway`.
+    pub(super) gateway_attach: RwLock<Option<PathBuf>>,
 }
 
 fn owner_identity() -> (u32, u64) {
@@ -195,6 +198,7 @@ impl LocalBackend {
             host_view: std::sync::OnceLock::new(),
             host_mask: std::sync::OnceLock::new(),
             gateway: RwLock::new(None),
+            gateway_attach: RwLock::new(None),
         })
     }
 
@@ -212,6 +216,25 @@ impl LocalBackend {
     /// dials `addr` on the host for `127.0.0.1:<its port>` inside.
     pub fn route_to_gateway(&self, addr: std::net::SocketAddrV4) {
         *self.gateway.write().unwrap_or_else(PoisonError::into_inner) = Some(addr);
+    }
+
+    /// The gateway is on this node and takes listeners at `socket`: each
+    /// sandbox made from now on hands it the listener it makes at
+    /// `127.0.0.1:<gateway port>` in its network namespace, and its model
+    /// calls take no relay (`rollpoint gateway --attach-socket`).
+    pub fn attach_to_gateway(&self, socket: PathBuf) {
+        *self
+            .gateway_attach
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(socket);
+    }
+
+    /// The gateway's attach socket, if one is set.
+    pub(super) fn gateway_attach(&self) -> Option<PathBuf> {
+        self.gateway_attach
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     /// The gateway sandboxes reach, if one is set.

@@ -362,7 +362,12 @@ fn bring_up(
             hostname: &spec.hostname,
             cgroup_v2: cgroups.v2.as_deref(),
             cgroup_freezer: cgroups.freezer.as_deref(),
-            network: network::anchor_args(id, &spec.network, backend.gateway())?,
+            network: network::anchor_args(
+                id,
+                &spec.network,
+                backend.gateway(),
+                backend.gateway_attach().as_deref(),
+            )?,
             log,
             join: cgroups.all().cloned().collect(),
             identity: &identity,

@@ -4,6 +4,7 @@
 //! host, when the sandbox starts; inside, no name server is reachable.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs as _};
+use std::path::Path;
 
 use rollpoint_proto::net::Allowed;
 
@@ -81,11 +82,13 @@ pub(crate) fn check(id: &str, network: &Network) -> Result<(), Error> {
 }
 
 /// The anchor's network options for `network`, with the gateway at
-/// `gateway` on the host (none known: the sandbox reaches no gateway).
+/// `gateway` on the host (none known: the sandbox reaches no gateway),
+/// taking listeners at `attach` when it is on this node.
 pub(crate) fn anchor_args(
     id: &str,
     network: &Network,
     gateway: Option<SocketAddrV4>,
+    attach: Option<&Path>,
 ) -> Result<Vec<String>, Error> {
     let mut args = vec!["--net".to_owned(), mode(network).to_owned()];
     if network.is_host() {
@@ -93,6 +96,12 @@ pub(crate) fn anchor_args(
     }
     if let (Some(gw), Network::Gateway | Network::Allow(_)) = (gateway, network) {
         args.extend(["--gateway".to_owned(), gw.to_string()]);
+        if let Some(socket) = attach {
+            args.extend([
+                "--gateway-attach".to_owned(),
+                format!("{id}={}", socket.display()),
+            ]);
+        }
     }
     let Network::Allow(list) = network else {
         return Ok(args);
@@ -174,7 +183,7 @@ mod tests {
         ]);
         check("s", &allow).unwrap();
         let gw = Some(SocketAddrV4::new(Ipv4Addr::LOCALHOST, 4000));
-        let args = anchor_args("s", &allow, gw).unwrap();
+        let args = anchor_args("s", &allow, gw, None).unwrap();
         let text = args.join(" ");
         assert!(
             text.starts_with("--net allow --gateway 127.0.0.1:4000 --allow 10.1.0.0/16:8080 --allow 10.2.0.9/32:443 --allow 127.0.0.1/32:9"),
@@ -182,16 +191,33 @@ mod tests {
         );
         assert!(text.ends_with("--host localhost=127.0.0.1"), "{text}");
         assert_eq!(
-            anchor_args("s", &Network::Loopback, gw).unwrap(),
+            anchor_args("s", &Network::Loopback, gw, None).unwrap(),
             ["--net", "none"]
         );
         assert_eq!(
-            anchor_args("s", &Network::Host, gw).unwrap(),
+            anchor_args("s", &Network::Host, gw, None).unwrap(),
             ["--net", "host"]
         );
         assert_eq!(
-            anchor_args("s", &Network::Gateway, None).unwrap(),
+            anchor_args("s", &Network::Gateway, None, None).unwrap(),
             ["--net", "gateway"]
+        );
+        let attach = Some(Path::new("/run/r/gateway/attach.sock"));
+        assert_eq!(
+            anchor_args("s", &Network::Gateway, gw, attach).unwrap(),
+            [
+                "--net",
+                "gateway",
+                "--gateway",
+                "127.0.0.1:4000",
+                "--gateway-attach",
+                "s=/run/r/gateway/attach.sock"
+            ]
+        );
+        assert_eq!(
+            anchor_args("s", &Network::Loopback, gw, attach).unwrap(),
+            ["--net", "none"],
+            "no gateway, nothing to attach"
         );
         for (bad, why) in [
             ("10.1.0.1/16:80", "host bits"),

@@ -24,6 +24,7 @@
 //! which gets no default signal actions, still receives the ones it waits for
 //! (a blocked signal is queued even for a namespace's init).
 
+mod attach;
 mod exec;
 mod launch;
 mod mounts;
@@ -114,7 +115,7 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
         enter(opts)?;
     }
     check_isolated(opts)?;
-    let relay = net::prepare(&opts.net, host_net, &opts.control)?;
+    let network = net::prepare(&opts.net, host_net, &opts.control)?;
     // Both on the host's view, before PID 1 pivots it away.
     let owner = owner::Owner::watch(opts.owner)?;
     let freezer = owner::Freezer::open(opts)?;
@@ -141,9 +142,7 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
         ForkResult::Parent { child } => {
             drop(alive_rx);
             drop(userns);
-            if let Some(relay) = relay {
-                relay.start()?;
-            }
+            let gateway = network.map(net::HostSide::start).transpose()?;
             let sandbox = owner::Sandbox {
                 hostname: &opts.hostname,
                 pid1: child,
@@ -151,6 +150,7 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
             };
             let status = outer(&sandbox, &mask, owner);
             drop(alive_tx);
+            drop(gateway);
             status
         }
         ForkResult::Child => {
@@ -158,7 +158,7 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
             // the host's may stay open in it.
             drop(owner);
             drop(freezer);
-            drop(relay);
+            drop(network);
             drop(alive_tx);
             tie_to_parent(&alive_rx)?;
             drop(alive_rx);

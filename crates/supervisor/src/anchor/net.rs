@@ -58,6 +58,9 @@ pub struct NetOpts {
     /// Names `/etc/hosts` gives (the allowed hosts'); no other name
     /// resolves.
     pub hosts: Vec<(String, Ipv4Addr)>,
+    /// The sandbox and the attach socket of a gateway on this node: the
+    /// gateway listener is handed to it instead of relayed (`attach`).
+    pub attach: Option<(String, PathBuf)>,
 }
 
 impl NetOpts {
@@ -83,6 +86,7 @@ impl NetOpts {
             "--allow" => self
                 .allow
                 .push(Allowed::parse(value).map_err(|e| format!("--allow {value:?}: {e}"))?),
+            "--gateway-attach" => self.attach = Some(super::attach::parse(value)?),
             _ => {
                 let bad = || format!("--host {value:?}: expected NAME=IPv4");
                 let (host, ip) = value.split_once('=').ok_or_else(bad)?;
@@ -101,9 +105,35 @@ impl NetOpts {
         self.mode != NetMode::Host
     }
 
+    /// Whether any listener is relayed (the gateway's is not when a gateway
+    /// on this node takes it).
     fn relays(&self) -> bool {
-        matches!(self.mode, NetMode::Gateway | NetMode::Allow)
-            && (self.gateway.is_some() || !self.allow.is_empty())
+        self.mode == NetMode::Allow && !self.allow.is_empty()
+            || matches!(self.mode, NetMode::Gateway | NetMode::Allow) && self.gateway_relayed()
+    }
+
+    fn gateway_relayed(&self) -> bool {
+        self.gateway.is_some() && self.attached().is_none()
+    }
+
+    /// The gateway's listener inside, when it goes to a gateway on this
+    /// node: it is then not one of `listen_addrs`. Not when an allowed
+    /// destination's listener would hold the same address (a prefix on the
+    /// gateway's port listens on every address): then it is relayed.
+    fn attached(&self) -> Option<(SocketAddrV4, &str, &Path)> {
+        let gw = self.gateway?;
+        let (sandbox, path) = self.attach.as_ref()?;
+        let inside = SocketAddrV4::new(Ipv4Addr::LOCALHOST, gw.port());
+        let shared = self.mode == NetMode::Allow
+            && self
+                .allow
+                .iter()
+                .any(|a| a.port == gw.port() && (a.prefix != 32 || a.contains(inside)));
+        (matches!(self.mode, NetMode::Gateway | NetMode::Allow) && !shared).then_some((
+            inside,
+            sandbox.as_str(),
+            path.as_path(),
+        ))
     }
 
     /// Where the connection to `local` (the address the sandbox dialled)
@@ -112,7 +142,7 @@ impl NetOpts {
         let SocketAddr::V4(local) = local else {
             return None;
         };
-        if let Some(gw) = self.gateway
+        if let Some(gw) = self.gateway.filter(|_| self.gateway_relayed())
             && *local.ip() == Ipv4Addr::LOCALHOST
             && local.port() == gw.port()
         {
@@ -125,7 +155,7 @@ impl NetOpts {
     /// The listeners, each address once: a prefix's port on every address.
     fn listen_addrs(&self) -> Vec<SocketAddrV4> {
         let mut addrs = Vec::new();
-        if let Some(gw) = self.gateway {
+        if let Some(gw) = self.gateway.filter(|_| self.gateway_relayed()) {
             addrs.push(SocketAddrV4::new(Ipv4Addr::LOCALHOST, gw.port()));
         }
         if self.mode == NetMode::Allow {
@@ -223,12 +253,13 @@ pub fn host_namespace(opts: &NetOpts) -> Result<Option<OwnedFd>, Error> {
 }
 
 /// In the sandbox's new namespace, before the fork: `lo` up, the allowed
-/// addresses on it, and the listeners.
+/// addresses on it, the gateway's listener handed to a gateway on this node,
+/// and the relay's listeners.
 pub fn prepare(
     opts: &NetOpts,
     host: Option<OwnedFd>,
     control: &Path,
-) -> Result<Option<Relay>, Error> {
+) -> Result<Option<HostSide>, Error> {
     if !opts.own_namespace() {
         return Ok(None);
     }
@@ -239,8 +270,22 @@ pub fn prepare(
             sock.add_address(i + 1, a.net, a.prefix)?;
         }
     }
+    let attached = match opts.attached() {
+        Some((addr, sandbox, socket)) => {
+            let listener = TcpListener::bind(addr).map_err(io_err(
+                "listen in the sandbox's network namespace at",
+                &PathBuf::from(addr.to_string()),
+            ))?;
+            // The gateway keeps its copy; this process holds the connection.
+            Some(super::attach::hand_over(socket, sandbox, &listener)?)
+        }
+        None => None,
+    };
     let Some(host) = host else {
-        return Ok(None);
+        return Ok(Some(HostSide {
+            relay: None,
+            attached,
+        }));
     };
     let listeners = opts
         .listen_addrs()
@@ -266,13 +311,35 @@ pub fn prepare(
         path: control.to_owned(),
         source,
     })?;
-    Ok(Some(Relay {
-        opts: opts.clone(),
-        listeners,
-        host,
-        pid_ns,
-        control,
+    Ok(Some(HostSide {
+        relay: Some(Relay {
+            opts: opts.clone(),
+            listeners,
+            host,
+            pid_ns,
+            control,
+        }),
+        attached,
     }))
+}
+
+/// What the host-side process holds of the sandbox's network: the relay,
+/// and the connection to a gateway serving its gateway listener.
+#[derive(Debug)]
+pub struct HostSide {
+    relay: Option<Relay>,
+    attached: Option<OwnedFd>,
+}
+
+impl HostSide {
+    /// Starts the relay, if any; the value returned holds the gateway's
+    /// connection until it is dropped (when the sandbox has ended).
+    pub fn start(self) -> Result<Option<OwnedFd>, Error> {
+        if let Some(relay) = self.relay {
+            relay.start()?;
+        }
+        Ok(self.attached)
+    }
 }
 
 impl Relay {
@@ -561,5 +628,47 @@ mod tests {
         );
         assert!(NetOpts::default().set("--host", "a b=1.2.3.4").is_err());
         assert!(NetOpts::default().set("--net", "shared").is_err());
+    }
+
+    #[test]
+    fn an_attached_gateway_listener_is_not_relayed_unless_another_holds_its_address() {
+        let opts = |pairs: &[(&str, &str)]| {
+            let mut opts = NetOpts::default();
+            for (k, v) in pairs {
+                opts.set(k, v).expect(k);
+            }
+            opts
+        };
+        let gateway = [
+            ("--net", "gateway"),
+            ("--gateway", "127.0.0.1:4000"),
+            ("--gateway-attach", "s1=/run/g.sock"),
+        ];
+        let attached = opts(&gateway);
+        assert!(attached.attached().is_some());
+        assert!(!attached.relays(), "nothing left to relay");
+        assert!(attached.listen_addrs().is_empty());
+        let at = "127.0.0.1:4000".parse::<SocketAddr>().expect("addr");
+        assert_eq!(attached.destination(at), None);
+        let mut allow = gateway.to_vec();
+        allow[0] = ("--net", "allow");
+        allow.push(("--allow", "10.9.0.5:443"));
+        let some = opts(&allow);
+        assert!(some.attached().is_some() && some.relays());
+        let addrs: Vec<String> = some
+            .listen_addrs()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(addrs, ["10.9.0.5:443"]);
+        // A prefix on the gateway's port listens on 127.0.0.1 too: relayed.
+        allow.push(("--allow", "10.0.0.0/8:4000"));
+        let shared = opts(&allow);
+        assert!(shared.attached().is_none());
+        assert_eq!(shared.destination(at), Some(at));
+        assert!(
+            opts(&gateway[..2]).attached().is_none(),
+            "no socket: relayed"
+        );
     }
 }
