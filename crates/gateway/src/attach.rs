@@ -38,7 +38,7 @@ pub struct AttachSocket {
 
 impl AttachSocket {
     /// Binds `path` (mode 0600), replacing a socket a previous gateway left;
-    /// anything else there is refused.
+    /// anything else there is refused. Within a tokio runtime.
     pub fn bind(path: &Path) -> Result<Self, GatewayError> {
         let fail = |source: std::io::Error| GatewayError::AttachSocket {
             path: path.to_owned(),

@@ -132,7 +132,7 @@ impl Stack {
                 port,
             ));
             // The gateway is on this node: each sandbox hands it its listener (no relay).
-            backend.attach_to_gateway(run_dir.join(crate::gateway::ATTACH));
+            backend.attach_to_gateway(Some(run_dir.join(crate::gateway::ATTACH)));
         }
 
         let owner = Arc::new(LocalOwner::new(Arc::clone(&backend) as Arc<dyn Backend>));

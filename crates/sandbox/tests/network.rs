@@ -303,7 +303,7 @@ fn root_a_gateway_on_the_node_serves_each_sandbox_in_its_own_namespace() {
     )
     .unwrap();
     backend.route_to_gateway(SocketAddrV4::new(Ipv4Addr::LOCALHOST, gateway.port));
-    backend.attach_to_gateway(gateway.socket.clone());
+    backend.attach_to_gateway(Some(gateway.socket.clone()));
     let info = backend.create("zh", &SandboxSpec::default()).unwrap();
     let base = format!("http://127.0.0.1:{}", gateway.port);
     let own = format!("k1@{}", gateway.key.secret("k1"));
@@ -348,11 +348,53 @@ fn root_a_gateway_on_the_node_serves_each_sandbox_in_its_own_namespace() {
     );
     // A gateway that is not there: the sandbox does not start, naming the socket.
     let gone = dir.path().join("no-gateway.sock");
-    backend.attach_to_gateway(gone.clone());
+    backend.attach_to_gateway(Some(gone.clone()));
     let err = backend
         .create("nogw", &SandboxSpec::default())
         .unwrap_err()
         .to_string();
     assert!(err.contains(&gone.display().to_string()), "{err}");
+    backend.destroy_all().unwrap();
+}
+
+/// Sandboxes with a network of their own take namespaces the backend made
+/// ahead (`--owner-netns-fd`): each still has one of its own, none is the
+/// host's, and none is shared.
+#[test]
+fn root_sandboxes_take_network_namespaces_made_ahead_and_share_none() {
+    require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let backend = LocalBackend::open(
+        &dir.path().join("owner"),
+        LocalOptions::new(supervisor_bin()),
+    )
+    .unwrap();
+    let host = std::fs::read_link("/proc/self/ns/net").unwrap();
+    let mut links = Vec::new();
+    let mut taken = 0;
+    for i in 0..20 {
+        let info = backend
+            .create(&format!("ns{i}"), &SandboxSpec::default())
+            .unwrap();
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", info.anchor_pid)).unwrap();
+        if cmdline.split(|b| *b == 0).any(|a| a == b"--owner-netns-fd") {
+            taken += 1;
+        }
+        let out = backend
+            .exec(
+                &format!("ns{i}"),
+                &rollpoint_testkit::shell("readlink /proc/self/ns/net"),
+            )
+            .unwrap();
+        let link = PathBuf::from(out.stdout.trim());
+        assert_ne!(link, host, "sandbox ns{i} is in the host's namespace");
+        assert!(!links.contains(&link), "ns{i} shares {link:?}");
+        links.push(link);
+        if taken >= 3 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(taken >= 3, "no anchor took a namespace made ahead");
     backend.destroy_all().unwrap();
 }

@@ -51,6 +51,11 @@ pub struct AnchorOpts {
     /// that user namespace, already mapped; the anchor takes a copy of it
     /// (`pidfd_getfd`) instead of making one per sandbox.
     pub owner_userns_fd: Option<i32>,
+    /// `--owner-netns-fd N` (with `--enter` and a network of its own): the
+    /// owner's descriptor N is a fresh network namespace it made ahead of
+    /// time, which the anchor joins instead of making one while the
+    /// sandbox starts.
+    pub owner_netns_fd: Option<i32>,
     /// `--lend PATH`: a host path bind-mounted read-only at the same place
     /// (the harness install, the worker, paths a task names).
     pub lend: Vec<PathBuf>,
@@ -218,6 +223,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let (mut enter, mut join) = (false, Vec::new());
     let (mut userns, mut lend, mut drop_caps, mut no_new_privs) = (None, Vec::new(), 0, false);
     let mut owner_userns_fd = None;
+    let mut owner_netns_fd = None;
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -244,14 +250,19 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
                 let v = value("--userns")?;
                 userns = Some(IdRange::parse(&v).map_err(|e| usage(format!("--userns {e}")))?);
             }
-            "--owner-userns-fd" => {
-                let v = value("--owner-userns-fd")?;
-                let fd = v.parse::<i32>().ok().filter(|fd| *fd >= 0);
-                owner_userns_fd = Some(fd.ok_or_else(|| {
+            "--owner-userns-fd" | "--owner-netns-fd" => {
+                let name = arg.clone();
+                let v = value(&name)?;
+                let fd = v.parse::<i32>().ok().filter(|fd| *fd >= 0).ok_or_else(|| {
                     usage(format!(
-                        "--owner-userns-fd {v:?}: expected a descriptor number (0 or more)"
+                        "{name} {v:?}: expected a descriptor number (0 or more)"
                     ))
-                })?);
+                })?;
+                if name == "--owner-userns-fd" {
+                    owner_userns_fd = Some(fd);
+                } else {
+                    owner_netns_fd = Some(fd);
+                }
             }
             "--drop-caps" => drop_caps = dropped(&value("--drop-caps")?)?,
             "--no-new-privs" => no_new_privs = true,
@@ -324,6 +335,11 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
             "--owner-userns-fd needs --userns (the range it maps)".into(),
         ));
     }
+    if owner_netns_fd.is_some() && !(enter && net.own_namespace()) {
+        return Err(usage(
+            "--owner-netns-fd needs --enter and --net none|gateway|allow".into(),
+        ));
+    }
     let hostname = hostname.ok_or_else(|| usage("anchor needs --hostname".into()))?;
     // The kernel's limit (HOST_NAME_MAX); a NUL would cut the name short.
     if hostname.is_empty() || hostname.len() > 64 || hostname.contains('\0') {
@@ -345,6 +361,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
         join,
         userns,
         owner_userns_fd,
+        owner_netns_fd,
         lend,
         drop_caps,
         no_new_privs,
@@ -591,6 +608,31 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn an_owner_netns_fd_needs_enter_a_namespace_and_a_number() {
+        let net = ["--enter", "--net", "gateway", "--owner-netns-fd", "9"];
+        let Ok(Parsed::Anchor(a)) = parse(&anchor_argv(&net)) else {
+            panic!("not anchor")
+        };
+        assert_eq!(a.owner_netns_fd, Some(9));
+        for argv in [
+            &["--net", "gateway", "--owner-netns-fd", "9"][..],
+            &["--enter", "--net", "host", "--owner-netns-fd", "9"],
+        ] {
+            let err = parse(&anchor_argv(argv)).expect_err("refused");
+            assert!(err.to_string().contains("needs --enter and --net"), "{err}");
+        }
+        let err = parse(&anchor_argv(&[
+            "--enter",
+            "--net",
+            "none",
+            "--owner-netns-fd",
+            "x",
+        ]))
+        .expect_err("not a number");
+        assert!(err.to_string().contains("--owner-netns-fd \"x\""), "{err}");
     }
 
     #[test]

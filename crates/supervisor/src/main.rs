@@ -45,7 +45,7 @@ usage:
       [--cgroup-v2 DIR] [--cgroup-freezer DIR]
       [--net host|none|gateway|allow] [--gateway IP:PORT [--gateway-attach SANDBOX=PATH]]
       [--allow IP[/N]:PORT]... [--host NAME=IP]...
-      [--enter [--join CGROUP_DIR]...] [--owner PID] [--tool AT=HOST]...
+      [--enter [--join CGROUP_DIR]... [--owner-netns-fd N]] [--owner PID] [--tool AT=HOST]...
       [--user UID:GID[:GROUPS]] [--home DIR]
       [--userns HOST:COUNT [--owner-userns-fd N] [--drop-caps NAME,...]
        [--no-new-privs]] [--lend PATH]...
@@ -56,6 +56,7 @@ options:
   --cwd DIR                                   run: working directory of the harness
   --userns-fd N                               run: confine the harness in user namespace N
   --owner-userns-fd N                         anchor: the owner's descriptor N is the --userns namespace
+  --owner-netns-fd N                          anchor: join the owner's fresh network namespace N
   --gateway-attach SANDBOX=PATH               anchor: hand the gateway listener to the gateway's attach socket
   --drop-caps NAME,...                        capabilities a strict sandbox drops
   --no-new-privs                              set no_new_privs on what a strict sandbox runs

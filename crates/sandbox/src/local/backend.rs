@@ -115,6 +115,8 @@ pub struct LocalBackend {
     /// The attach socket of a gateway on this node: sandboxes made from now
     /// on hand it their gateway listener instead of relaying to `gateway`.
     pub(super) gateway_attach: RwLock<Option<PathBuf>>,
+    /// Network namespaces made ahead for the sandboxes that take them.
+    pub(super) netns: super::netns::NetnsPool,
 }
 
 fn owner_identity() -> (u32, u64) {
@@ -199,6 +201,7 @@ impl LocalBackend {
             host_mask: std::sync::OnceLock::new(),
             gateway: RwLock::new(None),
             gateway_attach: RwLock::new(None),
+            netns: super::netns::NetnsPool::default(),
         })
     }
 
@@ -221,12 +224,13 @@ impl LocalBackend {
     /// The gateway is on this node and takes listeners at `socket`: each
     /// sandbox made from now on hands it the listener it makes at
     /// `127.0.0.1:<gateway port>` in its network namespace, and its model
-    /// calls take no relay (`rollpoint gateway --attach-socket`).
-    pub fn attach_to_gateway(&self, socket: PathBuf) {
+    /// calls take no relay (`rollpoint gateway --attach-socket`). `None`:
+    /// sandboxes made from now on relay to the gateway again.
+    pub fn attach_to_gateway(&self, socket: Option<PathBuf>) {
         *self
             .gateway_attach
             .write()
-            .unwrap_or_else(PoisonError::into_inner) = Some(socket);
+            .unwrap_or_else(PoisonError::into_inner) = socket;
     }
 
     /// The gateway's attach socket, if one is set.

@@ -6,6 +6,7 @@
 //! half-way is torn down again; whatever a crash leaves half-way is in the
 //! claimed directory's name, so the sweep tears it down.
 
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::Path;
 use std::process::Child;
@@ -193,7 +194,8 @@ pub(super) fn start(
         &cgroups,
         &mut phases,
     );
-    let (mut anchor, mut rec, identity) = match started {
+    // The namespace made ahead stays open here until the anchor has taken it.
+    let (mut anchor, mut rec, identity, _netns) = match started {
         Ok(up) => up,
         Err(e) => {
             destroy::teardown(backend, id, None, &cgroups, &root);
@@ -253,7 +255,7 @@ fn bring_up(
     forked_from: Option<&str>,
     cgroups: &SandboxCgroups,
     phases: &mut Phases,
-) -> Result<(Child, SandboxRecord, Identity), Error> {
+) -> Result<(Child, SandboxRecord, Identity, Option<OwnedFd>), Error> {
     let mut lower = backend
         .bases
         .lower(id, &spec.base, &backend.dir.join("bases"))?;
@@ -353,6 +355,9 @@ fn bring_up(
         .mode(0o600)
         .open(&log_path)
         .map_err(setup(format!("open {}", log_path.display())))?;
+    let netns = (!spec.network.is_host())
+        .then(|| backend.netns.take())
+        .flatten();
     let anchor = spawn::spawn_anchor(
         id,
         spawn::AnchorArgs {
@@ -379,6 +384,7 @@ fn bring_up(
             },
             userns: range,
             userns_fd: userns.map(std::os::fd::AsFd::as_fd),
+            netns_fd: netns.as_ref().map(std::os::fd::AsFd::as_fd),
             lend: &lent(spec, &backend.options.tools),
             drop_capabilities: &spec.drop_capabilities,
             no_new_privs: spec.no_new_privs,
@@ -386,7 +392,7 @@ fn bring_up(
     )?;
     phases.mark("anchor spawn");
     crash::point("start: anchor started");
-    Ok((anchor, rec, identity))
+    Ok((anchor, rec, identity, netns))
 }
 
 /// The host paths a sandbox sees at their own place: the task's

@@ -43,6 +43,7 @@ mod fork;
 mod ids;
 mod list;
 mod mounts;
+mod netns;
 mod network;
 mod record;
 mod snapshot;

@@ -45,6 +45,9 @@ pub(crate) struct AnchorArgs<'a> {
     /// backend, which the anchor takes instead of making its own
     /// (`--owner-userns-fd`).
     pub userns_fd: Option<std::os::fd::BorrowedFd<'a>>,
+    /// This process's descriptor of a fresh network namespace made ahead,
+    /// which the anchor joins (`--owner-netns-fd`); held until it answers.
+    pub netns_fd: Option<std::os::fd::BorrowedFd<'a>>,
     /// Host paths lent read-only at their own place (`--lend`).
     pub lend: &'a [PathBuf],
     /// Capability names the sandbox drops (`--drop-caps`, strict only).
@@ -84,6 +87,10 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
         cmd.arg("--cgroup-freezer").arg(dir);
     }
     cmd.args(&args.network);
+    if let Some(fd) = args.netns_fd {
+        use std::os::fd::AsRawFd;
+        cmd.arg("--owner-netns-fd").arg(fd.as_raw_fd().to_string());
+    }
     if let Some(range) = args.userns {
         cmd.arg("--userns").arg(range.to_string());
         if let Some(fd) = args.userns_fd {

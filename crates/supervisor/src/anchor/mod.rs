@@ -79,7 +79,7 @@ impl RunAs {
 /// to their defaults (a spawn keeps what the host ignored), into the
 /// sandbox's cgroups (so nothing it starts is ever outside them), then the
 /// sandbox's namespaces (pid for its first child).
-fn enter(opts: &AnchorOpts) -> Result<(), Error> {
+fn enter(opts: &AnchorOpts, netns: Option<&OwnedFd>) -> Result<(), Error> {
     let io = crate::errors::io_err;
     rollpoint_proctree::spawn::reset_signals()
         .map_err(io("reset signals before entering", &opts.root))?;
@@ -93,10 +93,21 @@ fn enter(opts: &AnchorOpts) -> Result<(), Error> {
     }
     let mut flags =
         libc::CLONE_NEWNS | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC | libc::CLONE_NEWPID;
-    if opts.net.own_namespace() {
+    if opts.net.own_namespace() && netns.is_none() {
         flags |= libc::CLONE_NEWNET;
     }
-    rollpoint_proctree::spawn::unshare(flags).map_err(io("enter new namespaces for", &opts.root))
+    rollpoint_proctree::spawn::unshare(flags)
+        .map_err(io("enter new namespaces for", &opts.root))?;
+    if let Some(ns) = netns {
+        nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).map_err(|source| {
+            Error::Setup {
+                what: "join the network namespace the owner made for",
+                path: opts.root.clone(),
+                source,
+            }
+        })?;
+    }
+    Ok(())
 }
 
 fn sys(what: &'static str) -> impl FnOnce(nix::Error) -> Error {
@@ -111,17 +122,23 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
     } else {
         None
     };
+    // The owner first: a namespace it made ahead is taken through its pidfd.
+    let owner = owner::Owner::watch(opts.owner)?;
+    let netns = opts
+        .owner_netns_fd
+        .map(|fd| owner.namespace("--owner-netns-fd", fd, libc::CLONE_NEWNET))
+        .transpose()?;
     if opts.enter {
-        enter(opts)?;
+        enter(opts, netns.as_ref())?;
     }
+    drop(netns);
     check_isolated(opts)?;
     let network = net::prepare(&opts.net, host_net, &opts.control)?;
-    // Both on the host's view, before PID 1 pivots it away.
-    let owner = owner::Owner::watch(opts.owner)?;
+    // On the host's view, before PID 1 pivots it away.
     let freezer = owner::Freezer::open(opts)?;
     let userns = opts
         .owner_userns_fd
-        .map(|fd| owner.user_namespace(fd))
+        .map(|fd| owner.namespace("--owner-userns-fd", fd, libc::CLONE_NEWUSER))
         .transpose()?;
     let mut mask = SigSet::empty();
     for s in [
@@ -191,6 +208,14 @@ fn check_isolated(opts: &AnchorOpts) -> Result<(), Error> {
         return refuse(format!(
             "it shares the mount namespace of its parent (pid {parent}); the owner starts it \
              with new mount, uts, ipc and pid namespaces"
+        ));
+    }
+    if opts.net.own_namespace()
+        && ns("/proc/self/ns/net")? == ns(&format!("/proc/{parent}/ns/net"))?
+    {
+        return refuse(format!(
+            "it shares the network namespace of its parent (pid {parent}) with --net {:?}",
+            opts.net.mode
         ));
     }
     // After unshare(CLONE_NEWPID) and before the first child, the link

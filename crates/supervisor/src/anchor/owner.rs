@@ -90,13 +90,15 @@ impl Owner {
         self.pid
     }
 
-    /// A copy of the owner's descriptor `fd`, which must be a user
-    /// namespace (`--owner-userns-fd`). Taken through the pidfd, so it is
-    /// this owner's, whatever its pid names by then; `Err` without a pidfd.
-    pub fn user_namespace(&self, fd: i32) -> Result<OwnedFd, Error> {
+    /// A copy of the owner's descriptor `fd`, which must be a namespace of
+    /// type `kind` (`CLONE_NEWUSER` for `--owner-userns-fd`, `CLONE_NEWNET`
+    /// for `--owner-netns-fd`, the option named in errors). Taken through
+    /// the pidfd, so it is this owner's, whatever its pid names by then;
+    /// `Err` without a pidfd.
+    pub fn namespace(&self, option: &str, fd: i32, kind: libc::c_int) -> Result<OwnedFd, Error> {
         let Some(pidfd) = &self.fd else {
             return Err(Error::Refused(format!(
-                "--owner-userns-fd {fd}: this kernel has no pidfd to take it with"
+                "{option} {fd}: this kernel has no pidfd to take it with"
             )));
         };
         // SAFETY: pidfd_getfd(2) takes a pidfd, a descriptor number and
@@ -105,7 +107,7 @@ impl Owner {
         let raw = i32::try_from(raw).unwrap_or(-1);
         if raw < 0 {
             return Err(Error::Sys {
-                what: "take the user namespace from the anchor's owner",
+                what: "take a namespace from the anchor's owner",
                 source: Errno::last(),
             });
         }
@@ -114,10 +116,15 @@ impl Owner {
         // NS_GET_NSTYPE (linux/nsfs.h): the namespace type of an nsfs file.
         const NS_GET_NSTYPE: libc::Ioctl = 0xb703;
         // SAFETY: ioctl(2) on a descriptor we own, no argument.
-        let kind = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_NSTYPE) };
-        if kind != libc::CLONE_NEWUSER {
+        let got = unsafe { libc::ioctl(ns.as_raw_fd(), NS_GET_NSTYPE) };
+        if got != kind {
+            let name = if kind == libc::CLONE_NEWNET {
+                "network"
+            } else {
+                "user"
+            };
             return Err(Error::Refused(format!(
-                "--owner-userns-fd {fd}: the owner's descriptor {fd} is not a user namespace"
+                "{option} {fd}: the owner's descriptor {fd} is not a {name} namespace"
             )));
         }
         Ok(ns)
@@ -415,6 +422,7 @@ mod tests {
             user: None,
             userns: None,
             owner_userns_fd: None,
+            owner_netns_fd: None,
             lend: Vec::new(),
             drop_caps: 0,
             no_new_privs: false,
