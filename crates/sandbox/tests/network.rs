@@ -354,8 +354,43 @@ fn root_a_gateway_on_the_node_serves_each_sandbox_in_its_own_namespace() {
         .unwrap_err()
         .to_string();
     assert!(err.contains(&gone.display().to_string()), "{err}");
+    // A gateway that refuses the listener: the sandbox does not start either,
+    // though its anchor read the answer after PID 1 had begun.
+    let refusing = dir.path().join("refusing.sock");
+    let mut server = Command::new("python3")
+        .args(["-c", REFUSE])
+        .arg(&refusing)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(10), "the refusing socket", || {
+        refusing.exists().then_some(())
+    });
+    backend.attach_to_gateway(Some(refusing.clone()));
+    let err = backend
+        .create("refused", &SandboxSpec::default())
+        .unwrap_err()
+        .to_string();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        err.contains("does not serve sandbox refused's listener: no room"),
+        "{err}"
+    );
     backend.destroy_all().unwrap();
 }
+
+/// An attach socket at argv[1] answering every request with an error.
+const REFUSE: &str = r#"
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(sys.argv[1]); s.listen(8)
+while True:
+    c, _ = s.accept()
+    msg, anc, _, _ = c.recvmsg(4096, socket.CMSG_SPACE(4 * 4))
+    c.send(b'{"v":1,"error":"no room"}')
+    c.close()
+"#;
 
 /// Sandboxes with a network of their own take namespaces the backend made
 /// ahead (`--owner-netns-fd`): each still has one of its own, none is the

@@ -5,9 +5,10 @@
 //!
 //! One message on the gateway's attach socket (Unix `SOCK_SEQPACKET`, the
 //! gateway's, mode 0600): a [`GatewayAttach`] and, as `SCM_RIGHTS`, the
-//! listener. The gateway's answer comes back on the same connection, which
-//! the host-side process then holds for its whole life (PID 1 never holds
-//! it): when the anchor, and so the sandbox, ends, the gateway sees the
+//! listener. The gateway's answer comes back on the same connection, read
+//! by the host-side process after the fork (the gateway's work overlaps PID
+//! 1's mounts, and PID 1 serves nothing until it is read), which then holds
+//! the connection for its whole life (PID 1 never holds it): when the anchor, and so the sandbox, ends, the gateway sees the
 //! connection end and closes the listener. A sandbox whose gateway refuses
 //! or cannot be reached does not start: its calls would have nowhere to go.
 
@@ -31,14 +32,18 @@ use crate::errors::Error;
 /// How long the gateway may take to answer.
 const ANSWER: Duration = Duration::from_secs(10);
 
-/// Sends `listener` for `sandbox` to the gateway at `socket_path` and waits
-/// for its answer; returns the connection, to be held while the sandbox
-/// lives.
-pub fn hand_over(
-    socket_path: &Path,
-    sandbox: &str,
-    listener: &TcpListener,
-) -> Result<OwnedFd, Error> {
+/// A listener sent, its answer not yet read.
+#[derive(Debug)]
+pub struct Sent {
+    sock: OwnedFd,
+    path: PathBuf,
+    sandbox: String,
+}
+
+/// Sends `listener` for `sandbox` to the gateway at `socket_path`; the
+/// answer is read by [`Sent::confirm`], so that the gateway's work overlaps
+/// PID 1's. A gateway that is not there fails here.
+pub fn send(socket_path: &Path, sandbox: &str, listener: &TcpListener) -> Result<Sent, Error> {
     let fail = |what: &'static str| {
         let path = socket_path.to_owned();
         move |source: nix::Error| Error::Setup { what, path, source }
@@ -94,24 +99,42 @@ pub fn hand_over(
         None,
     )
     .map_err(fail("hand the gateway listener over on"))?;
-    let mut buf = [0_u8; 4096];
-    let n = {
-        let mut iov = [IoSliceMut::new(&mut buf)];
-        recvmsg::<()>(sock.as_raw_fd(), &mut iov, None, MsgFlags::empty())
-            .map_err(fail("read the gateway's answer on"))?
-            .bytes
-    };
-    let reply =
-        AttachReply::decode(buf.get(..n).unwrap_or_default()).map_err(|source| Error::Format {
-            path: socket_path.to_owned(),
-            source,
+    Ok(Sent {
+        sock,
+        path: socket_path.to_owned(),
+        sandbox: sandbox.to_owned(),
+    })
+}
+
+impl Sent {
+    /// Reads the gateway's answer; returns the connection, to be held while
+    /// the sandbox lives.
+    pub fn confirm(self) -> Result<OwnedFd, Error> {
+        let mut buf = [0_u8; 4096];
+        let n = {
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            recvmsg::<()>(self.sock.as_raw_fd(), &mut iov, None, MsgFlags::empty())
+                .map_err(|source| Error::Setup {
+                    what: "read the gateway's answer on",
+                    path: self.path.clone(),
+                    source,
+                })?
+                .bytes
+        };
+        let reply = AttachReply::decode(buf.get(..n).unwrap_or_default()).map_err(|source| {
+            Error::Format {
+                path: self.path.clone(),
+                source,
+            }
         })?;
-    match reply.error {
-        None => Ok(sock),
-        Some(why) => Err(Error::Refused(format!(
-            "the gateway at {} does not serve sandbox {sandbox}'s listener: {why}",
-            socket_path.display()
-        ))),
+        match reply.error {
+            None => Ok(self.sock),
+            Some(why) => Err(Error::Refused(format!(
+                "the gateway at {} does not serve sandbox {}'s listener: {why}",
+                self.path.display(),
+                self.sandbox
+            ))),
+        }
     }
 }
 

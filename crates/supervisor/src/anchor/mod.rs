@@ -159,7 +159,9 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
         ForkResult::Parent { child } => {
             drop(alive_rx);
             drop(userns);
+            // On failure PID 1 reads the pipe's end and goes no further.
             let gateway = network.map(net::HostSide::start).transpose()?;
+            nix::unistd::write(&alive_tx, b"1").map_err(sys("let PID 1 serve"))?;
             let sandbox = owner::Sandbox {
                 hostname: &opts.hostname,
                 pid1: child,
@@ -178,8 +180,7 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
             drop(network);
             drop(alive_tx);
             tie_to_parent(&alive_rx)?;
-            drop(alive_rx);
-            inner(opts, userns)
+            inner(opts, userns, alive_rx)
         }
     }
 }
@@ -245,10 +246,34 @@ fn tie_to_parent(alive: &OwnedFd) -> Result<(), Error> {
     prctl::set_pdeathsig(Signal::SIGKILL).map_err(sys("set the parent-death signal"))?;
     let mut fds = [PollFd::new(alive.as_fd(), PollFlags::POLLIN)];
     poll(&mut fds, PollTimeout::ZERO).map_err(sys("poll the parent's pipe"))?;
-    if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+    // A byte may be there already (the parent's go-ahead); a hang-up is its
+    // end.
+    if fds[0]
+        .revents()
+        .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR))
+    {
         return Err(Error::ParentGone);
     }
     Ok(())
+}
+
+/// Waits for the host-side parent's go-ahead (one byte: its side of the
+/// network is set up); the pipe's end instead means it failed or died.
+fn wait_for_parent(alive: OwnedFd) -> Result<(), Error> {
+    let mut byte = [0_u8; 1];
+    loop {
+        match nix::unistd::read(&alive, &mut byte) {
+            Ok(1) => return Ok(()),
+            Ok(_) => return Err(Error::ParentGone),
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(source) => {
+                return Err(Error::Sys {
+                    what: "read the parent's go-ahead",
+                    source,
+                });
+            }
+        }
+    }
 }
 
 /// The host-side parent: forwards SIGTERM and SIGINT to PID 1 and exits with
@@ -327,7 +352,7 @@ fn isolation(opts: &AnchorOpts, given: Option<OwnedFd>) -> Result<Option<Arc<Iso
 }
 
 /// PID 1 of the sandbox.
-fn inner(opts: &AnchorOpts, userns: Option<OwnedFd>) -> Result<i32, Error> {
+fn inner(opts: &AnchorOpts, userns: Option<OwnedFd>, alive: OwnedFd) -> Result<i32, Error> {
     mounts::enter(opts)?;
     let signals = reaper::Reaper::signals()?;
     let reaper = Arc::new(reaper::Reaper::default());
@@ -342,6 +367,7 @@ fn inner(opts: &AnchorOpts, userns: Option<OwnedFd>) -> Result<i32, Error> {
                 source,
             })?;
     }
+    wait_for_parent(alive)?;
     let (listener, socket) = serve::bind()?;
     let run_as = Arc::new(RunAs {
         user: opts.user.clone(),

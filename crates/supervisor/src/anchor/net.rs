@@ -277,7 +277,7 @@ pub fn prepare(
                 &PathBuf::from(addr.to_string()),
             ))?;
             // The gateway keeps its copy; this process holds the connection.
-            Some(super::attach::hand_over(socket, sandbox, &listener)?)
+            Some(super::attach::send(socket, sandbox, &listener)?)
         }
         None => None,
     };
@@ -328,17 +328,18 @@ pub fn prepare(
 #[derive(Debug)]
 pub struct HostSide {
     relay: Option<Relay>,
-    attached: Option<OwnedFd>,
+    attached: Option<super::attach::Sent>,
 }
 
 impl HostSide {
-    /// Starts the relay, if any; the value returned holds the gateway's
-    /// connection until it is dropped (when the sandbox has ended).
+    /// Starts the relay, if any, and reads the gateway's answer; the value
+    /// returned holds the gateway's connection until it is dropped (when
+    /// the sandbox has ended).
     pub fn start(self) -> Result<Option<OwnedFd>, Error> {
         if let Some(relay) = self.relay {
             relay.start()?;
         }
-        Ok(self.attached)
+        self.attached.map(super::attach::Sent::confirm).transpose()
     }
 }
 
