@@ -196,6 +196,7 @@ impl HostView {
         }
         std::fs::create_dir_all(dir)
             .map_err(setup(sandbox, format!("create {}", dir.display())))?;
+        remove_dead_makers(dir);
         let temp = dir.join(format!(".host-mask-{hex}.{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&temp);
         std::fs::create_dir(&temp).map_err(setup(sandbox, format!("create {}", temp.display())))?;
@@ -370,5 +371,54 @@ fn unmount_root(sandbox: &str, at: &Path) -> Result<(), Error> {
             what: format!("unmount {}", at.display()),
             source: e.into(),
         }),
+    }
+}
+
+/// Removes the half-made layers (`.host-mask-<digest>.<pid>`) of makers
+/// that are gone: a process killed while it made one leaves it behind.
+fn remove_dead_makers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.starts_with(".host-mask-"))
+            .and_then(|n| n.rsplit_once('.'))
+            .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            tracing::info!(path = %e.path().display(), pid, "removing a host-mask layer its maker left half-made");
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn half_made_layers_of_dead_makers_are_removed_and_live_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let names = [
+            format!(".host-mask-abc.{dead}"),
+            format!(".host-mask-abc.{}", std::process::id()),
+            "host-mask-abc".to_owned(),
+            ".host-mask-odd".to_owned(),
+        ];
+        for n in &names {
+            std::fs::create_dir(dir.path().join(n)).unwrap();
+        }
+        remove_dead_makers(dir.path());
+        let left: Vec<bool> = names.iter().map(|n| dir.path().join(n).exists()).collect();
+        assert_eq!(left, [false, true, true, true]);
     }
 }
