@@ -8,9 +8,10 @@
 //! listener. The gateway's answer comes back on the same connection, read
 //! by the host-side process after the fork (the gateway's work overlaps PID
 //! 1's mounts, and PID 1 serves nothing until it is read), which then holds
-//! the connection for its whole life (PID 1 never holds it): when the anchor, and so the sandbox, ends, the gateway sees the
-//! connection end and closes the listener. A sandbox whose gateway refuses
-//! or cannot be reached does not start: its calls would have nowhere to go.
+//! the connection for its whole life (PID 1 never holds it): when the
+//! anchor, and so the sandbox, ends, the gateway sees the connection end and
+//! closes the listener. A sandbox whose gateway refuses or cannot be reached
+//! does not start: its calls would have nowhere to go.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::net::TcpListener;
