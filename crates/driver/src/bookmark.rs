@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::errors::BookmarkError;
 use crate::launchlog::LaunchEntry;
-use crate::result::{RESULT_VERSION, RolloutResult};
+use crate::result::{RESULT_VERSION, RESULT_VERSION_OLDEST, RolloutResult};
 
 /// Version of the bookmark format.
 pub const BOOKMARK_VERSION: u32 = 1;
@@ -290,6 +290,7 @@ fn from_wire(w: Wire) -> Result<Bookmark, BookmarkError> {
             }
             Stage::Return(
                 w.result
+                    .map(|r| Box::new(r.upgraded()))
                     .ok_or_else(|| BookmarkError::new("bookmark.result", "missing"))?,
             )
         }
@@ -431,11 +432,12 @@ pub fn check_launches(
 }
 
 fn check_result(r: &RolloutResult, rollout: &str) -> Result<(), BookmarkError> {
-    if r.v != RESULT_VERSION {
+    if !(RESULT_VERSION_OLDEST..=RESULT_VERSION).contains(&r.v) {
         return Err(BookmarkError::new(
             "bookmark.result.v",
             format!(
-                "unknown version {} (this build reads version {RESULT_VERSION})",
+                "unknown version {} (this build reads versions \
+                 {RESULT_VERSION_OLDEST}..={RESULT_VERSION})",
                 r.v
             ),
         ));

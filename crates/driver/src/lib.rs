@@ -43,7 +43,8 @@ pub use errors::{AdapterError, BookmarkError, DriverError, SupervisorError};
 pub use launchlog::{LaunchEnd, LaunchEntry, RecoveryTier};
 pub use participant::{AgentParticipant, AgentRecord};
 pub use result::{
-    Collected, ForkedFrom, RESULT_VERSION, RolloutResult, Status, Timings, TranscriptEntry, Usage,
+    Collected, ForkedFrom, InfraClass, RESULT_VERSION, RESULT_VERSION_OLDEST, RolloutResult,
+    Status, Timings, TranscriptEntry, Usage,
 };
 pub use runs::{Ctl, DriverConfig, MAX_SLOTS, ParkReport, ParkState, RunHandle, RunStatus, Runs};
 pub use task::{AdapterSpec, RolloutTask, TASK_VERSION};

@@ -5,8 +5,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::launchlog::LaunchEntry;
 
-/// Version of [`RolloutResult`].
-pub const RESULT_VERSION: u32 = 1;
+/// Version of [`RolloutResult`]. Version 1 (read too) called an
+/// infrastructure failure `failed` and had no class for it.
+pub const RESULT_VERSION: u32 = 2;
+/// The oldest version of [`RolloutResult`] still read.
+pub const RESULT_VERSION_OLDEST: u32 = 1;
 
 /// How the rollout ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -17,8 +20,10 @@ pub enum Status {
     Verified,
     /// The harness ran and the task asks for no grading.
     Unverified,
-    /// Something failed before a verdict: `error` says what.
-    Failed,
+    /// The infrastructure ended the rollout before a verdict (`infra_class`
+    /// says how, `error` what): never a reward, whatever the policy did.
+    #[serde(alias = "failed")]
+    InfraError,
     /// Cancelled by the caller.
     Cancelled,
 }
@@ -30,8 +35,50 @@ impl Status {
         match self {
             Self::Verified => "verified",
             Self::Unverified => "unverified",
-            Self::Failed => "failed",
+            Self::InfraError => "infra_error",
             Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// How the infrastructure ended a rollout (status `infra_error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum InfraClass {
+    /// The sandbox or its session went away, or its backend failed, mid-rollout.
+    SandboxLost,
+    /// Making the sandbox, putting the task's files in or its setup failed.
+    SetupFailed,
+    /// The harness could not be started.
+    LaunchFailed,
+    /// The harness ended while its model calls found no upstream.
+    ModelUnreachable,
+    /// The task's environment image could not be built.
+    BuildFailed,
+    /// Building the environment outran its time.
+    TimeoutInfra,
+    /// A saved rollout could not be brought back.
+    RestoreFailed,
+    /// A rollpoint bug: the stage machine stopped without a result.
+    Internal,
+    /// Written by version 1, which did not say.
+    Unclassified,
+}
+
+impl InfraClass {
+    /// The name it is written as.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SandboxLost => "sandbox_lost",
+            Self::SetupFailed => "setup_failed",
+            Self::LaunchFailed => "launch_failed",
+            Self::ModelUnreachable => "model_unreachable",
+            Self::BuildFailed => "build_failed",
+            Self::TimeoutInfra => "timeout_infra",
+            Self::RestoreFailed => "restore_failed",
+            Self::Internal => "internal",
+            Self::Unclassified => "unclassified",
         }
     }
 }
@@ -78,6 +125,16 @@ pub struct RolloutResult {
     pub reward: Option<f64>,
     #[serde(default)]
     pub error: Option<String>,
+    /// How the infrastructure ended it (status `infra_error`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infra_class: Option<InfraClass>,
+    /// Attempts before this one that the infrastructure ended and the run
+    /// started again in a fresh sandbox (`retry_infra`), oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub infra_retries: Vec<InfraClass>,
+    /// The group of samples of one task this rollout belongs to (`samples`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// Nothing could be saved of it (not capturable, or checkpointing off).
     pub restart: bool,
     pub launches: Vec<LaunchEntry>,
@@ -98,6 +155,39 @@ pub struct RolloutResult {
     /// Where this rollout was forked from, for a branch (`<rollout>~<n>`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<ForkedFrom>,
+}
+
+impl RolloutResult {
+    /// Reads a result of any version still read, upgraded to the current one.
+    pub fn decode(bytes: &[u8]) -> Result<Self, rollpoint_proto::FormatError> {
+        rollpoint_proto::decode_since(
+            "rollout result",
+            RESULT_VERSION_OLDEST,
+            RESULT_VERSION,
+            bytes,
+        )
+        .map(Self::upgraded)
+    }
+
+    /// This result at the current version: a version 1 `failed` is an
+    /// infrastructure error it did not classify.
+    #[must_use]
+    pub fn upgraded(mut self) -> Self {
+        if self.v < RESULT_VERSION {
+            if self.status == Status::InfraError && self.infra_class.is_none() {
+                self.infra_class = Some(InfraClass::Unclassified);
+            }
+            self.v = RESULT_VERSION;
+        }
+        self
+    }
+
+    /// The policy ended it: a verdict (or an ungraded run), not the
+    /// infrastructure and not a cancel.
+    #[must_use]
+    pub fn ended_by_policy(&self) -> bool {
+        matches!(self.status, Status::Verified | Status::Unverified)
+    }
 }
 
 /// The saved state a branch of a forked rollout started from.

@@ -18,7 +18,7 @@ use crate::adapter::{Adapter, Cx};
 use crate::bookmark::{Bookmark, VerifyMode};
 use crate::ctl::{Ctl, RunStatus};
 use crate::machine::{Effect, Event, Machine, PauseOutcome, StopWhy};
-use crate::result::RolloutResult;
+use crate::result::{InfraClass, RolloutResult};
 use crate::store::Store;
 use crate::supervisor::LaunchDir;
 use crate::task::RolloutTask;
@@ -121,7 +121,8 @@ impl Runner {
             self.set_status(&machine);
             let Some(action) = action else {
                 // Every step but a finished machine's yields an action.
-                let result = machine_failed(&machine, &self.task);
+                let mut result = machine_failed(&machine, &self.task);
+                result.group.clone_from(&self.task.group);
                 self.ctl.send_modify(|c| c.status = RunStatus::Done);
                 return result;
             };
@@ -209,6 +210,7 @@ impl Runner {
     async fn wait(&mut self, machine: &Machine, launch_id: &str) -> Event {
         let Some(dir) = self.launches.get(launch_id).cloned() else {
             return Event::Failed {
+                class: InfraClass::Internal,
                 error: format!("launch {launch_id}: no session directory known"),
             };
         };
@@ -262,6 +264,7 @@ impl Runner {
                 cookies: Default::default(),
             },
             Err(e) => Event::Failed {
+                class: InfraClass::SetupFailed,
                 error: format!("seed: {e}"),
             },
         }
@@ -272,6 +275,7 @@ impl Runner {
         match effect {
             Effect::Seed => match capture_key(&rollout, machine.bookmark().attempt) {
                 Err(e) => Event::Failed {
+                    class: InfraClass::Internal,
                     error: format!("seed: {e}"),
                 },
                 Ok(key) => self.seed(key, &rollout).await,
@@ -282,6 +286,7 @@ impl Runner {
                     workdir: a.workdir,
                 },
                 Err(e) => Event::Failed {
+                    class: InfraClass::RestoreFailed,
                     error: format!("access: {e}"),
                 },
             },
@@ -294,6 +299,7 @@ impl Runner {
                         reason: d.reason,
                     },
                     Err(e) => Event::Failed {
+                        class: InfraClass::RestoreFailed,
                         error: format!("resume decision: {e}"),
                     },
                 }
@@ -324,6 +330,13 @@ impl Runner {
                             collected,
                         },
                         Err(e) => Event::Failed {
+                            // Grading that could not be done where the task asks
+                            // (no shell to empty its directories) is the setup's fault.
+                            class: if e.kind() == "unprocessable" {
+                                InfraClass::SetupFailed
+                            } else {
+                                InfraClass::SandboxLost
+                            },
                             error: format!("verify: {e}"),
                         },
                     },
@@ -344,6 +357,7 @@ impl Runner {
             | Effect::Wait { .. }
             | Effect::Park(_)
             | Effect::Return(_) => Event::Failed {
+                class: InfraClass::Internal,
                 error: "internal: effect performed out of place".to_owned(),
             },
         }
@@ -360,6 +374,7 @@ impl Runner {
         let state = Self::state(machine);
         if let Err(e) = self.adapter.prepare(&cx, &state).await {
             return Event::Failed {
+                class: InfraClass::LaunchFailed,
                 error: format!("prepare: {e}"),
             };
         }
@@ -375,6 +390,7 @@ impl Runner {
             }
             Err(e) => {
                 return Event::Failed {
+                    class: InfraClass::LaunchFailed,
                     error: format!("prepare: {e}"),
                 };
             }
@@ -383,6 +399,7 @@ impl Runner {
             Ok(c) => c,
             Err(e) => {
                 return Event::Failed {
+                    class: InfraClass::LaunchFailed,
                     error: format!("launch command: {e}"),
                 };
             }
@@ -394,6 +411,7 @@ impl Runner {
             Ok(key) => key,
             Err(e) => {
                 return Event::Failed {
+                    class: InfraClass::Internal,
                     error: format!("launch: {e}"),
                 };
             }
@@ -428,6 +446,7 @@ impl Runner {
                 }
             }
             Err(e) => Event::Failed {
+                class: InfraClass::LaunchFailed,
                 error: format!("launch {launch_id}: {e}"),
             },
         }
@@ -459,6 +478,7 @@ impl Runner {
             });
         }
         result.resources = resources;
+        result.group.clone_from(&self.task.group);
         result
     }
 
@@ -662,9 +682,12 @@ fn machine_failed(machine: &Machine, task: &RolloutTask) -> RolloutResult {
         task_id: task.task.id.clone(),
         rollout: mark.rollout.clone(),
         attempt: mark.attempt,
-        status: crate::result::Status::Failed,
+        status: crate::result::Status::InfraError,
         verdict: None,
         reward: None,
+        infra_class: Some(InfraClass::Internal),
+        infra_retries: Vec::new(),
+        group: None,
         error: Some(format!(
             "internal: the stage machine stopped at `{}` without a result",
             mark.next().as_str()

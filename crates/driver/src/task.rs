@@ -10,6 +10,8 @@ use rollpoint_proto::limits::MAX_TIMEOUT_S;
 
 /// Version of [`RolloutTask`].
 pub const TASK_VERSION: u32 = 1;
+/// Most `samples` of one task.
+pub const MAX_SAMPLES: u32 = 1024;
 
 pub use crate::adapter::spec::AdapterSpec;
 
@@ -35,6 +37,13 @@ pub struct RolloutTask {
     /// launch is stopped as failed and the rollout is graded as it stands.
     #[serde(default)]
     pub harness_timeout_s: Option<u64>,
+    /// Rollouts of this task (over the run's `samples`): K above 1 runs
+    /// `<id>.s0` .. `<id>.s<K-1>` as one group (1..=[`MAX_SAMPLES`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u32>,
+    /// The group this rollout is a sample of; set when samples are expanded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 impl RolloutTask {
@@ -64,6 +73,28 @@ impl RolloutTask {
         Ok(task)
     }
 
+    /// This task as its samples: itself when `k` (its own `samples`, else
+    /// `run_samples`) is 1, else `k` tasks `<id>.s<i>` in group `<id>`.
+    pub fn samples(self, run_samples: u32) -> Result<Vec<Self>, DriverError> {
+        let k = self.samples.unwrap_or(run_samples);
+        if k <= 1 {
+            return Ok(vec![self]);
+        }
+        let group = self.rollout().to_owned();
+        (0..k)
+            .map(|i| {
+                let sample = Self {
+                    id: Some(format!("{group}.s{i}")),
+                    samples: None,
+                    group: Some(group.clone()),
+                    ..self.clone()
+                };
+                sample.validate()?;
+                Ok(sample)
+            })
+            .collect()
+    }
+
     /// The rollout id.
     pub fn rollout(&self) -> &str {
         self.id.as_deref().unwrap_or(&self.task.id)
@@ -86,6 +117,17 @@ impl RolloutTask {
                 "task.harness_timeout_s".to_owned(),
                 format!("{t} is outside 1..={MAX_TIMEOUT_S}; must be above 0"),
             ));
+        }
+        if let Some(k) = self.samples
+            && !(1..=MAX_SAMPLES).contains(&k)
+        {
+            return Err(bad(
+                "task.samples".to_owned(),
+                format!("{k} is outside 1..={MAX_SAMPLES}"),
+            ));
+        }
+        if let Some(group) = &self.group {
+            check_rollout("task.group", group).map_err(|e| bad(e.field, e.message))?;
         }
         match &self.adapter {
             AdapterSpec::Command(s) => s.validate(),

@@ -328,6 +328,7 @@ fn a_restart_is_never_parked_and_stops_its_sandbox_when_it_fails() {
         action(m.step(
             310,
             Event::Failed {
+                class: rollpoint_driver::InfraClass::SandboxLost,
                 error: "verify: boom".into()
             }
         )),

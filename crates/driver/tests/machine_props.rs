@@ -109,6 +109,7 @@ fn verdict(reward: f64) -> Verdict {
         passed: reward > 0.0,
         timed_out: false,
         reward_error: None,
+        rewards: Default::default(),
         cleanup_error: None,
         stdout_tail: String::new(),
         stderr_tail: String::new(),

@@ -81,7 +81,11 @@ fn closed_and_returned(m: &mut Machine) -> RolloutResult {
 }
 
 fn assert_failed(result: &RolloutResult, launch_id: &str, exit_code: Option<i32>) {
-    assert_eq!(result.status, Status::Failed, "{result:?}");
+    assert_eq!(result.status, Status::InfraError, "{result:?}");
+    assert_eq!(
+        result.infra_class,
+        Some(rollpoint_driver::InfraClass::LaunchFailed)
+    );
     assert_eq!(result.verdict, None);
     let error = result.error.as_deref().unwrap_or_default();
     assert!(

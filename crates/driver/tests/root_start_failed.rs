@@ -63,7 +63,7 @@ async fn run(task: serde_json::Value) -> (RolloutResult, Vec<String>) {
 }
 
 fn assert_failed_naming(result: &RolloutResult, name: &str) {
-    assert_eq!(result.status, Status::Failed, "{result:#?}");
+    assert_eq!(result.status, Status::InfraError, "{result:#?}");
     assert_eq!(result.verdict, None, "nothing was graded: {result:#?}");
     assert_eq!(result.reward, None, "{result:#?}");
     let error = result.error.as_deref().unwrap_or_default();

@@ -64,6 +64,77 @@ pub struct VerifySpec {
     pub timeout_s: u64,
     #[serde(default)]
     pub reward: RewardMode,
+    /// Files put in just before the command runs, so the code being graded
+    /// never sees them and a checkpoint taken before grading holds none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<VerifyUpload>,
+}
+
+/// A directory the verify step writes afresh: whatever is at `dir` (the
+/// graded code may have planted files there) is removed first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyUpload {
+    /// Absolute in-sandbox directory (`/tests`).
+    pub dir: String,
+    /// Path relative to `dir` -> file.
+    pub files: BTreeMap<String, VerifyFile>,
+}
+
+/// One file of a [`VerifyUpload`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyFile {
+    /// The content, base64 (standard alphabet, padded).
+    pub base64: String,
+    /// Permission bits (`0o755` for a script).
+    #[serde(default = "default_file_mode")]
+    pub mode: u32,
+}
+
+fn default_file_mode() -> u32 {
+    0o644
+}
+
+/// Most bytes a [`VerifyUpload`] may carry (decoded).
+pub const MAX_UPLOAD_BYTES: usize = 64 << 20;
+
+impl VerifyUpload {
+    /// The files decoded, each with its absolute path; the error names the field.
+    pub fn decoded(&self) -> Result<Vec<(String, Vec<u8>, u32)>, OwnerError> {
+        use base64::Engine as _;
+        let mut total = 0usize;
+        let mut out = Vec::with_capacity(self.files.len());
+        for (rel, file) in &self.files {
+            let field = format!("task.verify.upload.files[{rel:?}]");
+            if rel.starts_with('/') {
+                return Err(OwnerError::bad(field, "must be relative to `dir`"));
+            }
+            check_sandbox_path(&field, rel)?;
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(&file.base64)
+                .map_err(|e| OwnerError::bad(format!("{field}.base64"), e.to_string()))?;
+            if file.mode > 0o7777 {
+                return Err(OwnerError::bad(
+                    format!("{field}.mode"),
+                    format!("{:o} is outside 0..=0o7777", file.mode),
+                ));
+            }
+            total = total.saturating_add(bytes.len());
+            if total > MAX_UPLOAD_BYTES {
+                return Err(OwnerError::bad(
+                    "task.verify.upload.files",
+                    format!("more than {MAX_UPLOAD_BYTES} bytes in all"),
+                ));
+            }
+            out.push((
+                format!("{}/{rel}", self.dir.trim_end_matches('/')),
+                bytes,
+                file.mode,
+            ));
+        }
+        Ok(out)
+    }
 }
 
 /// Where the reward comes from.
@@ -75,7 +146,15 @@ pub enum RewardMode {
     ExitCode,
     /// The last stdout line that is a JSON object with a numeric `reward`.
     Json,
+    /// The files a Harbor verifier writes: `/logs/verifier/reward.json` (an
+    /// object of numbers; the reward is its `reward` key, or its one value),
+    /// else `/logs/verifier/reward.txt` (one number). The directory is
+    /// emptied before the command runs.
+    Files,
 }
+
+/// Where [`RewardMode::Files`] reads the reward.
+pub const VERIFIER_DIR: &str = "/logs/verifier";
 
 /// Longest `sandbox.user`.
 pub const MAX_USER: usize = 256;
@@ -123,6 +202,17 @@ impl OwnerTask {
             check_argv(&format!("task.setup[{i}]"), argv)?;
         }
         check_argv("task.verify.command", &self.verify.command)?;
+        if let Some(upload) = &self.verify.upload {
+            let dir = upload.dir.trim_end_matches('/');
+            if !dir.starts_with('/') || dir.is_empty() {
+                return Err(OwnerError::bad(
+                    "task.verify.upload.dir",
+                    format!("{:?} is not an absolute directory below /", upload.dir),
+                ));
+            }
+            check_sandbox_path("task.verify.upload.dir", dir)?;
+            upload.decoded()?;
+        }
         for (field, value) in [
             ("task.verify.timeout_s", self.verify.timeout_s),
             ("task.setup_timeout_s", self.setup_timeout_s),

@@ -22,6 +22,9 @@ pub struct Verdict {
     /// Set when the reward could not be read (JSON mode with no reward line);
     /// the reward is then 0.
     pub reward_error: Option<String>,
+    /// Every value of a `reward.json` ([`RewardMode::Files`]), by key.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub rewards: std::collections::BTreeMap<String, f64>,
     /// Set when the graded sandbox could not be destroyed afterwards (the
     /// session is over either way; a sweep reaps the sandbox).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,6 +41,8 @@ pub fn grade(mode: RewardMode, out: &ExecOutput) -> Verdict {
     } else {
         match mode {
             RewardMode::ExitCode => (if out.exit_code == Some(0) { 1.0 } else { 0.0 }, None),
+            // Read from the sandbox after the command: see [`grade_files`].
+            RewardMode::Files => (0.0, None),
             RewardMode::Json => match json_reward(&out.stdout) {
                 Some(r) => (r, None),
                 None => (
@@ -55,10 +60,77 @@ pub fn grade(mode: RewardMode, out: &ExecOutput) -> Verdict {
         passed: reward > 0.0,
         timed_out: out.timed_out,
         reward_error,
+        rewards: Default::default(),
         cleanup_error: None,
         stdout_tail: tail(&out.stdout, TAIL_BYTES).to_owned(),
         stderr_tail: tail(&out.stderr, TAIL_BYTES).to_owned(),
     }
+}
+
+/// Grades by the files a Harbor verifier left: `json` is `reward.json`'s
+/// bytes and `txt` `reward.txt`'s, when present. A command that timed out
+/// gets 0 whatever it wrote. No file, or a bad one, is a reward of 0 with
+/// `reward_error` set: the graded code can break its own tests, so a
+/// missing reward is the policy's outcome, not the infrastructure's.
+pub fn grade_files(out: &ExecOutput, json: Option<&[u8]>, txt: Option<&[u8]>) -> Verdict {
+    let mut verdict = grade(RewardMode::Files, out);
+    if out.timed_out {
+        return verdict;
+    }
+    match file_reward(json, txt) {
+        Ok((reward, rewards)) => {
+            verdict.reward = reward;
+            verdict.passed = reward > 0.0;
+            verdict.rewards = rewards;
+        }
+        Err(e) => verdict.reward_error = Some(e),
+    }
+    verdict
+}
+
+/// The reward of `reward.json` (its `reward` key, or its only value; every
+/// value a finite number) or else of `reward.txt` (one finite number).
+pub fn file_reward(
+    json: Option<&[u8]>,
+    txt: Option<&[u8]>,
+) -> Result<(f64, std::collections::BTreeMap<String, f64>), String> {
+    use std::collections::BTreeMap;
+    if let Some(bytes) = json {
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| format!("reward.json is not JSON: {e}"))?;
+        let object = value
+            .as_object()
+            .ok_or("reward.json is not a JSON object")?;
+        let mut rewards = BTreeMap::new();
+        for (key, v) in object {
+            let number = v
+                .as_f64()
+                .filter(|n| n.is_finite())
+                .ok_or_else(|| format!("reward.json: `{key}` is not a finite number"))?;
+            rewards.insert(key.clone(), number);
+        }
+        let reward = match (rewards.get("reward"), rewards.len()) {
+            (Some(r), _) => *r,
+            (None, 1) => rewards.values().copied().sum(),
+            (None, 0) => return Err("reward.json holds no value".to_owned()),
+            (None, _) => {
+                return Err("reward.json has several values and no `reward` key to take".to_owned());
+            }
+        };
+        return Ok((reward, rewards));
+    }
+    if let Some(bytes) = txt {
+        let text = std::str::from_utf8(bytes).map_err(|_| "reward.txt is not UTF-8")?;
+        let reward: f64 = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("reward.txt holds {:?}, not a number", tail(text.trim(), 64)))?;
+        if !reward.is_finite() {
+            return Err(format!("reward.txt holds {reward}, not a finite number"));
+        }
+        return Ok((reward, BTreeMap::new()));
+    }
+    Err("the verifier wrote neither /logs/verifier/reward.json nor reward.txt".to_owned())
 }
 
 /// The `reward` of the last stdout line that is a JSON object holding a
@@ -123,6 +195,35 @@ mod tests {
         let v = grade(RewardMode::Json, &out(Some(0), "all good\n"));
         assert!(v.reward.abs() < f64::EPSILON && !v.passed);
         assert!(v.reward_error.is_some());
+    }
+
+    #[test]
+    fn reward_files_are_read_as_harbor_writes_them() {
+        let ok = out(Some(0), "");
+        let v = grade_files(&ok, Some(br#"{"reward": 0.5, "tests": 3}"#), Some(b"1"));
+        assert!((v.reward - 0.5).abs() < f64::EPSILON && v.passed);
+        assert_eq!(v.rewards.get("tests"), Some(&3.0));
+        let v = grade_files(&ok, Some(br#"{"score": 1}"#), None);
+        assert!((v.reward - 1.0).abs() < f64::EPSILON);
+        let v = grade_files(&ok, None, Some(b" 1\n"));
+        assert!((v.reward - 1.0).abs() < f64::EPSILON && v.rewards.is_empty());
+        for (json, txt, says) in [
+            (None, None, "neither"),
+            (Some(&br#"{"a": 1, "b": 2}"#[..]), None, "no `reward` key"),
+            (Some(&br#"{"reward": "1"}"#[..]), None, "`reward` is not"),
+            (Some(&b"[1]"[..]), None, "not a JSON object"),
+            (None, Some(&b"pass"[..]), "not a number"),
+            (None, Some(&b"inf"[..]), "finite"),
+        ] {
+            let v = grade_files(&ok, json, txt);
+            assert!(v.reward.abs() < f64::EPSILON && !v.passed);
+            let e = v.reward_error.unwrap();
+            assert!(e.contains(says), "{says}: {e}");
+        }
+        let mut late = out(None, "");
+        late.timed_out = true;
+        let v = grade_files(&late, None, Some(b"1"));
+        assert!(v.reward.abs() < f64::EPSILON && v.timed_out);
     }
 
     #[test]

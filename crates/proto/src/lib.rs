@@ -39,4 +39,4 @@ pub mod supervisor;
 mod version;
 
 pub use cause::Cause;
-pub use version::{FormatError, check_version, decode, decode_versioned, field_path};
+pub use version::{FormatError, check_version, decode, decode_since, decode_versioned, field_path};

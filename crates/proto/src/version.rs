@@ -58,6 +58,34 @@ pub fn decode<T: DeserializeOwned>(
     decode_versioned(what, "v", supported, bytes)
 }
 
+/// [`decode`] for a format read at any version from `oldest` to `current`
+/// (the caller upgrades an older document after reading it).
+pub fn decode_since<T: DeserializeOwned>(
+    what: &'static str,
+    oldest: u32,
+    current: u32,
+    bytes: &[u8],
+) -> Result<T, FormatError> {
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|source| FormatError::Json { what, source })?;
+    let found = value
+        .get("v")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or(FormatError::MissingVersion { what, field: "v" })?;
+    if !(u64::from(oldest)..=u64::from(current)).contains(&found) {
+        return Err(FormatError::UnknownVersion {
+            what,
+            found,
+            supported: current,
+        });
+    }
+    serde_path_to_error::deserialize(value).map_err(|e| FormatError::Field {
+        what,
+        path: e.path().to_string(),
+        source: e.into_inner(),
+    })
+}
+
 /// [`decode`] for a format whose version lives in field `field`.
 pub fn decode_versioned<T: DeserializeOwned>(
     what: &'static str,

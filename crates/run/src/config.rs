@@ -61,6 +61,10 @@ pub const MAX_MODEL_CALLS: usize = rollpoint_gateway::config::MAX_UPSTREAM_CALLS
 pub const MAX_CHECKPOINT_EVERY_S: u64 = 7 * 24 * 3600;
 /// Most published checkpoints kept.
 pub const MAX_KEEP: usize = 1_000;
+/// Most `samples` of a task.
+pub const MAX_SAMPLES: u32 = rollpoint_driver::task::MAX_SAMPLES;
+/// Most `retry_infra`.
+pub const MAX_RETRY_INFRA: u32 = 100;
 
 fn default_concurrency() -> usize {
     8
@@ -176,6 +180,18 @@ pub struct RunConfig {
     /// node's memory; ranges as `sandbox.limits`).
     #[serde(default = "default_sandbox_limits")]
     pub sandbox_limits: rollpoint_sandbox::Limits,
+    /// Rollouts of each task (a task's own `samples` wins): K above 1 runs
+    /// `<task>.s0` .. `<task>.s<K-1>` as one group (1..=[`MAX_SAMPLES`]).
+    #[serde(default = "default_samples")]
+    pub samples: u32,
+    /// Times a rollout the infrastructure ended (`infra_error`) is started
+    /// again in a fresh sandbox as its next attempt (0..=[`MAX_RETRY_INFRA`]).
+    #[serde(default)]
+    pub retry_infra: u32,
+}
+
+fn default_samples() -> u32 {
+    1
 }
 
 fn default_full_every() -> u32 {
@@ -265,6 +281,8 @@ impl Default for RunConfig {
             checkpoint_store_options: None,
             snapshot_full_every: default_full_every(),
             sandbox_limits: default_sandbox_limits(),
+            samples: default_samples(),
+            retry_infra: 0,
         }
     }
 }
@@ -360,6 +378,18 @@ impl RunConfig {
         }
         if !(1..=MAX_KEEP).contains(&self.keep) {
             return bad("keep", &format!("{} is outside 1..={MAX_KEEP}", self.keep));
+        }
+        if !(1..=MAX_SAMPLES).contains(&self.samples) {
+            return bad(
+                "samples",
+                &format!("{} is outside 1..={MAX_SAMPLES}", self.samples),
+            );
+        }
+        if self.retry_infra > MAX_RETRY_INFRA {
+            return bad(
+                "retry_infra",
+                &format!("{} is outside 0..={MAX_RETRY_INFRA}", self.retry_infra),
+            );
         }
         if let Some(rule) = &self.branch {
             if let Err(message) = rule.nth() {

@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use rollpoint_api::ApiError;
 use rollpoint_api::wire::CheckpointReply;
 use rollpoint_checkpoint::Plan;
-use rollpoint_driver::{Bookmark, DriverError, RolloutResult, RolloutTask, RunHandle, RunStatus};
+use rollpoint_driver::{
+    Bookmark, DriverError, InfraClass, RolloutResult, RolloutTask, RunHandle, RunStatus,
+};
 use rollpoint_gateway::CaptureKey;
 use rollpoint_owner::Owner as _;
 use rollpoint_proto::key::AttemptKey;
@@ -120,6 +122,7 @@ pub async fn run(
         saved_by: std::collections::BTreeMap::new(),
         branched: std::collections::BTreeSet::new(),
         trusted: crate::state::trusted_rollouts(&tasks.tasks),
+        infra_retries: BTreeMap::new(),
     };
     state.save(&run_dir)?;
     let backend = open_backend(&run_dir, &config, supervisor)?;
@@ -172,6 +175,8 @@ pub(crate) struct Loop {
     pub(crate) events: EventLog,
     /// Added to every harness's environment.
     pub(crate) env: BTreeMap<String, String>,
+    /// The task of each rollout dispatched, for `retry_infra`.
+    pub(crate) tasks: BTreeMap<String, RolloutTask>,
 }
 
 impl Loop {
@@ -216,6 +221,7 @@ impl Loop {
             metrics,
             events,
             env,
+            tasks: BTreeMap::new(),
         })
     }
 
@@ -248,6 +254,9 @@ impl Loop {
             .with_limits(&self.state.config.sandbox_limits);
         let rollout = task.rollout().to_owned();
         self.register_key(&rollout, 0).await?;
+        if self.state.config.retry_infra > 0 {
+            self.tasks.insert(rollout.clone(), task.clone());
+        }
         let handle = self
             .stack
             .runs
@@ -268,6 +277,9 @@ impl Loop {
         self.register_key(&rollout, next).await?;
         self.state.attempts.insert(rollout.clone(), next);
         self.state.save(&self.run_dir)?;
+        if self.state.config.retry_infra > 0 {
+            self.tasks.insert(rollout.clone(), task.clone());
+        }
         let mark = Bookmark::seed(&rollout, last, unix_ms());
         let handle = self
             .stack
@@ -372,7 +384,44 @@ impl Loop {
             return Ok(());
         };
         match result {
+            Ok(result) if self.retries_infra(&result) => {
+                let class = result.infra_class.unwrap_or(InfraClass::Unclassified);
+                let error = result.error.clone().unwrap_or_default();
+                tracing::warn!(
+                    rollout = %rollout,
+                    attempt,
+                    class = class.as_str(),
+                    error = %error,
+                    "the infrastructure ended the attempt; it starts again in a fresh sandbox"
+                );
+                self.events.record(Event::InfraRetry {
+                    rollout: rollout.clone(),
+                    attempt,
+                    class,
+                    error,
+                });
+                self.state
+                    .infra_retries
+                    .entry(rollout.clone())
+                    .or_default()
+                    .push(class);
+                if let Err(e) = self
+                    .stack
+                    .coordinator
+                    .forget(std::slice::from_ref(&k))
+                    .await
+                {
+                    tracing::warn!(key = %k, error = %e, "forgetting a retried attempt failed");
+                }
+                let task = self.tasks.get(&rollout).cloned().ok_or_else(|| {
+                    RunError::rollout(rollout.clone(), "its task is not known for a retry")
+                })?;
+                self.start_over(task, attempt).await?;
+            }
             Ok(mut result) => {
+                if let Some(history) = self.state.infra_retries.get(&rollout) {
+                    result.infra_retries.clone_from(history);
+                }
                 if let Some(f) = self.state.forks.get(&rollout) {
                     result.forked_from = Some(rollpoint_driver::ForkedFrom {
                         rollout: f.from.rollout().as_str().to_owned(),
@@ -411,6 +460,20 @@ impl Loop {
             }
         }
         Ok(())
+    }
+
+    /// Whether `result` is an infrastructure error `retry_infra` still
+    /// covers (forks are not retried: their saved state is gone with them).
+    fn retries_infra(&self, result: &RolloutResult) -> bool {
+        result.status == rollpoint_driver::Status::InfraError
+            && self.tasks.contains_key(&result.rollout)
+            && !self.state.forks.contains_key(&result.rollout)
+            && self
+                .state
+                .infra_retries
+                .get(&result.rollout)
+                .map_or(0, Vec::len)
+                < self.state.config.retry_infra as usize
     }
 
     /// Deletes snapshots no retained checkpoint names (retention pruned

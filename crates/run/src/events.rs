@@ -63,6 +63,14 @@ pub enum Event {
         from: rollpoint_proto::key::AttemptKey,
         branches: Vec<String>,
     },
+    /// The infrastructure ended an attempt and `retry_infra` starts the
+    /// rollout again in a fresh sandbox as attempt `attempt + 1`.
+    InfraRetry {
+        rollout: String,
+        attempt: u32,
+        class: rollpoint_driver::InfraClass,
+        error: String,
+    },
     /// The run stopped at a checkpoint (SIGTERM or a stop request).
     Stopped { checkpoint: String },
     /// Every task has its row.

@@ -40,6 +40,7 @@ pub mod events;
 pub mod export;
 mod fork;
 pub mod gateway;
+pub mod groups;
 pub mod lock;
 mod metrics;
 pub mod plan;

@@ -39,7 +39,8 @@ pub struct RunReport {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Summary {
     pub verified: usize,
-    pub failed: usize,
+    /// Rows the infrastructure ended, by class.
+    pub infra_errors: std::collections::BTreeMap<&'static str, usize>,
     pub reward_sum: f64,
     pub rewarded: usize,
     pub prompt_tokens: u64,
@@ -77,7 +78,10 @@ impl RunReport {
         for r in &self.rows {
             match r.status {
                 Status::Verified => s.verified += 1,
-                Status::Failed => s.failed += 1,
+                Status::InfraError => {
+                    let class = r.infra_class.map_or("unclassified", |c| c.as_str());
+                    *s.infra_errors.entry(class).or_default() += 1;
+                }
                 Status::Unverified | Status::Cancelled => {}
             }
             if let Some(x) = r.reward {
@@ -104,7 +108,10 @@ impl RunReport {
                     }
                     stopped = false;
                 }
-                Event::Started { .. } | Event::Finished { .. } | Event::Forked { .. } => {}
+                Event::Started { .. }
+                | Event::Finished { .. }
+                | Event::Forked { .. }
+                | Event::InfraRetry { .. } => {}
             }
         }
         s
@@ -164,7 +171,10 @@ impl RunReport {
             ("tasks", self.tasks.to_string()),
             ("finished", self.rows.len().to_string()),
             ("verified", s.verified.to_string()),
-            ("failed", s.failed.to_string()),
+            (
+                "infra errors",
+                s.infra_errors.values().sum::<usize>().to_string(),
+            ),
             ("mean reward", mean),
             ("model calls", s.model_calls.to_string()),
             ("prompt tokens", s.prompt_tokens.to_string()),
@@ -183,6 +193,17 @@ impl RunReport {
             );
         }
         page.push_str("</div>\n");
+        if !s.infra_errors.is_empty() {
+            page.push_str("<p id=\"infra\">Ended by the infrastructure (no reward): ");
+            let parts: Vec<String> = s
+                .infra_errors
+                .iter()
+                .map(|(class, n)| format!("{} {n}", esc(class)))
+                .collect();
+            page.push_str(&parts.join(", "));
+            page.push_str("</p>\n");
+        }
+        self.groups_html(page);
         if self.skipped_events > 0 {
             let _ = writeln!(
                 page,
@@ -190,6 +211,42 @@ impl RunReport {
                 self.skipped_events
             );
         }
+    }
+
+    /// Groups of samples: pass@1 and pass@k per task and overall.
+    fn groups_html(&self, page: &mut String) {
+        let groups = crate::groups::groups(&self.rows);
+        let Some(k) = groups.iter().map(|g| g.samples).filter(|n| *n > 0).min() else {
+            return;
+        };
+        let fmt = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), |v| format!("{v:.3}"));
+        let _ = write!(
+            page,
+            "<h2>Groups</h2>\n<table id=\"groups\" data-k=\"{k}\"><tr><th>group</th><th>samples</th>\
+             <th>passed</th><th>infra errors</th><th>pass@1</th><th>pass@{k}</th></tr>"
+        );
+        for g in &groups {
+            let _ = write!(
+                page,
+                "<tr data-group=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td>\
+                 <td class=\"p1\">{}</td><td class=\"pk\">{}</td></tr>",
+                esc(&g.id),
+                esc(&g.id),
+                g.samples,
+                g.passed,
+                g.infra_errors,
+                fmt(crate::groups::pass_at_k(g.samples, g.passed, 1)),
+                fmt(crate::groups::pass_at_k(g.samples, g.passed, k)),
+            );
+        }
+        let overall = |k| crate::groups::mean_pass_at_k(&groups, k).map(|(v, _)| v);
+        let _ = writeln!(
+            page,
+            "<tr id=\"overall\"><td>all</td><td></td><td></td><td></td><td class=\"p1\">{}</td>\
+             <td class=\"pk\">{}</td></tr></table>",
+            fmt(overall(1)),
+            fmt(overall(k)),
+        );
     }
 
     /// The time span the drawings cover, Unix ms.
@@ -319,7 +376,10 @@ impl RunReport {
                         esc(error)
                     );
                 }
-                Event::Started { .. } | Event::Finished { .. } | Event::Forked { .. } => {}
+                Event::Started { .. }
+                | Event::Finished { .. }
+                | Event::Forked { .. }
+                | Event::InfraRetry { .. } => {}
             }
         }
         page.push_str("</svg>\n<p class=\"legend\"><span class=\"k launch\"></span> launch \

@@ -22,7 +22,7 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
-use rollpoint_driver::{RESULT_VERSION, RolloutResult};
+use rollpoint_driver::RolloutResult;
 
 use crate::errors::RunError;
 
@@ -303,8 +303,7 @@ fn row_at(text: &[u8]) -> Result<(RolloutResult, usize), String> {
         None => return Err("cut short".to_owned()),
     }
     let len = values.byte_offset();
-    let row = rollpoint_proto::decode("rollout result", RESULT_VERSION, &text[..len])
-        .map_err(|e| e.to_string())?;
+    let row = RolloutResult::decode(&text[..len]).map_err(|e| e.to_string())?;
     Ok((row, len))
 }
 
@@ -317,7 +316,7 @@ mod tests {
 
     fn result(rollout: &str) -> RolloutResult {
         RolloutResult {
-            v: RESULT_VERSION,
+            v: rollpoint_driver::RESULT_VERSION,
             task_id: rollout.to_owned(),
             rollout: rollout.to_owned(),
             attempt: 0,
@@ -325,6 +324,9 @@ mod tests {
             verdict: None,
             reward: None,
             error: None,
+            infra_class: None,
+            infra_retries: Vec::new(),
+            group: None,
             restart: false,
             launches: Vec::new(),
             usage: None,

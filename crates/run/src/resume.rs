@@ -210,7 +210,7 @@ pub async fn resume(
     let run_dir = std::fs::canonicalize(run_dir).map_err(|e| RunError::io(run_dir, e))?;
     let _lock = crate::lock::RunLock::acquire(&run_dir)?;
     let mut state = RunState::load(&run_dir)?;
-    let tasks = load_tasks(&state.tasks_path)?;
+    let tasks = load_tasks(&state.tasks_path)?.with_samples(state.config.samples)?;
     // Said again at every resume: the log of this process must say it too.
     let _ = crate::state::trusted_rollouts(&tasks.tasks);
     if tasks.sha256 != state.tasks_sha256 {
@@ -318,6 +318,18 @@ pub async fn resume(
         source.clone(),
         env,
     )?;
+    if state.config.retry_infra > 0 {
+        lp.tasks = by_id
+            .iter()
+            .filter(|(id, _)| !state.forks.contains_key(*id))
+            .map(|(id, t)| {
+                (
+                    id.clone(),
+                    t.clone().with_limits(&state.config.sandbox_limits),
+                )
+            })
+            .collect();
+    }
 
     if let (Some(source), false) = (&source, plan.restore.is_empty()) {
         let id = format!("restore-{}", unix_ms());

@@ -44,6 +44,10 @@ pub struct RunState {
     /// in view. Kept so `status` and the report say so.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub trusted: std::collections::BTreeSet<String>,
+    /// Attempts the infrastructure ended that `retry_infra` started again,
+    /// by rollout, oldest first.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub infra_retries: BTreeMap<String, Vec<rollpoint_driver::InfraClass>>,
 }
 
 /// The rollouts of `tasks` whose sandbox is trusted, logged loudly: a
@@ -143,6 +147,7 @@ mod tests {
             saved_by: BTreeMap::new(),
             branched: std::collections::BTreeSet::new(),
             trusted: std::collections::BTreeSet::new(),
+            infra_retries: BTreeMap::new(),
         };
         state.save(dir.path()).unwrap();
         assert_eq!(RunState::load(dir.path()).unwrap(), state);

@@ -32,6 +32,41 @@ pub fn load_tasks(path: &Path) -> Result<TasksFile, RunError> {
     })
 }
 
+impl TasksFile {
+    /// Every task as its samples ([`RolloutTask::samples`]), in file order;
+    /// a sample id that another task already has is refused by name.
+    pub fn with_samples(mut self, run_samples: u32) -> Result<Self, RunError> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::with_capacity(self.tasks.len());
+        for (index, task) in std::mem::take(&mut self.tasks).into_iter().enumerate() {
+            let bad = |field: String, message: String| RunError::Task {
+                path: self.path.clone(),
+                line: index + 1,
+                field,
+                message,
+            };
+            let samples = task.samples(run_samples).map_err(|e| match e {
+                DriverError::Task { field, message } => bad(field, message),
+                other => bad("task".to_owned(), other.to_string()),
+            })?;
+            for s in samples {
+                if !seen.insert(s.rollout().to_owned()) {
+                    return Err(bad(
+                        "task.id".to_owned(),
+                        format!(
+                            "rollout {:?} is also another task's or sample's id",
+                            s.rollout()
+                        ),
+                    ));
+                }
+                out.push(s);
+            }
+        }
+        self.tasks = out;
+        Ok(self)
+    }
+}
+
 /// Parses tasks; `path` names the file in errors.
 pub fn parse_tasks(bytes: &[u8], path: &Path) -> Result<Vec<RolloutTask>, RunError> {
     let bad = |line: usize, field: &str, message: String| RunError::Task {

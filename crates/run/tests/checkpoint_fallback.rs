@@ -181,6 +181,7 @@ fn status_says_the_latest_checkpoint_is_damaged_and_why() {
         saved_by: Default::default(),
         branched: Default::default(),
         trusted: std::collections::BTreeSet::new(),
+        infra_retries: std::collections::BTreeMap::new(),
     }
     .save(run)
     .unwrap();

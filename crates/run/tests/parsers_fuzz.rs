@@ -29,6 +29,7 @@ fn state() -> Vec<u8> {
         saved_by: Default::default(),
         branched: Default::default(),
         trusted: std::collections::BTreeSet::new(),
+        infra_retries: std::collections::BTreeMap::new(),
     };
     state.save(dir.path()).expect("save");
     std::fs::read(RunState::path(dir.path())).expect("read")

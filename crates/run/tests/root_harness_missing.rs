@@ -26,7 +26,7 @@ fn root_a_missing_harness_fails_naming_the_install_command() {
     let (rows, run_dir) = run_rows_to_end(dir, &rows);
     assert_eq!(rows.len(), 4);
     for r in &rows {
-        assert_eq!(r.status, Status::Failed, "{r:?}");
+        assert_eq!(r.status, Status::InfraError, "{r:?}");
         let error = r.error.as_deref().unwrap_or_default();
         assert!(
             error.contains("scripts/install-harnesses") && error.contains("/nonexistent/"),

@@ -36,7 +36,7 @@ fn root_a_launch_with_a_missing_binary_or_input_fails_naming_it() {
             .iter()
             .find(|r| r.rollout == rollout)
             .unwrap_or_else(|| panic!("{rollout}: {rows:#?}"));
-        assert_eq!(r.status, Status::Failed, "{r:#?}");
+        assert_eq!(r.status, Status::InfraError, "{r:#?}");
         assert_eq!(r.reward, None, "nothing was graded: {r:#?}");
         let error = r.error.as_deref().unwrap_or_default();
         assert!(

@@ -125,6 +125,10 @@ impl SandboxRoot {
         let dir = if parent.as_os_str().is_empty() {
             self.dir.try_clone().map_err(self.io("open", path))?
         } else {
+            // Missing parents are made (confined like the file itself).
+            self.dir
+                .create_dir_all(parent)
+                .map_err(self.io("create the directory of", path))?;
             self.dir
                 .open_dir(parent)
                 .map_err(self.io("open the directory of", path))?

@@ -195,7 +195,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             .as_deref()
             .unwrap_or(std::path::Path::new("flags")),
     )?;
-    let tasks = load_tasks(&args.tasks)?;
+    let tasks = load_tasks(&args.tasks)?.with_samples(config.samples)?;
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     let ending = runtime.block_on(async {
         let inputs = inputs(&args.control)?;

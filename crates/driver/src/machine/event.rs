@@ -72,8 +72,10 @@ pub enum Event {
         verdict: Option<Verdict>,
         collected: Collected,
     },
-    /// The action in flight failed; the rollout ends without a verdict.
+    /// The action in flight failed; the infrastructure ends the rollout
+    /// without a verdict.
     Failed {
+        class: crate::result::InfraClass,
         error: String,
     },
     Closed {

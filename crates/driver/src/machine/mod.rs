@@ -18,7 +18,7 @@ use rollpoint_owner::Verdict;
 
 use crate::bookmark::{Bookmark, Progress, SessionHint, Stage, VerifyMode};
 use crate::launchlog::{LaunchEnd, LaunchEntry, RecoveryTier, end_of};
-use crate::result::{Collected, RESULT_VERSION, RolloutResult, Status, Timings};
+use crate::result::{Collected, InfraClass, RESULT_VERSION, RolloutResult, Status, Timings};
 
 /// What the machine is told about its rollout up front.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,13 +239,7 @@ impl Machine {
                 };
                 self.finish(now_ms, status, verdict, collected, None)
             }
-            Event::Failed { error } => self.finish(
-                now_ms,
-                Status::Failed,
-                None,
-                Collected::default(),
-                Some(error),
-            ),
+            Event::Failed { class, error } => self.fail(now_ms, class, error),
             Event::Closed { error } => {
                 let Some(mut result) = self.result.take() else {
                     return Vec::new();
@@ -474,12 +468,10 @@ impl Machine {
         if self.cancel {
             return self.cancel_now(now_ms);
         }
-        self.finish(
+        self.fail(
             now_ms,
-            Status::Failed,
-            None,
-            Collected::default(),
-            Some(format!("launch {launch_id}: {error}")),
+            InfraClass::LaunchFailed,
+            format!("launch {launch_id}: {error}"),
         )
     }
 
@@ -713,6 +705,9 @@ impl Machine {
             reward: verdict.as_ref().map(|v| v.reward),
             verdict,
             error,
+            infra_class: None,
+            infra_retries: Vec::new(),
+            group: None,
             restart: self.restart,
             launches,
             usage: collected.usage,
@@ -742,6 +737,23 @@ impl Machine {
     ) -> Vec<Effect> {
         let has_verdict = verdict.is_some();
         let result = self.build_result(now_ms, status, verdict, collected, error);
+        self.end(result, has_verdict)
+    }
+
+    /// The infrastructure ended the rollout: status `infra_error` of `class`.
+    fn fail(&mut self, now_ms: u64, class: InfraClass, error: String) -> Vec<Effect> {
+        let mut result = self.build_result(
+            now_ms,
+            Status::InfraError,
+            None,
+            Collected::default(),
+            Some(error),
+        );
+        result.infra_class = Some(class);
+        self.end(result, false)
+    }
+
+    fn end(&mut self, result: RolloutResult, has_verdict: bool) -> Vec<Effect> {
         match self.session() {
             Some(session) if !has_verdict => {
                 self.result = Some(result);
