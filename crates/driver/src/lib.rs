@@ -27,6 +27,7 @@ pub mod adapter;
 pub mod bookmark;
 pub mod ctl;
 mod errors;
+pub mod health;
 pub mod launchlog;
 pub mod machine;
 pub mod metrics;
@@ -40,6 +41,7 @@ pub mod task;
 
 pub use bookmark::{BOOKMARK_VERSION, Bookmark, Next, Progress, SessionHint, Stage, VerifyMode};
 pub use errors::{AdapterError, BookmarkError, DriverError, SupervisorError};
+pub use health::ModelHealth;
 pub use launchlog::{LaunchEnd, LaunchEntry, RecoveryTier};
 pub use participant::{AgentParticipant, AgentRecord};
 pub use result::{

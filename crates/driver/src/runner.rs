@@ -88,6 +88,7 @@ pub(crate) struct Runner {
     pub ctl: Arc<watch::Sender<Ctl>>,
     pub budgets: Budgets,
     pub route_key: Option<rollpoint_proto::route::RouteKey>,
+    pub model_health: Option<Arc<dyn crate::health::ModelHealth>>,
     pub store: Option<Arc<Store>>,
     pub launches: HashMap<String, LaunchDir>,
     /// Running (unpaused) time each launch has had, for the time limit.
@@ -314,6 +315,16 @@ impl Runner {
             Effect::Stop { launch_id, why } => self.stop(&launch_id, why).await,
             Effect::Verify { session, mode } => {
                 self.read_usage(&session).await;
+                if let Some(health) = &self.model_health
+                    && let Some(why) = health
+                        .last_call_unanswered(&rollout, machine.bookmark().attempt)
+                        .await
+                {
+                    return Event::Failed {
+                        class: InfraClass::ModelUnreachable,
+                        error: format!("the harness ended with its model unanswered: {why}"),
+                    };
+                }
                 let cx = self.cx(machine);
                 let state = Self::state(machine);
                 // Usage and the answer are evidence, not the grade: a

@@ -42,6 +42,8 @@ pub struct DriverConfig {
     /// (`ROLLPOINT_CAPTURE_KEY` is `<key>@<secret>`). `None`: the bare key,
     /// for a gateway that checks none.
     pub route_key: Option<rollpoint_proto::route::RouteKey>,
+    /// Asked before grading whether the model left the harness unanswered.
+    pub model_health: Option<Arc<dyn crate::health::ModelHealth>>,
 }
 
 impl Default for DriverConfig {
@@ -53,6 +55,7 @@ impl Default for DriverConfig {
             budgets: Budgets::default(),
             bookmarks_dir: None,
             route_key: None,
+            model_health: None,
         }
     }
 }
@@ -279,6 +282,7 @@ impl Runs {
             ctl: Arc::clone(&ctl),
             budgets: self.inner.config.budgets.clone(),
             route_key: self.inner.config.route_key.clone(),
+            model_health: self.inner.config.model_health.clone(),
             store: self.inner.store.clone(),
             launches: Default::default(),
             ran: Default::default(),

@@ -39,5 +39,7 @@ pub use participant::ResourcesParticipant;
 pub use record::{RECORD_VERSION, SessionRecord};
 /// What a session's sandbox used ([`Owner::usage`]).
 pub use rollpoint_sandbox::{Limits, ResourceUsage};
-pub use task::{OwnerTask, RewardMode, VerifySpec};
+pub use task::{
+    MAX_UPLOAD_BYTES, OwnerTask, RewardMode, Upload, UploadFile, VERIFIER_DIR, VerifySpec,
+};
 pub use verdict::Verdict;

@@ -30,6 +30,10 @@ pub struct OwnerTask {
     /// relative to the workdir.
     #[serde(default)]
     pub files: BTreeMap<String, String>,
+    /// A directory of files put in at seed (after `files`, before `setup`),
+    /// any content, with modes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload: Option<Upload>,
     /// Commands run at seed in the workdir, in order, each an argv.
     #[serde(default)]
     pub setup: Vec<Vec<String>>,
@@ -67,24 +71,24 @@ pub struct VerifySpec {
     /// Files put in just before the command runs, so the code being graded
     /// never sees them and a checkpoint taken before grading holds none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upload: Option<VerifyUpload>,
+    pub upload: Option<Upload>,
 }
 
-/// A directory the verify step writes afresh: whatever is at `dir` (the
-/// graded code may have planted files there) is removed first.
+/// A directory of files written afresh: whatever is at `dir` is removed
+/// first (before grading, the graded code may have planted files there).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct VerifyUpload {
+pub struct Upload {
     /// Absolute in-sandbox directory (`/tests`).
     pub dir: String,
     /// Path relative to `dir` -> file.
-    pub files: BTreeMap<String, VerifyFile>,
+    pub files: BTreeMap<String, UploadFile>,
 }
 
-/// One file of a [`VerifyUpload`].
+/// One file of an [`Upload`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct VerifyFile {
+pub struct UploadFile {
     /// The content, base64 (standard alphabet, padded).
     pub base64: String,
     /// Permission bits (`0o755` for a script).
@@ -96,17 +100,30 @@ fn default_file_mode() -> u32 {
     0o644
 }
 
-/// Most bytes a [`VerifyUpload`] may carry (decoded).
+/// Most bytes an [`Upload`] may carry (decoded).
 pub const MAX_UPLOAD_BYTES: usize = 64 << 20;
 
-impl VerifyUpload {
+impl Upload {
+    /// Checks the directory and every file; the error names the field.
+    pub fn check(&self, field: &str) -> Result<(), OwnerError> {
+        let dir = self.dir.trim_end_matches('/');
+        if !dir.starts_with('/') || dir.is_empty() {
+            return Err(OwnerError::bad(
+                format!("{field}.dir"),
+                format!("{:?} is not an absolute directory below /", self.dir),
+            ));
+        }
+        check_sandbox_path(&format!("{field}.dir"), dir)?;
+        self.decoded(field).map(drop)
+    }
+
     /// The files decoded, each with its absolute path; the error names the field.
-    pub fn decoded(&self) -> Result<Vec<(String, Vec<u8>, u32)>, OwnerError> {
+    pub fn decoded(&self, field: &str) -> Result<Vec<(String, Vec<u8>, u32)>, OwnerError> {
         use base64::Engine as _;
         let mut total = 0usize;
         let mut out = Vec::with_capacity(self.files.len());
         for (rel, file) in &self.files {
-            let field = format!("task.verify.upload.files[{rel:?}]");
+            let field = format!("{field}.files[{rel:?}]");
             if rel.starts_with('/') {
                 return Err(OwnerError::bad(field, "must be relative to `dir`"));
             }
@@ -123,7 +140,7 @@ impl VerifyUpload {
             total = total.saturating_add(bytes.len());
             if total > MAX_UPLOAD_BYTES {
                 return Err(OwnerError::bad(
-                    "task.verify.upload.files",
+                    format!("{field}.files"),
                     format!("more than {MAX_UPLOAD_BYTES} bytes in all"),
                 ));
             }
@@ -202,16 +219,13 @@ impl OwnerTask {
             check_argv(&format!("task.setup[{i}]"), argv)?;
         }
         check_argv("task.verify.command", &self.verify.command)?;
-        if let Some(upload) = &self.verify.upload {
-            let dir = upload.dir.trim_end_matches('/');
-            if !dir.starts_with('/') || dir.is_empty() {
-                return Err(OwnerError::bad(
-                    "task.verify.upload.dir",
-                    format!("{:?} is not an absolute directory below /", upload.dir),
-                ));
+        for (field, upload) in [
+            ("task.upload", &self.upload),
+            ("task.verify.upload", &self.verify.upload),
+        ] {
+            if let Some(upload) = upload {
+                upload.check(field)?;
             }
-            check_sandbox_path("task.verify.upload.dir", dir)?;
-            upload.decoded()?;
         }
         for (field, value) in [
             ("task.verify.timeout_s", self.verify.timeout_s),

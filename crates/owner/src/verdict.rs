@@ -217,7 +217,7 @@ mod tests {
         ] {
             let v = grade_files(&ok, json, txt);
             assert!(v.reward.abs() < f64::EPSILON && !v.passed);
-            let e = v.reward_error.unwrap();
+            let e = v.reward_error.expect("a reward error");
             assert!(e.contains(says), "{says}: {e}");
         }
         let mut late = out(None, "");

@@ -355,6 +355,14 @@ impl GatewayProcess {
             .map_err(|e| RunError::setup("gateway control", e))
     }
 
+    /// What the ledger says of attempts' last calls, for the drivers.
+    #[must_use]
+    pub fn health(&self) -> Arc<dyn rollpoint_driver::ModelHealth> {
+        Arc::new(LedgerHealth {
+            client: self.client.clone(),
+        })
+    }
+
     /// Lets `key`'s attempt call the model (an earlier attempt of the rollout is fenced).
     pub async fn register(&self, key: &CaptureKey) -> Result<(), RunError> {
         self.client
@@ -381,5 +389,56 @@ impl GatewayProcess {
             let _gone = self.child.kill().await;
         }
         let _gone = std::fs::remove_file(self.run_dir.join(PROCESS));
+    }
+}
+
+/// [`rollpoint_driver::ModelHealth`] from the gateway's ledger: the
+/// attempt's last call, in the order the gateway admitted them.
+#[derive(Debug)]
+struct LedgerHealth {
+    client: GatewayClient,
+}
+
+/// Whether `call` got no answer from the upstream: unreachable, broken off
+/// mid-reply, or refused as overloaded or unavailable (429, 502, 503, 504).
+pub(crate) fn unanswered(call: &rollpoint_gateway::CallRecord) -> Option<String> {
+    use rollpoint_gateway::CallStatus;
+    let overloaded = matches!(call.http_status, Some(429 | 502 | 503 | 504));
+    match call.status {
+        CallStatus::UpstreamUnreachable | CallStatus::UpstreamBroken => Some(format!(
+            "call {} {}: {}",
+            call.call_id,
+            call.status.as_str(),
+            call.error.as_deref().unwrap_or("no detail")
+        )),
+        CallStatus::UpstreamStatus if overloaded => Some(format!(
+            "call {} answered {} by the upstream",
+            call.call_id,
+            call.http_status.unwrap_or_default()
+        )),
+        _ => None,
+    }
+}
+
+impl rollpoint_driver::ModelHealth for LedgerHealth {
+    fn last_call_unanswered<'a>(
+        &'a self,
+        rollout: &'a str,
+        attempt: u32,
+    ) -> futures_util::future::BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let records = match self.client.records(rollout).await {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(rollout, attempt, error = %e, "the ledger could not be read; the rollout is graded");
+                    return None;
+                }
+            };
+            let last = records.iter().rev().find_map(|r| match r {
+                rollpoint_gateway::LedgerRecord::Call(c) if c.attempt == attempt => Some(c),
+                _ => None,
+            })?;
+            unanswered(last)
+        })
     }
 }

@@ -141,6 +141,7 @@ impl Stack {
             DriverConfig {
                 slots: config.concurrency,
                 route_key: gateway.as_ref().map(|g| g.route_key().clone()),
+                model_health: gateway.as_ref().map(GatewayProcess::health),
                 ..DriverConfig::default()
             },
         )

@@ -20,8 +20,12 @@ use super::{locate, number};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The tasks: one rollout task (JSON) per line.
+    /// The tasks: a file of one rollout task (JSON) per line, or a Harbor
+    /// dataset (a directory of task directories, or one task directory),
+    /// given as `harbor:DIR` or as the directory itself.
     pub tasks: PathBuf,
+    #[command(flatten)]
+    pub harbor: HarborArgs,
     /// Where the run keeps its state, results and checkpoints.
     #[arg(long)]
     pub run_dir: PathBuf,
@@ -52,8 +56,98 @@ pub struct RunArgs {
     /// The gateway's port on 127.0.0.1 (0: any; 0..=65535).
     #[arg(long, value_parser = number::whole::<u16>(0, 65_535))]
     pub gateway_port: Option<u16>,
+    /// Rollouts of each task, one group per task (1..=1024).
+    #[arg(long, value_parser = number::whole::<u32>(1, u64::from(rollpoint_run::config::MAX_SAMPLES)))]
+    pub samples: Option<u32>,
+    /// Times a rollout the infrastructure ended starts again in a fresh
+    /// sandbox (0..=100).
+    #[arg(long, value_parser = number::whole::<u32>(0, u64::from(rollpoint_run::config::MAX_RETRY_INFRA)))]
+    pub retry_infra: Option<u32>,
     #[command(flatten)]
     pub control: EndpointArgs,
+}
+
+/// How a Harbor dataset is run.
+#[derive(Debug, clap::Args)]
+pub struct HarborArgs {
+    /// Who does a Harbor task: `opencode`, `codex`, `claude-code`, `pi`,
+    /// `native`, `oracle` (its solution/solve.sh) or any shell command
+    /// (the instruction in `$ROLLPOINT_INSTRUCTION`).
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// The model name the agent asks the gateway for.
+    #[arg(long, default_value = "rollpoint-scripted")]
+    pub model: String,
+    /// Run the tasks rollpoint can run and list the others, rather than
+    /// refusing the dataset.
+    #[arg(long)]
+    pub skip_refused: bool,
+}
+
+/// The Harbor dataset `tasks` names, if it names one.
+fn harbor_source(tasks: &std::path::Path) -> Option<PathBuf> {
+    let text = tasks.to_str().unwrap_or_default();
+    if let Some(dir) = text.strip_prefix("harbor:") {
+        return Some(PathBuf::from(dir));
+    }
+    tasks.is_dir().then(|| tasks.to_owned())
+}
+
+/// Maps the Harbor dataset at `source` to `RUN_DIR/tasks.jsonl` (building
+/// its environments) and returns that file.
+fn prepare_harbor(
+    source: &std::path::Path,
+    args: &RunArgs,
+    config: &RunConfig,
+) -> anyhow::Result<PathBuf> {
+    let Some(agent) = &args.harbor.agent else {
+        anyhow::bail!(
+            "{}: a Harbor dataset needs --agent (opencode, codex, claude-code, pi, native, oracle \
+             or a command)",
+            source.display()
+        );
+    };
+    if rollpoint_run::RunState::path(&args.run_dir).exists() {
+        anyhow::bail!(
+            "{}: a run already lives here: continue it with `rollpoint resume`",
+            args.run_dir.display()
+        );
+    }
+    std::fs::create_dir_all(&args.run_dir)
+        .with_context(|| format!("cannot create {}", args.run_dir.display()))?;
+    let builder = rollpoint_harbor::Builder {
+        cache: config
+            .image_cache
+            .clone()
+            .unwrap_or_else(|| args.run_dir.join("owner").join("images")),
+        insecure: config.image_insecure_registries.clone(),
+        auth_file: config.image_auth_file.clone(),
+    };
+    let settings = rollpoint_harbor::Settings {
+        agent: rollpoint_harbor::Agent::parse(agent),
+        model: args.harbor.model.clone(),
+    };
+    let prepared =
+        rollpoint_harbor::prepare(source, &settings, &builder, args.harbor.skip_refused)?;
+    for (task, reason) in &prepared.refused {
+        eprintln!("rollpoint: task {task} refused: {reason}");
+    }
+    for (task, keys) in &prepared.unknown {
+        eprintln!(
+            "rollpoint: task {task}: task.toml keys not in the schema, not used: {}",
+            keys.join(", ")
+        );
+    }
+    tracing::info!(
+        tasks = prepared.tasks.len(),
+        refused = prepared.refused.len(),
+        built = prepared.built,
+        reused = prepared.reused,
+        "Harbor dataset read"
+    );
+    let path = args.run_dir.join("tasks.jsonl");
+    rollpoint_harbor::write_tasks(&path, &prepared.tasks)?;
+    Ok(path)
 }
 
 /// The run's control endpoint (checkpoint and status over HTTP).
@@ -154,22 +248,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     if let Some(v) = args.keep {
         config.keep = v;
     }
-    if let Some(v) = args.model_upstream {
+    if let Some(v) = args.model_upstream.clone() {
         config.model_upstream = Some(v);
         config.model_script = None;
     }
-    if let Some(v) = args.model_script {
+    if let Some(v) = args.model_script.clone() {
         config.model_script = Some(v);
         config.model_upstream = None;
     }
     if let Some(v) = args.store {
         config.store = v;
     }
-    if let Some(v) = args.supervisor {
+    if let Some(v) = args.supervisor.clone() {
         config.supervisor = Some(v);
     }
     if let Some(v) = args.gateway_port {
         config.gateway_port = v;
+    }
+    if let Some(v) = args.samples {
+        config.samples = v;
+    }
+    if let Some(v) = args.retry_infra {
+        config.retry_infra = v;
     }
     // Absolute, so a resume from another directory finds them.
     let model_paths = config
@@ -195,7 +295,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             .as_deref()
             .unwrap_or(std::path::Path::new("flags")),
     )?;
-    let tasks = load_tasks(&args.tasks)?.with_samples(config.samples)?;
+    let tasks_path = match harbor_source(&args.tasks) {
+        Some(source) => prepare_harbor(&source, &args, &config)?,
+        None => args.tasks.clone(),
+    };
+    let tasks = load_tasks(&tasks_path)?.with_samples(config.samples)?;
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     let ending = runtime.block_on(async {
         let inputs = inputs(&args.control)?;

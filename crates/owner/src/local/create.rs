@@ -101,6 +101,13 @@ fn prepare(
             )
             .map_err(backend_err)?;
     }
+    if let Some(upload) = &task.upload {
+        for (path, bytes, mode) in upload.decoded("task.upload")? {
+            backend
+                .upload(&info.id, Path::new(&path), &bytes, mode)
+                .map_err(backend_err)?;
+        }
+    }
     for (index, argv) in task.setup.iter().enumerate() {
         let req = ExecRequest {
             argv: argv.clone(),

@@ -33,7 +33,7 @@ impl LocalOwner {
             .verify
             .upload
             .as_ref()
-            .map(|u| u.decoded())
+            .map(|u| u.decoded("task.verify.upload"))
             .transpose()?;
         let mut fresh: Vec<String> = Vec::new();
         if files_mode {
