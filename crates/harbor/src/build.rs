@@ -134,6 +134,13 @@ impl Builder {
         })
     }
 
+    /// Where the archive of `context`'s build is (or would be).
+    pub fn archive_path(&self, context: &Path) -> Result<PathBuf, HarborError> {
+        Ok(self
+            .dir()
+            .join(format!("{}.oci.tar", context_key(context)?)))
+    }
+
     fn buildah(&self, conf: &Path) -> Command {
         let storage = self.dir().join("buildah");
         let mut cmd = Command::new("buildah");

@@ -38,6 +38,10 @@ pub struct Prepared {
     pub refused: Vec<(String, String)>,
     /// Keys of `task.toml` files the schema does not have, by task.
     pub unknown: Vec<(String, Vec<String>)>,
+    /// Tasks whose environment did not build: rollout id, class
+    /// (`build_failed` or `timeout_infra`) and what happened. Their tasks
+    /// are in `tasks` too; they end as rows without running.
+    pub failed: Vec<(String, rollpoint_driver::InfraClass, String)>,
     /// Environments built now, and found built.
     pub built: usize,
     pub reused: usize,
@@ -54,6 +58,8 @@ pub fn prepare(
 ) -> Result<Prepared, HarborError> {
     let mut out = Prepared::default();
     let mut ids = std::collections::BTreeSet::new();
+    let mut read = Vec::new();
+    // Every task is read (and any refused) before anything is built.
     for dir in task_dirs(source)? {
         let task = match HarborTask::read(&dir) {
             Ok(t) => t,
@@ -71,11 +77,25 @@ pub fn prepare(
                 message: format!("its id {:?} is another directory's too", task.id),
             });
         }
-        let c = &task.config;
-        if !c.unknown.is_empty() {
-            tracing::warn!(task = %task.id, keys = ?c.unknown, "task.toml keys the schema does not have; not used");
-            out.unknown.push((task.id.clone(), c.unknown.clone()));
+        if matches!(settings.agent, Agent::Oracle) && !task.solution.contains_key("solve.sh") {
+            let reason = "the oracle agent needs solution/solve.sh".to_owned();
+            if !skip_refused {
+                return Err(HarborError::Refused {
+                    task: task.id,
+                    reason,
+                });
+            }
+            out.refused.push((task.id, reason));
+            continue;
         }
+        if !task.config.unknown.is_empty() {
+            tracing::warn!(task = %task.id, keys = ?task.config.unknown, "task.toml keys the schema does not have; not used");
+            out.unknown
+                .push((task.id.clone(), task.config.unknown.clone()));
+        }
+        read.push(task);
+    }
+    for task in &read {
         let base = match &task.environment {
             Environment::Image(reference) => json!({"kind": "image", "ref": reference}),
             Environment::Dockerfile { context } => {
@@ -84,24 +104,31 @@ pub fn prepare(
                     clippy::cast_sign_loss,
                     reason = "checked (0, 30 days] when read"
                 )]
-                let timeout = Duration::from_secs(c.build_timeout_s.ceil() as u64);
-                let built = builder.build(&task.id, context, timeout)?;
-                if built.reused {
-                    out.reused += 1;
-                } else {
-                    out.built += 1;
+                let timeout = Duration::from_secs(task.config.build_timeout_s.ceil() as u64);
+                match builder.build(&task.id, context, timeout) {
+                    Ok(built) => {
+                        if built.reused {
+                            out.reused += 1;
+                        } else {
+                            out.built += 1;
+                        }
+                        json!({"kind": "oci-archive", "path": built.archive})
+                    }
+                    Err(e @ (HarborError::Build { .. } | HarborError::BuildTimeout { .. })) => {
+                        let class = if matches!(e, HarborError::BuildTimeout { .. }) {
+                            rollpoint_driver::InfraClass::TimeoutInfra
+                        } else {
+                            rollpoint_driver::InfraClass::BuildFailed
+                        };
+                        tracing::warn!(task = %task.id, error = %e, "the environment did not build; the task's rollouts end as infra_error");
+                        out.failed.push((task.id.clone(), class, e.to_string()));
+                        json!({"kind": "oci-archive", "path": builder.archive_path(context)?})
+                    }
+                    Err(e) => return Err(e),
                 }
-                json!({"kind": "oci-archive", "path": built.archive})
             }
         };
-        match rollout_task(&task, settings, base) {
-            Ok(t) => out.tasks.push(t),
-            Err(HarborError::Refused { task, reason }) if skip_refused => {
-                tracing::warn!(task = %task, reason = %reason, "task refused; it does not run");
-                out.refused.push((task, reason));
-            }
-            Err(e) => return Err(e),
-        }
+        out.tasks.push(rollout_task(task, settings, base)?);
     }
     if out.tasks.is_empty() {
         return Err(HarborError::Empty {

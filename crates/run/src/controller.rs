@@ -147,7 +147,11 @@ pub async fn run(
         tasks: tasks.tasks.len(),
     });
     for task in tasks.tasks {
-        lp.register(task).await?;
+        let key = task.group.as_deref().unwrap_or(task.rollout()).to_owned();
+        match tasks.failed.get(&key) {
+            Some((class, error)) => lp.ended_before_start(&task, *class, error)?,
+            None => lp.register(task).await?,
+        }
     }
     let ending = lp.drive(inputs.signals).await;
     drop(serving);
@@ -263,6 +267,47 @@ impl Loop {
             .register(task)
             .map_err(|e| RunError::rollout(rollout.clone(), e))?;
         self.watch(handle, 0)
+    }
+
+    /// Writes the row of a task the infrastructure failed before it could
+    /// run (its environment did not build): no sandbox, no reward.
+    pub(crate) fn ended_before_start(
+        &mut self,
+        task: &RolloutTask,
+        class: InfraClass,
+        error: &str,
+    ) -> Result<(), RunError> {
+        let now = unix_ms();
+        let row = RolloutResult {
+            v: rollpoint_driver::RESULT_VERSION,
+            task_id: task.task.id.clone(),
+            rollout: task.rollout().to_owned(),
+            attempt: 0,
+            status: rollpoint_driver::Status::InfraError,
+            verdict: None,
+            reward: None,
+            error: Some(error.to_owned()),
+            infra_class: Some(class),
+            infra_retries: Vec::new(),
+            group: task.group.clone(),
+            restart: false,
+            launches: Vec::new(),
+            usage: None,
+            resources: None,
+            response: None,
+            transcript: Vec::new(),
+            timings: rollpoint_driver::Timings {
+                started_at_ms: now,
+                ended_at_ms: now,
+                ..Default::default()
+            },
+            forked_from: None,
+        };
+        tracing::warn!(rollout = %row.rollout, class = class.as_str(), error, "the rollout cannot run");
+        self.results.append(&row)?;
+        self.metrics.result(&row);
+        self.progress.done += 1;
+        Ok(())
     }
 
     /// Starts a retired rollout over from its seed as attempt `last + 1`.

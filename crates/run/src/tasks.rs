@@ -18,6 +18,10 @@ pub struct TasksFile {
     pub path: PathBuf,
     pub sha256: String,
     pub tasks: Vec<RolloutTask>,
+    /// Tasks the infrastructure failed before they could run (an
+    /// environment that did not build), by rollout id (a sample's group):
+    /// each ends as a row of `infra_error` without a sandbox.
+    pub failed: std::collections::BTreeMap<String, (rollpoint_driver::InfraClass, String)>,
 }
 
 /// Reads and checks every task of `path`; blank lines are skipped.
@@ -29,6 +33,7 @@ pub fn load_tasks(path: &Path) -> Result<TasksFile, RunError> {
         sha256: hex(&Sha256::digest(&bytes)),
         path,
         tasks,
+        failed: std::collections::BTreeMap::new(),
     })
 }
 

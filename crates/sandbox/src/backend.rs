@@ -463,6 +463,11 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// Writes a file at an in-sandbox path, atomically.
     fn upload(&self, id: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error>;
 
+    /// Makes `path` an empty directory owned by the sandbox's user (mode
+    /// 0755, missing parents made): whatever was there is removed first,
+    /// a symlink itself rather than what it points to.
+    fn fresh_dir(&self, id: &str, path: &Path) -> Result<(), Error>;
+
     /// Reads a file at an in-sandbox path, at most `limit` bytes.
     fn download(&self, id: &str, path: &Path, limit: u64) -> Result<Vec<u8>, Error>;
 

@@ -85,6 +85,24 @@ impl SandboxRoot {
         self.upload_owned(path, bytes, mode, None)
     }
 
+    /// Removes whatever is at `path` inside the sandbox (a directory with
+    /// everything in it; a symlink itself, never what it points to);
+    /// nothing there is not an error.
+    pub fn remove_all(&self, path: &Path) -> Result<(), Error> {
+        let rel = sandbox_relative(path)?;
+        let meta = match self.dir.symlink_metadata(&rel) {
+            Ok(m) => m,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(self.io("inspect", path)(e)),
+        };
+        if meta.is_dir() {
+            self.dir.remove_dir_all(&rel)
+        } else {
+            self.dir.remove_file(&rel)
+        }
+        .map_err(self.io("remove", path))
+    }
+
     /// Makes the directory `path` and its missing parents inside the
     /// sandbox, and gives `path` to `owner` (uid, gid) when given; a symlink
     /// on the way that leads outside is refused, as for an upload.

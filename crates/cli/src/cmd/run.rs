@@ -93,13 +93,17 @@ fn harbor_source(tasks: &std::path::Path) -> Option<PathBuf> {
     tasks.is_dir().then(|| tasks.to_owned())
 }
 
+/// Tasks whose environment did not build, by rollout id.
+type HarborFailed = std::collections::BTreeMap<String, (rollpoint_driver::InfraClass, String)>;
+
 /// Maps the Harbor dataset at `source` to `RUN_DIR/tasks.jsonl` (building
-/// its environments) and returns that file.
+/// its environments) and returns that file, with the tasks whose
+/// environment did not build.
 fn prepare_harbor(
     source: &std::path::Path,
     args: &RunArgs,
     config: &RunConfig,
-) -> anyhow::Result<PathBuf> {
+) -> anyhow::Result<(PathBuf, HarborFailed)> {
     let Some(agent) = &args.harbor.agent else {
         anyhow::bail!(
             "{}: a Harbor dataset needs --agent (opencode, codex, claude-code, pi, native, oracle \
@@ -145,9 +149,17 @@ fn prepare_harbor(
         reused = prepared.reused,
         "Harbor dataset read"
     );
+    for (task, _, error) in &prepared.failed {
+        eprintln!("rollpoint: task {task}: {error}; its rollouts end as infra_error");
+    }
     let path = args.run_dir.join("tasks.jsonl");
     rollpoint_harbor::write_tasks(&path, &prepared.tasks)?;
-    Ok(path)
+    let failed = prepared
+        .failed
+        .into_iter()
+        .map(|(task, class, error)| (task, (class, error)))
+        .collect();
+    Ok((path, failed))
 }
 
 /// The run's control endpoint (checkpoint and status over HTTP).
@@ -295,11 +307,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             .as_deref()
             .unwrap_or(std::path::Path::new("flags")),
     )?;
-    let tasks_path = match harbor_source(&args.tasks) {
+    let (tasks_path, failed) = match harbor_source(&args.tasks) {
         Some(source) => prepare_harbor(&source, &args, &config)?,
-        None => args.tasks.clone(),
+        None => (args.tasks.clone(), HarborFailed::new()),
     };
-    let tasks = load_tasks(&tasks_path)?.with_samples(config.samples)?;
+    let mut tasks = load_tasks(&tasks_path)?.with_samples(config.samples)?;
+    tasks.failed = failed;
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     let ending = runtime.block_on(async {
         let inputs = inputs(&args.control)?;

@@ -102,7 +102,11 @@ fn prepare(
             .map_err(backend_err)?;
     }
     if let Some(upload) = &task.upload {
-        for (path, bytes, mode) in upload.decoded("task.upload")? {
+        let files = upload.decoded("task.upload")?;
+        backend
+            .fresh_dir(&info.id, Path::new(upload.dir.trim_end_matches('/')))
+            .map_err(backend_err)?;
+        for (path, bytes, mode) in files {
             backend
                 .upload(&info.id, Path::new(&path), &bytes, mode)
                 .map_err(backend_err)?;

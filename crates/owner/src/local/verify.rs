@@ -1,9 +1,10 @@
 //! Grading a session: the task's verify command in the sandbox, the reward read from it.
 //!
 //! Files the verify step brings (a Harbor task's `tests/`) are put in only
-//! now, into a directory emptied first, so the graded code can neither read
-//! them earlier nor plant its own beside them; a Harbor reward directory is
-//! emptied too, so a reward file the graded code wrote is never read.
+//! now, into a directory made afresh from the host side, so the graded code
+//! can neither read them earlier nor plant its own beside them; a Harbor
+//! reward directory is made afresh too, so a reward file the graded code
+//! wrote is never read. Both belong to the sandbox's user, who grades.
 
 use std::path::Path;
 
@@ -42,27 +43,12 @@ impl LocalOwner {
         if let Some(u) = &task.verify.upload {
             fresh.push(u.dir.trim_end_matches('/').to_owned());
         }
-        if !fresh.is_empty() {
-            let mut argv = vec!["/bin/sh".to_owned(), "-c".to_owned()];
-            argv.push(r#"rm -rf -- "$@" && mkdir -p -- "$@" && chmod 0777 -- "$@""#.to_owned());
-            argv.push("sh".to_owned());
-            argv.extend(fresh);
-            let req = exec(argv, 60_000);
+        for dir in fresh {
             let id = sandbox.id.clone();
-            let out = self
-                .on_backend(session, &sandbox.id, "verify", move |b| b.exec(&id, &req))
-                .await?;
-            if out.exit_code != Some(0) {
-                return Err(crate::errors::OwnerError::Unprocessable {
-                    session: session.to_owned(),
-                    field: Some("task.verify.upload.dir".to_owned()),
-                    message: format!(
-                        "emptying the verify directories failed ({:?}): {}",
-                        out.exit_code,
-                        out.stderr.trim()
-                    ),
-                });
-            }
+            self.on_backend(session, &sandbox.id, "verify", move |b| {
+                b.fresh_dir(&id, Path::new(&dir))
+            })
+            .await?;
         }
         for (path, bytes, mode) in upload.into_iter().flatten() {
             let id = sandbox.id.clone();

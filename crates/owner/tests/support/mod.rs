@@ -260,6 +260,14 @@ impl Backend for FakeBackend {
         Ok(())
     }
 
+    fn fresh_dir(&self, id: &str, path: &Path) -> Result<(), Error> {
+        let mut st = self.state();
+        let prefix = format!("{}/", path.to_string_lossy().trim_end_matches('/'));
+        let sb = st.sandboxes.get_mut(id).ok_or_else(|| unknown(id))?;
+        sb.files.retain(|p, _| !p.starts_with(&prefix));
+        Ok(())
+    }
+
     fn download(&self, id: &str, path: &Path, limit: u64) -> Result<Vec<u8>, Error> {
         let mut st = self.state();
         let p = path.to_string_lossy().into_owned();

@@ -88,6 +88,10 @@ impl Backend for LocalBackend {
         transfer::download(self, id, path, limit)
     }
 
+    fn fresh_dir(&self, id: &str, path: &Path) -> Result<(), Error> {
+        transfer::fresh_dir(self, id, path)
+    }
+
     fn snapshot(&self, id: &str, snapshot: &str, checkpoint: &str) -> Result<SnapshotRef, Error> {
         snapshot::snapshot(self, id, snapshot, checkpoint)
     }

@@ -28,3 +28,10 @@ pub(super) fn download(
     let info = backend.info(id)?;
     SandboxRoot::open(&info.root)?.download(path, limit)
 }
+
+pub(super) fn fresh_dir(backend: &LocalBackend, id: &str, path: &Path) -> Result<(), Error> {
+    let (info, identity) = backend.live(id, |l| (l.info.clone(), l.identity.clone()))?;
+    let root = SandboxRoot::open(&info.root)?;
+    root.remove_all(path)?;
+    root.make_dir(path, identity.owner())
+}
