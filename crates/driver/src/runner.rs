@@ -223,7 +223,15 @@ impl Runner {
         });
         let started = tokio::time::Instant::now();
         let event = tokio::select! {
-            code = dir.ended() => Event::Ended { exit_code: code },
+            ended = dir.ended_or_lost() => match ended {
+                Ok(code) => Event::Ended { exit_code: code },
+                Err(error) => {
+                    return Event::Failed {
+                        class: InfraClass::SandboxLost,
+                        error: format!("launch {launch_id}: {error}"),
+                    };
+                }
+            },
             r = rx.wait_for(|c| c.cancel || (c.park && wants_park)) => match r {
                 Ok(c) if c.cancel => Event::CancelRequested,
                 _ => Event::ParkRequested,

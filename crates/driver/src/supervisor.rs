@@ -18,6 +18,8 @@ use crate::errors::SupervisorError;
 
 /// How long a freshly started supervisor may take to open its socket.
 const SOCKET_WAIT: Duration = Duration::from_secs(30);
+/// How often a launch being waited on is checked for a supervisor gone.
+const GONE_CHECK: Duration = Duration::from_secs(2);
 /// How long a supervisor that could not start its harness may take to
 /// write why, after its record says so.
 const START_ERROR_WAIT: Duration = Duration::from_secs(2);
@@ -197,16 +199,50 @@ impl LaunchDir {
         ))
     }
 
-    /// Waits until the launch record says the harness ended (or never
-    /// started); returns its exit code.
-    pub async fn ended(&self) -> Option<i32> {
+    /// Whether nothing listens on the supervisor's socket any more: the
+    /// supervisor is gone (its sandbox with it, unless it ended on its own,
+    /// which its record then says). A socket not there yet is not gone.
+    pub async fn supervisor_gone(&self) -> bool {
+        let Ok(dir) = std::fs::File::open(&self.dir) else {
+            return true;
+        };
+        let short = PathBuf::from(format!(
+            "/proc/self/fd/{}/{SUPERVISOR_SOCKET}",
+            dir.as_raw_fd()
+        ));
+        matches!(
+            UnixStream::connect(&short).await,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
+        )
+    }
+
+    /// [`Self::ended`], or `Err` naming the socket when the supervisor went
+    /// away without recording an end (its sandbox was lost). Checked every
+    /// [`GONE_CHECK`].
+    pub async fn ended_or_lost(&self) -> Result<Option<i32>, String> {
+        let ended = |r: &LaunchRecord| match &r.ended {
+            Some(e) => Some(e.exit_code),
+            None if r.phase == rollpoint_proto::launch::LaunchPhase::NeverStarted => {
+                Some(Some(rollpoint_proto::session::NEVER_STARTED_EXIT))
+            }
+            None => None,
+        };
+        let mut last_check = tokio::time::Instant::now();
         loop {
-            if let Some(r) = self.record().await {
-                if let Some(e) = &r.ended {
-                    return e.exit_code;
-                }
-                if r.phase == rollpoint_proto::launch::LaunchPhase::NeverStarted {
-                    return Some(rollpoint_proto::session::NEVER_STARTED_EXIT);
+            if let Some(code) = self.record().await.as_ref().and_then(ended) {
+                return Ok(code);
+            }
+            if last_check.elapsed() >= GONE_CHECK {
+                last_check = tokio::time::Instant::now();
+                if self.supervisor_gone().await {
+                    // It may have recorded its end just before it went.
+                    if let Some(code) = self.record().await.as_ref().and_then(ended) {
+                        return Ok(code);
+                    }
+                    return Err(format!(
+                        "the launch's supervisor at {} is gone and recorded no end",
+                        self.socket().display()
+                    ));
                 }
             }
             tokio::time::sleep(Duration::from_millis(50)).await;

@@ -742,6 +742,9 @@ impl Machine {
 
     /// The infrastructure ended the rollout: status `infra_error` of `class`.
     fn fail(&mut self, now_ms: u64, class: InfraClass, error: String) -> Vec<Effect> {
+        if let Some(l) = self.open_launch_mut() {
+            l.close(LaunchEnd::Failed, None, now_ms, Some(error.clone()));
+        }
         let mut result = self.build_result(
             now_ms,
             Status::InfraError,
