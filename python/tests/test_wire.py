@@ -78,6 +78,9 @@ def _value(s: dict[str, Any], depth: int) -> Any:
     raise AssertionError(f"no example for {s}")
 
 
+# The version a reader is at, where it is not 1.
+CURRENT = {"RolloutResult": 2}
+
 READERS: list[tuple[str, Any]] = [
     ("RolloutStatus", rollpoint.RolloutStatus.parse),
     ("RolloutResult", rollpoint.RolloutResult.parse),
@@ -92,8 +95,9 @@ READERS: list[tuple[str, Any]] = [
 @pytest.mark.parametrize(("schema", "reader"), READERS)
 def test_every_described_field_is_read_and_nothing_is_left_over(schema: str, reader: Any) -> None:
     value = example(schema)
+    value["v"] = CURRENT.get(schema, 1)
     parsed = read(value, "reply", reader)
-    assert parsed.v == 1
+    assert parsed.v == CURRENT.get(schema, 1)
     assert parsed.extra == {}, f"{schema}: fields the reader does not know: {parsed.extra}"
 
 
@@ -102,10 +106,11 @@ def test_new_fields_are_kept_and_new_versions_refused(schema: str, reader: Any) 
     value = example(schema)
     value["added_later"] = {"n": 1}
     assert read(value, "reply", reader).extra == {"added_later": {"n": 1}}
-    value["v"] = 2
+    newer = CURRENT.get(schema, 1) + 1
+    value["v"] = newer
     with pytest.raises(UnsupportedVersion) as e:
         read(value, "reply", reader)
-    assert e.value.version == 2
+    assert e.value.version == newer
 
 
 def test_a_result_reads_its_nested_parts() -> None:
@@ -122,6 +127,35 @@ def test_a_result_reads_its_nested_parts() -> None:
     value["attempt"] = "3"
     with pytest.raises(ProtocolError, match=r"rollout result\.attempt"):
         rollpoint.RolloutResult.from_dict(value)
+
+
+def test_infrastructure_errors_are_no_rewards_in_either_version() -> None:
+    value = example("RolloutResult")
+    value.update(
+        v=2,
+        status="infra_error",
+        infra_class="sandbox_lost",
+        infra_retries=["model_unreachable"],
+        group="task-1",
+        reward=None,
+        verdict=None,
+    )
+    r = rollpoint.RolloutResult.from_dict(value)
+    assert r.infra_error
+    assert r.reward is None
+    assert (r.infra_class, r.infra_retries, r.group) == (
+        "sandbox_lost",
+        ("model_unreachable",),
+        "task-1",
+    )
+    assert r.infra_class in rollpoint.wire.INFRA_CLASSES
+    # Version 1 said `failed` and gave no class.
+    old = example("RolloutResult")
+    old.update(v=1, status="failed", reward=None, verdict=None)
+    for k in ("infra_class", "infra_retries", "group"):
+        old.pop(k, None)
+    r = rollpoint.RolloutResult.from_dict(old)
+    assert (r.status, r.infra_class, r.infra_error) == ("infra_error", "unclassified", True)
 
 
 def test_a_result_says_what_its_sandbox_used_and_the_limits_hit() -> None:

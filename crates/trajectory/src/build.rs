@@ -29,6 +29,9 @@ pub struct Outcome {
     pub paused_ms: u64,
     pub launches: u64,
     pub checkpoints: u64,
+    pub group: Option<String>,
+    /// How the infrastructure ended it (status `infra_error`).
+    pub infra_class: Option<String>,
 }
 
 impl Outcome {
@@ -43,6 +46,13 @@ impl Outcome {
             paused_ms: r.timings.paused_ms,
             launches: r.launches.len() as u64,
             checkpoints: r.launches.iter().map(|l| u64::from(l.pauses)).sum(),
+            group: r.group.clone(),
+            infra_class: (r.status == rollpoint_driver::Status::InfraError).then(|| {
+                r.infra_class
+                    .unwrap_or(rollpoint_driver::InfraClass::Unclassified)
+                    .as_str()
+                    .to_owned()
+            }),
         }
     }
 }
@@ -293,6 +303,8 @@ fn build_one(
         not_trainable: None,
         reward: outcome.and_then(|o| o.reward),
         passed: outcome.and_then(|o| o.passed),
+        group: outcome.and_then(|o| o.group.clone()),
+        infra_class: outcome.and_then(|o| o.infra_class.clone()),
         calls: Vec::new(),
         token_breaks: Vec::new(),
         segments: Vec::new(),
@@ -308,6 +320,14 @@ fn build_one(
             t.not_trainable = Some(n);
         }
     };
+    if let Some(class) = &t.infra_class {
+        let n = NotTrainable {
+            reason: Reason::InfraError,
+            call_id: None,
+            message: format!("the infrastructure ended rollout {rollout}: {class}"),
+        };
+        fail(&mut t, n);
+    }
     let chain = match chain(records, ordered, attempt) {
         Ok(chain) => chain,
         Err(n) => {

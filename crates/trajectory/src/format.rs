@@ -36,6 +36,9 @@ pub enum Reason {
     CaptureError,
     /// A prompt does not extend the previous call's, and the policy is `mask`.
     TokenBreak,
+    /// The infrastructure ended the rollout (`infra_error`): what it did is
+    /// no sample of the policy; `message` names the class.
+    InfraError,
 }
 
 /// Why, and at which call.
@@ -121,6 +124,12 @@ pub struct Trajectory {
     pub not_trainable: Option<NotTrainable>,
     pub reward: Option<f64>,
     pub passed: Option<bool>,
+    /// The group of samples of one task it belongs to (`samples`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    /// How the infrastructure ended it (`sandbox_lost`, ...), when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub infra_class: Option<String>,
     pub calls: Vec<TrajectoryCall>,
     pub token_breaks: Vec<TokenBreak>,
     pub segments: Vec<Segment>,

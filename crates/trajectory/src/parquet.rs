@@ -88,6 +88,7 @@ fn reason_name(r: Reason) -> &'static str {
         Reason::MissingTokens => "missing_tokens",
         Reason::CaptureError => "capture_error",
         Reason::TokenBreak => "token_break",
+        Reason::InfraError => "infra_error",
     }
 }
 
@@ -238,6 +239,8 @@ mod tests {
             }),
             reward: Some(0.5),
             passed: Some(true),
+            group: None,
+            infra_class: None,
             calls: Vec::new(),
             token_breaks: Vec::new(),
             segments,

@@ -44,13 +44,27 @@ class Obj:
             return None
         return self._d[key]
 
-    def version(self, document: str) -> int:
-        """Checks ``v`` against the versions this package reads."""
+    def version(self, document: str, supported: tuple[int, ...] = SUPPORTED_VERSIONS) -> int:
+        """Checks ``v`` against the versions this package reads of ``document``."""
         self._seen.add("v")
         v = self._d.get("v")
-        if type(v) is not int or v not in SUPPORTED_VERSIONS:
-            raise UnsupportedVersion(document, v, SUPPORTED_VERSIONS)
+        if type(v) is not int or v not in supported:
+            raise UnsupportedVersion(document, v, supported)
         return v
+
+    def number_map(self, key: str) -> dict[str, float]:
+        """An optional object of numbers (an empty dict when absent)."""
+        v = self._get(key, False)
+        if v is None:
+            return {}
+        if not isinstance(v, dict):
+            raise ProtocolError(f"{self._at(key)}: expected an object, got {_kind(v)}")
+        out: dict[str, float] = {}
+        for k, n in v.items():
+            if isinstance(n, bool) or not isinstance(n, int | float):
+                raise ProtocolError(f"{self._at(key)}.{k}: expected a number, got {_kind(n)}")
+            out[k] = float(n)
+        return out
 
     def string(self, key: str) -> str:
         v = self._get(key, True)

@@ -37,6 +37,7 @@ NOT_TRAINABLE_REASONS = (
     "unresolved_lineage",
     "no_calls",
     "not_finished",
+    "infra_error",
 )
 
 
@@ -209,6 +210,8 @@ class Trajectory:
     not_trainable: NotTrainable | None = None
     reward: float | None = None
     passed: bool | None = None
+    group: str | None = None
+    infra_class: str | None = None
     v: int = 1
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -222,6 +225,8 @@ class Trajectory:
             not_trainable=o.opt_child("not_trainable", NotTrainable.parse),
             reward=o.opt_number("reward"),
             passed=o.opt_boolean("passed"),
+            group=o.opt_string("group"),
+            infra_class=o.opt_string("infra_class"),
             calls=o.array("calls", ModelCall.parse),
             token_breaks=o.array("token_breaks", TokenBreak.parse),
             segments=o.array("segments", Segment.parse),

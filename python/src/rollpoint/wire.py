@@ -16,8 +16,23 @@ from ._parse import Obj, read
 
 # Where a rollout stands (RolloutState).
 ROLLOUT_STATES = ("queued", "running", "parked", "done", "lost", "retired")
-# How a rollout ended (RolloutResultStatus).
-RESULT_STATUSES = ("verified", "unverified", "failed", "cancelled")
+# How a rollout ended (RolloutResultStatus). Version 1 results said
+# ``failed`` where version 2 says ``infra_error``.
+RESULT_STATUSES = ("verified", "unverified", "infra_error", "cancelled", "failed")
+# How the infrastructure ended a rollout (a result's ``infra_class``).
+INFRA_CLASSES = (
+    "sandbox_lost",
+    "setup_failed",
+    "launch_failed",
+    "model_unreachable",
+    "build_failed",
+    "timeout_infra",
+    "restore_failed",
+    "internal",
+    "unclassified",
+)
+# The rollout result versions this client reads.
+RESULT_VERSIONS = (1, 2)
 
 
 def attempt_key(rollout: str, attempt: int) -> str:
@@ -84,6 +99,7 @@ class Verdict:
     exit_code: int | None = None
     reward_error: str | None = None
     cleanup_error: str | None = None
+    rewards: dict[str, float] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @staticmethod
@@ -97,6 +113,7 @@ class Verdict:
             exit_code=o.opt_integer("exit_code"),
             reward_error=o.opt_string("reward_error"),
             cleanup_error=o.opt_string("cleanup_error"),
+            rewards=o.number_map("rewards"),
             extra=o.extra(),
         )
 
@@ -249,7 +266,7 @@ class ForkedFrom:
 
 @dataclass(frozen=True)
 class RolloutResult:
-    """One rollout's result (RolloutResult v1)."""
+    """One rollout's result (RolloutResult v2; v1 is read too)."""
 
     task_id: str
     rollout: str
@@ -266,12 +283,20 @@ class RolloutResult:
     response: str | None = None
     transcript: tuple[TranscriptEntry, ...] = ()
     forked_from: ForkedFrom | None = None
-    v: int = 1
+    infra_class: str | None = None
+    infra_retries: tuple[str, ...] = ()
+    group: str | None = None
+    v: int = 2
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def key(self) -> str:
         return attempt_key(self.rollout, self.attempt)
+
+    @property
+    def infra_error(self) -> bool:
+        """The infrastructure ended it: it has no reward and is no sample of the policy."""
+        return self.status in ("infra_error", "failed")
 
     @property
     def passed(self) -> bool | None:
@@ -285,12 +310,17 @@ class RolloutResult:
 
     @staticmethod
     def parse(o: Obj) -> RolloutResult:
-        v = o.version("rollout result")
+        v = o.version("rollout result", RESULT_VERSIONS)
+        status = o.string("status")
+        infra_class = o.opt_string("infra_class")
+        if v == 1 and status == "failed":
+            # Version 1 said `failed` for what version 2 calls an infrastructure error.
+            status, infra_class = "infra_error", infra_class or "unclassified"
         return RolloutResult(
             task_id=o.string("task_id"),
             rollout=o.string("rollout"),
             attempt=o.integer("attempt"),
-            status=o.string("status"),
+            status=status,
             restart=o.boolean("restart"),
             launches=o.array("launches", LaunchEntry.parse),
             timings=o.child("timings", RolloutTimings.parse),
@@ -302,6 +332,9 @@ class RolloutResult:
             response=o.opt_string("response"),
             transcript=o.array("transcript", TranscriptEntry.parse, required=False),
             forked_from=o.opt_child("forked_from", ForkedFrom.parse),
+            infra_class=infra_class,
+            infra_retries=o.strings("infra_retries", required=False),
+            group=o.opt_string("group"),
             v=v,
             extra=o.extra(),
         )
