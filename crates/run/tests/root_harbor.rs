@@ -198,13 +198,13 @@ fn root_a_harbor_dataset_is_graded_by_its_own_tests_and_never_by_the_agent() {
         "nothing is built before every task is read"
     );
 
-    // The oracle, two samples of each task: every one passes.
+    // The oracle, four samples of each task: every one passes.
     let (status, run_dir, log) = run_harbor(
         dir,
         "oracle",
         &ds,
         &config,
-        &["--agent", "oracle", "--samples", "2", "--skip-refused"],
+        &["--agent", "oracle", "--samples", "4", "--skip-refused"],
     );
     let text = log_text(&log);
     assert!(status.success(), "{text}");
@@ -214,7 +214,7 @@ fn root_a_harbor_dataset_is_graded_by_its_own_tests_and_never_by_the_agent() {
     let rows = rollpoint_run::read_results(&run_dir).expect("results");
     let rows_by = by_rollout(&rows);
     for name in ["built-task", "hidden-task", "image-task", "json-task"] {
-        for s in 0..2 {
+        for s in 0..4 {
             let r = rows_by
                 .get(format!("{name}.s{s}").as_str())
                 .unwrap_or_else(|| panic!("{name}.s{s}: {rows:#?}"));
@@ -223,6 +223,7 @@ fn root_a_harbor_dataset_is_graded_by_its_own_tests_and_never_by_the_agent() {
             assert_eq!(r.group.as_deref(), Some(name));
         }
     }
+    assert_eq!(rows.len(), 16, "four rows a task, the refused one none");
     let json = rows_by["json-task.s0"].verdict.as_ref().expect("verdict");
     assert_eq!(json.rewards.get("style"), Some(&0.5), "{json:?}");
     let report = dir.join("oracle.html");
@@ -242,11 +243,11 @@ fn root_a_harbor_dataset_is_graded_by_its_own_tests_and_never_by_the_agent() {
     );
     let page = std::fs::read_to_string(&report).expect("report page");
     assert!(
-        page.contains("<table id=\"groups\" data-k=\"2\">"),
-        "pass@2 table"
+        page.contains("<table id=\"groups\" data-k=\"4\">"),
+        "pass@4 table"
     );
     assert!(
-        page.contains("<tr data-group=\"json-task\"><td>json-task</td><td>2</td><td>2</td><td>0</td><td class=\"p1\">1.000</td><td class=\"pk\">1.000</td></tr>"),
+        page.contains("<tr data-group=\"json-task\"><td>json-task</td><td>4</td><td>4</td><td>0</td><td class=\"p1\">1.000</td><td class=\"pk\">1.000</td></tr>"),
         "json-task's group row"
     );
 

@@ -143,13 +143,18 @@ impl SandboxRoot {
         let dir = if parent.as_os_str().is_empty() {
             self.dir.try_clone().map_err(self.io("open", path))?
         } else {
-            // Missing parents are made (confined like the file itself).
-            self.dir
-                .create_dir_all(parent)
-                .map_err(self.io("create the directory of", path))?;
-            self.dir
-                .open_dir(parent)
-                .map_err(self.io("open the directory of", path))?
+            // Missing parents are made (confined like the file itself); a
+            // parent that is a link leading out stays an escape.
+            match self.dir.open_dir(parent) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    self.dir
+                        .create_dir_all(parent)
+                        .map_err(self.io("create the directory of", path))?;
+                    self.dir.open_dir(parent)
+                }
+                other => other,
+            }
+            .map_err(self.io("open the directory of", path))?
         };
         let tmp = format!(
             ".{}.rollpoint-upload-{}",

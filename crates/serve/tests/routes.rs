@@ -239,9 +239,11 @@ async fn a_posted_rollout_conflicts_then_delivers_its_result() {
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{result}");
-    assert_eq!(result["v"], 1);
+    assert_eq!(result["v"], 2);
     assert_eq!(result["rollout"], "r1");
-    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["status"], "infra_error", "{result}");
+    assert_eq!(result["infra_class"], "setup_failed", "{result}");
+    assert!(result["reward"].is_null(), "{result}");
     assert!(result["error"].as_str().is_some(), "{result}");
 
     let (status, shown) = call(&http, Method::GET, &format!("{url}/r1"), Some(TOKEN), None).await;
