@@ -44,7 +44,7 @@ fn parse_args() -> Setup {
     s
 }
 
-/// A dataset of `n` image tasks, each with `tests/` of about `kib` KiB in 4 files.
+/// A dataset of `n` image tasks, each with `tests/` of `kib` KiB in 4 files.
 fn dataset(dir: &Path, n: usize, kib: usize) {
     for t in 0..n {
         let task = dir.join(format!("task-{t:05}"));
@@ -115,9 +115,8 @@ fn main() {
         auth_file: None,
     };
     println!(
-        "tests/ of {} KiB a task; {} rounds",
-        4 * setup.test_kib,
-        setup.rounds
+        "tests/ of {} KiB a task (4 files); {} rounds",
+        setup.test_kib, setup.rounds
     );
     println!(
         "{:>6} {:<28} {:>10} {:>10} {:>10}",
