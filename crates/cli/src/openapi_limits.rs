@@ -24,6 +24,7 @@ use rollpoint_checkpoint::store::MANIFEST_VERSION;
 use rollpoint_checkpoint::wire::{MAX_BRANCHES, MAX_TIMEOUT_MS};
 use rollpoint_driver::TASK_VERSION;
 use rollpoint_driver::result::RESULT_VERSION;
+use rollpoint_driver::task::MAX_SAMPLES;
 use rollpoint_gateway::admin::ADMIN_VERSION as GATEWAY_VERSION;
 use rollpoint_owner::RECORD_VERSION;
 use rollpoint_owner::task::MAX_USER;
@@ -59,6 +60,15 @@ const ATTEMPT: &str = "(?:[1-9][0-9]{0,8}|[1-3][0-9]{9}|4[01][0-9]{8}|42[0-8][0-
 /// An in-sandbox file path: not empty, no NUL, no `..` component
 /// (`rollpoint_owner::task::check_sandbox_path`).
 const SANDBOX_PATH: &str = r"^/*(?:\.|\.?[^/\u0000.][^/\u0000]*|\.\.[^/\u0000]+)(?:/+(?:\.|\.?[^/\u0000.][^/\u0000]*|\.\.[^/\u0000]+))*/*$";
+/// An absolute in-sandbox directory below `/`, no `..` component
+/// (`Upload::check`).
+const ABS_DIR: &str = r"^/+(?:\.|\.?[^/\u0000.][^/\u0000]*|\.\.[^/\u0000]+)(?:/+(?:\.|\.?[^/\u0000.][^/\u0000]*|\.\.[^/\u0000]+))*/*$";
+/// A relative in-sandbox path, no `..` component (`Upload::decoded`).
+const REL_PATH: &str = r"^(?:\.|\.?[^/\u0000.][^/\u0000]*|\.\.[^/\u0000]+)(?:/+(?:\.|\.?[^/\u0000.][^/\u0000]*|\.\.[^/\u0000]+))*/*$";
+/// Standard padded base64 whose last symbol carries no stray bits, as the
+/// `base64` crate's STANDARD engine decodes it.
+const BASE64: &str =
+    r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/][AQgw]==|[A-Za-z0-9+/]{2}[AEIMQUYcgkosw048]=)?$";
 /// A lent host path: absolute, without `..`, `,` or NUL (`check_isolation`
 /// in crates/sandbox/src/local/create.rs; `Path::components` drops `.`).
 const HOST_PATH: &str = r"^/+(?:(?:\.|\.?[^/,\u0000.][^/,\u0000]*|\.\.[^/,\u0000]+)(?:/+(?:\.|\.?[^/,\u0000.][^/,\u0000]*|\.\.[^/,\u0000]+))*/*)?$";
@@ -229,6 +239,12 @@ fn rows() -> anyhow::Result<Vec<(&'static str, &'static str, Value)>> {
         ("OwnerTask", "setup_timeout_s", timeout_s.clone()),
         ("VerifySpec", "command", argv_rule.clone()),
         ("VerifySpec", "timeout_s", timeout_s.clone()),
+        // `Upload::check`: an absolute directory below `/`, relative file
+        // paths, canonical padded base64 (`base64`'s STANDARD engine), a mode.
+        ("Upload", "dir", json!({"pattern": ABS_DIR})),
+        ("Upload", "files/propertyNames", json!({"pattern": REL_PATH})),
+        ("UploadFile", "base64", json!({"pattern": BASE64})),
+        ("UploadFile", "mode", json!({"maximum": 0o7777})),
         ("SandboxSpec", "workdir", json!({"pattern": "^(?:/|$)"})),
         // `check_isolation` in the sandbox's `create`.
         ("SandboxSpec", "hostname", json!({"minLength": 1, "maxLength": MAX_HOSTNAME, "pattern": "^[A-Za-z0-9][A-Za-z0-9.-]*$"})),
@@ -265,6 +281,11 @@ fn rows() -> anyhow::Result<Vec<(&'static str, &'static str, Value)>> {
             }],
         })),
         ("RolloutTask", "harness_timeout_s", timeout_s),
+        ("RolloutTask", "samples", json!({"minimum": 1, "maximum": MAX_SAMPLES})),
+        ("RolloutTask", "group", json!({
+            "type": null,
+            "oneOf": [{"type": "null"}, {"$ref": "#/components/schemas/RolloutId"}],
+        })),
         ("RolloutTask", "adapter", json!({"type": null, "oneOf": adapters()?})),
     ];
     // Each sandbox limit's range (Limits::check).
