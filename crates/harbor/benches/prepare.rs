@@ -108,6 +108,7 @@ fn main() {
     let settings = Settings {
         agent: Agent::parse("opencode"),
         model: "policy".to_owned(),
+        disk_limit: true,
     };
     let builder = Builder {
         cache: tmp.path().join("cache"),

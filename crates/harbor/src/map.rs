@@ -63,6 +63,9 @@ pub struct Settings {
     pub agent: Agent,
     /// The model name a harness or the native agent asks the gateway for.
     pub model: String,
+    /// `storage_mb` becomes `limits.disk_bytes`, which only the btrfs
+    /// snapshot store enforces (a copy store refuses the limit).
+    pub disk_limit: bool,
 }
 
 fn files(map: &BTreeMap<String, TaskFile>) -> Value {
@@ -176,10 +179,12 @@ pub fn rollout_task(
         "limits": {
             "cpu_millis": c.cpus.saturating_mul(1000),
             "memory_bytes": c.memory_mb.saturating_mul(1 << 20),
-            "disk_bytes": c.storage_mb.saturating_mul(1 << 20),
         },
         "network": network(c.agent_network()),
     });
+    if settings.disk_limit {
+        sandbox["limits"]["disk_bytes"] = json!(c.storage_mb.saturating_mul(1 << 20));
+    }
     if let Some(user) = &c.agent_user {
         sandbox["user"] = json!(user);
     }
@@ -257,12 +262,145 @@ pub fn rollout_task(
     if let Some(t) = c.agent_timeout_s {
         rollout["harness_timeout_s"] = json!(ceil_s(t));
     }
-    let bytes = serde_json::to_vec(&rollout).map_err(|e| HarborError::Build {
-        task: task.id.clone(),
-        message: e.to_string(),
-    })?;
-    RolloutTask::decode(&bytes).map_err(|source| HarborError::Task {
+    RolloutTask::decode(rollout.to_string().as_bytes()).map_err(|source| HarborError::Task {
         task: task.id.clone(),
         source,
     })
+}
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+
+    fn task_dir(toml: &str) -> (tempfile::TempDir, HarborTask) {
+        let d = tempfile::tempdir().unwrap();
+        let t = d.path().join("fix-it");
+        std::fs::create_dir_all(t.join("tests")).unwrap();
+        std::fs::create_dir_all(t.join("solution")).unwrap();
+        std::fs::write(t.join("task.toml"), toml).unwrap();
+        std::fs::write(t.join("instruction.md"), "Fix it.\n").unwrap();
+        std::fs::write(t.join("tests/test.sh"), "exit 0\n").unwrap();
+        std::fs::write(t.join("solution/solve.sh"), "true\n").unwrap();
+        let task = HarborTask::read(&t).unwrap();
+        (d, task)
+    }
+
+    fn mapped(task: &HarborTask, agent: &str, disk_limit: bool) -> Value {
+        let settings = Settings {
+            agent: Agent::parse(agent),
+            model: "policy".to_owned(),
+            disk_limit,
+        };
+        let t = rollout_task(task, &settings, json!({"kind": "image", "ref": "r/i:1"})).unwrap();
+        serde_json::to_value(t).unwrap()
+    }
+
+    #[test]
+    fn each_field_lands_where_the_mapping_says() {
+        let (_d, task) = task_dir(
+            "[environment]\ndocker_image = \"r/i:1\"\ncpus = 2\nmemory_mb = 512\nstorage_mb = 100\n\
+             allowed_hosts = [\"pypi.org\"]\nenv = { A = \"1\" }\n\
+             [environment.healthcheck]\ncommand = \"test -f /ready\"\nretries = 2\n\
+             [agent]\ntimeout_sec = 90.5\nuser = \"app\"\n[verifier]\ntimeout_sec = 30\nenv = { V = \"2\" }\n",
+        );
+        let t = mapped(&task, "opencode", true);
+        let sb = &t["task"]["sandbox"];
+        assert_eq!(sb["limits"]["cpu_millis"], 2000);
+        assert_eq!(sb["limits"]["memory_bytes"], 512 << 20);
+        assert_eq!(sb["limits"]["disk_bytes"], 100 << 20);
+        assert_eq!(
+            sb["network"],
+            json!({"allow": ["pypi.org:443", "pypi.org:80"]})
+        );
+        assert_eq!(sb["user"], "app");
+        assert_eq!(sb["env"]["A"], "1");
+        assert_eq!(t["harness_timeout_s"], 91);
+        let verify = &t["task"]["verify"];
+        assert_eq!(verify["timeout_s"], 30);
+        assert_eq!(verify["reward"], "files");
+        assert_eq!(verify["upload"]["dir"], TESTS_DIR);
+        assert!(verify["upload"]["files"]["test.sh"]["base64"].is_string());
+        assert!(
+            verify["command"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("V=2"))
+        );
+        assert_eq!(t["task"]["setup"][0][3], "test -f /ready");
+        assert_eq!(t["adapter"]["prompt"], "Fix it.\n");
+        assert_eq!(
+            t["adapter"]["bin"],
+            "/.rollpoint/harnesses/node_modules/.bin/opencode"
+        );
+        assert!(
+            t["task"].get("upload").is_none(),
+            "no solution but for the oracle"
+        );
+        // A store that cannot limit disk gets no disk limit.
+        let t = mapped(&task, "opencode", false);
+        assert!(t["task"]["sandbox"]["limits"].get("disk_bytes").is_none());
+    }
+
+    #[test]
+    fn each_agent_gets_its_adapter() {
+        let (_d, task) =
+            task_dir("[environment]\ndocker_image = \"r/i:1\"\nallow_internet = false\n");
+        let oracle = mapped(&task, "oracle", true);
+        assert_eq!(oracle["task"]["upload"]["dir"], SOLUTION_DIR);
+        assert_eq!(oracle["adapter"]["kind"], "command");
+        assert_eq!(oracle["task"]["sandbox"]["network"], "none");
+        let claude = mapped(&task, "claude-code", true);
+        assert_eq!(
+            claude["adapter"]["bin"],
+            "/.rollpoint/harnesses/node_modules/.bin/claude"
+        );
+        let native = mapped(&task, "native", true);
+        assert_eq!(native["adapter"]["kind"], "native");
+        let input = native["task"]["files"][format!("{NATIVE_DIR}/input.json")]
+            .as_str()
+            .unwrap();
+        let input: Value = serde_json::from_str(input).unwrap();
+        assert_eq!(input["task"]["prompt"], "Fix it.\n");
+        assert_eq!(input["model"]["name"], "policy");
+        let cmd = mapped(&task, "make solve", true);
+        assert_eq!(
+            cmd["adapter"]["argv"],
+            json!(["/bin/sh", "-c", "make solve"])
+        );
+        assert_eq!(cmd["adapter"]["env"]["ROLLPOINT_INSTRUCTION"], "Fix it.\n");
+    }
+
+    #[test]
+    fn what_rollpoint_cannot_give_is_refused_by_name() {
+        for (toml, says) in [
+            ("[environment]\ndocker_image = \"r\"\ngpus = 1\n", "gpus"),
+            (
+                "[environment]\ndocker_image = \"r\"\nenv = { K = \"${OPENAI_API_KEY}\" }\n",
+                "environment.env.K",
+            ),
+            (
+                "[environment]\ndocker_image = \"r\"\n[verifier]\nuser = \"root\"\n",
+                "verifier.user",
+            ),
+            (
+                "[environment]\ndocker_image = \"r\"\n[verifier]\nnetwork_mode = \"no-network\"\n",
+                "network",
+            ),
+            (
+                "[environment]\ncpus = 1\n",
+                "neither environment.docker_image",
+            ),
+        ] {
+            let d = tempfile::tempdir().unwrap();
+            let t = d.path().join("t");
+            std::fs::create_dir_all(t.join("tests")).unwrap();
+            std::fs::write(t.join("task.toml"), toml).unwrap();
+            std::fs::write(t.join("instruction.md"), "x").unwrap();
+            std::fs::write(t.join("tests/test.sh"), "exit 0").unwrap();
+            let e = HarborTask::read(&t).unwrap_err();
+            assert!(matches!(e, HarborError::Refused { .. }), "{says}: {e}");
+            assert!(e.to_string().contains(says), "{says}: {e}");
+        }
+    }
 }

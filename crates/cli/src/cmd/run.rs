@@ -127,9 +127,17 @@ fn prepare_harbor(
         insecure: config.image_insecure_registries.clone(),
         auth_file: config.image_auth_file.clone(),
     };
+    let disk_limit = config.store != StoreKind::Copy;
+    if !disk_limit {
+        eprintln!(
+            "rollpoint: store = \"copy\": the tasks' environment.storage_mb is not enforced \
+             (only the btrfs store limits a sandbox's disk)"
+        );
+    }
     let settings = rollpoint_harbor::Settings {
         agent: rollpoint_harbor::Agent::parse(agent),
         model: args.harbor.model.clone(),
+        disk_limit,
     };
     let prepared =
         rollpoint_harbor::prepare(source, &settings, &builder, args.harbor.skip_refused)?;
