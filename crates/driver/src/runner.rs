@@ -27,6 +27,9 @@ use rollpoint_proto::key::{AttemptKey, KeyError};
 /// Environment variables every launch gets.
 pub const ROLLOUT_VAR: &str = "ROLLPOINT_ROLLOUT";
 pub const ATTEMPT_VAR: &str = "ROLLPOINT_ATTEMPT";
+/// How long grading waits for a launch's supervisor to have stopped what
+/// the harness left behind.
+const CLEANUP_WAIT: Duration = Duration::from_secs(30);
 /// The gateway capture key of this attempt ([`capture_key`]).
 pub const CAPTURE_KEY_VAR: &str = "ROLLPOINT_CAPTURE_KEY";
 /// The gateway base harnesses call: `$ROLLPOINT_GATEWAY/$ROLLPOINT_CAPTURE_KEY/v1`.
@@ -322,6 +325,22 @@ impl Runner {
             Effect::Continue { launch_id, hold } => self.continue_launch(&launch_id, hold).await,
             Effect::Stop { launch_id, why } => self.stop(&launch_id, why).await,
             Effect::Verify { session, mode } => {
+                // Nothing the harness left may run on into grading (a loop
+                // rewriting the reward file): its supervisor exits only once
+                // it has stopped all of it.
+                for (launch_id, dir) in &self.launches {
+                    if !dir.wait_exited(CLEANUP_WAIT).await {
+                        return Event::Failed {
+                            class: InfraClass::SandboxLost,
+                            error: format!(
+                                "launch {launch_id}: its supervisor did not exit within {} s of \
+                                 the harness's end, so what the harness left is not known to be \
+                                 stopped; not graded",
+                                CLEANUP_WAIT.as_secs()
+                            ),
+                        };
+                    }
+                }
                 self.read_usage(&session).await;
                 if let Some(health) = &self.model_health
                     && let Some(why) = health

@@ -216,7 +216,37 @@ impl LaunchDir {
         )
     }
 
-    /// [`Self::ended`], or `Err` naming the socket when the supervisor went
+    /// Waits, up to `limit`, until the supervisor has exited: its socket is
+    /// gone or refuses connections. It exits only after it has stopped
+    /// whatever the harness left behind, so nothing of the launch runs on
+    /// once this returns true.
+    pub async fn wait_exited(&self, limit: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let Ok(dir) = std::fs::File::open(&self.dir) else {
+                return true;
+            };
+            let short = PathBuf::from(format!(
+                "/proc/self/fd/{}/{SUPERVISOR_SOCKET}",
+                dir.as_raw_fd()
+            ));
+            if let Err(e) = UnixStream::connect(&short).await
+                && matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                )
+            {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The harness's exit code once the launch record says it ended (or never
+    /// started), or `Err` naming the socket when the supervisor went
     /// away without recording an end (its sandbox was lost). Checked every
     /// [`GONE_CHECK`].
     pub async fn ended_or_lost(&self) -> Result<Option<i32>, String> {

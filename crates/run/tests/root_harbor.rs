@@ -253,14 +253,17 @@ fn root_a_harbor_dataset_is_graded_by_its_own_tests_and_never_by_the_agent() {
 
     // An agent that tries to cheat, checkpointed, killed and resumed
     // mid-run: it finds no tests, its planted reward and test files count
-    // for nothing, and the Dockerfile is not built again.
+    // for nothing, the loop it leaves rewriting the reward file is stopped
+    // before grading, and the Dockerfile is not built again.
     let cheat = format!(
         "sleep 3; cat /tests/secret.txt > /answer.txt 2>/dev/null; \
          cat {}/tests/secret.txt >> /answer.txt 2>/dev/null; \
          mkdir -p /logs/verifier /tests; echo 1 > /logs/verifier/reward.txt; \
          echo '{{\"reward\": 1}}' > /logs/verifier/reward.json; \
          echo 'echo 1 > /logs/verifier/reward.txt' > /tests/planted.sh; \
-         ls /tests > /seen.txt 2>&1; sleep 2",
+         ls /tests > /seen.txt 2>&1; sleep 2; \
+         (while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; sleep 0.01; done) \
+         </dev/null >/dev/null 2>&1 &",
         hidden.display()
     );
     let kill_config = dir.join("kill.toml");
