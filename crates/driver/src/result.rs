@@ -182,6 +182,40 @@ impl RolloutResult {
         self
     }
 
+    /// A result the infrastructure ended (`class`, `error`) with nothing
+    /// else known of it: no verdict, no reward, no launches.
+    #[must_use]
+    pub fn infra_error(
+        task_id: &str,
+        rollout: &str,
+        attempt: u32,
+        class: InfraClass,
+        error: String,
+        timings: Timings,
+    ) -> Self {
+        Self {
+            v: RESULT_VERSION,
+            task_id: task_id.to_owned(),
+            rollout: rollout.to_owned(),
+            attempt,
+            status: Status::InfraError,
+            verdict: None,
+            reward: None,
+            error: Some(error),
+            infra_class: Some(class),
+            infra_retries: Vec::new(),
+            group: None,
+            restart: false,
+            launches: Vec::new(),
+            usage: None,
+            resources: None,
+            response: None,
+            transcript: Vec::new(),
+            timings,
+            forked_from: None,
+        }
+    }
+
     /// The policy ended it: a verdict (or an ungraded run), not the
     /// infrastructure and not a cancel.
     #[must_use]

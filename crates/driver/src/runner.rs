@@ -715,37 +715,27 @@ async fn sleep_for(d: Duration) {
 /// naming it, rather than a hang.
 fn machine_failed(machine: &Machine, task: &RolloutTask) -> RolloutResult {
     let mark = machine.bookmark();
-    RolloutResult {
-        v: crate::result::RESULT_VERSION,
-        task_id: task.task.id.clone(),
-        rollout: mark.rollout.clone(),
-        attempt: mark.attempt,
-        status: crate::result::Status::InfraError,
-        verdict: None,
-        reward: None,
-        infra_class: Some(InfraClass::Internal),
-        infra_retries: Vec::new(),
-        group: None,
-        error: Some(format!(
+    let mut result = RolloutResult::infra_error(
+        &task.task.id,
+        &mark.rollout,
+        mark.attempt,
+        InfraClass::Internal,
+        format!(
             "internal: the stage machine stopped at `{}` without a result",
             mark.next().as_str()
-        )),
-        restart: machine.restart(),
-        launches: machine
-            .progress()
-            .map(|p| p.launches.clone())
-            .unwrap_or_default(),
-        usage: None,
-        resources: None,
-        response: None,
-        transcript: Vec::new(),
-        timings: crate::result::Timings {
+        ),
+        crate::result::Timings {
             started_at_ms: mark.started_at_ms,
             ended_at_ms: unix_ms(),
             ..Default::default()
         },
-        forked_from: None,
-    }
+    );
+    result.restart = machine.restart();
+    result.launches = machine
+        .progress()
+        .map(|p| p.launches.clone())
+        .unwrap_or_default();
+    result
 }
 
 #[cfg(test)]

@@ -203,17 +203,24 @@ impl LaunchDir {
     /// supervisor is gone (its sandbox with it, unless it ended on its own,
     /// which its record then says). A socket not there yet is not gone.
     pub async fn supervisor_gone(&self) -> bool {
-        let Ok(dir) = std::fs::File::open(&self.dir) else {
-            return true;
-        };
-        let short = PathBuf::from(format!(
-            "/proc/self/fd/{}/{SUPERVISOR_SOCKET}",
-            dir.as_raw_fd()
-        ));
         matches!(
-            UnixStream::connect(&short).await,
+            self.connect().await,
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused
         )
+    }
+
+    /// A connection to the supervisor's socket, through a descriptor of the
+    /// session directory (its path may be past what a socket address holds).
+    /// A session directory that is gone reads as a refused connection.
+    async fn connect(&self) -> std::io::Result<UnixStream> {
+        let Ok(dir) = std::fs::File::open(&self.dir) else {
+            return Err(std::io::ErrorKind::ConnectionRefused.into());
+        };
+        UnixStream::connect(format!(
+            "/proc/self/fd/{}/{SUPERVISOR_SOCKET}",
+            dir.as_raw_fd()
+        ))
+        .await
     }
 
     /// Waits, up to `limit`, until the supervisor has exited: its socket is
@@ -223,14 +230,7 @@ impl LaunchDir {
     pub async fn wait_exited(&self, limit: Duration) -> bool {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
-            let Ok(dir) = std::fs::File::open(&self.dir) else {
-                return true;
-            };
-            let short = PathBuf::from(format!(
-                "/proc/self/fd/{}/{SUPERVISOR_SOCKET}",
-                dir.as_raw_fd()
-            ));
-            if let Err(e) = UnixStream::connect(&short).await
+            if let Err(e) = self.connect().await
                 && matches!(
                     e.kind(),
                     std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused

@@ -193,7 +193,7 @@ pub fn context_key(context: &Path) -> Result<String, HarborError> {
         h.update((bytes.len() as u64).to_le_bytes());
         h.update(&bytes);
     }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(rollpoint_proto::hex::hex(&h.finalize()))
 }
 
 /// A registries.conf marking plain-HTTP the registries the Dockerfile's

@@ -27,6 +27,7 @@
 pub mod anchor;
 pub mod cause;
 pub mod clock;
+pub mod hex;
 pub mod key;
 pub mod launch;
 pub mod limits;

@@ -64,7 +64,7 @@ impl RouteKey {
     pub fn encode(&self) -> String {
         let file = RouteKeyFile {
             v: ROUTE_KEY_VERSION,
-            key: hex(&self.0),
+            key: crate::hex::hex(&self.0),
         };
         serde_json::to_string(&file).unwrap_or_default()
     }
@@ -80,7 +80,10 @@ impl RouteKey {
     #[must_use]
     pub fn secret(&self, attempt_key: &str) -> String {
         let mut tag = self.mac(attempt_key).finalize().into_bytes();
-        let cut = tag.get(..SECRET_LEN / 2).map(hex).unwrap_or_default();
+        let cut = tag
+            .get(..SECRET_LEN / 2)
+            .map(crate::hex::hex)
+            .unwrap_or_default();
         tag.iter_mut().for_each(|b| *b = 0);
         cut
     }
@@ -117,14 +120,6 @@ pub fn split(segment: &str) -> (&str, Option<&str>) {
         Some((key, secret)) => (key, Some(secret)),
         None => (segment, None),
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 fn unhex_any(text: &str) -> Option<Vec<u8>> {

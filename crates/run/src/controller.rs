@@ -278,31 +278,19 @@ impl Loop {
         error: &str,
     ) -> Result<(), RunError> {
         let now = unix_ms();
-        let row = RolloutResult {
-            v: rollpoint_driver::RESULT_VERSION,
-            task_id: task.task.id.clone(),
-            rollout: task.rollout().to_owned(),
-            attempt: 0,
-            status: rollpoint_driver::Status::InfraError,
-            verdict: None,
-            reward: None,
-            error: Some(error.to_owned()),
-            infra_class: Some(class),
-            infra_retries: Vec::new(),
-            group: task.group.clone(),
-            restart: false,
-            launches: Vec::new(),
-            usage: None,
-            resources: None,
-            response: None,
-            transcript: Vec::new(),
-            timings: rollpoint_driver::Timings {
+        let mut row = RolloutResult::infra_error(
+            &task.task.id,
+            task.rollout(),
+            0,
+            class,
+            error.to_owned(),
+            rollpoint_driver::Timings {
                 started_at_ms: now,
                 ended_at_ms: now,
                 ..Default::default()
             },
-            forked_from: None,
-        };
+        );
+        row.group.clone_from(&task.group);
         tracing::warn!(rollout = %row.rollout, class = class.as_str(), error, "the rollout cannot run");
         self.results.append(&row)?;
         self.metrics.result(&row);

@@ -30,7 +30,7 @@ pub fn load_tasks(path: &Path) -> Result<TasksFile, RunError> {
     let bytes = std::fs::read(&path).map_err(|e| RunError::io(&path, e))?;
     let tasks = parse_tasks(&bytes, &path)?;
     Ok(TasksFile {
-        sha256: hex(&Sha256::digest(&bytes)),
+        sha256: rollpoint_proto::hex::hex(&Sha256::digest(&bytes)),
         path,
         tasks,
         failed: std::collections::BTreeMap::new(),
@@ -104,14 +104,6 @@ pub fn parse_tasks(bytes: &[u8], path: &Path) -> Result<Vec<RolloutTask>, RunErr
         return Err(bad(1, "task", "the file holds no task".to_owned()));
     }
     Ok(tasks)
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _infallible = write!(s, "{b:02x}");
-        s
-    })
 }
 
 #[cfg(test)]

@@ -57,13 +57,15 @@ fn reward_if(check: &str) -> String {
     )
 }
 
-fn run_harbor(
+/// `rollpoint run harbor:SOURCE` into `dir/NAME` (its stderr in
+/// `dir/NAME.log`), started: the child, the run directory and the log.
+fn spawn_harbor(
     dir: &Path,
     name: &str,
     source: &Path,
     config: &Path,
     extra: &[&str],
-) -> (std::process::ExitStatus, PathBuf, PathBuf) {
+) -> (std::process::Child, PathBuf, PathBuf) {
     let run_dir = dir.join(name);
     let log = dir.join(format!("{name}.log"));
     let sup = supervisor_bin();
@@ -79,9 +81,40 @@ fn run_harbor(
         sup.as_os_str(),
     ];
     args.extend(extra.iter().map(OsStr::new));
-    let mut child = spawn(&args, &log);
+    let child = spawn(&args, &log);
+    (child, run_dir, log)
+}
+
+/// [`spawn_harbor`] waited for: its exit status, the run directory and the log.
+fn run_harbor(
+    dir: &Path,
+    name: &str,
+    source: &Path,
+    config: &Path,
+    extra: &[&str],
+) -> (std::process::ExitStatus, PathBuf, PathBuf) {
+    let (mut child, run_dir, log) = spawn_harbor(dir, name, source, config, extra);
     let status = wait(&mut child, LIMIT, &log);
     (status, run_dir, log)
+}
+
+/// `rollpoint report RUN_DIR --out OUT` (it must succeed): the page.
+fn report_page(run_dir: &Path, out: &Path) -> String {
+    let done = std::process::Command::new(rollpoint_bin())
+        .args([
+            OsStr::new("report"),
+            run_dir.as_os_str(),
+            OsStr::new("--out"),
+        ])
+        .arg(out)
+        .output()
+        .expect("report");
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    std::fs::read_to_string(out).expect("report page")
 }
 
 fn log_text(log: &Path) -> String {
@@ -226,22 +259,7 @@ fn root_a_harbor_dataset_is_graded_by_its_own_tests_and_never_by_the_agent() {
     assert_eq!(rows.len(), 16, "four rows a task, the refused one none");
     let json = rows_by["json-task.s0"].verdict.as_ref().expect("verdict");
     assert_eq!(json.rewards.get("style"), Some(&0.5), "{json:?}");
-    let report = dir.join("oracle.html");
-    let out = std::process::Command::new(rollpoint_bin())
-        .args([
-            OsStr::new("report"),
-            run_dir.as_os_str(),
-            OsStr::new("--out"),
-        ])
-        .arg(&report)
-        .output()
-        .expect("report");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let page = std::fs::read_to_string(&report).expect("report page");
+    let page = report_page(&run_dir, &dir.join("oracle.html"));
     assert!(
         page.contains("<table id=\"groups\" data-k=\"4\">"),
         "pass@4 table"
@@ -274,25 +292,12 @@ fn root_a_harbor_dataset_is_graded_by_its_own_tests_and_never_by_the_agent() {
             cache.display()
         ),
     );
-    let run_dir = dir.join("cheat");
-    let log = dir.join("cheat.log");
-    let sup = supervisor_bin();
-    let source = format!("harbor:{}", ds.display());
-    let mut child = spawn(
-        &[
-            OsStr::new("run"),
-            OsStr::new(&source),
-            OsStr::new("--config"),
-            kill_config.as_os_str(),
-            OsStr::new("--run-dir"),
-            run_dir.as_os_str(),
-            OsStr::new("--supervisor"),
-            sup.as_os_str(),
-            OsStr::new("--agent"),
-            OsStr::new(&cheat),
-            OsStr::new("--skip-refused"),
-        ],
-        &log,
+    let (mut child, run_dir, log) = spawn_harbor(
+        dir,
+        "cheat",
+        &ds,
+        &kill_config,
+        &["--agent", &cheat, "--skip-refused"],
     );
     wait_file(&run_dir.join("checkpoints/LATEST"), LIMIT, &log);
     child.kill().expect("SIGKILL");
@@ -477,18 +482,7 @@ fn root_infrastructure_failures_are_never_rewards_and_are_run_again() {
     assert_eq!(events.matches("\"infra_retry\"").count(), 3, "{events}");
 
     // The report counts them as infrastructure errors, not as failures of the policy.
-    let report = dir.join("report.html");
-    let out = std::process::Command::new(rollpoint_bin())
-        .args([
-            OsStr::new("report"),
-            run_dir.as_os_str(),
-            OsStr::new("--out"),
-        ])
-        .arg(&report)
-        .output()
-        .expect("report");
-    assert!(out.status.success());
-    let page = std::fs::read_to_string(&report).expect("page");
+    let page = report_page(&run_dir, &dir.join("report.html"));
     assert!(
         page.contains("model_unreachable 1") && page.contains("setup_failed 1"),
         "infra classes in the report"

@@ -156,16 +156,10 @@ fn write_lines(path: &Path, records: &[Value]) -> Result<(String, u64), StoreErr
         .into_inner()
         .map_err(|e| StoreError::io(path)(e.into_error()))?;
     file.sync_all().map_err(StoreError::io(path))?;
-    Ok((hex(&hash.finalize()), records.len() as u64))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _infallible = write!(s, "{b:02x}");
-    }
-    s
+    Ok((
+        rollpoint_proto::hex::hex(&hash.finalize()),
+        records.len() as u64,
+    ))
 }
 
 /// Reads and checks the manifest at `path`: version, checkpoint, kind,
@@ -270,7 +264,7 @@ fn read_records(
             Err(e) => first_problem = Some(problem(format!("not valid json: {e}"))),
         }
     }
-    let digest = hex(&hash.finalize());
+    let digest = rollpoint_proto::hex::hex(&hash.finalize());
     if digest != manifest.records_sha256 {
         return Err(StoreError::Digest {
             path: path.to_owned(),
