@@ -20,6 +20,7 @@ pub mod body;
 pub mod error;
 pub mod metrics;
 pub mod process_metrics;
+pub mod query;
 pub mod responses;
 mod serving;
 pub mod vocab;

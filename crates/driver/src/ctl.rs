@@ -19,9 +19,21 @@ pub enum RunStatus {
 #[derive(Debug, Clone)]
 pub struct Ctl {
     pub park: bool,
+    /// The model has left one of its calls unanswered past the retry budget: park it
+    /// (paused in place, never stopped) until the call has a reply.
+    pub stalled: bool,
     pub cancel: bool,
     pub restart: bool,
     pub status: RunStatus,
     /// The last recorded bookmark.
     pub bookmark: Bookmark,
+}
+
+impl Ctl {
+    /// Whether the run is asked to park now: for a checkpoint, or for the model when its
+    /// adapter pauses in place (a harness that would be stopped just waits for its call).
+    #[must_use]
+    pub fn parks(&self, pauses: bool) -> bool {
+        self.park || (self.stalled && pauses)
+    }
 }

@@ -106,10 +106,11 @@ impl Runner {
     pub async fn drive(mut self, mut machine: Machine) -> RolloutResult {
         let mut effects = Vec::new();
         let ctl = self.ctl.borrow().clone();
+        let pauses = machine.pauses();
         if ctl.cancel {
             effects.extend(machine.step(unix_ms(), Event::CancelRequested));
         }
-        if ctl.park && machine.wants_park() {
+        if ctl.parks(pauses) && machine.wants_park() {
             effects.extend(machine.step(unix_ms(), Event::ParkRequested));
         }
         effects.extend(machine.step(unix_ms(), Event::Start));
@@ -140,7 +141,10 @@ impl Runner {
                     self.ctl
                         .send_modify(|c| c.status = RunStatus::Parked(kind.clone()));
                     let mut rx = self.ctl.subscribe();
-                    let woke = rx.wait_for(|c| !c.park || c.cancel).await.map(|c| c.cancel);
+                    let woke = rx
+                        .wait_for(|c| !c.parks(pauses) || c.cancel)
+                        .await
+                        .map(|c| c.cancel);
                     self.ctl.send_modify(|c| c.status = RunStatus::Running);
                     match woke {
                         Ok(true) => Event::CancelRequested,
@@ -156,7 +160,7 @@ impl Runner {
                         told_cancel = true;
                         effects.extend(machine.step(unix_ms(), Event::CancelRequested));
                     }
-                    if ctl.park && machine.wants_park() {
+                    if ctl.parks(pauses) && machine.wants_park() {
                         effects.extend(machine.step(unix_ms(), Event::ParkRequested));
                     }
                     event
@@ -220,6 +224,7 @@ impl Runner {
         };
         let mut rx = self.ctl.subscribe();
         let wants_park = machine.wants_park();
+        let pauses = machine.pauses();
         let ran = self.ran.get(launch_id).copied().unwrap_or_default();
         let left = self.task.harness_timeout_s.map_or(Duration::MAX, |s| {
             Duration::from_secs(s).saturating_sub(ran)
@@ -235,7 +240,7 @@ impl Runner {
                     };
                 }
             },
-            r = rx.wait_for(|c| c.cancel || (c.park && wants_park)) => match r {
+            r = rx.wait_for(|c| c.cancel || (c.parks(pauses) && wants_park)) => match r {
                 Ok(c) if c.cancel => Event::CancelRequested,
                 _ => Event::ParkRequested,
             },

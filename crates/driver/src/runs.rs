@@ -249,6 +249,7 @@ impl Runs {
         exported.attempt = attempt;
         let ctl = Arc::new(watch::Sender::new(Ctl {
             park: self.parking(),
+            stalled: false,
             cancel: false,
             restart: !setup.checkpointing,
             status: RunStatus::Queued,
@@ -424,6 +425,22 @@ impl Runs {
                 rollout: rollout.to_owned(),
                 message: "its run is gone".to_owned(),
             })
+    }
+
+    /// Parks a run in place while the model leaves one of its calls unanswered (`true`),
+    /// or lets it go on (`false`); a checkpoint's park and open do not touch this. Whether
+    /// the run was known.
+    pub fn set_stalled(&self, rollout: &str, stalled: bool) -> bool {
+        let runs = self.runs();
+        let Some(e) = runs.get(rollout) else {
+            return false;
+        };
+        e.ctl.send_if_modified(|c| {
+            let changed = c.stalled != stalled;
+            c.stalled = stalled;
+            changed
+        });
+        true
     }
 
     /// Where one run stands.

@@ -7,6 +7,10 @@
 //!   later attempt fences the earlier ones); 409 `conflict` naming `keys[i]` for an attempt
 //!   older than the registered one. Reply `{v: 1, registered: [...]}`.
 //! - `GET /v1/gateway/status`: `{v: 1, pid, open, in_flight, recording}`.
+//! - `GET /v1/gateway/stalls?after=G&wait_ms=N`: the attempts whose calls wait out an outage
+//!   past the retry budget (`stalled`: pause them in place) and those given up past the
+//!   outage bound, once the registry's generation is past `G` (or after `N` ms, at most
+//!   [`MAX_STALLS_WAIT_MS`]): `{v: 1, generation, stalled, given_up}`.
 
 use std::time::Duration;
 
@@ -58,9 +62,36 @@ pub struct GatewayStatus {
     pub recording: usize,
 }
 
+/// `GET /v1/gateway/stalls`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StallsReply {
+    pub v: u32,
+    /// Bumped by every change; ask again with `after` set to it to wait for the next.
+    pub generation: u64,
+    /// Attempts with a call waiting out an outage past the retry budget.
+    pub stalled: Vec<CaptureKey>,
+    /// Attempts with a call that outlasted the outage bound.
+    pub given_up: Vec<CaptureKey>,
+}
+
+/// The query of `GET /v1/gateway/stalls`.
+#[derive(Debug, Clone, Copy, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[expect(dead_code, reason = "describes the query for the API document")]
+struct StallsQuery {
+    /// Answer once the generation is past this (default 0: at once).
+    after: u64,
+    /// The longest wait, in ms (default and most 25000).
+    wait_ms: Option<u64>,
+}
+
+/// The longest a stalls query waits for a change.
+pub const MAX_STALLS_WAIT_MS: u64 = 25_000;
+
 /// The OpenAPI description of the control routes.
 #[derive(Debug, utoipa::OpenApi)]
-#[openapi(paths(keys, status, records))]
+#[openapi(paths(keys, status, records, stalls))]
 pub struct AdminApi;
 
 /// The control routes of `gateway`, behind `Authorization: Bearer <token>`.
@@ -69,6 +100,7 @@ pub fn router(gateway: Gateway, token: &str) -> Router {
         .route("/v1/gateway/keys", post(keys))
         .route("/v1/gateway/status", get(status))
         .route("/v1/gateway/rollouts/{id}/records", get(records))
+        .route("/v1/gateway/stalls", get(stalls))
         .with_state(gateway);
     authorized(routes, token)
 }
@@ -134,6 +166,43 @@ async fn status(State(gateway): State<Gateway>) -> Response {
             recording: gateway.recording(),
         },
     )
+}
+
+/// The attempts stalled by the model, and those given up.
+///
+/// Long-polled: answers once the registry changed after generation `after`, or after
+/// `wait_ms`. Whoever runs the rollouts pauses each stalled attempt's launch in place and
+/// continues it once it is no longer listed.
+#[utoipa::path(
+    get,
+    path = "/v1/gateway/stalls",
+    operation_id = "gateway_stalls",
+    tag = "gateway",
+    params(StallsQuery),
+    responses(
+        (status = 200, description = "The registry now.", body = StallsReply),
+        (status = 400, description = "`wait_ms` over the limit (`bad_request`, naming it).", body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+async fn stalls(
+    State(gateway): State<Gateway>,
+    axum::extract::RawQuery(raw): axum::extract::RawQuery,
+) -> Result<Response, ApiError> {
+    use rollpoint_api::query::{number, params};
+    let bad = |(field, message): (String, String)| ApiError::bad(field, message);
+    let query = params(raw.as_deref(), &["after", "wait_ms"]).map_err(bad)?;
+    let after = number(&query, "after", 0).map_err(bad)?;
+    let wait_ms = number(&query, "wait_ms", MAX_STALLS_WAIT_MS).map_err(bad)?;
+    if wait_ms > MAX_STALLS_WAIT_MS {
+        return Err(ApiError::bad(
+            "wait_ms",
+            format!("{wait_ms} is outside 0..={MAX_STALLS_WAIT_MS}"),
+        ));
+    }
+    let reply = gateway.stalls(after, Duration::from_millis(wait_ms)).await;
+    Ok(json(StatusCode::OK, &reply))
 }
 
 /// How long a control call may take.
@@ -260,6 +329,20 @@ impl GatewayClient {
         let request = self.client.get(format!("{}{route}", self.base));
         let bytes = self.fetch(&route, request).await?;
         crate::ledger::record::decode_jsonl(&bytes)
+    }
+
+    /// The stalled and given-up attempts once the generation is past `after` (or after
+    /// `wait`, at most [`MAX_STALLS_WAIT_MS`]).
+    pub async fn stalls(&self, after: u64, wait: Duration) -> Result<StallsReply, GatewayError> {
+        let route = "/v1/gateway/stalls";
+        let wait_ms = u64::try_from(wait.as_millis())
+            .unwrap_or(u64::MAX)
+            .min(MAX_STALLS_WAIT_MS);
+        let request = self.client.get(format!(
+            "{}{route}?after={after}&wait_ms={wait_ms}",
+            self.base
+        ));
+        self.reply(route, request).await
     }
 
     /// The gateway's state.

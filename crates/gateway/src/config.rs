@@ -1,7 +1,8 @@
-//! Gateway configuration: the one upstream, its API family, its TLS roots and credential, the
-//! ledger path and limits.
+//! Gateway configuration: the upstreams (each one or several replicas), their API family,
+//! TLS roots and credential, how long a call waits out an outage, the ledger path and limits.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub use crate::credential::Credential;
 
@@ -34,12 +35,44 @@ impl UpstreamApi {
     }
 }
 
+/// Most replicas one upstream may have.
+pub const MAX_REPLICAS: usize = 256;
+
+/// Longest `retry_s` and `outage_s`: a day.
+pub const MAX_OUTAGE_S: u64 = 86_400;
+
+/// How a call waits out an upstream that answers 429 or 503, refuses or resets the connection
+/// before replying, cuts a reply before its first byte, or has no live replica
+/// (docs/design/models.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutagePolicy {
+    /// Retried with backoff this long while the harness waits; past it the call's attempt is
+    /// reported stalled so its rollout is paused in place until the call gets a reply.
+    pub retry: Duration,
+    /// Past this the call ends `upstream_unreachable` (503 to the harness), never as a
+    /// model answer, and the attempt's later calls end so at once.
+    pub outage: Duration,
+}
+
+impl Default for OutagePolicy {
+    fn default() -> Self {
+        Self {
+            retry: Duration::from_secs(30),
+            outage: Duration::from_secs(600),
+        }
+    }
+}
+
 /// The upstream of the calls whose `model` is `name` (the default upstream takes the rest).
 #[derive(Debug, Clone)]
 pub struct ModelUpstream {
     pub name: String,
     /// Base URL, `http://` or `https://`.
     pub upstream: String,
+    /// Further replicas of the same model (base URLs).
+    pub replicas: Vec<String>,
+    /// Keep each rollout on one replica while it is up (its prefix cache).
+    pub sticky: bool,
     pub api: UpstreamApi,
     pub ca_file: Option<PathBuf>,
     pub credential: Option<Credential>,
@@ -53,6 +86,12 @@ pub struct GatewayConfig {
     /// Base URL of the upstream, `http://` or `https://`, e.g. `http://127.0.0.1:8000` (the
     /// `/v1/...` path is appended).
     pub upstream: String,
+    /// Further replicas of the default upstream (base URLs).
+    pub replicas: Vec<String>,
+    /// Keep each rollout on one replica of the default upstream while it is up.
+    pub sticky: bool,
+    /// How calls wait out an outage of any upstream.
+    pub outage: OutagePolicy,
     pub api: UpstreamApi,
     pub ledger: PathBuf,
     /// Largest request body accepted, in bytes.
@@ -86,6 +125,9 @@ impl GatewayConfig {
     pub fn new(upstream: impl Into<String>, api: UpstreamApi, ledger: PathBuf) -> Self {
         Self {
             upstream: upstream.into(),
+            replicas: Vec::new(),
+            sticky: true,
+            outage: OutagePolicy::default(),
             api,
             ledger,
             max_body_bytes: 32 * 1024 * 1024,
@@ -115,8 +157,8 @@ pub const MAX_MODEL_NAME: usize = 128;
 pub struct ModelSpec {
     /// The `model` of the calls it takes.
     pub name: String,
-    /// Base URL, `http://` or `https://`.
-    pub upstream: String,
+    /// Base URL, `http://` or `https://`; a list names replicas of the same model.
+    pub upstream: Urls,
     pub api: UpstreamApi,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ca_file: Option<PathBuf>,
@@ -127,6 +169,67 @@ pub struct ModelSpec {
     /// Calls to it at once (0: no limit; 0..=[`MAX_UPSTREAM_CALLS`]).
     #[serde(default)]
     pub max_calls: usize,
+    /// Keep each rollout on one replica while it is up, for the replica's prefix cache
+    /// (default); false sends every call to the replica with the fewest calls outstanding.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub sticky: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if"
+)]
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+/// One base URL, or several replicas of one model: `"http://a"` or `["http://a", "http://b"]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Urls(pub Vec<String>);
+
+impl Urls {
+    /// The first URL and the further replicas.
+    #[must_use]
+    pub fn split(&self) -> (String, Vec<String>) {
+        match self.0.split_first() {
+            Some((first, rest)) => (first.clone(), rest.to_vec()),
+            None => (String::new(), Vec::new()),
+        }
+    }
+}
+
+impl From<&str> for Urls {
+    fn from(url: &str) -> Self {
+        Self(vec![url.to_owned()])
+    }
+}
+
+impl serde::Serialize for Urls {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0.as_slice() {
+            [one] => s.serialize_str(one),
+            many => many.serialize(s),
+        }
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Urls {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(untagged, expecting = "a URL or a list of URLs")]
+        enum OneOrMany {
+            One(String),
+            Many(Vec<String>),
+        }
+        Ok(match OneOrMany::deserialize(d)? {
+            OneOrMany::One(url) => Self(vec![url]),
+            OneOrMany::Many(urls) => Self(urls),
+        })
+    }
 }
 
 /// Whether `name` is an environment variable name (`[A-Za-z_][A-Za-z0-9_]*`).
@@ -140,22 +243,39 @@ pub fn is_env_name(name: &str) -> bool {
 }
 
 /// Checks the settings of one upstream, named `{prefix}upstream`, `{prefix}credential_env`,
-/// `{prefix}credential_file` and `{prefix}max_calls`: an http(s) URL, at most one place for
-/// the key, a variable name that is one, and the limit in range. The error names the field.
+/// `{prefix}credential_file` and `{prefix}max_calls`: 1 to [`MAX_REPLICAS`] distinct http(s)
+/// URLs (none when `urls` is `None`), at most one place for the key, a variable name that is
+/// one, and the limit in range. The error names the field (`{prefix}upstream[i]` in a list).
 pub fn check_upstream(
     prefix: &str,
-    url: Option<&str>,
+    urls: Option<&[String]>,
     credential_env: Option<&str>,
     credential_file: bool,
     max_calls: usize,
 ) -> Result<(), (String, String)> {
-    if let Some(url) = url
-        && !(url.starts_with("http://") || url.starts_with("https://"))
-    {
-        return Err((
-            format!("{prefix}upstream"),
-            format!("{url}: must be an http:// or https:// URL"),
-        ));
+    if let Some(urls) = urls {
+        if urls.is_empty() || urls.len() > MAX_REPLICAS {
+            return Err((
+                format!("{prefix}upstream"),
+                format!(
+                    "lists {} URLs: give 1 to {MAX_REPLICAS} replicas",
+                    urls.len()
+                ),
+            ));
+        }
+        for (i, url) in urls.iter().enumerate() {
+            let field = if urls.len() == 1 {
+                format!("{prefix}upstream")
+            } else {
+                format!("{prefix}upstream[{i}]")
+            };
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err((field, format!("{url}: must be an http:// or https:// URL")));
+            }
+            if urls[..i].contains(url) {
+                return Err((field, format!("{url} is listed twice")));
+            }
+        }
     }
     if credential_env.is_some() && credential_file {
         return Err((
@@ -194,7 +314,7 @@ impl ModelSpec {
         }
         check_upstream(
             "",
-            Some(&self.upstream),
+            Some(&self.upstream.0),
             self.credential_env.as_deref(),
             self.credential_file.is_some(),
             self.max_calls,
@@ -207,9 +327,12 @@ impl ModelSpec {
             self.credential_env.as_deref(),
             self.credential_file.as_deref(),
         )?;
+        let (upstream, replicas) = self.upstream.split();
         Ok(ModelUpstream {
             name: self.name.clone(),
-            upstream: self.upstream.clone(),
+            upstream,
+            replicas,
+            sticky: self.sticky,
             api: self.api,
             ca_file: self.ca_file.clone(),
             credential,

@@ -26,10 +26,11 @@ pub struct Gateway {
 impl Gateway {
     /// Opens the ledger and prepares the upstream client.
     pub fn new(config: GatewayConfig) -> Result<Self, GatewayError> {
-        let upstream = crate::upstream::Upstreams::new(&config)?;
+        let metrics = crate::metrics::Metrics::new();
+        let upstream = crate::upstream::Upstreams::new(&config, &metrics)?;
         let ledger = Ledger::open(&config.ledger)?;
         Ok(Self {
-            shared: Arc::new(Shared::new(config, upstream, ledger)),
+            shared: Arc::new(Shared::new(config, upstream, ledger, metrics)),
         })
     }
 
@@ -99,6 +100,24 @@ impl Gateway {
     pub async fn drain(&self) {
         self.shared.close_for_good();
         self.shared.recorded().await;
+    }
+
+    /// The attempts stalled by the model now and those given up, with the registry's
+    /// generation, once the generation is past `after` or `wait` has passed.
+    pub async fn stalls(&self, after: u64, wait: std::time::Duration) -> crate::admin::StallsReply {
+        self.shared.stalls.changed_after(after, wait).await;
+        let view = self.shared.stalls.view();
+        let keys = |list: Vec<String>| {
+            list.iter()
+                .filter_map(|k| CaptureKey::parse(k).ok())
+                .collect()
+        };
+        crate::admin::StallsReply {
+            v: crate::admin::ADMIN_VERSION,
+            generation: view.generation,
+            stalled: keys(view.stalled),
+            given_up: keys(view.given_up),
+        }
     }
 
     /// How many calls sent upstream are not yet recorded.

@@ -53,6 +53,7 @@ pub mod response;
 pub mod route_key;
 mod shared;
 pub mod sse;
+mod stalls;
 pub mod tokens;
 mod upstream;
 

@@ -9,6 +9,12 @@
 //! - `rollpoint_gateway_forbidden_total`: requests refused 403 for a route
 //!   without its attempt's secret (a sandbox speaking for another rollout).
 //! - `rollpoint_gateway_calls_in_flight`, `rollpoint_gateway_calls_recording`: now.
+//! - `rollpoint_gateway_replica_calls_total{model,replica,outcome}`: sends to each replica by
+//!   what came back (`answered`, `refused`, `reset`, `busy` for 429/503, `cut` before the
+//!   first byte, `failed`); `rollpoint_gateway_replica_up{model,replica}` (1 while in use, 0
+//!   while taken out and probed); `rollpoint_gateway_replica_outstanding{model,replica}`.
+//! - `rollpoint_gateway_retries_total{reason}`: sends retried while a call waited out an
+//!   outage; `rollpoint_gateway_attempts_stalled`: attempts paused for the model now.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -28,6 +34,46 @@ struct KindLabel {
     kind: &'static str,
 }
 
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ReplicaLabel {
+    model: String,
+    replica: String,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReplicaOutcome {
+    model: String,
+    replica: String,
+    outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+/// One replica's metrics.
+#[derive(Debug, Clone)]
+pub(crate) struct ReplicaMetrics {
+    label: ReplicaLabel,
+    calls: Family<ReplicaOutcome, Counter>,
+    pub up: Gauge,
+    pub outstanding: Gauge,
+}
+
+impl ReplicaMetrics {
+    /// A send to it came back as `outcome`.
+    pub(crate) fn sent(&self, outcome: &'static str) {
+        self.calls
+            .get_or_create(&ReplicaOutcome {
+                model: self.label.model.clone(),
+                replica: self.label.replica.clone(),
+                outcome,
+            })
+            .inc();
+    }
+}
+
 /// The gateway's metrics.
 #[derive(Debug)]
 pub(crate) struct Metrics {
@@ -38,6 +84,11 @@ pub(crate) struct Metrics {
     in_flight: Gauge,
     recording: Gauge,
     forbidden: Counter,
+    replica_calls: Family<ReplicaOutcome, Counter>,
+    replica_up: Family<ReplicaLabel, Gauge>,
+    replica_outstanding: Family<ReplicaLabel, Gauge>,
+    retries: Family<ReasonLabel, Counter>,
+    pub stalled: Gauge,
 }
 
 impl Metrics {
@@ -73,6 +124,36 @@ impl Metrics {
             "Requests refused for a route without its attempt's secret",
             forbidden.clone(),
         );
+        let replica_calls = Family::<ReplicaOutcome, Counter>::default();
+        let replica_up = Family::<ReplicaLabel, Gauge>::default();
+        let replica_outstanding = Family::<ReplicaLabel, Gauge>::default();
+        let retries = Family::<ReasonLabel, Counter>::default();
+        let stalled = Gauge::default();
+        registry.register(
+            "replica_calls",
+            "Sends to each replica by what came back",
+            replica_calls.clone(),
+        );
+        registry.register(
+            "replica_up",
+            "1 while a replica takes calls, 0 while it is out and probed",
+            replica_up.clone(),
+        );
+        registry.register(
+            "replica_outstanding",
+            "Calls a replica is answering now",
+            replica_outstanding.clone(),
+        );
+        registry.register(
+            "retries",
+            "Sends retried while a call waited out an outage",
+            retries.clone(),
+        );
+        registry.register(
+            "attempts_stalled",
+            "Attempts paused in place while their call waits out an outage",
+            stalled.clone(),
+        );
         Self {
             registry,
             calls,
@@ -81,7 +162,33 @@ impl Metrics {
             in_flight,
             recording,
             forbidden,
+            replica_calls,
+            replica_up,
+            replica_outstanding,
+            retries,
+            stalled,
         }
+    }
+
+    /// The metrics of replica `replica` of upstream `model`.
+    pub(crate) fn replica(&self, model: &str, replica: &str) -> ReplicaMetrics {
+        let label = ReplicaLabel {
+            model: model.to_owned(),
+            replica: replica.to_owned(),
+        };
+        let up = self.replica_up.get_or_create(&label).clone();
+        up.set(1);
+        ReplicaMetrics {
+            up,
+            outstanding: self.replica_outstanding.get_or_create(&label).clone(),
+            calls: self.replica_calls.clone(),
+            label,
+        }
+    }
+
+    /// A send retried because of `reason`.
+    pub(crate) fn retried(&self, reason: &'static str) {
+        self.retries.get_or_create(&ReasonLabel { reason }).inc();
     }
 
     /// A call ended with `status`.

@@ -35,6 +35,8 @@ pub(crate) struct Shared {
     /// Set when the gateway takes no new call (its run's controller is gone).
     closed: AtomicBool,
     pub metrics: Metrics,
+    /// Attempts whose calls wait out an outage past the retry budget.
+    pub stalls: Arc<crate::stalls::Stalls>,
 }
 
 /// One call sent upstream and not yet recorded; dropping it says the recording ended.
@@ -58,8 +60,14 @@ impl std::fmt::Debug for Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(config: GatewayConfig, upstreams: Upstreams, ledger: Ledger) -> Self {
+    pub(crate) fn new(
+        config: GatewayConfig,
+        upstreams: Upstreams,
+        ledger: Ledger,
+        metrics: Metrics,
+    ) -> Self {
         Self {
+            stalls: Arc::new(crate::stalls::Stalls::new(metrics.stalled.clone())),
             config,
             upstreams,
             ledger,
@@ -69,7 +77,7 @@ impl Shared {
             seqs: Mutex::new(HashMap::new()),
             recording: tokio::sync::watch::Sender::new(0),
             closed: AtomicBool::new(false),
-            metrics: Metrics::new(),
+            metrics,
         }
     }
 

@@ -6,8 +6,10 @@
 mod common;
 
 use common::*;
+use rollpoint_gateway::CaptureKey;
 use rollpoint_gateway::conversation::Route;
 use rollpoint_model_script::{Fail, Step};
+use std::time::Duration;
 
 fn chat_body(stream: bool) -> Vec<u8> {
     Conversation::new(Route::Chat, stream, "x").body()
@@ -116,7 +118,16 @@ async fn upstream_down_is_a_502_and_recorded() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let gw = gateway(&format!("http://127.0.0.1:{port}"), &["down"]).await;
+    let gw = gateway_with(&format!("http://127.0.0.1:{port}"), |c| {
+        c.outage = rollpoint_gateway::config::OutagePolicy {
+            retry: Duration::from_millis(200),
+            outage: Duration::from_secs(1),
+        };
+    })
+    .await;
+    gw.gateway
+        .register(&CaptureKey::of("down", 0).unwrap())
+        .unwrap();
     let reply = post(
         &client(),
         &gw.url("down", path(Route::Chat)),

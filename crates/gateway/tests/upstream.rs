@@ -294,6 +294,8 @@ async fn calls_go_to_the_upstream_of_their_model_and_the_rest_to_the_default() {
         c.models.push(rollpoint_gateway::config::ModelUpstream {
             name: "other-model".to_owned(),
             upstream: other.base_url(),
+            replicas: Vec::new(),
+            sticky: true,
             api: rollpoint_gateway::UpstreamApi::Anthropic,
             ca_file: None,
             credential: None,
@@ -355,6 +357,8 @@ async fn a_model_given_two_upstreams_is_refused_by_name() {
             .push(rollpoint_gateway::config::ModelUpstream {
                 name: "twice".to_owned(),
                 upstream: "http://127.0.0.1:2".to_owned(),
+                replicas: Vec::new(),
+                sticky: true,
                 api: rollpoint_gateway::UpstreamApi::All,
                 ca_file: None,
                 credential: None,

@@ -28,4 +28,4 @@ pub mod turn;
 
 pub use errors::ScriptError;
 pub use script::{Fail, Script, Step, StepKey};
-pub use server::{LogEntry, ScriptServer};
+pub use server::{LogEntry, Outage, ScriptServer};

@@ -49,9 +49,57 @@ pub struct LogEntry {
     pub sample: usize,
 }
 
+/// A failure of the server itself, answered to the next generation request instead of the
+/// model (as an overloaded or failing replica would): it never reaches the script, the
+/// counter or the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outage {
+    /// An error status (429, 503, ...), with `Retry-After` seconds if given.
+    Status {
+        status: u16,
+        retry_after_s: Option<u32>,
+    },
+    /// `200` and the head of a stream, then the connection is cut before the first byte.
+    Cut,
+}
+
+impl std::str::FromStr for Outage {
+    type Err = String;
+
+    /// `cut`, `STATUS` or `STATUS:RETRY_AFTER_S` (e.g. `429:1`).
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "cut" {
+            return Ok(Self::Cut);
+        }
+        let (status, after) = match s.split_once(':') {
+            Some((st, af)) => (st, Some(af)),
+            None => (s, None),
+        };
+        let status: u16 = status
+            .parse()
+            .ok()
+            .filter(|s| (400..600).contains(s))
+            .ok_or_else(|| format!("{s:?}: give `cut`, a status 400..=599, or STATUS:SECONDS"))?;
+        let retry_after_s = after
+            .map(|a| {
+                a.parse()
+                    .map_err(|e| format!("{s:?}: Retry-After seconds: {e}"))
+            })
+            .transpose()?;
+        Ok(Self::Status {
+            status,
+            retry_after_s,
+        })
+    }
+}
+
 struct Shared {
     script: Script,
     counter: AtomicUsize,
+    /// Outages answered before the model, first first.
+    outages: Mutex<std::collections::VecDeque<Outage>>,
+    /// Requests answered with an outage.
+    outaged: AtomicUsize,
     /// Requests seen per body digest.
     asked: Mutex<std::collections::HashMap<String, usize>>,
     entries: Mutex<Vec<LogEntry>>,
@@ -102,6 +150,8 @@ impl ScriptServer {
         let shared = Arc::new(Shared {
             script,
             counter: AtomicUsize::new(0),
+            outages: Mutex::new(std::collections::VecDeque::new()),
+            outaged: AtomicUsize::new(0),
             asked: Mutex::new(std::collections::HashMap::new()),
             entries: Mutex::new(Vec::new()),
             log,
@@ -145,6 +195,22 @@ impl ScriptServer {
     #[must_use]
     pub fn requests(&self) -> usize {
         self.shared.counter.load(Ordering::SeqCst)
+    }
+
+    /// Answers the next generation requests with `outages`, in order, before the model
+    /// answers again.
+    pub fn queue_outages(&self, outages: impl IntoIterator<Item = Outage>) {
+        self.shared
+            .outages
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend(outages);
+    }
+
+    /// Requests answered with an outage so far.
+    #[must_use]
+    pub fn outaged(&self) -> usize {
+        self.shared.outaged.load(Ordering::SeqCst)
     }
 
     /// Every logged request so far.
@@ -211,6 +277,15 @@ fn json_response(status: StatusCode, body: String) -> Response {
 }
 
 async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> Response {
+    let outage = shared
+        .outages
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .pop_front();
+    if let Some(outage) = outage {
+        shared.outaged.fetch_add(1, Ordering::SeqCst);
+        return outage_response(outage);
+    }
     let parsed: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -275,6 +350,39 @@ async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> R
             (
                 StatusCode::OK,
                 [(header::CONTENT_TYPE, ct)],
+                Body::from_stream(stream),
+            )
+                .into_response()
+        }
+    }
+}
+
+fn outage_response(outage: Outage) -> Response {
+    match outage {
+        Outage::Status {
+            status,
+            retry_after_s,
+        } => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            let body = json!({"error": {"type": "overloaded", "message": "the replica is busy"}});
+            let mut response = json_response(status, body.to_string());
+            if let Some(s) = retry_after_s {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(s));
+            }
+            response
+        }
+        Outage::Cut => {
+            let stream = futures_util::stream::once(async {
+                Err::<Bytes, _>(std::io::Error::other("the replica went away"))
+            });
+            (
+                StatusCode::OK,
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("text/event-stream"),
+                )],
                 Body::from_stream(stream),
             )
                 .into_response()

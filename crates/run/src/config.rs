@@ -47,8 +47,8 @@ pub enum ModelApi {
 pub enum ModelSource {
     /// No model: the tasks call none (no gateway is started).
     None,
-    /// An upstream the gateway records calls to.
-    Upstream(String),
+    /// An upstream the gateway records calls to (one URL, or replicas of one model).
+    Upstream(Vec<String>),
     /// A scripted model served in process.
     Script(PathBuf),
 }
@@ -75,6 +75,15 @@ fn default_every() -> u64 {
 fn default_logprobs() -> bool {
     true
 }
+fn default_true() -> bool {
+    true
+}
+fn default_retry_s() -> u64 {
+    30
+}
+fn default_outage_s() -> u64 {
+    600
+}
 fn default_keep() -> usize {
     2
 }
@@ -95,9 +104,23 @@ pub struct RunConfig {
     /// Published checkpoints kept (1..=[`MAX_KEEP`]).
     #[serde(default = "default_keep")]
     pub keep: usize,
-    /// Base URL of the model upstream (`http://` or `https://`, `/v1/...` is appended).
+    /// Base URL of the model upstream (`http://` or `https://`, `/v1/...` is appended), or a
+    /// list of replicas of one model.
     #[serde(default)]
-    pub model_upstream: Option<String>,
+    pub model_upstream: Option<rollpoint_gateway::config::Urls>,
+    /// Keep each rollout's calls on the replica of `model_upstream` it used last while that
+    /// replica is up (its prefix cache); false: always the least loaded.
+    #[serde(default = "default_true")]
+    pub model_sticky: bool,
+    /// Seconds a model call retries an outage (429, 503, a refused or reset connection, a
+    /// reply cut before its first byte, no live replica) while its harness waits; past it
+    /// the rollout is paused in place until the call has a reply (0..=86400).
+    #[serde(default = "default_retry_s")]
+    pub model_retry_s: u64,
+    /// Seconds after which such a call ends `upstream_unreachable` and its rollout an
+    /// infrastructure failure (`model_unreachable`) (1..=86400).
+    #[serde(default = "default_outage_s")]
+    pub model_outage_s: u64,
     /// PEM certificates trusted for an `https://` upstream besides the system's roots.
     #[serde(default)]
     pub model_ca_file: Option<PathBuf>,
@@ -259,6 +282,9 @@ impl Default for RunConfig {
             checkpoint_every_s: default_every(),
             keep: default_keep(),
             model_upstream: None,
+            model_sticky: true,
+            model_retry_s: default_retry_s(),
+            model_outage_s: default_outage_s(),
             model_ca_file: None,
             model_credential_env: None,
             model_credential_file: None,
@@ -423,9 +449,22 @@ impl RunConfig {
                 "give a model upstream or a model script, not both",
             );
         }
+        let max_outage = rollpoint_gateway::config::MAX_OUTAGE_S;
+        if self.model_retry_s > max_outage {
+            return bad(
+                "model_retry_s",
+                &format!("{} is outside 0..={max_outage}", self.model_retry_s),
+            );
+        }
+        if !(1..=max_outage).contains(&self.model_outage_s) {
+            return bad(
+                "model_outage_s",
+                &format!("{} is outside 1..={max_outage}", self.model_outage_s),
+            );
+        }
         rollpoint_gateway::config::check_upstream(
             "model_",
-            self.model_upstream.as_deref(),
+            self.model_upstream.as_ref().map(|u| u.0.as_slice()),
             self.model_credential_env.as_deref(),
             self.model_credential_file.is_some(),
             self.model_max_calls,
@@ -468,7 +507,7 @@ impl RunConfig {
     /// Where model calls go.
     pub fn model(&self) -> ModelSource {
         match (&self.model_upstream, &self.model_script) {
-            (Some(url), _) => ModelSource::Upstream(url.clone()),
+            (Some(urls), _) => ModelSource::Upstream(urls.0.clone()),
             (None, Some(script)) => ModelSource::Script(script.clone()),
             (None, None) => ModelSource::None,
         }

@@ -68,8 +68,8 @@ struct ProcessRecord {
 /// Where the model comes from.
 #[derive(Debug, Clone)]
 pub enum Upstream {
-    /// A model server the gateway forwards to.
-    Url(String),
+    /// A model server the gateway forwards to (its replicas).
+    Url(Vec<String>),
     /// A model script the gateway process serves itself.
     Script(PathBuf),
 }
@@ -220,8 +220,10 @@ impl GatewayProcess {
             .arg("--drain-s")
             .arg(DRAIN.as_secs().to_string());
         match upstream {
-            Upstream::Url(url) => {
-                cmd.arg("--upstream").arg(url);
+            Upstream::Url(urls) => {
+                for url in urls {
+                    cmd.arg("--upstream").arg(url);
+                }
             }
             Upstream::Script(path) => {
                 cmd.arg("--model-script")
@@ -230,6 +232,13 @@ impl GatewayProcess {
                     .arg(run_dir.join(MODEL_LOG));
             }
         }
+        if !config.model_sticky {
+            cmd.arg("--no-sticky");
+        }
+        cmd.arg("--retry-s")
+            .arg(config.model_retry_s.to_string())
+            .arg("--outage-s")
+            .arg(config.model_outage_s.to_string());
         if let Some(ca) = &config.model_ca_file {
             cmd.arg("--ca-file").arg(ca);
         }
@@ -357,6 +366,11 @@ impl GatewayProcess {
 
     /// What the ledger says of attempts' last calls, for the drivers.
     #[must_use]
+    /// A client of its control routes.
+    pub fn client(&self) -> GatewayClient {
+        self.client.clone()
+    }
+
     pub fn health(&self) -> Arc<dyn rollpoint_driver::ModelHealth> {
         Arc::new(LedgerHealth {
             client: self.client.clone(),

@@ -50,6 +50,7 @@ pub mod results;
 pub mod resume;
 mod saved;
 pub mod stack;
+mod stalls;
 pub mod state;
 pub mod status;
 pub mod tasks;

@@ -30,6 +30,8 @@ pub struct Stack {
     pub runs: Runs,
     pub agent: Arc<AgentParticipant>,
     pub gateway: Option<GatewayProcess>,
+    /// Parks the runs whose model calls the gateway reports stalled (`crate::stalls`).
+    stalls: Option<tokio::task::JoinHandle<()>>,
     /// The gateway's port (0 when there is no gateway).
     pub gateway_port: u16,
     pub coordinator: Coordinator,
@@ -177,12 +179,16 @@ impl Stack {
         let coordinator = Coordinator::new(controls, cc)
             .await
             .map_err(|e| RunError::setup("coordinator", e))?;
+        let stalls = gateway
+            .as_ref()
+            .map(|g| tokio::spawn(crate::stalls::follow(g.client(), runs.clone())));
         Ok(Self {
             backend,
             owner,
             runs,
             agent,
             gateway,
+            stalls,
             gateway_port: port,
             coordinator,
         })
@@ -201,6 +207,9 @@ impl Stack {
 
     /// Stops the gateway process.
     pub async fn shutdown(mut self) {
+        if let Some(stalls) = self.stalls.take() {
+            stalls.abort();
+        }
         if let Some(gateway) = self.gateway.take() {
             gateway.stop().await;
         }

@@ -420,7 +420,7 @@ fn root_infrastructure_failures_are_never_rewards_and_are_run_again() {
     write(
         &config,
         &format!(
-            "v = 1\nconcurrency = 4\ncheckpoint_every_s = 0\nretry_infra = 1\nmodel_upstream = \"http://127.0.0.1:{port}\"\n"
+            "v = 1\nconcurrency = 4\ncheckpoint_every_s = 0\nretry_infra = 1\nmodel_retry_s = 1\nmodel_outage_s = 3\nmodel_upstream = \"http://127.0.0.1:{port}\"\n"
         ),
     );
     let run_dir = dir.join("r");

@@ -41,9 +41,22 @@ const OWNER_POLL: Duration = Duration::from_millis(100);
 #[derive(Debug, Args)]
 #[command(group(clap::ArgGroup::new("source").required(true).args(["upstream", "model_script"])))]
 pub struct GatewayArgs {
-    /// Base URL of the upstream model server (http:// or https://), e.g. http://127.0.0.1:8000.
+    /// Base URL of the upstream model server (http:// or https://), e.g. http://127.0.0.1:8000;
+    /// repeated, replicas of one model (calls go to the least loaded, sticky per rollout).
     #[arg(long)]
-    upstream: Option<String>,
+    upstream: Vec<String>,
+    /// Send each call to the replica with the fewest calls outstanding, not the one its
+    /// rollout used last (for servers without a prefix cache).
+    #[arg(long)]
+    no_sticky: bool,
+    /// Seconds a call retries an upstream outage (429, 503, refused, reset, no replica)
+    /// before its attempt is reported stalled (0..=86400).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(0..=rollpoint_gateway::config::MAX_OUTAGE_S))]
+    retry_s: u64,
+    /// Seconds after which a call still without a reply ends `upstream_unreachable`, as do
+    /// its attempt's later calls (1..=86400).
+    #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=rollpoint_gateway::config::MAX_OUTAGE_S))]
+    outage_s: u64,
     /// Serve this model script in this process and use it as the upstream.
     #[arg(long)]
     model_script: Option<PathBuf>,
@@ -235,7 +248,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
     };
     rollpoint_gateway::config::check_upstream(
         "",
-        args.upstream.as_deref(),
+        (!args.upstream.is_empty()).then_some(args.upstream.as_slice()),
         args.credential_env.as_deref(),
         args.credential_file.is_some(),
         usize::try_from(args.max_upstream_calls)?,
@@ -267,7 +280,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         let addr = listener
             .local_addr()
             .context("failed to read the bound address")?;
-        let (model, upstream) = match (script, &args.upstream) {
+        let (model, upstream) = match (script, args.upstream.first()) {
             (Some(script), _) => {
                 let local = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
                 let server = ScriptServer::start(script, local, args.model_log.clone()).await?;
@@ -278,6 +291,12 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
             (None, None) => anyhow::bail!("give --upstream or --model-script"),
         };
         let mut config = GatewayConfig::new(upstream, api, args.db.clone());
+        config.replicas = args.upstream.iter().skip(1).cloned().collect();
+        config.sticky = !args.no_sticky;
+        config.outage = rollpoint_gateway::config::OutagePolicy {
+            retry: Duration::from_secs(args.retry_s),
+            outage: Duration::from_secs(args.outage_s),
+        };
         config.max_body_bytes = args.max_body_bytes;
         config.replay = !args.no_replay;
         config.open_keys = args.open_keys;

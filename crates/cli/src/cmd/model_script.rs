@@ -30,6 +30,11 @@ pub struct ModelScriptArgs {
     /// script's `tokens` does.
     #[arg(long)]
     tokens: bool,
+    /// Answer the first generation requests as a failing replica would, in order, before
+    /// the script answers: `cut` (a stream cut before its first byte), `STATUS` or
+    /// `STATUS:RETRY_AFTER_S` (e.g. `429:1,503,cut`).
+    #[arg(long, value_delimiter = ',')]
+    outages: Vec<rollpoint_model_script::Outage>,
 }
 
 pub fn run(args: ModelScriptArgs) -> anyhow::Result<()> {
@@ -41,6 +46,7 @@ pub fn run(args: ModelScriptArgs) -> anyhow::Result<()> {
     runtime.block_on(async {
         let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), args.port.unwrap_or(0));
         let server = ScriptServer::start(script, addr, args.log).await?;
+        server.queue_outages(args.outages.iter().copied());
         if let Some(file) = &args.port_file {
             write_port_file(file, server.addr().port())?;
         }

@@ -269,7 +269,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         config.keep = v;
     }
     if let Some(v) = args.model_upstream.clone() {
-        config.model_upstream = Some(v);
+        config.model_upstream = Some(rollpoint_gateway::config::Urls::from(v.as_str()));
         config.model_script = None;
     }
     if let Some(v) = args.model_script.clone() {

@@ -84,6 +84,11 @@ impl Machine {
         self.restart
     }
 
+    /// Its adapter pauses its harness in place (else a park stops it).
+    pub fn pauses(&self) -> bool {
+        self.setup.pauses
+    }
+
     /// A park request would change something (not a restart, not already
     /// asked, not finished).
     pub fn wants_park(&self) -> bool {

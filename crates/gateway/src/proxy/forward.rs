@@ -19,6 +19,7 @@ use crate::ledger::{self, CallStatus, Finish};
 use crate::shared::{Recording, Shared};
 use crate::tokens::reply::Capture;
 use crate::tokens::{FaultKind, Plan, TokenFault};
+use crate::upstream::send::{Outbound, Sent, send};
 
 /// Where and how to send the call.
 pub(crate) struct Target {
@@ -40,6 +41,9 @@ pub(crate) struct Call {
     /// The model turns of the request, to fingerprint the conversation with the reply.
     pub model_turns: Vec<Turn>,
     pub tokens: Plan,
+    /// The attempt key and rollout of the call, for stalls and stickiness.
+    pub attempt: String,
+    pub rollout: String,
 }
 
 /// Sends `body` upstream and delivers the reply through the gate.
@@ -57,10 +61,12 @@ pub(crate) async fn forward(
         stream,
         model_turns,
         tokens,
+        attempt,
+        rollout,
     } = call;
-    let url = match &target.query {
-        Some(q) => format!("{}/{}?{q}", target.upstream.base, target.rest),
-        None => format!("{}/{}", target.upstream.base, target.rest),
+    let path = match &target.query {
+        Some(q) => format!("{}?{q}", target.rest),
+        None => target.rest.clone(),
     };
     let mut headers = axum::http::HeaderMap::with_capacity(target.headers.len());
     for (name, value) in &target.headers {
@@ -71,11 +77,12 @@ pub(crate) async fn forward(
     if let Some(credential) = &target.upstream.credential {
         credential.apply(route, &mut headers);
     }
-    let request = target
-        .upstream
-        .client()
-        .request(target.method, &url)
-        .headers(headers);
+    let outbound = Outbound {
+        method: target.method,
+        path,
+        headers,
+        body,
+    };
     let upstream_ms = now_ms();
     let (head_tx, head_rx) = tokio::sync::oneshot::channel();
     // The upstream call runs as a task of its own: a caller that leaves (or whose sandbox is
@@ -91,9 +98,11 @@ pub(crate) async fn forward(
         upstream_ms,
         recording,
         tokens,
+        attempt,
+        rollout,
     };
     tokio::spawn(tracing::Instrument::instrument(
-        sending.run(request.body(body), url, head_tx),
+        sending.run(outbound, head_tx),
         tracing::Span::current(),
     ));
     match head_rx.await {
@@ -143,14 +152,15 @@ struct UpstreamCall {
     upstream_ms: i64,
     recording: Recording,
     tokens: Plan,
+    attempt: String,
+    rollout: String,
 }
 
 impl UpstreamCall {
     /// Sends the call, hands the reply's head to `head` and pumps the reply to its end.
     async fn run(
         self,
-        request: reqwest::RequestBuilder,
-        url: String,
+        outbound: Outbound,
         head: tokio::sync::oneshot::Sender<Result<Head, String>>,
     ) {
         let Self {
@@ -163,16 +173,20 @@ impl UpstreamCall {
             upstream_ms,
             recording,
             tokens,
+            attempt,
+            rollout,
         } = self;
-        // The turn is held until the reply is read to its end.
+        // The turn and the replica's lease are held until the reply is read to its end.
         let _turn = target.turn().await;
-        let response = match target.send(request).await {
-            Ok(r) => r,
-            Err(e) => {
-                let message = format!(
-                    "upstream {url} unreachable for call {call_id}: {}",
-                    chain(&e)
-                );
+        let sent = send(&shared, &target, &outbound, &attempt, &rollout, &call_id).await;
+        let (status, mut headers, chunks, _lease) = match sent {
+            Sent::Reply {
+                status,
+                headers,
+                chunks,
+                lease,
+            } => (status, headers, chunks, lease),
+            Sent::Failed { message } => {
                 let finish = Finish {
                     http_status: Some(StatusCode::BAD_GATEWAY.as_u16()),
                     error: Some(message.clone()),
@@ -195,8 +209,6 @@ impl UpstreamCall {
                 return;
             }
         };
-        let status = response.status();
-        let mut headers = response.headers().clone();
         let content_type = headers
             .get(header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
@@ -252,20 +264,8 @@ impl UpstreamCall {
             sse,
             chunks: rx,
         }));
-        if let Some(listed) = pump(Box::pin(response.bytes_stream()), recorder, tx, capture).await {
+        if let Some(listed) = pump(chunks, recorder, tx, capture).await {
             target.lists_token_ids.store(listed, Ordering::Relaxed);
         }
     }
-}
-
-/// An error with its causes, so a TLS failure says why (an unknown issuer, say).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        text.push_str(": ");
-        text.push_str(&c.to_string());
-        cause = c.source();
-    }
-    text
 }

@@ -160,6 +160,8 @@ async fn call(shared: Arc<Shared>, key: String, rest: String, req: Request) -> R
         .unwrap_or_default();
     // Only a later attempt can repeat a recorded call: only then wait for the ledger's answer.
     let replay = shared.config.replay && capture.attempt() > 0;
+    let attempt = capture.to_string();
+    let rollout = capture.rollout().to_string();
     let call = NewCall {
         key: capture,
         seq,
@@ -214,6 +216,8 @@ async fn call(shared: Arc<Shared>, key: String, rest: String, req: Request) -> R
         stream,
         model_turns,
         tokens,
+        attempt,
+        rollout,
     };
     forward::forward(&shared, call, target, upstream_body).await
 }

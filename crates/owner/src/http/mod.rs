@@ -191,23 +191,6 @@ pub(crate) fn query(
     raw: Option<&str>,
     allowed: &[&str],
 ) -> Result<HashMap<String, String>, ApiError> {
-    let mut out = HashMap::new();
-    for (name, value) in form_urlencoded::parse(raw.unwrap_or_default().as_bytes()) {
-        if !allowed.contains(&name.as_ref()) {
-            return Err(Reply(OwnerError::bad(
-                name.as_ref(),
-                format!(
-                    "unknown query parameter, expected one of {}",
-                    allowed.join(", ")
-                ),
-            )));
-        }
-        if out.insert(name.to_string(), value.into_owned()).is_some() {
-            return Err(Reply(OwnerError::bad(
-                name.as_ref(),
-                "given more than once",
-            )));
-        }
-    }
-    Ok(out)
+    rollpoint_api::query::params(raw, allowed)
+        .map_err(|(name, message)| Reply(OwnerError::bad(name, message)))
 }

@@ -1,8 +1,11 @@
-//! The clients of the upstreams (the default one and one per named model): plain http or TLS (rustls, the system's roots plus an
-//! optional CA file; no OpenSSL), HTTP/2 where the upstream offers it by ALPN, pooled
-//! connections, a connect timeout, bounded retries of connection failures (the request never
-//! reached the upstream, so nothing can have started), and an optional limit of calls
-//! upstream at once.
+//! The upstreams (the default one and one per named model), each one or several replicas of
+//! one model: plain http or TLS (rustls, the system's roots plus an optional CA file; no
+//! OpenSSL), HTTP/2 where a replica offers it by ALPN, pooled connections, a connect timeout
+//! and an optional limit of calls upstream at once. Which replica a call goes to is
+//! [`replica`]'s; how a call waits out an outage is [`send`]'s.
+
+pub(crate) mod replica;
+pub(crate) mod send;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -12,13 +15,16 @@ use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::config::{Credential, GatewayConfig, MAX_UPSTREAM_CALLS, UpstreamApi};
+use self::replica::Replicas;
+use crate::config::{Credential, GatewayConfig, MAX_UPSTREAM_CALLS, OutagePolicy, UpstreamApi};
 use crate::errors::GatewayError;
+use crate::metrics::Metrics;
 
 /// How long a connection (TCP and TLS) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Waits before each retry of a connection that failed.
-const RETRY_WAITS: [Duration; 2] = [Duration::from_millis(100), Duration::from_millis(400)];
+
+/// The metrics name of the default upstream.
+const DEFAULT_NAME: &str = "default";
 
 /// Every upstream of a gateway.
 #[derive(Debug)]
@@ -28,23 +34,37 @@ pub(crate) struct Upstreams {
 }
 
 impl Upstreams {
-    pub(crate) fn new(config: &GatewayConfig) -> Result<Self, GatewayError> {
-        let default = Arc::new(Upstream::new(Spec {
-            url: &config.upstream,
-            api: config.api,
-            ca_file: config.ca_file.as_ref(),
-            credential: config.credential.clone(),
-            max_calls: config.max_upstream_calls,
-        })?);
+    pub(crate) fn new(config: &GatewayConfig, metrics: &Metrics) -> Result<Self, GatewayError> {
+        let default = Arc::new(Upstream::new(
+            Spec {
+                name: DEFAULT_NAME,
+                url: &config.upstream,
+                replicas: &config.replicas,
+                sticky: config.sticky,
+                api: config.api,
+                ca_file: config.ca_file.as_ref(),
+                credential: config.credential.clone(),
+                max_calls: config.max_upstream_calls,
+                outage: config.outage,
+            },
+            metrics,
+        )?);
         let mut by_model = HashMap::new();
         for m in &config.models {
-            let upstream = Upstream::new(Spec {
-                url: &m.upstream,
-                api: m.api,
-                ca_file: m.ca_file.as_ref(),
-                credential: m.credential.clone(),
-                max_calls: m.max_upstream_calls,
-            })?;
+            let upstream = Upstream::new(
+                Spec {
+                    name: &m.name,
+                    url: &m.upstream,
+                    replicas: &m.replicas,
+                    sticky: m.sticky,
+                    api: m.api,
+                    ca_file: m.ca_file.as_ref(),
+                    credential: m.credential.clone(),
+                    max_calls: m.max_upstream_calls,
+                    outage: config.outage,
+                },
+                metrics,
+            )?;
             if by_model
                 .insert(m.name.clone(), Arc::new(upstream))
                 .is_some()
@@ -76,20 +96,26 @@ impl Upstreams {
 
 /// What one upstream is built from.
 struct Spec<'a> {
+    name: &'a str,
     url: &'a str,
+    replicas: &'a [String],
+    sticky: bool,
     api: UpstreamApi,
     ca_file: Option<&'a PathBuf>,
     credential: Option<Credential>,
     max_calls: usize,
+    outage: OutagePolicy,
 }
 
-/// One upstream: its client, API family, credential and limit.
+/// One upstream: its replicas, client, API family, credential and limit.
 #[derive(Debug)]
 pub(crate) struct Upstream {
-    /// Base URL without a trailing slash.
+    /// The first replica's base URL without a trailing slash, to name the upstream.
     pub base: String,
     pub api: UpstreamApi,
     pub credential: Option<Credential>,
+    pub replicas: Replicas,
+    pub outage: OutagePolicy,
     client: reqwest::Client,
     limit: Option<Arc<Semaphore>>,
     /// Its last captured chat reply listed `token_ids`: the logprob tokens need not spell
@@ -98,12 +124,16 @@ pub(crate) struct Upstream {
 }
 
 impl Upstream {
-    fn new(spec: Spec<'_>) -> Result<Self, GatewayError> {
-        let base = spec.url.trim_end_matches('/').to_owned();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(GatewayError::BadUpstream {
-                url: spec.url.to_owned(),
-            });
+    fn new(spec: Spec<'_>, metrics: &Metrics) -> Result<Self, GatewayError> {
+        let mut bases = Vec::with_capacity(1 + spec.replicas.len());
+        for url in std::iter::once(spec.url).chain(spec.replicas.iter().map(String::as_str)) {
+            let base = url.trim_end_matches('/').to_owned();
+            if !(base.starts_with("http://") || base.starts_with("https://")) {
+                return Err(GatewayError::BadUpstream {
+                    url: url.to_owned(),
+                });
+            }
+            bases.push(base);
         }
         if spec.max_calls > MAX_UPSTREAM_CALLS {
             return Err(GatewayError::UpstreamCalls {
@@ -133,9 +163,11 @@ impl Upstream {
         let client = builder.build().map_err(GatewayError::Client)?;
         let limit = (spec.max_calls > 0).then(|| Arc::new(Semaphore::new(spec.max_calls)));
         Ok(Self {
-            base,
+            base: bases[0].clone(),
             api: spec.api,
             credential: spec.credential,
+            replicas: Replicas::new(spec.name, bases, spec.sticky, metrics),
+            outage: spec.outage,
             client,
             limit,
             lists_token_ids: AtomicBool::new(false),
@@ -152,22 +184,5 @@ impl Upstream {
             Some(limit) => Arc::clone(limit).acquire_owned().await.ok(),
             None => None,
         }
-    }
-
-    /// Sends `request`, retrying a connection that failed (at most twice).
-    pub(crate) async fn send(
-        &self,
-        request: reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, reqwest::Error> {
-        for wait in RETRY_WAITS {
-            let Some(again) = request.try_clone() else {
-                break;
-            };
-            match again.send().await {
-                Err(e) if e.is_connect() => tokio::time::sleep(wait).await,
-                other => return other,
-            }
-        }
-        request.send().await
     }
 }
