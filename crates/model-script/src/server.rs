@@ -39,7 +39,8 @@ pub struct LogEntry {
     pub stream: bool,
     pub position: usize,
     pub step: usize,
-    /// `text`, `tool_call` or `fail`.
+    /// `text`, `tool_call`, `fail`, or `outage` (answered by a queued outage, not the
+    /// script; `seq` then counts outages).
     pub reply: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
@@ -277,15 +278,6 @@ fn json_response(status: StatusCode, body: String) -> Response {
 }
 
 async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> Response {
-    let outage = shared
-        .outages
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .pop_front();
-    if let Some(outage) = outage {
-        shared.outaged.fetch_add(1, Ordering::SeqCst);
-        return outage_response(outage);
-    }
     let parsed: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -295,6 +287,30 @@ async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> R
         }
     };
     let req = Request::read(api, &parsed);
+    let outage = shared
+        .outages
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .pop_front();
+    if let Some(outage) = outage {
+        let seq = shared.outaged.fetch_add(1, Ordering::SeqCst);
+        write_entry(
+            &shared,
+            LogEntry {
+                v: LOG_VERSION,
+                seq,
+                api: req.api.name(),
+                stream: req.stream,
+                position: req.position,
+                step: 0,
+                reply: "outage",
+                tool: None,
+                request_sha256: sha256_hex(&body),
+                sample: 0,
+            },
+        );
+        return outage_response(outage);
+    }
     let seq = shared.counter.fetch_add(1, Ordering::SeqCst);
     let digest = sha256_hex(&body);
     let sample = {
@@ -423,6 +439,10 @@ fn log(shared: &Shared, req: &Request, ans: &Answer, seq: usize, digest: String,
         request_sha256: digest,
         sample,
     };
+    write_entry(shared, entry);
+}
+
+fn write_entry(shared: &Shared, entry: LogEntry) {
     if let Some(file) = &shared.log {
         let mut line = serde_json::to_vec(&entry).unwrap_or_default();
         line.push(b'\n');

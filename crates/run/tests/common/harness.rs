@@ -142,6 +142,8 @@ pub struct Case {
     config: PathBuf,
     token: PathBuf,
     pub steps: u32,
+    /// Request logs of replicas started by the test, read with the run's own.
+    pub replica_logs: Vec<PathBuf>,
 }
 
 impl Case {
@@ -196,7 +198,31 @@ impl Case {
             config,
             token,
             steps: n,
+            replica_logs: Vec::new(),
         }
+    }
+
+    /// The same case with its model at `urls` (replicas the test starts) and `extra` config
+    /// lines, instead of the run's own scripted model.
+    pub fn on_replicas(mut self, urls: &[String], extra: &str) -> Self {
+        let list = urls
+            .iter()
+            .map(|u| format!("\"{u}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        std::fs::write(
+            &self.config,
+            format!(
+                "v = 1\nconcurrency = 1\ncheckpoint_every_s = 0\nstore = \"btrfs\"\nmodel_upstream = [{list}]\n{extra}"
+            ),
+        )
+        .expect("config");
+        self.replica_logs = urls
+            .iter()
+            .enumerate()
+            .map(|(i, _)| self.dir.join(format!("replica{i}.log")))
+            .collect();
+        self
     }
 
     /// The same case with its sandbox on `base` and the harness at `bin`
@@ -248,10 +274,16 @@ impl Case {
 
     /// The scripted model's request log, one JSON object a request.
     pub fn model_log(&self) -> Vec<serde_json::Value> {
-        std::fs::read_to_string(self.run_dir.join("model-script.log"))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
+        std::iter::once(self.run_dir.join("model-script.log"))
+            .chain(self.replica_logs.iter().cloned())
+            .flat_map(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .collect::<Vec<serde_json::Value>>()
+            })
+            .filter(|e: &serde_json::Value| e["reply"] != "outage")
             .collect()
     }
 
@@ -1026,4 +1058,177 @@ pub fn trajectory_through_pauses_and_a_crash(h: Harness) {
     assert_eq!(b.loss_mask, a.loss_mask, "the same mask");
     assert_eq!(b.logprobs, a.logprobs, "the same logprobs");
     metric(h.kind, "trajectory_tokens", b.tokens.len());
+}
+
+/// A replica of the scripted model as a process of its own (`rollpoint model-script`),
+/// killed when dropped.
+pub struct Replica {
+    child: Child,
+    pub port: u16,
+}
+
+impl Replica {
+    /// Starts a replica of `case`'s script on `port` (0: any), logging to `log`, answering
+    /// `outages` (`--outages`) first.
+    pub fn start(case: &Case, port: u16, log: &Path, outages: &str) -> Self {
+        let port_file = log.with_extension("port");
+        let _ = std::fs::remove_file(&port_file);
+        let mut cmd = std::process::Command::new(crate::common::rollpoint_bin());
+        cmd.arg("model-script")
+            .arg("--script")
+            .arg(case.dir.join("model.json"))
+            .arg("--log")
+            .arg(log)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if port == 0 {
+            cmd.arg("--port-file").arg(&port_file);
+        } else {
+            cmd.arg("--port").arg(port.to_string());
+        }
+        if !outages.is_empty() {
+            cmd.arg("--outages").arg(outages);
+        }
+        let child = cmd.spawn().expect("replica");
+        let port = if port == 0 {
+            wait_file(&port_file, LIMIT, &case.log);
+            std::thread::sleep(Duration::from_millis(100));
+            std::fs::read_to_string(&port_file)
+                .expect("port")
+                .trim()
+                .parse()
+                .expect("port number")
+        } else {
+            port
+        };
+        // Up once it answers.
+        let end = Instant::now() + LIMIT;
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < end,
+                "the replica on port {port} never listened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, port }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// SIGKILL, as a preempted node.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Lines of `log` that are outages the replica answered instead of the model.
+fn outages_in(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"reply\":\"outage\""))
+        .count()
+}
+
+/// Step 3's tool sleeps long enough for both replicas to be killed meanwhile.
+const OUTAGE_STEPS: [(u32, u32); 5] = [(300, 0), (300, 0), (3000, 0), (300, 0), (300, 0)];
+
+/// The model as trainers serve it: two replicas of their own, one answering 429 with
+/// `Retry-After` and then 503 twice, the other cutting its first stream before its first
+/// byte; then both killed while a tool runs, for longer than the retry budget, and one
+/// brought back. The harness sees none of it: the rollout is paused in place while the model
+/// is away (its files and CPU time do not move), continues in the same processes, verifies,
+/// and no answered call went upstream twice.
+pub fn outage_waited_out_in_place(h: Harness) {
+    let case = Case::new(h, 'o', &OUTAGE_STEPS);
+    let (log_a, log_b) = (case.dir.join("replica0.log"), case.dir.join("replica1.log"));
+    let mut a = Replica::start(&case, 0, &log_a, "429:1,503,503");
+    let mut b = Replica::start(&case, 0, &log_b, "cut");
+    let case = case.on_replicas(
+        &[a.url(), b.url()],
+        "model_sticky = false\nmodel_retry_s = 1\nmodel_outage_s = 300\n",
+    );
+    let mut child = case.start();
+    case.wait_until("step 3 did not run", || case.lines() >= 3);
+    assert_eq!(outages_in(&log_a), 3, "replica a's outages were met");
+    assert_eq!(outages_in(&log_b), 1, "replica b's cut was met");
+    let port = a.port;
+    // The busy replies may have outlasted the budget already: count the parks from here.
+    let parks = || {
+        case.log_text()
+            .matches("parking the rollout in place")
+            .count()
+    };
+    let before = parks();
+    a.kill();
+    b.kill();
+    case.wait_until("the rollout was not paused for the model", || {
+        parks() > before
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    let pids = case.harness_processes();
+    assert!(!pids.is_empty(), "the harness runs");
+    let (files, ticks) = (case.files(), cpu(&pids));
+    std::thread::sleep(Duration::from_millis(1500));
+    let (now, ticks_now) = (case.files(), cpu(&pids));
+    assert_eq!(
+        now.keys().collect::<Vec<_>>(),
+        files.keys().collect::<Vec<_>>(),
+        "files appeared or went while the model was away"
+    );
+    for (p, before) in &files {
+        assert!(
+            now.get(p) == Some(before),
+            "{} changed while paused",
+            p.display()
+        );
+    }
+    assert_eq!(ticks_now, ticks, "CPU time moved while paused");
+    assert!(ticks.values().all(Option::is_some), "{ticks:?}");
+
+    // A replica is back on its port: the call is answered, the same processes go on.
+    let _back = Replica::start(&case, port, &case.replica_logs[0], "");
+    let status = wait(&mut child, LIMIT, &case.log);
+    assert!(
+        status.success(),
+        "run failed ({status}):\n{}",
+        case.log_text()
+    );
+    let r = case.result();
+    assert_eq!(r.status, Status::Verified, "{r:?}\n{}", case.log_text());
+    assert_eq!(r.attempt, 0, "no new attempt: {r:?}");
+    assert_eq!(
+        r.launches.len(),
+        1,
+        "launched once, continued in place: {r:?}"
+    );
+    assert!(r.launches[0].pauses >= 1, "{:?}", r.launches[0]);
+    let running = processes_of(&case.rollout);
+    assert!(running.is_empty() || pids.iter().all(|p| !running.contains(p)));
+    // Every call the harness made was answered by the model, once.
+    let out = std::process::Command::new("sqlite3")
+        .arg(case.run_dir.join("gateway/ledger.sqlite"))
+        .arg("select status, count(*) from calls group by status")
+        .output()
+        .expect("sqlite3");
+    let statuses = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(
+        statuses.lines().all(|l| l.starts_with("ok|")),
+        "every call ended ok: {statuses}"
+    );
+    case.check_no_repeated_call(0);
+    // The native worker keeps no transcript of its own.
+    if h.tier.is_some() {
+        case.check_user_turns(&r, 0);
+    }
+    case.check_nothing_left();
 }
