@@ -301,3 +301,70 @@ pub struct CoordinatorStatus {
     pub busy: bool,
     pub peers: Vec<PeerStatus>,
 }
+
+/// What a fleet pause does to model calls generating when it begins.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum InFlightCalls {
+    /// Let them finish; they are tagged with the version they were sent under.
+    #[default]
+    Finish,
+    /// Drop those whose reply has not started and ask again after the pause, under the
+    /// new version.
+    Abort,
+}
+
+/// `POST /v1/fleet/pause` (and the gateway's `/v1/gateway/fleet/pause`): hold every
+/// in-flight rollout in place and send no model call until the fleet continues.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FleetPauseRequest {
+    pub v: u32,
+    /// What calls generating now do (default: the run's `fleet_calls`, else `finish`).
+    #[serde(default)]
+    pub calls: Option<InFlightCalls>,
+}
+
+/// `POST /v1/fleet/continue`: the replicas serve `version` now; the rollouts go on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FleetContinueRequest {
+    pub v: u32,
+    /// The version of the weights from now on (the id alphabet, at most 128 bytes);
+    /// absent keeps the last one.
+    #[serde(default)]
+    pub version: Option<String>,
+}
+
+impl FleetContinueRequest {
+    /// Checks `version`, naming it.
+    pub fn check(&self) -> Result<(), ApiError> {
+        match self
+            .version
+            .as_deref()
+            .and_then(|v| rollpoint_proto::limits::name_problem(v).map(|p| (v, p)))
+        {
+            Some((v, problem)) => Err(ApiError::bad("version", format!("{v:?} {problem}"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The reply to a fleet pause or continue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FleetReport {
+    pub v: u32,
+    pub paused: bool,
+    /// While paused: what calls generating at the pause do.
+    pub calls: Option<InFlightCalls>,
+    /// The policy version model calls are tagged with.
+    pub version: Option<String>,
+    /// Rollouts paused in place (or held before they start).
+    pub parked: usize,
+    /// Rollouts that go on while paused: their adapter does not pause in place, or they did
+    /// not park in time (their model calls are held all the same).
+    pub going_on: Vec<String>,
+}

@@ -22,6 +22,10 @@ pub struct Ctl {
     /// The model has left one of its calls unanswered past the retry budget: park it
     /// (paused in place, never stopped) until the call has a reply.
     pub stalled: bool,
+    /// The fleet is paused for a weight update: park (paused in place) until it continues.
+    pub fleet: bool,
+    /// Its adapter pauses its harness in place (only such a run parks for the model).
+    pub pauses: bool,
     pub cancel: bool,
     pub restart: bool,
     pub status: RunStatus,
@@ -34,6 +38,6 @@ impl Ctl {
     /// adapter pauses in place (a harness that would be stopped just waits for its call).
     #[must_use]
     pub fn parks(&self, pauses: bool) -> bool {
-        self.park || (self.stalled && pauses)
+        self.park || ((self.stalled || self.fleet) && pauses)
     }
 }

@@ -138,6 +138,8 @@ struct Inner {
     runs: Mutex<BTreeMap<String, Entry>>,
     /// A park is requested: runs registered now start parked.
     parking: Mutex<bool>,
+    /// The fleet is paused: runs registered now start parked in place.
+    fleet: Mutex<bool>,
     pauses: crate::metrics::PauseMetrics,
 }
 
@@ -173,6 +175,7 @@ impl Runs {
                 store,
                 runs: Mutex::new(BTreeMap::new()),
                 parking: Mutex::new(false),
+                fleet: Mutex::new(false),
                 pauses: crate::metrics::PauseMetrics::default(),
             }),
         })
@@ -250,6 +253,8 @@ impl Runs {
         let ctl = Arc::new(watch::Sender::new(Ctl {
             park: self.parking(),
             stalled: false,
+            fleet: *self.inner.fleet.lock().unwrap_or_else(PoisonError::into_inner),
+            pauses: setup.pauses,
             cancel: false,
             restart: !setup.checkpointing,
             status: RunStatus::Queued,
@@ -441,6 +446,61 @@ impl Runs {
             changed
         });
         true
+    }
+
+    /// Pauses every run in place for a weight update (`true`), runs registered later
+    /// included, or lets them go on (`false`). A run whose adapter does not pause in place
+    /// goes on (its model calls are held by the gateway); a checkpoint's open does not end
+    /// the pause.
+    pub fn set_fleet(&self, paused: bool) {
+        *self
+            .inner
+            .fleet
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = paused;
+        for e in self.runs().values() {
+            e.ctl.send_if_modified(|c| {
+                let changed = c.fleet != paused;
+                c.fleet = paused;
+                changed
+            });
+        }
+    }
+
+    /// Waits up to the park timeout per run until every run the fleet pause can hold is
+    /// parked: paused in place, held before its launch, queued or finished. The rollouts
+    /// that go on meanwhile (their adapter does not pause, or they did not park in time).
+    pub async fn fleet_parked(&self) -> Vec<String> {
+        let entries: Vec<(String, Arc<watch::Sender<Ctl>>)> = self
+            .runs()
+            .iter()
+            .map(|(r, e)| (r.clone(), Arc::clone(&e.ctl)))
+            .collect();
+        let limit = self.inner.config.park_timeout;
+        let waits = entries.into_iter().map(|(rollout, ctl)| async move {
+            let mut rx = ctl.subscribe();
+            let settled = tokio::time::timeout(
+                limit,
+                rx.wait_for(|c| {
+                    !c.pauses
+                        || c.restart
+                        || matches!(
+                            c.status,
+                            RunStatus::Queued | RunStatus::Parked(_) | RunStatus::Done
+                        )
+                }),
+            )
+            .await;
+            match settled {
+                Ok(Ok(c)) if c.pauses && !c.restart => None,
+                _ => Some(rollout),
+            }
+        });
+        futures_util::future::join_all(waits)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
     }
 
     /// Where one run stands.

@@ -7,6 +7,10 @@
 //!   later attempt fences the earlier ones); 409 `conflict` naming `keys[i]` for an attempt
 //!   older than the registered one. Reply `{v: 1, registered: [...]}`.
 //! - `GET /v1/gateway/status`: `{v: 1, pid, open, in_flight, recording}`.
+//! - `POST /v1/gateway/fleet/pause` `{v: 1, calls: "finish"|"abort"}` and
+//!   `POST /v1/gateway/fleet/continue` `{v: 1, version?}`: no call goes upstream while paused
+//!   (`crate::fleet`); a continue names the policy version later calls are tagged with.
+//!   Reply `{v: 1, paused, calls, version, recording}`.
 //! - `GET /v1/gateway/stalls?after=G&wait_ms=N`: the attempts whose calls wait out an outage
 //!   past the retry budget (`stalled`: pause them in place) and those given up past the
 //!   outage bound, once the registry's generation is past `G` (or after `N` ms, at most
@@ -22,6 +26,8 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use rollpoint_api::error::{ApiError, ErrorCode, authorized, json, versioned};
 use serde::{Deserialize, Serialize};
+
+use rollpoint_api::wire::{FleetContinueRequest, FleetPauseRequest};
 
 use crate::capture::CaptureKey;
 use crate::errors::GatewayError;
@@ -62,6 +68,20 @@ pub struct GatewayStatus {
     pub recording: usize,
 }
 
+/// The fleet's state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FleetReply {
+    pub v: u32,
+    pub paused: bool,
+    /// While paused: what calls generating at the pause do.
+    pub calls: Option<crate::fleet::InFlightCalls>,
+    /// The policy version calls are tagged with.
+    pub version: Option<String>,
+    /// Calls sent (or held before sending) whose reply is not yet recorded.
+    pub recording: usize,
+}
+
 /// `GET /v1/gateway/stalls`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -91,7 +111,7 @@ pub const MAX_STALLS_WAIT_MS: u64 = 25_000;
 
 /// The OpenAPI description of the control routes.
 #[derive(Debug, utoipa::OpenApi)]
-#[openapi(paths(keys, status, records, stalls))]
+#[openapi(paths(keys, status, records, stalls, fleet_pause, fleet_continue))]
 pub struct AdminApi;
 
 /// The control routes of `gateway`, behind `Authorization: Bearer <token>`.
@@ -101,6 +121,8 @@ pub fn router(gateway: Gateway, token: &str) -> Router {
         .route("/v1/gateway/status", get(status))
         .route("/v1/gateway/rollouts/{id}/records", get(records))
         .route("/v1/gateway/stalls", get(stalls))
+        .route("/v1/gateway/fleet/pause", post(fleet_pause))
+        .route("/v1/gateway/fleet/continue", post(fleet_continue))
         .with_state(gateway);
     authorized(routes, token)
 }
@@ -203,6 +225,51 @@ async fn stalls(
     }
     let reply = gateway.stalls(after, Duration::from_millis(wait_ms)).await;
     Ok(json(StatusCode::OK, &reply))
+}
+
+/// Pause the fleet for a weight update: no call goes upstream until it continues.
+#[utoipa::path(
+    post,
+    path = "/v1/gateway/fleet/pause",
+    operation_id = "gateway_fleet_pause",
+    tag = "gateway",
+    request_body = FleetPauseRequest,
+    responses(
+        (status = 200, description = "Paused.", body = FleetReply),
+        (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 413, description = rollpoint_api::error::doc::TOO_LARGE, body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+async fn fleet_pause(State(gateway): State<Gateway>, body: Body) -> Result<Response, ApiError> {
+    let req: FleetPauseRequest = versioned("fleet pause request", ADMIN_VERSION, body).await?;
+    Ok(json(
+        StatusCode::OK,
+        &gateway.fleet_pause(req.calls.unwrap_or_default()),
+    ))
+}
+
+/// Continue the fleet, under a new policy version when one is given.
+#[utoipa::path(
+    post,
+    path = "/v1/gateway/fleet/continue",
+    operation_id = "gateway_fleet_continue",
+    tag = "gateway",
+    request_body = FleetContinueRequest,
+    responses(
+        (status = 200, description = "Going on.", body = FleetReply),
+        (status = 400, description = "A bad `version` (`bad_request`, naming it).", body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 413, description = rollpoint_api::error::doc::TOO_LARGE, body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+async fn fleet_continue(State(gateway): State<Gateway>, body: Body) -> Result<Response, ApiError> {
+    let req: FleetContinueRequest =
+        versioned("fleet continue request", ADMIN_VERSION, body).await?;
+    req.check()?;
+    Ok(json(StatusCode::OK, &gateway.fleet_continue(req.version)))
 }
 
 /// How long a control call may take.
@@ -313,13 +380,7 @@ impl GatewayClient {
             v: ADMIN_VERSION,
             keys: keys.to_vec(),
         };
-        let body = serde_json::to_vec(&body).map_err(|e| self.failed(route, e))?;
-        let request = self
-            .client
-            .post(format!("{}{route}", self.base))
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
-            .body(body);
-        let _reply: KeysReply = self.reply(route, request).await?;
+        let _reply: KeysReply = self.post(route, &body).await?;
         Ok(())
     }
 
@@ -342,6 +403,41 @@ impl GatewayClient {
             "{}{route}?after={after}&wait_ms={wait_ms}",
             self.base
         ));
+        self.reply(route, request).await
+    }
+
+    /// Pauses the fleet (`POST /v1/gateway/fleet/pause`).
+    pub async fn fleet_pause(
+        &self,
+        calls: crate::fleet::InFlightCalls,
+    ) -> Result<FleetReply, GatewayError> {
+        let body = FleetPauseRequest {
+            v: ADMIN_VERSION,
+            calls: Some(calls),
+        };
+        self.post("/v1/gateway/fleet/pause", &body).await
+    }
+
+    /// Continues the fleet (`POST /v1/gateway/fleet/continue`).
+    pub async fn fleet_continue(&self, version: Option<String>) -> Result<FleetReply, GatewayError> {
+        let body = FleetContinueRequest {
+            v: ADMIN_VERSION,
+            version,
+        };
+        self.post("/v1/gateway/fleet/continue", &body).await
+    }
+
+    async fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        route: &str,
+        body: &impl Serialize,
+    ) -> Result<T, GatewayError> {
+        let body = serde_json::to_vec(body).map_err(|e| self.failed(route, e))?;
+        let request = self
+            .client
+            .post(format!("{}{route}", self.base))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body);
         self.reply(route, request).await
     }
 

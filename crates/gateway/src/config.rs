@@ -92,6 +92,8 @@ pub struct GatewayConfig {
     pub sticky: bool,
     /// How calls wait out an outage of any upstream.
     pub outage: OutagePolicy,
+    /// The policy version calls are tagged with until a fleet continue names another.
+    pub policy_version: Option<String>,
     pub api: UpstreamApi,
     pub ledger: PathBuf,
     /// Largest request body accepted, in bytes.
@@ -128,6 +130,7 @@ impl GatewayConfig {
             replicas: Vec::new(),
             sticky: true,
             outage: OutagePolicy::default(),
+            policy_version: None,
             api,
             ledger,
             max_body_bytes: 32 * 1024 * 1024,

@@ -120,6 +120,31 @@ impl Gateway {
         }
     }
 
+    /// Pauses the fleet: no call goes upstream until [`Gateway::fleet_continue`]; calls
+    /// generating now finish or are asked again after, as `calls` says.
+    pub fn fleet_pause(&self, calls: crate::fleet::InFlightCalls) -> crate::admin::FleetReply {
+        self.shared.fleet.pause(calls);
+        self.fleet()
+    }
+
+    /// Continues the fleet, calls from now on tagged with `version` when given.
+    pub fn fleet_continue(&self, version: Option<String>) -> crate::admin::FleetReply {
+        self.shared.fleet.resume(version);
+        self.fleet()
+    }
+
+    /// The fleet's state.
+    #[must_use]
+    pub fn fleet(&self) -> crate::admin::FleetReply {
+        crate::admin::FleetReply {
+            v: crate::admin::ADMIN_VERSION,
+            paused: self.shared.fleet.paused().is_some(),
+            calls: self.shared.fleet.paused(),
+            version: self.shared.fleet.version(),
+            recording: self.shared.recording(),
+        }
+    }
+
     /// How many calls sent upstream are not yet recorded.
     #[must_use]
     pub fn recording(&self) -> usize {

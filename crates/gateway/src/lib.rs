@@ -41,6 +41,7 @@ pub mod conversation;
 pub mod credential;
 pub mod digest;
 pub mod errors;
+pub mod fleet;
 pub mod gate;
 mod gateway;
 pub mod ledger;

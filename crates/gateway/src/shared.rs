@@ -37,6 +37,8 @@ pub(crate) struct Shared {
     pub metrics: Metrics,
     /// Attempts whose calls wait out an outage past the retry budget.
     pub stalls: Arc<crate::stalls::Stalls>,
+    /// The policy version and the fleet's pause.
+    pub fleet: crate::fleet::Fleet,
 }
 
 /// One call sent upstream and not yet recorded; dropping it says the recording ended.
@@ -68,6 +70,7 @@ impl Shared {
     ) -> Self {
         Self {
             stalls: Arc::new(crate::stalls::Stalls::new(metrics.stalled.clone())),
+            fleet: crate::fleet::Fleet::new(config.policy_version.clone()),
             config,
             upstreams,
             ledger,

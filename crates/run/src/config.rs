@@ -121,6 +121,11 @@ pub struct RunConfig {
     /// infrastructure failure (`model_unreachable`) (1..=86400).
     #[serde(default = "default_outage_s")]
     pub model_outage_s: u64,
+    /// What a fleet pause (`POST /v1/fleet/pause`) does to model calls generating when it
+    /// begins: `"finish"` them under the old version (default) or `"abort"` those whose reply
+    /// has not started and ask again after, under the new one.
+    #[serde(default)]
+    pub fleet_calls: rollpoint_api::wire::InFlightCalls,
     /// PEM certificates trusted for an `https://` upstream besides the system's roots.
     #[serde(default)]
     pub model_ca_file: Option<PathBuf>,
@@ -154,6 +159,11 @@ pub struct RunConfig {
     /// `"split"` it into segments or `"mask"` the whole rollout as not trainable.
     #[serde(default)]
     pub token_breaks: rollpoint_trajectory::BreakPolicy,
+    /// What calls answered by several policy versions do to a rollout's merged view:
+    /// `"keep"` them in one segment that lists its versions (default), `"split"` a segment
+    /// where the version changes, or `"refuse"` the rollout as not trainable.
+    #[serde(default)]
+    pub version_breaks: rollpoint_trajectory::VersionPolicy,
     /// A model script to serve in process instead of an upstream.
     #[serde(default)]
     pub model_script: Option<PathBuf>,
@@ -285,6 +295,7 @@ impl Default for RunConfig {
             model_sticky: true,
             model_retry_s: default_retry_s(),
             model_outage_s: default_outage_s(),
+            fleet_calls: rollpoint_api::wire::InFlightCalls::Finish,
             model_ca_file: None,
             model_credential_env: None,
             model_credential_file: None,
@@ -294,6 +305,7 @@ impl Default for RunConfig {
             model_tokens: None,
             model_logprobs: true,
             token_breaks: rollpoint_trajectory::BreakPolicy::Split,
+            version_breaks: rollpoint_trajectory::VersionPolicy::Keep,
             model_script: None,
             store: StoreKind::Auto,
             supervisor: None,

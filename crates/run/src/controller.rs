@@ -611,6 +611,14 @@ impl Loop {
                         });
                         let _asker_gone: Result<(), _> = reply.send(answer);
                     }
+                    Some(Signal::Endpoint(EndpointRequest::FleetPause { request, reply })) => {
+                        let answer = self.fleet_pause(request.calls).await;
+                        let _asker_gone: Result<(), _> = reply.send(answer);
+                    }
+                    Some(Signal::Endpoint(EndpointRequest::FleetContinue { request, reply })) => {
+                        let answer = self.fleet_continue(request.version).await;
+                        let _asker_gone: Result<(), _> = reply.send(answer);
+                    }
                     Some(Signal::Endpoint(EndpointRequest::Metrics { reply })) => {
                         self.count();
                         let _asker_gone: Result<(), _> = reply.send(self.metrics.render(&self.progress, &self.stack.owner.counts()));

@@ -22,7 +22,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rollpoint_api::error::{ApiError, ErrorCode, authorized, json, versioned};
 use rollpoint_api::wire::{
-    CheckpointReply, CheckpointRequest, ForkReply, ForkRequest, WIRE_VERSION,
+    CheckpointReply, CheckpointRequest, FleetContinueRequest, FleetPauseRequest, FleetReport,
+    ForkReply, ForkRequest, WIRE_VERSION,
 };
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
@@ -100,6 +101,16 @@ pub enum EndpointRequest {
         request: ForkRequest,
         reply: oneshot::Sender<Result<ForkReply, ApiError>>,
     },
+    /// A fleet pause for a weight update.
+    FleetPause {
+        request: FleetPauseRequest,
+        reply: oneshot::Sender<Result<FleetReport, ApiError>>,
+    },
+    /// The fleet continues (checked already).
+    FleetContinue {
+        request: FleetContinueRequest,
+        reply: oneshot::Sender<Result<FleetReport, ApiError>>,
+    },
 }
 
 /// `control.json`: where the endpoint listens.
@@ -135,7 +146,7 @@ impl EndpointFile {
 /// coordinator's, and `GET /metrics` is described with every service's).
 #[derive(Debug, utoipa::OpenApi)]
 #[openapi(
-    paths(status),
+    paths(status, fleet_pause, fleet_continue),
     tags((
         name = "run",
         description = "The control endpoint of `rollpoint run` (its address is in \
@@ -193,6 +204,8 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
             .route("/v1/coordinator/checkpoint", post(checkpoint))
             .route("/v1/coordinator/fork", post(fork))
             .route("/v1/run/status", get(status))
+            .route("/v1/fleet/pause", post(fleet_pause))
+            .route("/v1/fleet/continue", post(fleet_continue))
             .route("/metrics", get(metrics))
             .with_state(loop_tx)
             .merge(
@@ -231,15 +244,7 @@ async fn checkpoint(
         ));
     }
     let (reply, answer) = oneshot::channel();
-    let asked = Signal::Endpoint(EndpointRequest::Checkpoint { request, reply });
-    if loop_tx.send(asked).is_err() {
-        return Ok(ending());
-    }
-    match answer.await {
-        Ok(Ok(report)) => Ok(json(StatusCode::OK, &report)),
-        Ok(Err(e)) => Err(e),
-        Err(_) => Ok(ending()),
-    }
+    ask_loop(&loop_tx, EndpointRequest::Checkpoint { request, reply }, answer).await
 }
 
 /// Forks a rollout of a published checkpoint into `n` new rollouts of the run (described
@@ -251,10 +256,16 @@ async fn fork(
     let request: ForkRequest = versioned("fork request", WIRE_VERSION, body).await?;
     request.check()?;
     let (reply, answer) = oneshot::channel();
-    if loop_tx
-        .send(Signal::Endpoint(EndpointRequest::Fork { request, reply }))
-        .is_err()
-    {
+    ask_loop(&loop_tx, EndpointRequest::Fork { request, reply }, answer).await
+}
+
+/// Hands `asked` to the loop and answers with what it says.
+async fn ask_loop<T: Serialize>(
+    loop_tx: &mpsc::UnboundedSender<Signal>,
+    asked: EndpointRequest,
+    answer: oneshot::Receiver<Result<T, ApiError>>,
+) -> Result<Response, ApiError> {
+    if loop_tx.send(Signal::Endpoint(asked)).is_err() {
         return Ok(ending());
     }
     match answer.await {
@@ -262,6 +273,65 @@ async fn fork(
         Ok(Err(e)) => Err(e),
         Err(_) => Ok(ending()),
     }
+}
+
+/// Pause the fleet for a weight update.
+///
+/// Every in-flight rollout is paused in place (its launch frozen and confirmed, as at a
+/// checkpoint) and no model call goes upstream until the fleet continues; calls generating
+/// now finish under the old version or are asked again after, as `calls` (or the run's
+/// `fleet_calls`) says. Answers once every rollout that can be is parked. Time paused is not
+/// charged to a task's time limit.
+#[utoipa::path(
+    post,
+    path = "/v1/fleet/pause",
+    operation_id = "fleet_pause",
+    tag = "run",
+    request_body = FleetPauseRequest,
+    responses(
+        (status = 200, description = "The fleet is paused.", body = FleetReport),
+        (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "The run has no model gateway, its gateway did not answer, or the run is ending (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+async fn fleet_pause(
+    State(loop_tx): State<mpsc::UnboundedSender<Signal>>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let request: FleetPauseRequest = versioned("fleet pause request", WIRE_VERSION, body).await?;
+    let (reply, answer) = oneshot::channel();
+    ask_loop(&loop_tx, EndpointRequest::FleetPause { request, reply }, answer).await
+}
+
+/// Continue the fleet after a weight update, under its new policy version.
+///
+/// Model calls asked from now on carry `version` (in the ledger, the trajectories and the
+/// export); the paused rollouts continue in place.
+#[utoipa::path(
+    post,
+    path = "/v1/fleet/continue",
+    operation_id = "fleet_continue",
+    tag = "run",
+    request_body = FleetContinueRequest,
+    responses(
+        (status = 200, description = "The fleet goes on.", body = FleetReport),
+        (status = 400, description = "A bad `version` (`bad_request`, naming it).", body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "The run has no model gateway, its gateway did not answer, or the run is ending (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+async fn fleet_continue(
+    State(loop_tx): State<mpsc::UnboundedSender<Signal>>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let request: FleetContinueRequest =
+        versioned("fleet continue request", WIRE_VERSION, body).await?;
+    request.check()?;
+    let (reply, answer) = oneshot::channel();
+    ask_loop(&loop_tx, EndpointRequest::FleetContinue { request, reply }, answer).await
 }
 
 /// Where the run stands: its tasks, what is in flight, its checkpoints.

@@ -71,6 +71,15 @@ pub enum Event {
         class: rollpoint_driver::InfraClass,
         error: String,
     },
+    /// The fleet was paused for a weight update: `parked` rollouts held in place, `going_on`
+    /// not (their model calls are held all the same).
+    FleetPaused {
+        calls: rollpoint_api::wire::InFlightCalls,
+        parked: usize,
+        going_on: usize,
+    },
+    /// The fleet continued, its model calls from now on under `version`.
+    FleetContinued { version: Option<String> },
     /// The run stopped at a checkpoint (SIGTERM or a stop request).
     Stopped { checkpoint: String },
     /// Every task has its row.

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use rollpoint_driver::RolloutResult;
-use rollpoint_trajectory::{BreakPolicy, Grouped, Outcome, Trajectory};
+use rollpoint_trajectory::{BreakPolicy, Breaks, Grouped, Outcome, Trajectory};
 
 use crate::errors::RunError;
 use crate::gateway::LEDGER;
@@ -14,7 +14,7 @@ use crate::results::read_results;
 use crate::state::RunState;
 
 /// The trajectories of `rollout`, or of every rollout of the run (by id), under the run's
-/// `token_breaks` policy.
+/// `token_breaks` and `version_breaks` policies.
 pub fn trajectories(run_dir: &Path, rollout: Option<&str>) -> Result<Vec<Trajectory>, RunError> {
     let ledger = run_dir.join(LEDGER);
     let state = RunState::path(run_dir);
@@ -25,9 +25,13 @@ pub fn trajectories(run_dir: &Path, rollout: Option<&str>) -> Result<Vec<Traject
         ));
     }
     let policy = if state.exists() {
-        RunState::load(run_dir)?.config.token_breaks
+        let config = RunState::load(run_dir)?.config;
+        Breaks {
+            tokens: config.token_breaks,
+            versions: config.version_breaks,
+        }
     } else {
-        BreakPolicy::Split
+        Breaks::from(BreakPolicy::Split)
     };
     let records = if ledger.exists() {
         rollpoint_gateway::ledger::read_for_trajectories(&ledger, rollout)

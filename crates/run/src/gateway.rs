@@ -41,6 +41,39 @@ const LOG: &str = "gateway/gateway.log";
 const MODELS: &str = "gateway/models.json";
 /// The run's route key (`rollpoint_proto::route`), made once and kept across resumes.
 pub const ROUTE_KEY: &str = "gateway/route.key";
+/// The policy version the fleet last continued under, so a restarted gateway tags with it.
+const POLICY: &str = "gateway/policy-version.json";
+
+/// `RUN_DIR/gateway/policy-version.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyRecord {
+    v: u32,
+    version: String,
+}
+
+/// Records `version` as the run's policy version (atomic, 0600).
+pub fn save_policy_version(run_dir: &Path, version: &str) -> Result<(), RunError> {
+    let record = PolicyRecord {
+        v: PROCESS_VERSION,
+        version: version.to_owned(),
+    };
+    let path = run_dir.join(POLICY);
+    let bytes = serde_json::to_vec(&record).map_err(|e| RunError::state(path.clone(), e))?;
+    write_atomic(&path, &bytes)
+}
+
+/// The run's policy version, if the fleet ever continued under one.
+fn policy_version(run_dir: &Path) -> Result<Option<String>, RunError> {
+    let path = run_dir.join(POLICY);
+    let Ok(bytes) = std::fs::read(&path) else {
+        return Ok(None);
+    };
+    let record: PolicyRecord = rollpoint_proto::decode("policy version record", PROCESS_VERSION, &bytes)
+        .map_err(|e| RunError::state(path, e))?;
+    Ok(Some(record.version))
+}
+
 /// The socket on which sandboxes' anchors hand their gateway listeners to the gateway.
 pub const ATTACH: &str = "gateway/attach.sock";
 
@@ -231,6 +264,9 @@ impl GatewayProcess {
                     .arg("--model-log")
                     .arg(run_dir.join(MODEL_LOG));
             }
+        }
+        if let Some(version) = policy_version(run_dir)? {
+            cmd.arg("--policy-version").arg(version);
         }
         if !config.model_sticky {
             cmd.arg("--no-sticky");

@@ -38,6 +38,7 @@ pub mod endpoint;
 mod errors;
 pub mod events;
 pub mod export;
+mod fleet;
 mod fork;
 pub mod gateway;
 pub mod groups;

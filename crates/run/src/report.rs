@@ -49,6 +49,8 @@ pub struct Summary {
     pub launches: usize,
     pub checkpoints: usize,
     pub checkpoints_failed: usize,
+    /// Fleet pauses for a weight update.
+    pub fleet_pauses: usize,
     pub resumes: usize,
     /// Resumes not preceded by a stop: the runner had crashed.
     pub crashes: usize,
@@ -108,10 +110,12 @@ impl RunReport {
                     }
                     stopped = false;
                 }
+                Event::FleetPaused { .. } => s.fleet_pauses += 1,
                 Event::Started { .. }
                 | Event::Finished { .. }
                 | Event::Forked { .. }
-                | Event::InfraRetry { .. } => {}
+                | Event::InfraRetry { .. }
+                | Event::FleetContinued { .. } => {}
             }
         }
         s
@@ -182,6 +186,7 @@ impl RunReport {
             ("launches", s.launches.to_string()),
             ("checkpoints", s.checkpoints.to_string()),
             ("failed checkpoints", s.checkpoints_failed.to_string()),
+            ("weight updates", s.fleet_pauses.to_string()),
             ("crashes survived", s.crashes.to_string()),
         ] {
             let _ = write!(
@@ -366,6 +371,21 @@ impl RunReport {
                         height - 2.0
                     );
                     stopped = false;
+                }
+                Event::FleetPaused { parked, .. } => {
+                    let _ = write!(
+                        page,
+                        "<line class=\"fleet\" x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{TOP}\" y2=\"{height}\">\
+                         <title>fleet paused for a weight update ({parked} rollouts)</title></line>"
+                    );
+                }
+                Event::FleetContinued { version } => {
+                    let _ = write!(
+                        page,
+                        "<line class=\"fleet\" x1=\"{ex:.1}\" x2=\"{ex:.1}\" y1=\"{TOP}\" y2=\"{height}\">\
+                         <title>fleet continued under policy version {}</title></line>",
+                        esc(version.as_deref().unwrap_or("(unchanged)"))
+                    );
                 }
                 Event::CheckpointFailed { id, error } => {
                     let _ = write!(
@@ -575,7 +595,7 @@ h1{font-size:20px}h2{font-size:16px;margin-top:28px}\
 svg{display:block;border:1px solid #e3e7eb;background:#fbfcfd}\
 .label{font-size:11px;fill:#1d232a}.axis{font-size:10px;fill:#5b6670}.tick{stroke:#eef1f4}\
 rect.launch{fill:#2f7ed8}rect.launch.resumed{fill:#13a36b}\
-line.checkpoint{stroke:#7aa7e0;stroke-width:1;stroke-dasharray:2 2}line.checkpoint.failed{stroke:#e0a030}\
+line.checkpoint{stroke:#7aa7e0;stroke-width:1;stroke-dasharray:2 2}line.fleet{stroke:#9b59b6;stroke-width:1}line.checkpoint.failed{stroke:#e0a030}\
 line.resume{stroke:#888;stroke-width:2}line.resume.crash{stroke:#d83a2f;stroke-width:2}\
 .crash-label{fill:#d83a2f}rect.ck-bar{fill:#7aa7e0}rect.ck-prepare{fill:#2f5f9e}\
 .legend{font-size:12px;color:#5b6670}.k{display:inline-block;width:12px;height:10px;margin:0 4px 0 10px}\

@@ -39,7 +39,7 @@ async fn agent(run_dir: &Path) -> String {
             slots: 2,
             env: BTreeMap::new(),
             gateway: None,
-            token_breaks: rollpoint_trajectory::BreakPolicy::Split,
+            token_breaks: rollpoint_trajectory::BreakPolicy::Split.into(),
             remote: None,
             route_key: None,
         },

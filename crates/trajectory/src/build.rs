@@ -13,8 +13,8 @@ use rollpoint_gateway::tokens::{CallTokens, FaultKind};
 use rollpoint_gateway::{CallRecord, CallStatus, LedgerRecord};
 
 use crate::format::{
-    BreakPolicy, Metrics, NotTrainable, Reason, Segment, TRAJECTORY_VERSION, TokenBreak,
-    Trajectory, TrajectoryCall,
+    BreakPolicy, Breaks, Metrics, NotTrainable, Reason, Segment, TRAJECTORY_VERSION, TokenBreak,
+    Trajectory, TrajectoryCall, VersionPolicy,
 };
 
 /// What is known of the rollout besides its calls.
@@ -261,7 +261,7 @@ impl<'a> Grouped<'a> {
         &self,
         rollout: &str,
         outcome: Option<&Outcome>,
-        policy: BreakPolicy,
+        policy: impl Into<Breaks>,
     ) -> Trajectory {
         let mut ordered = self.calls.get(rollout).cloned().unwrap_or_default();
         ordered.sort_by_key(|c| (c.attempt, c.seq));
@@ -269,7 +269,7 @@ impl<'a> Grouped<'a> {
             calls: ordered.iter().map(|c| (c.call_id.as_str(), *c)).collect(),
             bodies: &self.bodies,
         };
-        build_one(rollout, &records, &ordered, outcome, policy)
+        build_one(rollout, &records, &ordered, outcome, policy.into())
     }
 }
 
@@ -279,7 +279,7 @@ pub fn build(
     rollout: &str,
     records: &[LedgerRecord],
     outcome: Option<&Outcome>,
-    policy: BreakPolicy,
+    policy: impl Into<Breaks>,
 ) -> Trajectory {
     Grouped::new(records).build(rollout, outcome, policy)
 }
@@ -289,7 +289,7 @@ fn build_one(
     records: &Records<'_, '_>,
     ordered: &[&CallRecord],
     outcome: Option<&Outcome>,
-    policy: BreakPolicy,
+    policy: Breaks,
 ) -> Trajectory {
     let attempt = outcome.map_or_else(
         || ordered.iter().map(|c| c.attempt).max().unwrap_or(0),
@@ -358,6 +358,7 @@ fn build_one(
                     finish_reason: tokens.finish_reason,
                     replayed_from: c.replayed_from.clone(),
                     latency_ms,
+                    policy_version: source.policy_version.clone(),
                 });
             }
             Err(n) => {
@@ -367,10 +368,24 @@ fn build_one(
         }
     }
     merge(&mut t, policy);
+    if policy.versions == VersionPolicy::Refuse
+        && let Some(c) = first_version_change(&t.calls)
+    {
+        let n = NotTrainable {
+            reason: Reason::PolicyVersions,
+            call_id: Some(c.call_id.clone()),
+            message: format!(
+                "call {} was answered by policy version {}, an earlier call by another",
+                c.call_id,
+                c.policy_version.as_deref().unwrap_or("(unknown)")
+            ),
+        };
+        fail(&mut t, n);
+    }
     if let Some(b) = t
         .token_breaks
         .first()
-        .filter(|_| policy == BreakPolicy::Mask)
+        .filter(|_| policy.tokens == BreakPolicy::Mask)
     {
         let n = NotTrainable {
             reason: Reason::TokenBreak,
@@ -420,10 +435,22 @@ fn tool_calls(records: &Records<'_, '_>, c: &CallRecord) -> u64 {
 }
 
 /// Joins the calls into segments, finding token breaks.
-fn merge(t: &mut Trajectory, policy: BreakPolicy) {
+/// The first call answered by another policy version than the call before it.
+fn first_version_change(calls: &[TrajectoryCall]) -> Option<&TrajectoryCall> {
+    calls
+        .windows(2)
+        .find(|w| w[0].policy_version != w[1].policy_version)
+        .map(|w| &w[1])
+}
+
+fn merge(t: &mut Trajectory, policy: Breaks) {
     let mut segments: Vec<Segment> = Vec::new();
     let mut previous: Option<Vec<u32>> = None;
+    let mut last_version: Option<&Option<String>> = None;
     for (i, call) in t.calls.iter().enumerate() {
+        let new_version = policy.versions == VersionPolicy::Split
+            && last_version.is_some_and(|v| *v != call.policy_version);
+        last_version = Some(&call.policy_version);
         let broke = previous
             .as_ref()
             .and_then(|p| break_at(&call.prompt_ids, p));
@@ -434,17 +461,23 @@ fn merge(t: &mut Trajectory, policy: BreakPolicy) {
                 position,
             });
         }
-        if broke.is_some() || segments.is_empty() {
+        if broke.is_some() || new_version || segments.is_empty() {
             segments.push(Segment {
                 first_call: i,
                 tokens: Vec::new(),
                 loss_mask: Vec::new(),
                 logprobs: Some(Vec::new()),
+                policy_versions: Vec::new(),
             });
         }
         let Some(seg) = segments.last_mut() else {
             continue;
         };
+        if let Some(v) = &call.policy_version
+            && !seg.policy_versions.contains(v)
+        {
+            seg.policy_versions.push(v.clone());
+        }
         let added = &call.prompt_ids[seg.tokens.len().min(call.prompt_ids.len())..];
         seg.tokens.extend_from_slice(added);
         seg.loss_mask.extend(std::iter::repeat_n(0, added.len()));
@@ -463,7 +496,7 @@ fn merge(t: &mut Trajectory, policy: BreakPolicy) {
         previous = Some(next);
     }
     // Masking a broken rollout: nothing of it is trained on.
-    if policy == BreakPolicy::Mask && !t.token_breaks.is_empty() {
+    if policy.tokens == BreakPolicy::Mask && !t.token_breaks.is_empty() {
         for seg in &mut segments {
             seg.loss_mask.fill(0);
         }
@@ -550,6 +583,56 @@ mod tests {
             LedgerRecord::Call(Box::new(retry)),
             LedgerRecord::Call(Box::new(call("r-a1#2", 1, 2, Some("r-a1#0"), Some(&d2)))),
         ]
+    }
+
+    /// `records` with the calls before the restore answered by policy version 1 and the
+    /// call after it by version 2 (the replay carries its source's).
+    fn versioned() -> Vec<LedgerRecord> {
+        let mut all = records(&[1, 2, 3, 4, 5, 6, 7]);
+        for r in &mut all {
+            if let LedgerRecord::Call(c) = r {
+                c.policy_version = match c.call_id.as_str() {
+                    "r#0" | "r#1" => Some("1".into()),
+                    "r-a1#2" => Some("2".into()),
+                    _ => None,
+                };
+            }
+        }
+        all
+    }
+
+    #[test]
+    fn calls_carry_their_policy_version_and_segments_keep_split_or_refuse_a_change() {
+        let breaks = |versions| Breaks {
+            tokens: BreakPolicy::Split,
+            versions,
+        };
+        let kept = build("r", &versioned(), Some(&done()), breaks(VersionPolicy::Keep));
+        let per_call: Vec<Option<&str>> = kept
+            .calls
+            .iter()
+            .map(|c| c.policy_version.as_deref())
+            .collect();
+        assert_eq!(per_call, [Some("1"), Some("1"), Some("2")]);
+        assert!(kept.trainable, "{:?}", kept.not_trainable);
+        assert_eq!(kept.segments.len(), 1);
+        assert_eq!(kept.segments[0].policy_versions, ["1", "2"]);
+
+        let split = build("r", &versioned(), Some(&done()), breaks(VersionPolicy::Split));
+        assert!(split.trainable);
+        let firsts: Vec<usize> = split.segments.iter().map(|s| s.first_call).collect();
+        assert_eq!(firsts, [0, 2]);
+        assert_eq!(split.segments[0].policy_versions, ["1"]);
+        assert_eq!(split.segments[1].policy_versions, ["2"]);
+        assert!(split.token_breaks.is_empty(), "a version change is no token break");
+        let joined: usize = split.segments.iter().map(|s| s.tokens.len()).sum();
+        assert_eq!(joined, kept.segments[0].tokens.len() + 6, "the second segment holds its whole prompt");
+
+        let refused = build("r", &versioned(), Some(&done()), breaks(VersionPolicy::Refuse));
+        assert!(!refused.trainable);
+        let why = refused.not_trainable.unwrap();
+        assert_eq!(why.reason, Reason::PolicyVersions);
+        assert_eq!(why.call_id.as_deref(), Some("r-a1#2"));
     }
 
     #[test]

@@ -18,6 +18,36 @@ pub enum BreakPolicy {
     Mask,
 }
 
+/// What calls answered by different policy versions do to the merged view
+/// (`version_breaks` in the run config).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum VersionPolicy {
+    /// One segment may hold calls of several versions; each segment lists them.
+    #[default]
+    Keep,
+    /// A new segment starts at a call whose version differs from the previous call's.
+    Split,
+    /// A rollout whose calls span versions is not trainable.
+    Refuse,
+}
+
+/// How a trajectory's merged view treats token breaks and version changes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Breaks {
+    pub tokens: BreakPolicy,
+    pub versions: VersionPolicy,
+}
+
+impl From<BreakPolicy> for Breaks {
+    fn from(tokens: BreakPolicy) -> Self {
+        Self {
+            tokens,
+            versions: VersionPolicy::Keep,
+        }
+    }
+}
+
 /// Why a rollout is not trainable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -39,6 +69,8 @@ pub enum Reason {
     /// The infrastructure ended the rollout (`infra_error`): what it did is
     /// no sample of the policy; `message` names the class.
     InfraError,
+    /// Its calls were answered by several policy versions and the policy is `refuse`.
+    PolicyVersions,
 }
 
 /// Why, and at which call.
@@ -67,6 +99,9 @@ pub struct TrajectoryCall {
     pub replayed_from: Option<String>,
     /// Time the upstream took for it (of the call it was replayed from).
     pub latency_ms: Option<u64>,
+    /// The version of the weights that answered it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_version: Option<String>,
 }
 
 /// A call whose prompt does not start with the previous call's prompt and completion.
@@ -91,6 +126,10 @@ pub struct Segment {
     /// Per token: the model's log-probability on generated tokens, 0 elsewhere; `null` when
     /// a call of the segment has none.
     pub logprobs: Option<Vec<f64>>,
+    /// The policy versions that answered its calls, in order of first use (empty when none
+    /// is known).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_versions: Vec<String>,
 }
 
 /// Counts of what the rollout did.

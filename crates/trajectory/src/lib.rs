@@ -18,6 +18,6 @@ pub mod parquet;
 
 pub use build::{Grouped, Outcome, build};
 pub use format::{
-    BreakPolicy, Metrics, NotTrainable, Reason, Segment, TRAJECTORY_VERSION, TokenBreak,
-    Trajectory, TrajectoryCall,
+    BreakPolicy, Breaks, Metrics, NotTrainable, Reason, Segment, TRAJECTORY_VERSION, TokenBreak,
+    Trajectory, TrajectoryCall, VersionPolicy,
 };

@@ -16,6 +16,7 @@
 //!   required group tokens (LIST) { repeated group list { required int32 element; } }
 //!   required group loss_mask (LIST) { repeated group list { required int32 element; } }
 //!   optional group logprobs (LIST) { repeated group list { required double element; } }
+//!   required group policy_versions (LIST) { repeated group list { required binary element (STRING); } }
 //! }
 //! ```
 
@@ -42,6 +43,7 @@ message trajectory_segment {
   required group tokens (LIST) { repeated group list { required int32 element; } }
   required group loss_mask (LIST) { repeated group list { required int32 element; } }
   optional group logprobs (LIST) { repeated group list { required double element; } }
+  required group policy_versions (LIST) { repeated group list { required binary element (STRING); } }
 }";
 
 /// The key of the format version in the file's metadata.
@@ -89,6 +91,7 @@ fn reason_name(r: Reason) -> &'static str {
         Reason::CaptureError => "capture_error",
         Reason::TokenBreak => "token_break",
         Reason::InfraError => "infra_error",
+        Reason::PolicyVersions => "policy_versions",
     }
 }
 
@@ -119,6 +122,7 @@ pub fn write(all: &[Trajectory]) -> Result<Vec<u8>, String> {
     let mut tokens = ListColumn::<i32>::default();
     let mut mask = ListColumn::<i32>::default();
     let mut logprobs = ListColumn::<f64>::default();
+    let mut versions = ListColumn::<ByteArray>::default();
     for t in all {
         let rows: Vec<Option<(usize, &crate::format::Segment)>> = if t.segments.is_empty() {
             vec![None]
@@ -158,6 +162,12 @@ pub fn write(all: &[Trajectory]) -> Result<Vec<u8>, String> {
                     let m: Vec<i32> = seg.loss_mask.iter().map(|&x| i32::from(x)).collect();
                     mask.push(Some(&m), 0);
                     logprobs.push(seg.logprobs.as_deref(), 1);
+                    let v: Vec<ByteArray> = seg
+                        .policy_versions
+                        .iter()
+                        .map(|v| ByteArray::from(v.as_str()))
+                        .collect();
+                    versions.push(Some(&v), 0);
                 }
                 None => {
                     segment_def.push(0);
@@ -165,6 +175,7 @@ pub fn write(all: &[Trajectory]) -> Result<Vec<u8>, String> {
                     tokens.push(Some(&[]), 0);
                     mask.push(Some(&[]), 0);
                     logprobs.push(None, 1);
+                    versions.push(Some(&[]), 0);
                 }
             }
         }
@@ -202,10 +213,15 @@ pub fn write(all: &[Trajectory]) -> Result<Vec<u8>, String> {
                 col.typed::<Int32Type>()
                     .write_batch(&mask.values, Some(&mask.def), Some(&mask.rep))
             }
-            _ => col.typed::<DoubleType>().write_batch(
+            10 => col.typed::<DoubleType>().write_batch(
                 &logprobs.values,
                 Some(&logprobs.def),
                 Some(&logprobs.rep),
+            ),
+            _ => col.typed::<ByteArrayType>().write_batch(
+                &versions.values,
+                Some(&versions.def),
+                Some(&versions.rep),
             ),
         }
         .map_err(err)?;
@@ -265,6 +281,7 @@ mod tests {
             loss_mask: tokens.iter().map(|t| u8::from(t % 2 == 1)).collect(),
             tokens,
             logprobs,
+            policy_versions: vec!["v1".to_owned(), "v2".to_owned()],
         };
         let all = vec![
             traj(
@@ -306,5 +323,16 @@ mod tests {
             Some((_, Field::Null))
         ));
         assert!(ints(rows[2].get_list(8).unwrap()).is_empty());
+        let versions: Vec<String> = rows[0]
+            .get_list(11)
+            .unwrap()
+            .elements()
+            .iter()
+            .map(|f| match f {
+                Field::Str(s) => s.clone(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(versions, ["v1", "v2"]);
     }
 }

@@ -57,6 +57,10 @@ pub struct GatewayArgs {
     /// its attempt's later calls (1..=86400).
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=rollpoint_gateway::config::MAX_OUTAGE_S))]
     outage_s: u64,
+    /// The policy version calls are tagged with until a fleet continue names another (the
+    /// id alphabet, at most 128 bytes).
+    #[arg(long)]
+    policy_version: Option<String>,
     /// Serve this model script in this process and use it as the upstream.
     #[arg(long)]
     model_script: Option<PathBuf>,
@@ -254,6 +258,11 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         usize::try_from(args.max_upstream_calls)?,
     )
     .map_err(|(field, message)| anyhow::anyhow!("--{}: {message}", field.replace('_', "-")))?;
+    if let Some(v) = &args.policy_version
+        && let Some(problem) = rollpoint_proto::limits::name_problem(v)
+    {
+        anyhow::bail!("--policy-version {v:?} {problem}");
+    }
     let credential = rollpoint_gateway::credential::Credential::named(
         args.credential_env.as_deref(),
         args.credential_file.as_deref(),
@@ -293,6 +302,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         let mut config = GatewayConfig::new(upstream, api, args.db.clone());
         config.replicas = args.upstream.iter().skip(1).cloned().collect();
         config.sticky = !args.no_sticky;
+        config.policy_version.clone_from(&args.policy_version);
         config.outage = rollpoint_gateway::config::OutagePolicy {
             retry: Duration::from_secs(args.retry_s),
             outage: Duration::from_secs(args.outage_s),

@@ -59,6 +59,10 @@ pub struct AgentArgs {
     /// What a token break does to a trajectory: split it into segments, or mask the rollout.
     #[arg(long, value_parser = ["split", "mask"], default_value = "split")]
     token_breaks: String,
+    /// What calls answered by several policy versions do to a trajectory: keep them in one
+    /// segment, split a segment where the version changes, or refuse the rollout.
+    #[arg(long, value_parser = ["keep", "split", "refuse"], default_value = "keep")]
+    version_breaks: String,
     /// Rollouts holding a slot at once (1..=65536).
     #[arg(long, default_value_t = 8,
           value_parser = super::number::whole::<usize>(1, rollpoint_driver::MAX_SLOTS as u64))]
@@ -176,10 +180,17 @@ fn agent(args: &AgentArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let token_breaks = if args.token_breaks == "mask" {
-        rollpoint_trajectory::BreakPolicy::Mask
-    } else {
-        rollpoint_trajectory::BreakPolicy::Split
+    let token_breaks = rollpoint_trajectory::Breaks {
+        tokens: if args.token_breaks == "mask" {
+            rollpoint_trajectory::BreakPolicy::Mask
+        } else {
+            rollpoint_trajectory::BreakPolicy::Split
+        },
+        versions: match args.version_breaks.as_str() {
+            "split" => rollpoint_trajectory::VersionPolicy::Split,
+            "refuse" => rollpoint_trajectory::VersionPolicy::Refuse,
+            _ => rollpoint_trajectory::VersionPolicy::Keep,
+        },
     };
     let route_key = args
         .route_key_file

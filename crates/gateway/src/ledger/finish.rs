@@ -22,6 +22,8 @@ pub struct Finish {
     pub finished_ms: i64,
     /// The call's tokens, or why it has none, when capture is on.
     pub tokens: Option<crate::tokens::Captured>,
+    /// The version of the weights that answered it.
+    pub policy_version: Option<String>,
 }
 
 impl Finish {
@@ -40,6 +42,7 @@ impl Finish {
             first_byte_ms: None,
             finished_ms,
             tokens: None,
+            policy_version: None,
         }
     }
 }
@@ -60,7 +63,8 @@ pub(crate) fn finish(conn: &Connection, call_id: &str, f: &Finish) -> Result<(),
     conn.prepare_cached(
         "UPDATE calls SET status = ?2, http_status = ?3, content_type = ?4, error = ?5,
             response_digest = ?6, usage = ?7, output_fp = ?8, upstream_ms = ?9,
-            first_byte_ms = ?10, finished_ms = ?11, tokens_digest = ?12, tokens_fault = ?13
+            first_byte_ms = ?10, finished_ms = ?11, tokens_digest = ?12, tokens_fault = ?13,
+            policy_version = ?14
          WHERE call_id = ?1",
     )
     .and_then(|mut s| {
@@ -78,6 +82,7 @@ pub(crate) fn finish(conn: &Connection, call_id: &str, f: &Finish) -> Result<(),
             f.finished_ms,
             tokens_digest,
             tokens_fault,
+            f.policy_version,
         ])
     })
     .map_err(&err)?;

@@ -130,7 +130,7 @@ fn insert_record(conn: &Connection, record: &CallRecord) -> Result<(), GatewayEr
     let sql = format!(
         "INSERT INTO calls ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
          ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25, ?26, ?27, ?28,
-         ?29, ?30)"
+         ?29, ?30, ?31)"
     );
     conn.prepare_cached(&sql)
         .and_then(|mut s| {
@@ -167,6 +167,7 @@ fn insert_record(conn: &Connection, record: &CallRecord) -> Result<(), GatewayEr
                 c.tokens_fault
                     .as_ref()
                     .and_then(|f| serde_json::to_string(f).ok()),
+                c.policy_version,
             ])
         })
         .map_err(GatewayError::ledger("install call"))?;

@@ -14,7 +14,7 @@ pub(crate) const COLUMNS: &str =
     request_digest, conversation_digest, items, model_fp, output_fp, parent_call_id, lineage,
     lineage_reason, status, http_status, content_type, error, replayed_from, response_digest,
     usage, admitted_ms, upstream_ms, first_byte_ms, finished_ms, delivered_ms, tokens_digest,
-    tokens_fault";
+    tokens_fault, policy_version";
 
 /// The next free sequence number of `capture_key` in the stored rows.
 pub(crate) fn next_seq(conn: &Connection, capture_key: &str) -> Result<i64, GatewayError> {
@@ -75,6 +75,7 @@ fn read_row(r: &Row<'_>) -> rusqlite::Result<Result<CallRecord, GatewayError>> {
         delivered_ms: r.get(27)?,
         tokens_digest: r.get(28)?,
         tokens_fault: tokens_fault.and_then(|f| serde_json::from_str(&f).ok()),
+        policy_version: r.get(30)?,
     }))
 }
 

@@ -55,6 +55,10 @@ pub struct CallRecord {
     /// Why a captured call has no tokens.
     #[serde(default)]
     pub tokens_fault: Option<crate::tokens::TokenFault>,
+    /// The version of the weights that answered it: the upstream's `X-Policy-Version`, else
+    /// the version last announced to the gateway when it was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_version: Option<String>,
 }
 
 /// A stored body, addressed by its SHA-256.
@@ -229,6 +233,7 @@ mod tests {
             delivered_ms: None,
             tokens_digest: None,
             tokens_fault: None,
+            policy_version: None,
         }
     }
 

@@ -7,7 +7,7 @@ use rusqlite::Connection;
 
 use crate::errors::GatewayError;
 
-/// Migrations in order; the schema version is the number applied (2: token capture). Every index costs page
+/// Migrations in order; the schema version is the number applied (2: token capture, 3: policy versions). Every index costs page
 /// writes on each call, so there are only the two lookups the proxy needs (replay by
 /// conversation, lineage by output); other queries scan one rollout's rows.
 const MIGRATIONS: &[&str] = &[
@@ -52,6 +52,9 @@ CREATE TABLE bodies (
     r"
 ALTER TABLE calls ADD COLUMN tokens_digest TEXT;
 ALTER TABLE calls ADD COLUMN tokens_fault TEXT;
+",
+    r"
+ALTER TABLE calls ADD COLUMN policy_version TEXT;
 ",
 ];
 

@@ -30,6 +30,9 @@ pub(crate) struct Target {
     pub headers: HeaderMap,
 }
 
+/// The reply header in which an upstream may name the version of the weights that answered.
+pub(crate) const POLICY_VERSION_HEADER: &str = "x-policy-version";
+
 /// The admitted call being forwarded.
 pub(crate) struct Call {
     pub ticket: Ticket,
@@ -178,6 +181,7 @@ impl UpstreamCall {
         } = self;
         // The turn and the replica's lease are held until the reply is read to its end.
         let _turn = target.turn().await;
+        let policy_version;
         let sent = send(&shared, &target, &outbound, &attempt, &rollout, &call_id).await;
         let (status, mut headers, chunks, _lease) = match sent {
             Sent::Reply {
@@ -185,7 +189,17 @@ impl UpstreamCall {
                 headers,
                 chunks,
                 lease,
-            } => (status, headers, chunks, lease),
+                version,
+            } => {
+                // The upstream's own word for the weights that answered wins.
+                let named = headers
+                    .get(POLICY_VERSION_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .filter(|v| rollpoint_proto::limits::name_problem(v).is_none())
+                    .map(str::to_owned);
+                policy_version = named.or(version);
+                (status, headers, chunks, lease)
+            }
             Sent::Failed { message } => {
                 let finish = Finish {
                     http_status: Some(StatusCode::BAD_GATEWAY.as_u16()),
@@ -256,6 +270,7 @@ impl UpstreamCall {
             first_byte_ms: None,
             recording,
             tokens: captured,
+            policy_version,
         };
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let _gone = head.send(Ok(Head {

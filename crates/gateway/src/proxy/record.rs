@@ -36,6 +36,8 @@ pub(crate) struct Recorder {
     pub recording: Recording,
     /// The call's tokens or why it has none, when capture is on.
     pub tokens: Option<Captured>,
+    /// The version of the weights that answered it.
+    pub policy_version: Option<String>,
 }
 
 impl Recorder {
@@ -96,6 +98,7 @@ impl Recorder {
             first_byte_ms: self.first_byte_ms,
             finished_ms: now_ms(),
             tokens: self.tokens,
+            policy_version: self.policy_version,
         };
         let id = self.call_id;
         let committed = self

@@ -23,6 +23,8 @@ use crate::stalls::Stall;
 /// First and longest wait between sends of a call.
 const FIRST_WAIT: Duration = Duration::from_millis(100);
 const MAX_WAIT: Duration = Duration::from_secs(5);
+/// How often a call held by a paused fleet looks whether the gateway is closing.
+const CLOSED_POLL: Duration = Duration::from_millis(250);
 
 /// The request as it goes to every replica.
 pub(crate) struct Outbound {
@@ -42,6 +44,8 @@ pub(crate) enum Sent {
         chunks: Chunks,
         /// The replica answering, counted outstanding until the reply is read.
         lease: Lease,
+        /// The policy version it was sent under.
+        version: Option<String>,
     },
     /// No reply: the outage bound passed, the attempt was given up, the gateway is closing,
     /// or a failure that may have reached the model (a timeout), which is never sent again.
@@ -60,6 +64,8 @@ pub(crate) async fn send(
 ) -> Sent {
     let policy = upstream.outage;
     let started = Instant::now();
+    // Time the fleet was paused is no outage.
+    let mut paused_for = Duration::ZERO;
     let mut wait = FIRST_WAIT;
     let mut stall: Option<Stall> = None;
     let mut last;
@@ -73,33 +79,51 @@ pub(crate) async fn send(
                 ),
             };
         }
+        // A paused fleet sends nothing; a gateway closing for good sends nothing more.
+        let pause_began = Instant::now();
+        while shared.fleet.paused().is_some() {
+            if shared.is_closed() {
+                return Sent::Failed {
+                    message: format!("call {call_id}: the gateway closed while the fleet was paused"),
+                };
+            }
+            tokio::select! {
+                () = shared.fleet.running() => {}
+                () = tokio::time::sleep(CLOSED_POLL) => {}
+            }
+        }
+        paused_for += pause_began.elapsed();
         let mut retry_after = None;
+        let version = shared.fleet.version();
         let reason = match upstream.replicas.pick(rollout) {
             None => {
                 last = format!("no replica of {} is in use", upstream.base);
                 "no_replica"
             }
-            Some(lease) => match try_once(upstream, &lease, out).await {
-                Ok((status, headers, chunks)) => {
+            Some(lease) => match aborted_by_pause(shared, try_once(upstream, &lease, out)).await {
+                // Dropped before its first byte for a fleet pause: asked again after it.
+                None => continue,
+                Some(Ok((status, headers, chunks))) => {
                     upstream.replicas.answered(&lease);
                     return Sent::Reply {
                         status,
                         headers,
                         chunks,
                         lease,
+                        version,
                     };
                 }
-                Err(Tried::Retry {
+                Some(Err(Tried::Retry {
                     failure,
                     message,
                     after,
-                }) => {
+                })) => {
                     upstream.replicas.failed(&lease, failure, upstream.client());
                     last = format!("{}: {message}", lease.base());
                     retry_after = after;
                     failure.as_str()
                 }
-                Err(Tried::Final(message)) => {
+                Some(Err(Tried::Final(message))) => {
                     Replicas::other_failure(&lease);
                     return Sent::Failed {
                         message: format!("upstream {} for call {call_id}: {message}", lease.base()),
@@ -108,7 +132,7 @@ pub(crate) async fn send(
             },
         };
         shared.metrics.retried(reason);
-        let elapsed = started.elapsed();
+        let elapsed = started.elapsed().saturating_sub(paused_for);
         if shared.is_closed() || elapsed >= policy.outage {
             if !shared.is_closed() {
                 shared.stalls.give_up(attempt);
@@ -136,6 +160,14 @@ pub(crate) async fn send(
         } else {
             tokio::time::sleep(pause).await;
         }
+    }
+}
+
+/// `sending`, or `None` once a fleet pause asks to drop calls whose reply has not started.
+async fn aborted_by_pause<T>(shared: &Shared, sending: impl std::future::Future<Output = T>) -> Option<T> {
+    tokio::select! {
+        out = sending => Some(out),
+        () = shared.fleet.aborting() => None,
     }
 }
 

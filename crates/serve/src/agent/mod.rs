@@ -84,7 +84,7 @@ pub struct AgentSettings {
     /// The gateway's control routes, where trajectories read their calls.
     pub gateway: Option<rollpoint_gateway::GatewayClient>,
     /// What a token break does to a trajectory.
-    pub token_breaks: rollpoint_trajectory::BreakPolicy,
+    pub token_breaks: rollpoint_trajectory::Breaks,
     /// The object store each checkpoint's share is uploaded to.
     pub remote: Option<rollpoint_remote::RemoteStore>,
     /// The run's route key: launches carry their attempt's route secret.
@@ -103,7 +103,7 @@ pub(crate) struct Shared {
     /// Attempt keys of finished rollouts, for the control plane to forget.
     forgetting: Forgetting,
     gateway: Option<rollpoint_gateway::GatewayClient>,
-    token_breaks: rollpoint_trajectory::BreakPolicy,
+    token_breaks: rollpoint_trajectory::Breaks,
 }
 
 /// The drivers of this machine, with their control plane and rollout
