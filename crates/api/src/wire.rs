@@ -303,9 +303,7 @@ pub struct CoordinatorStatus {
 }
 
 /// What a fleet pause does to model calls generating when it begins.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema,
-)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum InFlightCalls {
     /// Let them finish; they are tagged with the version they were sent under.

@@ -253,7 +253,11 @@ impl Runs {
         let ctl = Arc::new(watch::Sender::new(Ctl {
             park: self.parking(),
             stalled: false,
-            fleet: *self.inner.fleet.lock().unwrap_or_else(PoisonError::into_inner),
+            fleet: *self
+                .inner
+                .fleet
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
             pauses: setup.pauses,
             cancel: false,
             restart: !setup.checkpointing,

@@ -419,7 +419,10 @@ impl GatewayClient {
     }
 
     /// Continues the fleet (`POST /v1/gateway/fleet/continue`).
-    pub async fn fleet_continue(&self, version: Option<String>) -> Result<FleetReply, GatewayError> {
+    pub async fn fleet_continue(
+        &self,
+        version: Option<String>,
+    ) -> Result<FleetReply, GatewayError> {
         let body = FleetContinueRequest {
             v: ADMIN_VERSION,
             version,

@@ -94,6 +94,8 @@ pub struct GatewayConfig {
     pub outage: OutagePolicy,
     /// The policy version calls are tagged with until a fleet continue names another.
     pub policy_version: Option<String>,
+    /// Start with the fleet paused, its calls generating at the pause having done this.
+    pub fleet_paused: Option<crate::fleet::InFlightCalls>,
     pub api: UpstreamApi,
     pub ledger: PathBuf,
     /// Largest request body accepted, in bytes.
@@ -131,6 +133,7 @@ impl GatewayConfig {
             sticky: true,
             outage: OutagePolicy::default(),
             policy_version: None,
+            fleet_paused: None,
             api,
             ledger,
             max_body_bytes: 32 * 1024 * 1024,

@@ -25,12 +25,9 @@ pub(crate) struct Fleet {
 }
 
 impl Fleet {
-    pub(crate) fn new(version: Option<String>) -> Self {
+    pub(crate) fn new(version: Option<String>, paused: Option<InFlightCalls>) -> Self {
         Self {
-            state: watch::Sender::new(State {
-                version,
-                paused: None,
-            }),
+            state: watch::Sender::new(State { version, paused }),
         }
     }
 

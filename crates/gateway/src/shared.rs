@@ -70,7 +70,7 @@ impl Shared {
     ) -> Self {
         Self {
             stalls: Arc::new(crate::stalls::Stalls::new(metrics.stalled.clone())),
-            fleet: crate::fleet::Fleet::new(config.policy_version.clone()),
+            fleet: crate::fleet::Fleet::new(config.policy_version.clone(), config.fleet_paused),
             config,
             upstreams,
             ledger,

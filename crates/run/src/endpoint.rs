@@ -244,7 +244,12 @@ async fn checkpoint(
         ));
     }
     let (reply, answer) = oneshot::channel();
-    ask_loop(&loop_tx, EndpointRequest::Checkpoint { request, reply }, answer).await
+    ask_loop(
+        &loop_tx,
+        EndpointRequest::Checkpoint { request, reply },
+        answer,
+    )
+    .await
 }
 
 /// Forks a rollout of a published checkpoint into `n` new rollouts of the run (described
@@ -302,7 +307,12 @@ async fn fleet_pause(
 ) -> Result<Response, ApiError> {
     let request: FleetPauseRequest = versioned("fleet pause request", WIRE_VERSION, body).await?;
     let (reply, answer) = oneshot::channel();
-    ask_loop(&loop_tx, EndpointRequest::FleetPause { request, reply }, answer).await
+    ask_loop(
+        &loop_tx,
+        EndpointRequest::FleetPause { request, reply },
+        answer,
+    )
+    .await
 }
 
 /// Continue the fleet after a weight update, under its new policy version.
@@ -331,7 +341,12 @@ async fn fleet_continue(
         versioned("fleet continue request", WIRE_VERSION, body).await?;
     request.check()?;
     let (reply, answer) = oneshot::channel();
-    ask_loop(&loop_tx, EndpointRequest::FleetContinue { request, reply }, answer).await
+    ask_loop(
+        &loop_tx,
+        EndpointRequest::FleetContinue { request, reply },
+        answer,
+    )
+    .await
 }
 
 /// Where the run stands: its tasks, what is in flight, its checkpoints.

@@ -2,13 +2,15 @@
 //! gateway sends no model call while paused and every in-flight rollout is parked in place
 //! (its launch frozen and confirmed, as at a checkpoint); the continue names the policy
 //! version the replicas serve now, which the gateway tags every later call with and the run
-//! keeps for a gateway it restarts (docs/design/models.md).
+//! keeps for a gateway it restarts (docs/design/models.md). The state is written before the
+//! gateway is told, so a run resumed after a crash during a pause starts paused.
 
 use rollpoint_api::error::{ApiError, ErrorCode};
 use rollpoint_api::wire::{FleetReport, InFlightCalls, WIRE_VERSION};
 
 use crate::controller::Loop;
 use crate::events::Event;
+use crate::gateway::FleetRecord;
 
 impl Loop {
     fn gateway_client(&self) -> Result<rollpoint_gateway::GatewayClient, ApiError> {
@@ -30,14 +32,20 @@ impl Loop {
     ) -> Result<FleetReport, ApiError> {
         let client = self.gateway_client()?;
         let calls = calls.unwrap_or(self.state.config.fleet_calls);
-        let gateway = client
-            .fleet_pause(calls)
-            .await
-            .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?;
+        let failed = |e: &dyn std::fmt::Display| ApiError::new(ErrorCode::Failed, e.to_string());
+        let mut record = FleetRecord::load(&self.run_dir).map_err(|e| failed(&e))?;
+        record.paused = Some(calls);
+        record.save(&self.run_dir).map_err(|e| failed(&e))?;
+        let gateway = client.fleet_pause(calls).await.map_err(|e| failed(&e))?;
         self.stack.runs.set_fleet(true);
         let going_on = self.stack.runs.fleet_parked().await;
         let parked = self.in_flight.len().saturating_sub(going_on.len());
-        tracing::info!(parked, going_on = going_on.len(), ?calls, "the fleet is paused");
+        tracing::info!(
+            parked,
+            going_on = going_on.len(),
+            ?calls,
+            "the fleet is paused"
+        );
         self.events.record(Event::FleetPaused {
             calls,
             parked,
@@ -58,14 +66,17 @@ impl Loop {
         version: Option<String>,
     ) -> Result<FleetReport, ApiError> {
         let client = self.gateway_client()?;
-        if let Some(v) = &version {
-            crate::gateway::save_policy_version(&self.run_dir, v)
-                .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?;
+        let failed = |e: &dyn std::fmt::Display| ApiError::new(ErrorCode::Failed, e.to_string());
+        let mut record = FleetRecord::load(&self.run_dir).map_err(|e| failed(&e))?;
+        record.paused = None;
+        if version.is_some() {
+            record.version.clone_from(&version);
         }
+        record.save(&self.run_dir).map_err(|e| failed(&e))?;
         let gateway = client
             .fleet_continue(version.clone())
             .await
-            .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?;
+            .map_err(|e| failed(&e))?;
         self.stack.runs.set_fleet(false);
         tracing::info!(version = ?gateway.version, "the fleet goes on");
         self.events.record(Event::FleetContinued {

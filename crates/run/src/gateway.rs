@@ -41,37 +41,44 @@ const LOG: &str = "gateway/gateway.log";
 const MODELS: &str = "gateway/models.json";
 /// The run's route key (`rollpoint_proto::route`), made once and kept across resumes.
 pub const ROUTE_KEY: &str = "gateway/route.key";
-/// The policy version the fleet last continued under, so a restarted gateway tags with it.
-const POLICY: &str = "gateway/policy-version.json";
+/// The fleet's state (`crate::fleet`): the policy version it last continued under and
+/// whether it is paused, so a gateway started after a crash tags with that version and holds
+/// its calls until the trainer continues.
+const FLEET: &str = "gateway/fleet.json";
 
-/// `RUN_DIR/gateway/policy-version.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// `RUN_DIR/gateway/fleet.json`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct PolicyRecord {
-    v: u32,
-    version: String,
+pub struct FleetRecord {
+    pub v: u32,
+    #[serde(default)]
+    pub version: Option<String>,
+    /// While paused: what calls generating at the pause do.
+    #[serde(default)]
+    pub paused: Option<rollpoint_api::wire::InFlightCalls>,
 }
 
-/// Records `version` as the run's policy version (atomic, 0600).
-pub fn save_policy_version(run_dir: &Path, version: &str) -> Result<(), RunError> {
-    let record = PolicyRecord {
-        v: PROCESS_VERSION,
-        version: version.to_owned(),
-    };
-    let path = run_dir.join(POLICY);
-    let bytes = serde_json::to_vec(&record).map_err(|e| RunError::state(path.clone(), e))?;
-    write_atomic(&path, &bytes)
-}
+impl FleetRecord {
+    /// The run's fleet state (nothing paused, no version, before the first pause or
+    /// continue).
+    pub fn load(run_dir: &Path) -> Result<Self, RunError> {
+        let path = run_dir.join(FLEET);
+        let Ok(bytes) = std::fs::read(&path) else {
+            return Ok(Self {
+                v: PROCESS_VERSION,
+                ..Self::default()
+            });
+        };
+        rollpoint_proto::decode("fleet record", PROCESS_VERSION, &bytes)
+            .map_err(|e| RunError::state(path, e))
+    }
 
-/// The run's policy version, if the fleet ever continued under one.
-fn policy_version(run_dir: &Path) -> Result<Option<String>, RunError> {
-    let path = run_dir.join(POLICY);
-    let Ok(bytes) = std::fs::read(&path) else {
-        return Ok(None);
-    };
-    let record: PolicyRecord = rollpoint_proto::decode("policy version record", PROCESS_VERSION, &bytes)
-        .map_err(|e| RunError::state(path, e))?;
-    Ok(Some(record.version))
+    /// Writes it (atomic, 0600).
+    pub fn save(&self, run_dir: &Path) -> Result<(), RunError> {
+        let path = run_dir.join(FLEET);
+        let bytes = serde_json::to_vec(self).map_err(|e| RunError::state(path.clone(), e))?;
+        write_atomic(&path, &bytes)
+    }
 }
 
 /// The socket on which sandboxes' anchors hand their gateway listeners to the gateway.
@@ -265,8 +272,15 @@ impl GatewayProcess {
                     .arg(run_dir.join(MODEL_LOG));
             }
         }
-        if let Some(version) = policy_version(run_dir)? {
+        let fleet = FleetRecord::load(run_dir)?;
+        if let Some(version) = &fleet.version {
             cmd.arg("--policy-version").arg(version);
+        }
+        if let Some(calls) = fleet.paused {
+            cmd.arg("--paused").arg(match calls {
+                rollpoint_api::wire::InFlightCalls::Finish => "finish",
+                rollpoint_api::wire::InFlightCalls::Abort => "abort",
+            });
         }
         if !config.model_sticky {
             cmd.arg("--no-sticky");

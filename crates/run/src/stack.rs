@@ -148,6 +148,10 @@ impl Stack {
             },
         )
         .map_err(|e| RunError::setup("drivers", e))?;
+        // A run that crashed while its fleet was paused resumes paused.
+        if gateway.is_some() && crate::gateway::FleetRecord::load(run_dir)?.paused.is_some() {
+            runs.set_fleet(true);
+        }
         let agent = Arc::new(AgentParticipant::new(runs.clone(), "agent0"));
         let remote = config.open_checkpoint_store()?;
         let local = |p: Arc<dyn Participant>| -> Result<Arc<dyn ParticipantApi>, RunError> {

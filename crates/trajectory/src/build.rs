@@ -607,7 +607,12 @@ mod tests {
             tokens: BreakPolicy::Split,
             versions,
         };
-        let kept = build("r", &versioned(), Some(&done()), breaks(VersionPolicy::Keep));
+        let kept = build(
+            "r",
+            &versioned(),
+            Some(&done()),
+            breaks(VersionPolicy::Keep),
+        );
         let per_call: Vec<Option<&str>> = kept
             .calls
             .iter()
@@ -618,17 +623,34 @@ mod tests {
         assert_eq!(kept.segments.len(), 1);
         assert_eq!(kept.segments[0].policy_versions, ["1", "2"]);
 
-        let split = build("r", &versioned(), Some(&done()), breaks(VersionPolicy::Split));
+        let split = build(
+            "r",
+            &versioned(),
+            Some(&done()),
+            breaks(VersionPolicy::Split),
+        );
         assert!(split.trainable);
         let firsts: Vec<usize> = split.segments.iter().map(|s| s.first_call).collect();
         assert_eq!(firsts, [0, 2]);
         assert_eq!(split.segments[0].policy_versions, ["1"]);
         assert_eq!(split.segments[1].policy_versions, ["2"]);
-        assert!(split.token_breaks.is_empty(), "a version change is no token break");
+        assert!(
+            split.token_breaks.is_empty(),
+            "a version change is no token break"
+        );
         let joined: usize = split.segments.iter().map(|s| s.tokens.len()).sum();
-        assert_eq!(joined, kept.segments[0].tokens.len() + 6, "the second segment holds its whole prompt");
+        assert_eq!(
+            joined,
+            kept.segments[0].tokens.len() + 6,
+            "the second segment holds its whole prompt"
+        );
 
-        let refused = build("r", &versioned(), Some(&done()), breaks(VersionPolicy::Refuse));
+        let refused = build(
+            "r",
+            &versioned(),
+            Some(&done()),
+            breaks(VersionPolicy::Refuse),
+        );
         assert!(!refused.trainable);
         let why = refused.not_trainable.unwrap();
         assert_eq!(why.reason, Reason::PolicyVersions);

@@ -61,6 +61,11 @@ pub struct GatewayArgs {
     /// id alphabet, at most 128 bytes).
     #[arg(long)]
     policy_version: Option<String>,
+    /// Start with the fleet paused (a run resumed after a crash during a weight update):
+    /// nothing goes upstream until a fleet continue; calls generating at the pause did
+    /// `finish` or `abort`.
+    #[arg(long, value_parser = ["finish", "abort"])]
+    paused: Option<String>,
     /// Serve this model script in this process and use it as the upstream.
     #[arg(long)]
     model_script: Option<PathBuf>,
@@ -303,6 +308,13 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         config.replicas = args.upstream.iter().skip(1).cloned().collect();
         config.sticky = !args.no_sticky;
         config.policy_version.clone_from(&args.policy_version);
+        config.fleet_paused = args.paused.as_deref().map(|p| {
+            if p == "abort" {
+                rollpoint_api::wire::InFlightCalls::Abort
+            } else {
+                rollpoint_api::wire::InFlightCalls::Finish
+            }
+        });
         config.outage = rollpoint_gateway::config::OutagePolicy {
             retry: Duration::from_secs(args.retry_s),
             outage: Duration::from_secs(args.outage_s),

@@ -84,7 +84,9 @@ pub(crate) async fn send(
         while shared.fleet.paused().is_some() {
             if shared.is_closed() {
                 return Sent::Failed {
-                    message: format!("call {call_id}: the gateway closed while the fleet was paused"),
+                    message: format!(
+                        "call {call_id}: the gateway closed while the fleet was paused"
+                    ),
                 };
             }
             tokio::select! {
@@ -164,7 +166,10 @@ pub(crate) async fn send(
 }
 
 /// `sending`, or `None` once a fleet pause asks to drop calls whose reply has not started.
-async fn aborted_by_pause<T>(shared: &Shared, sending: impl std::future::Future<Output = T>) -> Option<T> {
+async fn aborted_by_pause<T>(
+    shared: &Shared,
+    sending: impl std::future::Future<Output = T>,
+) -> Option<T> {
     tokio::select! {
         out = sending => Some(out),
         () = shared.fleet.aborting() => None,
