@@ -3,8 +3,9 @@
 A tasks file (three counting tasks and a native-worker task against the
 run's scripted model) and a config are written to a temporary directory and
 run with the control endpoint on. While they run: ``Client.from_run_dir``,
-the run's status, a checkpoint, a fork and the refusals; then the run ends
-on its own with a verified row for every task and the branch.
+the run's status, a checkpoint, a fork, a pause for a weight update and the
+refusals; then the run ends on its own with a verified row for every task and
+the branch.
 """
 
 from __future__ import annotations
@@ -140,6 +141,21 @@ def test_a_live_run_is_driven_from_its_run_dir(live_run: LiveRun) -> None:
     fork = c.fork(ck.id, COUNTING[0], n=1)
     assert fork.branches == (f"{COUNTING[0]}~1",), fork
     assert fork.source == COUNTING[0]
+
+    # A weight update: every rollout paused in place, then on under version 2.
+    paused = c.pause_for_update()
+    assert paused.paused, paused
+    assert paused.calls == "finish", paused
+    assert paused.going_on == (), paused
+    assert paused.parked >= 4, paused
+    resumed = c.continue_after_update("2")
+    assert not resumed.paused, resumed
+    assert resumed.version == "2", resumed
+    with pytest.raises(BadRequest) as e:
+        c.continue_after_update("two words")
+    assert e.value.field == "version", e.value
+    with pytest.raises(ValueError, match="calls"):
+        c.pause_for_update("later")
 
     # The run's endpoint covers every rollout: a scope is refused by name.
     with pytest.raises(BadRequest) as e:

@@ -89,6 +89,7 @@ READERS: list[tuple[str, Any]] = [
     ("ForkReply", rollpoint.ForkReply.parse),
     ("CoordinatorStatus", rollpoint.CoordinatorStatus.parse),
     ("RunStatusReport", rollpoint.RunStatus.parse),
+    ("FleetReport", rollpoint.FleetReport.parse),
 ]
 
 

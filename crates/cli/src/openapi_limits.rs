@@ -25,7 +25,7 @@ use rollpoint_checkpoint::wire::{MAX_BRANCHES, MAX_TIMEOUT_MS};
 use rollpoint_driver::TASK_VERSION;
 use rollpoint_driver::result::RESULT_VERSION;
 use rollpoint_driver::task::MAX_SAMPLES;
-use rollpoint_gateway::admin::ADMIN_VERSION as GATEWAY_VERSION;
+use rollpoint_gateway::admin::{ADMIN_VERSION as GATEWAY_VERSION, MAX_STALLS_WAIT_MS};
 use rollpoint_owner::RECORD_VERSION;
 use rollpoint_owner::task::MAX_USER;
 use rollpoint_proto::anchor::LAUNCH_ID_MAX;
@@ -93,7 +93,7 @@ const MAX_TICK_MS: u64 = 60_000;
 /// Every versioned body: its schema, its version field and the version its
 /// reader takes. A schema with a `v` that is not listed is an error.
 #[rustfmt::skip]
-const VERSIONS: [(&str, &str, u32); 18] = [
+const VERSIONS: [(&str, &str, u32); 23] = [
     ("CheckpointReply", "v", WIRE_VERSION),
     ("CheckpointRequest", "v", WIRE_VERSION),
     ("CoordinatorRestoreReply", "v", WIRE_VERSION),
@@ -101,6 +101,11 @@ const VERSIONS: [(&str, &str, u32); 18] = [
     ("CoordinatorStatus", "v", WIRE_VERSION),
     ("ForkReply", "v", WIRE_VERSION),
     ("ForkRequest", "v", WIRE_VERSION),
+    ("FleetPauseRequest", "v", WIRE_VERSION),
+    ("FleetContinueRequest", "v", WIRE_VERSION),
+    ("FleetReport", "v", WIRE_VERSION),
+    ("FleetReply", "v", GATEWAY_VERSION),
+    ("StallsReply", "v", GATEWAY_VERSION),
     ("RolloutList", "v", WIRE_VERSION),
     ("RolloutStatus", "v", WIRE_VERSION),
     ("GatewayKeysReply", "v", GATEWAY_VERSION),
@@ -220,6 +225,8 @@ fn rows() -> anyhow::Result<Vec<(&'static str, &'static str, Value)>> {
         ("CheckpointRequest", "id", name.clone()),
         ("CheckpointRequest", "hold_ms", json!({"maximum": MAX_HOLD_MS})),
         ("CoordinatorRestoreRequest", "id", name.clone()),
+        // FleetContinueRequest::check.
+        ("FleetContinueRequest", "version", name.clone()),
         ("ForkRequest", "checkpoint", name),
         ("ForkRequest", "rollout", json!({"type": null, "$ref": "#/components/schemas/RolloutId"})),
         ("ForkRequest", "n", json!({"minimum": 1, "maximum": MAX_FORK_N})),
@@ -297,7 +304,7 @@ fn rows() -> anyhow::Result<Vec<(&'static str, &'static str, Value)>> {
 
 /// The query and path parameters' limits: (path, method, parameter, keywords).
 #[rustfmt::skip]
-fn parameters() -> [(&'static str, &'static str, &'static str, Value); 4] {
+fn parameters() -> [(&'static str, &'static str, &'static str, Value); 6] {
     let files = "/v1/owner/sessions/{id}/files";
     let snapshot = json!({"minLength": 1, "maxLength": MAX_STORE_ID, "pattern": OWNER_ID});
     [
@@ -305,6 +312,9 @@ fn parameters() -> [(&'static str, &'static str, &'static str, Value); 4] {
         (files, "put", "path", json!({"pattern": SANDBOX_PATH})),
         (files, "put", "mode", json!({"pattern": MODE})),
         ("/v1/owner/snapshots/{id}", "delete", "id", snapshot),
+        // The gateway's stalls query (`admin::stalls`).
+        ("/v1/gateway/stalls", "get", "wait_ms", json!({"minimum": 0, "maximum": MAX_STALLS_WAIT_MS})),
+        ("/v1/gateway/stalls", "get", "after", json!({"minimum": 0})),
     ]
 }
 

@@ -41,6 +41,7 @@ from .trajectory import (
 from .wire import (
     CheckpointReply,
     CoordinatorStatus,
+    FleetReport,
     ForkedFrom,
     ForkReply,
     LaunchEntry,
@@ -74,6 +75,7 @@ __all__ = [
     "Conflict",
     "CoordinatorStatus",
     "Failed",
+    "FleetReport",
     "ForkReply",
     "ForkedFrom",
     "LaunchEntry",

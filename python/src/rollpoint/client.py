@@ -26,8 +26,10 @@ from ._parse import Obj, read
 from .errors import ProtocolError, RollpointError, UnsupportedVersion, api_error
 from .trajectory import Trajectory
 from .wire import (
+    IN_FLIGHT_CALLS,
     CheckpointReply,
     CoordinatorStatus,
+    FleetReport,
     ForkReply,
     Move,
     RestoreReply,
@@ -218,6 +220,34 @@ class _Ops:
     @staticmethod
     def run_status() -> _Op[RunStatus]:
         return _Op("GET", "/v1/run/status", frozenset({200}), _top("reply", RunStatus.parse))
+
+    @staticmethod
+    def fleet_pause(calls: str | None) -> _Op[FleetReport]:
+        fields: dict[str, Any] = {}
+        if calls is not None:
+            if calls not in IN_FLIGHT_CALLS:
+                raise ValueError(f"calls: {calls!r} is not one of {IN_FLIGHT_CALLS}")
+            fields["calls"] = calls
+        return _Op(
+            "POST",
+            "/v1/fleet/pause",
+            frozenset({200}),
+            _top("reply", FleetReport.parse),
+            _body(fields),
+        )
+
+    @staticmethod
+    def fleet_continue(version: str | None) -> _Op[FleetReport]:
+        fields: dict[str, Any] = {}
+        if version is not None:
+            fields["version"] = version
+        return _Op(
+            "POST",
+            "/v1/fleet/continue",
+            frozenset({200}),
+            _top("reply", FleetReport.parse),
+            _body(fields),
+        )
 
 
 def _read_token(token: str | None, token_file: str | os.PathLike[str] | None) -> str | None:
@@ -434,6 +464,17 @@ class Client(_Base):
         """Where the run stands."""
         return self._run(_Ops.run_status())
 
+    def pause_for_update(self, calls: str | None = None) -> FleetReport:
+        """Pauses the fleet for a weight update: every rollout in flight is paused in place
+        and no model call is sent until :meth:`continue_after_update`. Calls generating now
+        ``"finish"`` under the old version or ``"abort"`` and are asked again after (default:
+        the run's ``fleet_calls``)."""
+        return self._run(_Ops.fleet_pause(calls))
+
+    def continue_after_update(self, version: str | None = None) -> FleetReport:
+        """Continues the fleet; model calls from now on are tagged with ``version``."""
+        return self._run(_Ops.fleet_continue(version))
+
 
 class AsyncClient(_Base):
     """An asyncio client: any number of requests at once, over kept connections.
@@ -550,3 +591,11 @@ class AsyncClient(_Base):
     async def run_status(self) -> RunStatus:
         """Where the run stands."""
         return await self._run(_Ops.run_status())
+
+    async def pause_for_update(self, calls: str | None = None) -> FleetReport:
+        """Pauses the fleet for a weight update (see :meth:`Client.pause_for_update`)."""
+        return await self._run(_Ops.fleet_pause(calls))
+
+    async def continue_after_update(self, version: str | None = None) -> FleetReport:
+        """Continues the fleet; model calls from now on are tagged with ``version``."""
+        return await self._run(_Ops.fleet_continue(version))

@@ -38,6 +38,7 @@ NOT_TRAINABLE_REASONS = (
     "no_calls",
     "not_finished",
     "infra_error",
+    "policy_versions",
 )
 
 
@@ -76,6 +77,8 @@ class ModelCall:
     # The call of an earlier attempt whose reply this one replayed.
     replayed_from: str | None = None
     latency_ms: int | None = None
+    # The version of the weights that answered it, when known.
+    policy_version: str | None = None
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @staticmethod
@@ -90,6 +93,7 @@ class ModelCall:
             finish_reason=o.opt_string("finish_reason"),
             replayed_from=o.opt_string("replayed_from"),
             latency_ms=o.opt_integer("latency_ms"),
+            policy_version=o.opt_string("policy_version"),
             extra=o.extra(),
         )
         if c.logprobs is not None and len(c.logprobs) != len(c.completion_ids):
@@ -132,6 +136,8 @@ class Segment:
     tokens: tuple[int, ...]
     loss_mask: tuple[int, ...]
     logprobs: tuple[float, ...] | None
+    # The policy versions that answered its calls, in order of first use.
+    policy_versions: tuple[str, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @staticmethod
@@ -141,6 +147,7 @@ class Segment:
             tokens=o.integers("tokens"),
             loss_mask=o.integers("loss_mask"),
             logprobs=o.opt_numbers("logprobs"),
+            policy_versions=o.strings("policy_versions", required=False),
             extra=o.extra(),
         )
         if seg.logprobs is not None and len(seg.logprobs) != len(seg.tokens):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._parse import Obj, read
+from .errors import ProtocolError
 
 # Where a rollout stands (RolloutState).
 ROLLOUT_STATES = ("queued", "running", "parked", "done", "lost", "retired")
@@ -587,6 +588,43 @@ class RunStatus:
             checkpoints=o.integer("checkpoints"),
             last_checkpoint=o.opt_string("last_checkpoint"),
             last_checkpoint_ms=o.opt_integer("last_checkpoint_ms"),
+            v=v,
+            extra=o.extra(),
+        )
+
+
+# What a fleet pause does to model calls generating when it begins.
+IN_FLIGHT_CALLS = ("finish", "abort")
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    """The fleet after ``POST /v1/fleet/pause`` or ``/v1/fleet/continue``."""
+
+    paused: bool
+    # While paused: what calls generating at the pause do (``finish`` or ``abort``).
+    calls: str | None
+    # The policy version model calls are tagged with.
+    version: str | None
+    # Rollouts paused in place (or held before they start).
+    parked: int
+    # Rollouts that go on while paused (their model calls are held all the same).
+    going_on: tuple[str, ...]
+    v: int = 1
+    extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @staticmethod
+    def parse(o: Obj) -> FleetReport:
+        v = o.version("fleet report")
+        calls = o.opt_string("calls")
+        if calls is not None and calls not in IN_FLIGHT_CALLS:
+            raise ProtocolError(f"{o.path}.calls: {calls!r} is not one of {IN_FLIGHT_CALLS}")
+        return FleetReport(
+            paused=o.boolean("paused"),
+            calls=calls,
+            version=o.opt_string("version"),
+            parked=o.integer("parked"),
+            going_on=o.strings("going_on"),
             v=v,
             extra=o.extra(),
         )
