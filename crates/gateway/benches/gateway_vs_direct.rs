@@ -13,13 +13,10 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
-
 use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, UpstreamApi};
 use rollpoint_model_script::{Script, ScriptServer, Step};
-use serde_json::json;
 
-use common::{Setup, print_table};
+use common::{Setup, print_table, round};
 
 fn parse_args() -> Setup {
     Setup::from_args(Setup {
@@ -29,65 +26,6 @@ fn parse_args() -> Setup {
         chunks: 16,
         chunk_delay_ms: 10,
     })
-}
-
-/// One round's figures.
-#[derive(Debug, Clone, Copy)]
-struct Round {
-    p50_ms: f64,
-    p99_ms: f64,
-    calls_per_s: f64,
-}
-
-fn body(client: usize, call: usize) -> Vec<u8> {
-    let messages = json!([
-        {"role": "system", "content": "You are a coding agent. ".repeat(20)},
-        {"role": "user", "content": format!("client {client} call {call}: fix the failing test")},
-    ]);
-    serde_json::to_vec(
-        &json!({"model": "bench", "stream": true, "messages": messages,
-        "stream_options": {"include_usage": true},
-        "tools": [{"type": "function", "function": {"name": "bash",
-            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]}),
-    )
-    .unwrap()
-}
-
-async fn round(clients: &[reqwest::Client], urls: Vec<String>, setup: Setup) -> Round {
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for (c, url) in urls.into_iter().enumerate() {
-        let client = clients[c].clone();
-        tasks.push(tokio::spawn(async move {
-            let mut lat = Vec::with_capacity(setup.calls);
-            for k in 0..setup.calls {
-                let b = body(c, k);
-                let t = Instant::now();
-                let resp = client.post(&url).body(b).send().await.unwrap();
-                assert!(resp.status().is_success());
-                let bytes = resp.bytes().await.unwrap();
-                assert!(bytes.ends_with(b"data: [DONE]\n\n"));
-                lat.push(t.elapsed());
-            }
-            lat
-        }));
-    }
-    let mut all: Vec<Duration> = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
-    let wall = started.elapsed().as_secs_f64();
-    all.sort();
-    // Nearest-rank percentile over the sorted latencies.
-    let pick = |percent: usize| {
-        let idx = ((all.len() - 1) * percent).div_ceil(100);
-        all[idx].as_secs_f64() * 1e3
-    };
-    Round {
-        p50_ms: pick(50),
-        p99_ms: pick(99),
-        calls_per_s: all.len() as f64 / wall,
-    }
 }
 
 async fn scenario(setup: Setup) {

@@ -2,6 +2,10 @@
 //! median, min and max of a row.
 #![allow(dead_code, reason = "each benchmark uses a different part")]
 
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+
 /// The load: clients, calls each, rounds, and how the model streams.
 #[derive(Debug, Clone, Copy)]
 pub struct Setup {
@@ -67,4 +71,63 @@ pub fn clients(n: usize) -> Vec<reqwest::Client> {
                 .unwrap()
         })
         .collect()
+}
+
+/// One round's figures.
+#[derive(Debug, Clone, Copy)]
+pub struct Round {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub calls_per_s: f64,
+}
+
+pub fn body(client: usize, call: usize) -> Vec<u8> {
+    let messages = json!([
+        {"role": "system", "content": "You are a coding agent. ".repeat(20)},
+        {"role": "user", "content": format!("client {client} call {call}: fix the failing test")},
+    ]);
+    serde_json::to_vec(
+        &json!({"model": "bench", "stream": true, "messages": messages,
+        "stream_options": {"include_usage": true},
+        "tools": [{"type": "function", "function": {"name": "bash",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]}),
+    )
+    .unwrap()
+}
+
+pub async fn round(clients: &[reqwest::Client], urls: Vec<String>, setup: Setup) -> Round {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for (c, url) in urls.into_iter().enumerate() {
+        let client = clients[c].clone();
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(setup.calls);
+            for k in 0..setup.calls {
+                let b = body(c, k);
+                let t = Instant::now();
+                let resp = client.post(&url).body(b).send().await.unwrap();
+                assert!(resp.status().is_success());
+                let bytes = resp.bytes().await.unwrap();
+                assert!(bytes.ends_with(b"data: [DONE]\n\n"));
+                lat.push(t.elapsed());
+            }
+            lat
+        }));
+    }
+    let mut all: Vec<Duration> = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let wall = started.elapsed().as_secs_f64();
+    all.sort();
+    // Nearest-rank percentile over the sorted latencies.
+    let pick = |percent: usize| {
+        let idx = ((all.len() - 1) * percent).div_ceil(100);
+        all[idx].as_secs_f64() * 1e3
+    };
+    Round {
+        p50_ms: pick(50),
+        p99_ms: pick(99),
+        calls_per_s: all.len() as f64 / wall,
+    }
 }
