@@ -153,6 +153,25 @@ def test_a_cancelled_rollout_returns_its_result_once(stack: ServeStack) -> None:
     assert got.status == "cancelled"
 
 
+def test_the_coordinator_pauses_the_fleet_for_a_weight_update(stack: ServeStack) -> None:
+    agent = Client(stack.agent, token=TOKEN)
+    coord = Client(stack.coordinator, token=TOKEN)
+    rid = tag("fl")
+    agent.submit(counting_task(rid, lines=400))
+    wait_running(agent, [rid])
+    paused = coord.pause_for_update("abort")
+    assert paused.paused, paused
+    assert paused.calls == "abort", paused
+    assert paused.parked >= 1, paused
+    assert paused.going_on == (), paused
+    again = coord.pause_for_update()
+    assert again.paused, "a second pause is the same pause"
+    resumed = coord.continue_after_update("7")
+    assert not resumed.paused, resumed
+    assert resumed.version == "7", resumed
+    assert agent.cancel(rid).status == "cancelled"
+
+
 def refused(cls: type[E], call: Callable[[], object]) -> E:
     """The error of class ``cls`` that ``call`` raises."""
     with pytest.raises(cls) as info:

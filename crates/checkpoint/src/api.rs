@@ -7,8 +7,8 @@ use futures_util::future::BoxFuture;
 
 use crate::errors::CallError;
 use crate::wire::{
-    CommitReply, CommitRequest, KeysReply, KeysRequest, PrepareReply, PrepareRequest, RestoreReply,
-    RestoreRequest, ResumeReply, ResumeRequest, Status,
+    CommitReply, CommitRequest, FleetReply, FleetRequest, KeysReply, KeysRequest, PrepareReply,
+    PrepareRequest, RestoreReply, RestoreRequest, ResumeReply, ResumeRequest, Status,
 };
 
 /// Result of a control call.
@@ -23,4 +23,5 @@ pub trait ParticipantApi: Send + Sync + std::fmt::Debug {
     fn resume(&self, req: ResumeRequest) -> BoxFuture<'_, CallResult<ResumeReply>>;
     fn retire(&self, req: KeysRequest) -> BoxFuture<'_, CallResult<KeysReply>>;
     fn forget(&self, req: KeysRequest) -> BoxFuture<'_, CallResult<KeysReply>>;
+    fn fleet(&self, req: FleetRequest) -> BoxFuture<'_, CallResult<FleetReply>>;
 }

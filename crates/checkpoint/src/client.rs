@@ -16,8 +16,8 @@ use crate::api::{CallResult, ParticipantApi};
 use crate::decode::decode_json;
 use crate::errors::{CallError, Code};
 use crate::wire::{
-    CommitReply, CommitRequest, ErrorReply, KeysReply, KeysRequest, PrepareReply, PrepareRequest,
-    RestoreReply, RestoreRequest, ResumeReply, ResumeRequest, Status,
+    CommitReply, CommitRequest, ErrorReply, FleetReply, FleetRequest, KeysReply, KeysRequest,
+    PrepareReply, PrepareRequest, RestoreReply, RestoreRequest, ResumeReply, ResumeRequest, Status,
 };
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -182,5 +182,9 @@ impl ParticipantApi for HttpParticipant {
                 .await
         }
         .boxed()
+    }
+
+    fn fleet(&self, req: FleetRequest) -> BoxFuture<'_, CallResult<FleetReply>> {
+        async move { self.call("fleet", Some(&req), budget(req.timeout_ms)).await }.boxed()
     }
 }

@@ -229,6 +229,19 @@ pub trait Participant: Send + Sync + std::fmt::Debug {
     /// Drops what is remembered about the rollouts of `keys` (their refusal
     /// included): nothing of them can run any more. Idempotent.
     fn forget<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>>;
+
+    /// Pauses (or continues) this participant's share of the fleet for a weight update,
+    /// independent of any checkpoint: the model holds every call (`req.calls` says what
+    /// the calls generating now do) and, on continue, tags later calls with `req.version`;
+    /// an agent parks its runs in place until the continue. Nothing to do by default
+    /// (resources). Idempotent.
+    fn fleet<'a>(
+        &'a self,
+        req: &'a crate::wire::FleetRequest,
+    ) -> BoxFuture<'a, HookResult<crate::wire::FleetReply>> {
+        let _ = req;
+        async { Ok(crate::wire::FleetReply::default()) }.boxed()
+    }
 }
 
 #[cfg(test)]

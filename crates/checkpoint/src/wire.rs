@@ -283,6 +283,45 @@ pub struct KeysReply {
     pub keys: Vec<AttemptKey>,
 }
 
+/// `POST /v1/checkpoint/fleet`: pause every participant's share of the fleet for a weight
+/// update, or continue it under `version`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ParticipantFleetRequest)]
+#[serde(deny_unknown_fields)]
+pub struct FleetRequest {
+    /// `true` pauses, `false` continues.
+    pub paused: bool,
+    /// With `paused`: what model calls generating now do.
+    #[serde(default)]
+    pub calls: rollpoint_api::wire::InFlightCalls,
+    /// With a continue: the policy version from now on (absent keeps the last one).
+    #[serde(default)]
+    pub version: Option<String>,
+    pub timeout_ms: u64,
+}
+
+impl Request for FleetRequest {
+    fn check(&self) -> Result<(), CallError> {
+        if let Some(v) = &self.version {
+            crate::id::check_name("version", v)?;
+        }
+        check_timeout(self.timeout_ms)
+    }
+}
+
+/// A participant's share of a fleet pause or continue.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ParticipantFleetReply)]
+#[serde(deny_unknown_fields)]
+pub struct FleetReply {
+    /// Rollouts it parked in place (agents).
+    pub parked: usize,
+    /// Rollouts it could not park and that go on (agents).
+    pub going_on: Vec<String>,
+    /// The policy version its model calls are tagged with (the model participant).
+    pub version: Option<String>,
+}
+
 /// Body of every error reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[schema(as = CheckpointErrorReply)]

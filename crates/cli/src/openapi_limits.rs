@@ -218,7 +218,9 @@ fn rows() -> anyhow::Result<Vec<(&'static str, &'static str, Value)>> {
         ("ResumeRequest", "checkpoint", name.clone()),
         ("ResumeRequest", "timeout_ms", timeout_ms.clone()),
         ("ParticipantKeysRequest", "keys", json!({"minItems": 1})),
-        ("ParticipantKeysRequest", "timeout_ms", timeout_ms),
+        ("ParticipantKeysRequest", "timeout_ms", timeout_ms.clone()),
+        ("ParticipantFleetRequest", "timeout_ms", timeout_ms),
+        ("ParticipantFleetRequest", "version", name.clone()),
         ("ForkSpec", "to", json!({"minItems": 1, "maxItems": MAX_BRANCHES})),
         // Coordinator and run (rollpoint_api::wire: CheckpointRequest::check,
         // ForkRequest::check).

@@ -366,4 +366,24 @@ impl Participant for AgentParticipant {
         }
         .boxed()
     }
+
+    fn fleet<'a>(
+        &'a self,
+        req: &'a rollpoint_checkpoint::wire::FleetRequest,
+    ) -> BoxFuture<'a, HookResult<rollpoint_checkpoint::wire::FleetReply>> {
+        async move {
+            self.runs.set_fleet(req.paused);
+            if !req.paused {
+                return Ok(rollpoint_checkpoint::wire::FleetReply::default());
+            }
+            let in_flight = self.runs.in_flight();
+            let going_on = self.runs.fleet_parked().await;
+            Ok(rollpoint_checkpoint::wire::FleetReply {
+                parked: in_flight.saturating_sub(going_on.len()),
+                going_on,
+                version: None,
+            })
+        }
+        .boxed()
+    }
 }

@@ -507,6 +507,15 @@ impl Runs {
             .collect()
     }
 
+    /// Runs registered and not finished.
+    #[must_use]
+    pub fn in_flight(&self) -> usize {
+        self.runs()
+            .values()
+            .filter(|e| e.ctl.borrow().status != RunStatus::Done)
+            .count()
+    }
+
     /// Where one run stands.
     pub fn status(&self, rollout: &str) -> Option<RunStatus> {
         self.runs()

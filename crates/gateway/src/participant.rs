@@ -264,4 +264,22 @@ impl Participant for ModelParticipant {
         // valid; nothing else is remembered per rollout outside the ledger.
         async move { Ok(keys.to_vec()) }.boxed()
     }
+
+    fn fleet<'a>(
+        &'a self,
+        req: &'a rollpoint_checkpoint::wire::FleetRequest,
+    ) -> BoxFuture<'a, HookResult<rollpoint_checkpoint::wire::FleetReply>> {
+        async move {
+            let state = if req.paused {
+                self.gateway.fleet_pause(req.calls)
+            } else {
+                self.gateway.fleet_continue(req.version.clone())
+            };
+            Ok(rollpoint_checkpoint::wire::FleetReply {
+                version: state.version,
+                ..Default::default()
+            })
+        }
+        .boxed()
+    }
 }

@@ -146,7 +146,7 @@ impl EndpointFile {
 /// coordinator's, and `GET /metrics` is described with every service's).
 #[derive(Debug, utoipa::OpenApi)]
 #[openapi(
-    paths(status, fleet_pause, fleet_continue),
+    paths(status),
     tags((
         name = "run",
         description = "The control endpoint of `rollpoint run` (its address is in \
@@ -280,27 +280,7 @@ async fn ask_loop<T: Serialize>(
     }
 }
 
-/// Pause the fleet for a weight update.
-///
-/// Every in-flight rollout is paused in place (its launch frozen and confirmed, as at a
-/// checkpoint) and no model call goes upstream until the fleet continues; calls generating
-/// now finish under the old version or are asked again after, as `calls` (or the run's
-/// `fleet_calls`) says. Answers once every rollout that can be is parked. Time paused is not
-/// charged to a task's time limit.
-#[utoipa::path(
-    post,
-    path = "/v1/fleet/pause",
-    operation_id = "fleet_pause",
-    tag = "run",
-    request_body = FleetPauseRequest,
-    responses(
-        (status = 200, description = "The fleet is paused.", body = FleetReport),
-        (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
-        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
-        (status = 502, description = "The run has no model gateway, its gateway did not answer, or the run is ending (`failed`).", body = rollpoint_api::error::ErrorBody),
-    ),
-    security(("bearer" = [])),
-)]
+/// `POST /v1/fleet/pause` (described with the coordinator's route of the same path).
 async fn fleet_pause(
     State(loop_tx): State<mpsc::UnboundedSender<Signal>>,
     body: Body,
@@ -315,24 +295,7 @@ async fn fleet_pause(
     .await
 }
 
-/// Continue the fleet after a weight update, under its new policy version.
-///
-/// Model calls asked from now on carry `version` (in the ledger, the trajectories and the
-/// export); the paused rollouts continue in place.
-#[utoipa::path(
-    post,
-    path = "/v1/fleet/continue",
-    operation_id = "fleet_continue",
-    tag = "run",
-    request_body = FleetContinueRequest,
-    responses(
-        (status = 200, description = "The fleet goes on.", body = FleetReport),
-        (status = 400, description = "A bad `version` (`bad_request`, naming it).", body = rollpoint_api::error::ErrorBody),
-        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
-        (status = 502, description = "The run has no model gateway, its gateway did not answer, or the run is ending (`failed`).", body = rollpoint_api::error::ErrorBody),
-    ),
-    security(("bearer" = [])),
-)]
+/// `POST /v1/fleet/continue` (described with the coordinator's route of the same path).
 async fn fleet_continue(
     State(loop_tx): State<mpsc::UnboundedSender<Signal>>,
     body: Body,

@@ -22,6 +22,7 @@
 
 mod checkpoint;
 mod commit;
+mod fleet;
 mod forget;
 mod fork;
 mod prepare;

@@ -5,6 +5,7 @@
 //! default. One verb per file.
 
 mod commit;
+mod fleet;
 mod prepare;
 mod restore;
 mod resume;
@@ -25,8 +26,8 @@ use crate::id::check_name;
 use crate::participant::{Kind, Participant};
 use crate::phase::Machine;
 use crate::wire::{
-    CommitReply, CommitRequest, KeysReply, KeysRequest, PrepareReply, PrepareRequest, RestoreReply,
-    RestoreRequest, ResumeReply, ResumeRequest, Status,
+    CommitReply, CommitRequest, FleetReply, FleetRequest, KeysReply, KeysRequest, PrepareReply,
+    PrepareRequest, RestoreReply, RestoreRequest, ResumeReply, ResumeRequest, Status,
 };
 
 /// How long past a call's deadline a participant waits for the next call
@@ -267,5 +268,9 @@ impl ParticipantApi for ParticipantHost {
 
     fn forget(&self, req: KeysRequest) -> BoxFuture<'_, CallResult<KeysReply>> {
         retire::run(self.inner.clone(), req, crate::wire::KeysVerb::Forget).boxed()
+    }
+
+    fn fleet(&self, req: FleetRequest) -> BoxFuture<'_, CallResult<FleetReply>> {
+        fleet::run(self.inner.clone(), req).boxed()
     }
 }

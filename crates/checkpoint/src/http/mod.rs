@@ -1,5 +1,5 @@
 //! The control plane over HTTP: `/v1/checkpoint/{status,prepare,commit,
-//! restore,resume,retire,forget}` over any [`ParticipantApi`] (usually a
+//! restore,resume,retire,forget,fleet}` over any [`ParticipantApi`] (usually a
 //! [`crate::ParticipantHost`] around a participant), behind a bearer token
 //! compared in constant time. Bodies are read as bytes and decoded here so a
 //! bad body gets a 400 naming the field. One route per file: each handler is
@@ -8,6 +8,7 @@
 //! `json` below.
 
 mod commit;
+mod fleet;
 mod forget;
 mod prepare;
 mod restore;
@@ -44,6 +45,7 @@ pub const BODY_LIMIT: usize = 4 << 20;
         restore::handle,
         resume::handle,
         retire::handle,
+        fleet::handle,
         forget::handle,
     ),
     tags((
@@ -102,6 +104,7 @@ pub fn router(control: Arc<dyn ParticipantApi>, token: &str) -> Router {
         .route("/v1/checkpoint/resume", post(resume::handle))
         .route("/v1/checkpoint/retire", post(retire::handle))
         .route("/v1/checkpoint/forget", post(forget::handle))
+        .route("/v1/checkpoint/fleet", post(fleet::handle))
         .with_state(control);
     rollpoint_api::require_bearer(routes, token, unauthorized)
 }

@@ -10,8 +10,8 @@ use std::sync::Arc;
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use rollpoint_checkpoint::wire::{
-    CommitReply, CommitRequest, KeysReply, KeysRequest, PrepareReply, PrepareRequest, RestoreReply,
-    RestoreRequest, ResumeReply, ResumeRequest, Status,
+    CommitReply, CommitRequest, FleetReply, FleetRequest, KeysReply, KeysRequest, PrepareReply,
+    PrepareRequest, RestoreReply, RestoreRequest, ResumeReply, ResumeRequest, Status,
 };
 use rollpoint_checkpoint::{CallResult, ParticipantApi, ParticipantHost};
 
@@ -73,5 +73,9 @@ impl ParticipantApi for AgentHost {
 
     fn forget(&self, req: KeysRequest) -> BoxFuture<'_, CallResult<KeysReply>> {
         self.local().forget(req)
+    }
+
+    fn fleet(&self, req: FleetRequest) -> BoxFuture<'_, CallResult<FleetReply>> {
+        self.local().fleet(req)
     }
 }

@@ -4,7 +4,8 @@
 //!
 //! - `POST /v1/coordinator/checkpoint` ([`checkpoint`]);
 //! - `POST /v1/coordinator/restore` ([`restore`]);
-//! - `GET /v1/coordinator/status` ([`status`]).
+//! - `GET /v1/coordinator/status` ([`status`]);
+//! - `POST /v1/fleet/pause` and `/v1/fleet/continue` ([`fleet`]).
 //!
 //! Unless the caller names a scope, a checkpoint covers every rollout in
 //! flight on every agent, read from the agents' `GET /v1/rollouts`. One
@@ -12,6 +13,7 @@
 //! with `busy`, not queued.
 
 mod checkpoint;
+mod fleet;
 mod fork;
 mod restore;
 mod status;
@@ -35,7 +37,14 @@ use rollpoint_checkpoint::AttemptKey;
 /// described apart).
 #[derive(Debug, utoipa::OpenApi)]
 #[openapi(
-    paths(checkpoint::handle, restore::handle, fork::handle, status::handle),
+    paths(
+        checkpoint::handle,
+        restore::handle,
+        fork::handle,
+        status::handle,
+        fleet::pause,
+        fleet::resume
+    ),
     tags((
         name = "coordinator",
         description = "The checkpoint coordinator over HTTP (`rollpoint serve coordinator`), so a \
@@ -194,6 +203,8 @@ impl CoordinatorService {
             .route("/v1/coordinator/restore", post(restore::handle))
             .route("/v1/coordinator/fork", post(fork::handle))
             .route("/v1/coordinator/status", get(status::handle))
+            .route("/v1/fleet/pause", post(fleet::pause))
+            .route("/v1/fleet/continue", post(fleet::resume))
             .route(
                 "/metrics",
                 get(

@@ -1,0 +1,23 @@
+//! Fleet: pause or continue the participant's share of the fleet for a weight update. It
+//! takes no checkpoint lock and no phase: a checkpoint may be taken while the fleet is
+//! paused, and its resume leaves the fleet paused.
+
+use std::sync::Arc;
+
+use super::{Inner, millis, within};
+use crate::api::CallResult;
+use crate::errors::CallError;
+use crate::wire::{FleetReply, FleetRequest, Request as _};
+
+pub(super) async fn run(inner: Arc<Inner>, req: FleetRequest) -> CallResult<FleetReply> {
+    req.check()?;
+    let what = if req.paused { "pause" } else { "continue" };
+    within("fleet", what, millis(req.timeout_ms), async {
+        inner
+            .participant
+            .fleet(&req)
+            .await
+            .map_err(|e| CallError::hook("fleet", &e))
+    })
+    .await
+}
