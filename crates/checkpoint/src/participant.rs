@@ -235,13 +235,34 @@ pub trait Participant: Send + Sync + std::fmt::Debug {
     /// the calls generating now do) and, on continue, tags later calls with `req.version`;
     /// an agent parks its runs in place until the continue. Nothing to do by default
     /// (resources). Idempotent.
-    fn fleet<'a>(
-        &'a self,
-        req: &'a crate::wire::FleetRequest,
-    ) -> BoxFuture<'a, HookResult<crate::wire::FleetReply>> {
-        let _ = req;
-        async { Ok(crate::wire::FleetReply::default()) }.boxed()
+    fn fleet(&self, order: FleetOrder) -> BoxFuture<'_, HookResult<FleetReply>> {
+        let _ = order;
+        async { Ok(FleetReply::default()) }.boxed()
     }
+}
+
+/// What a fleet verb asks of a participant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetOrder {
+    /// `true` pauses, `false` continues.
+    pub paused: bool,
+    /// With `paused`: what model calls generating now do.
+    pub calls: rollpoint_api::wire::InFlightCalls,
+    /// With a continue: the policy version from now on (absent keeps the last one).
+    pub version: Option<String>,
+}
+
+/// A participant's share of a fleet pause or continue (`POST /v1/checkpoint/fleet`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = ParticipantFleetReply)]
+#[serde(deny_unknown_fields)]
+pub struct FleetReply {
+    /// Rollouts it parked in place (agents).
+    pub parked: usize,
+    /// Rollouts it could not park and that go on (agents).
+    pub going_on: Vec<String>,
+    /// The policy version its model calls are tagged with (the model participant).
+    pub version: Option<String>,
 }
 
 #[cfg(test)]

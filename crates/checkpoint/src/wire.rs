@@ -309,18 +309,7 @@ impl Request for FleetRequest {
     }
 }
 
-/// A participant's share of a fleet pause or continue.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[schema(as = ParticipantFleetReply)]
-#[serde(deny_unknown_fields)]
-pub struct FleetReply {
-    /// Rollouts it parked in place (agents).
-    pub parked: usize,
-    /// Rollouts it could not park and that go on (agents).
-    pub going_on: Vec<String>,
-    /// The policy version its model calls are tagged with (the model participant).
-    pub version: Option<String>,
-}
+pub use crate::participant::FleetReply;
 
 /// Body of every error reply.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

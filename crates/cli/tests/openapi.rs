@@ -21,6 +21,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/checkpoint/resume"),
     ("post", "/v1/checkpoint/retire"),
     ("post", "/v1/checkpoint/forget"),
+    ("post", "/v1/checkpoint/fleet"),
     // Owner.
     ("post", "/v1/owner/sessions"),
     ("get", "/v1/owner/sessions/{id}"),
@@ -45,10 +46,15 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/coordinator/checkpoint"),
     ("post", "/v1/coordinator/restore"),
     ("get", "/v1/coordinator/status"),
+    ("post", "/v1/fleet/pause"),
+    ("post", "/v1/fleet/continue"),
     // Gateway control and model routes.
     ("post", "/v1/gateway/keys"),
     ("get", "/v1/gateway/status"),
     ("get", "/v1/gateway/rollouts/{id}/records"),
+    ("get", "/v1/gateway/stalls"),
+    ("post", "/v1/gateway/fleet/pause"),
+    ("post", "/v1/gateway/fleet/continue"),
     ("post", "/r/{key}/v1/chat/completions"),
     ("post", "/r/{key}/v1/responses"),
     ("post", "/r/{key}/v1/messages"),

@@ -367,18 +367,18 @@ impl Participant for AgentParticipant {
         .boxed()
     }
 
-    fn fleet<'a>(
-        &'a self,
-        req: &'a rollpoint_checkpoint::wire::FleetRequest,
-    ) -> BoxFuture<'a, HookResult<rollpoint_checkpoint::wire::FleetReply>> {
+    fn fleet(
+        &self,
+        order: rollpoint_checkpoint::participant::FleetOrder,
+    ) -> BoxFuture<'_, HookResult<rollpoint_checkpoint::participant::FleetReply>> {
         async move {
-            self.runs.set_fleet(req.paused);
-            if !req.paused {
-                return Ok(rollpoint_checkpoint::wire::FleetReply::default());
+            self.runs.set_fleet(order.paused);
+            if !order.paused {
+                return Ok(rollpoint_checkpoint::participant::FleetReply::default());
             }
             let in_flight = self.runs.in_flight();
             let going_on = self.runs.fleet_parked().await;
-            Ok(rollpoint_checkpoint::wire::FleetReply {
+            Ok(rollpoint_checkpoint::participant::FleetReply {
                 parked: in_flight.saturating_sub(going_on.len()),
                 going_on,
                 version: None,

@@ -82,6 +82,18 @@ pub struct FleetReply {
     pub recording: usize,
 }
 
+impl FleetReply {
+    fn of(s: crate::fleet::FleetState) -> Self {
+        Self {
+            v: ADMIN_VERSION,
+            paused: s.paused,
+            calls: s.calls,
+            version: s.version,
+            recording: s.recording,
+        }
+    }
+}
+
 /// `GET /v1/gateway/stalls`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -223,7 +235,13 @@ async fn stalls(
             format!("{wait_ms} is outside 0..={MAX_STALLS_WAIT_MS}"),
         ));
     }
-    let reply = gateway.stalls(after, Duration::from_millis(wait_ms)).await;
+    let view = gateway.stalls(after, Duration::from_millis(wait_ms)).await;
+    let reply = StallsReply {
+        v: ADMIN_VERSION,
+        generation: view.generation,
+        stalled: view.stalled,
+        given_up: view.given_up,
+    };
     Ok(json(StatusCode::OK, &reply))
 }
 
@@ -244,10 +262,8 @@ async fn stalls(
 )]
 async fn fleet_pause(State(gateway): State<Gateway>, body: Body) -> Result<Response, ApiError> {
     let req: FleetPauseRequest = versioned("fleet pause request", ADMIN_VERSION, body).await?;
-    Ok(json(
-        StatusCode::OK,
-        &gateway.fleet_pause(req.calls.unwrap_or_default()),
-    ))
+    let state = gateway.fleet_pause(req.calls.unwrap_or_default());
+    Ok(json(StatusCode::OK, &FleetReply::of(state)))
 }
 
 /// Continue the fleet, under a new policy version when one is given.
@@ -269,7 +285,8 @@ async fn fleet_continue(State(gateway): State<Gateway>, body: Body) -> Result<Re
     let req: FleetContinueRequest =
         versioned("fleet continue request", ADMIN_VERSION, body).await?;
     req.check()?;
-    Ok(json(StatusCode::OK, &gateway.fleet_continue(req.version)))
+    let state = gateway.fleet_continue(req.version);
+    Ok(json(StatusCode::OK, &FleetReply::of(state)))
 }
 
 /// How long a control call may take.

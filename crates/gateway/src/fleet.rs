@@ -69,3 +69,15 @@ impl Fleet {
             .await;
     }
 }
+
+/// The fleet as the gateway sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FleetState {
+    pub paused: bool,
+    /// While paused: what calls generating at the pause do.
+    pub calls: Option<InFlightCalls>,
+    /// The policy version calls are tagged with.
+    pub version: Option<String>,
+    /// Calls sent (or held before sending) whose reply is not yet recorded.
+    pub recording: usize,
+}

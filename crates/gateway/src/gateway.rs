@@ -104,40 +104,28 @@ impl Gateway {
 
     /// The attempts stalled by the model now and those given up, with the registry's
     /// generation, once the generation is past `after` or `wait` has passed.
-    pub async fn stalls(&self, after: u64, wait: std::time::Duration) -> crate::admin::StallsReply {
+    pub async fn stalls(&self, after: u64, wait: std::time::Duration) -> crate::stalls::StallView {
         self.shared.stalls.changed_after(after, wait).await;
-        let view = self.shared.stalls.view();
-        let keys = |list: Vec<String>| {
-            list.iter()
-                .filter_map(|k| CaptureKey::parse(k).ok())
-                .collect()
-        };
-        crate::admin::StallsReply {
-            v: crate::admin::ADMIN_VERSION,
-            generation: view.generation,
-            stalled: keys(view.stalled),
-            given_up: keys(view.given_up),
-        }
+        self.shared.stalls.view()
     }
 
     /// Pauses the fleet: no call goes upstream until [`Gateway::fleet_continue`]; calls
     /// generating now finish or are asked again after, as `calls` says.
-    pub fn fleet_pause(&self, calls: crate::fleet::InFlightCalls) -> crate::admin::FleetReply {
+    pub fn fleet_pause(&self, calls: crate::fleet::InFlightCalls) -> crate::fleet::FleetState {
         self.shared.fleet.pause(calls);
         self.fleet()
     }
 
     /// Continues the fleet, calls from now on tagged with `version` when given.
-    pub fn fleet_continue(&self, version: Option<String>) -> crate::admin::FleetReply {
+    pub fn fleet_continue(&self, version: Option<String>) -> crate::fleet::FleetState {
         self.shared.fleet.resume(version);
         self.fleet()
     }
 
     /// The fleet's state.
     #[must_use]
-    pub fn fleet(&self) -> crate::admin::FleetReply {
-        crate::admin::FleetReply {
-            v: crate::admin::ADMIN_VERSION,
+    pub fn fleet(&self) -> crate::fleet::FleetState {
+        crate::fleet::FleetState {
             paused: self.shared.fleet.paused().is_some(),
             calls: self.shared.fleet.paused(),
             version: self.shared.fleet.version(),

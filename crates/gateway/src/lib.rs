@@ -54,7 +54,7 @@ pub mod response;
 pub mod route_key;
 mod shared;
 pub mod sse;
-mod stalls;
+pub mod stalls;
 pub mod tokens;
 mod upstream;
 

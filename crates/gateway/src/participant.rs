@@ -17,7 +17,8 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use rollpoint_checkpoint::HookError;
 use rollpoint_checkpoint::participant::{
-    DEFAULT_POLL, HookResult, Kind, Participant, Readiness, tag_record, untag_decode,
+    DEFAULT_POLL, FleetOrder, FleetReply, HookResult, Kind, Participant, Readiness, tag_record,
+    untag_decode,
 };
 use serde_json::Value;
 
@@ -265,17 +266,14 @@ impl Participant for ModelParticipant {
         async move { Ok(keys.to_vec()) }.boxed()
     }
 
-    fn fleet<'a>(
-        &'a self,
-        req: &'a rollpoint_checkpoint::wire::FleetRequest,
-    ) -> BoxFuture<'a, HookResult<rollpoint_checkpoint::wire::FleetReply>> {
+    fn fleet(&self, order: FleetOrder) -> BoxFuture<'_, HookResult<FleetReply>> {
         async move {
-            let state = if req.paused {
-                self.gateway.fleet_pause(req.calls)
+            let state = if order.paused {
+                self.gateway.fleet_pause(order.calls)
             } else {
-                self.gateway.fleet_continue(req.version.clone())
+                self.gateway.fleet_continue(order.version)
             };
-            Ok(rollpoint_checkpoint::wire::FleetReply {
+            Ok(FleetReply {
                 version: state.version,
                 ..Default::default()
             })

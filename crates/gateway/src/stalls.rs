@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
+use crate::capture::CaptureKey;
+
 #[derive(Debug, Default)]
 struct Inner {
     /// Attempt key → its calls stalled now.
@@ -47,12 +49,12 @@ impl Drop for Stall {
     }
 }
 
-/// What `GET /v1/gateway/stalls` reports.
+/// The stalled and given-up attempts, and the registry's generation.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StallView {
+pub struct StallView {
     pub generation: u64,
-    pub stalled: Vec<String>,
-    pub given_up: Vec<String>,
+    pub stalled: Vec<CaptureKey>,
+    pub given_up: Vec<CaptureKey>,
 }
 
 impl Stalls {
@@ -100,10 +102,13 @@ impl Stalls {
     /// The registry now.
     pub(crate) fn view(&self) -> StallView {
         let inner = self.lock();
+        let keys = |list: &mut dyn Iterator<Item = &String>| {
+            list.filter_map(|k| CaptureKey::parse(k).ok()).collect()
+        };
         StallView {
             generation: *self.generation.borrow(),
-            stalled: inner.stalled.keys().cloned().collect(),
-            given_up: inner.given_up.iter().cloned().collect(),
+            stalled: keys(&mut inner.stalled.keys()),
+            given_up: keys(&mut inner.given_up.iter()),
         }
     }
 

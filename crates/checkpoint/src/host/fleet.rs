@@ -13,9 +13,14 @@ pub(super) async fn run(inner: Arc<Inner>, req: FleetRequest) -> CallResult<Flee
     req.check()?;
     let what = if req.paused { "pause" } else { "continue" };
     within("fleet", what, millis(req.timeout_ms), async {
+        let order = crate::participant::FleetOrder {
+            paused: req.paused,
+            calls: req.calls,
+            version: req.version.clone(),
+        };
         inner
             .participant
-            .fleet(&req)
+            .fleet(order)
             .await
             .map_err(|e| CallError::hook("fleet", &e))
     })
