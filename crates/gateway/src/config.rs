@@ -121,6 +121,9 @@ pub struct GatewayConfig {
     pub tokens: Option<crate::tokens::TokenSource>,
     /// With `tokens`: ask for each generated token's logprob too (`model_logprobs`).
     pub token_logprobs: bool,
+    /// Token-in/token-out for chat calls (`model_tokens = "tito"`): the model's tokenizer
+    /// and chat template.
+    pub tito: Option<crate::tito::TitoConfig>,
 }
 
 impl GatewayConfig {
@@ -146,6 +149,7 @@ impl GatewayConfig {
             models: Vec::new(),
             tokens: None,
             token_logprobs: true,
+            tito: None,
         }
     }
 }

@@ -73,6 +73,8 @@ pub enum GatewayError {
     BadUpstream { url: String },
     #[error("upstream credential from {origin}: {message}")]
     Credential { origin: String, message: String },
+    #[error("token-in/token-out: {0}")]
+    Tito(#[from] crate::tito::prompt::LoadError),
     #[error("CA file {path}: {message}")]
     CaFile {
         path: std::path::PathBuf,

@@ -28,9 +28,14 @@ impl Gateway {
     pub fn new(config: GatewayConfig) -> Result<Self, GatewayError> {
         let metrics = crate::metrics::Metrics::new();
         let upstream = crate::upstream::Upstreams::new(&config, &metrics)?;
+        let tito = config
+            .tito
+            .as_ref()
+            .map(crate::tito::prompt::Tito::load)
+            .transpose()?;
         let ledger = Ledger::open(&config.ledger)?;
         Ok(Self {
-            shared: Arc::new(Shared::new(config, upstream, ledger, metrics)),
+            shared: Arc::new(Shared::new(config, upstream, ledger, metrics, tito)),
         })
     }
 

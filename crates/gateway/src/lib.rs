@@ -55,6 +55,7 @@ pub mod route_key;
 mod shared;
 pub mod sse;
 pub mod stalls;
+pub mod tito;
 pub mod tokens;
 mod upstream;
 

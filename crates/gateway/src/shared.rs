@@ -39,6 +39,8 @@ pub(crate) struct Shared {
     pub stalls: Arc<crate::stalls::Stalls>,
     /// The policy version and the fleet's pause.
     pub fleet: crate::fleet::Fleet,
+    /// The model's tokenizer and chat template, with token-in/token-out.
+    pub tito: Option<crate::tito::prompt::Tito>,
 }
 
 /// One call sent upstream and not yet recorded; dropping it says the recording ended.
@@ -67,8 +69,10 @@ impl Shared {
         upstreams: Upstreams,
         ledger: Ledger,
         metrics: Metrics,
+        tito: Option<crate::tito::prompt::Tito>,
     ) -> Self {
         Self {
+            tito,
             stalls: Arc::new(crate::stalls::Stalls::new(metrics.stalled.clone())),
             fleet: crate::fleet::Fleet::new(config.policy_version.clone(), config.fleet_paused),
             config,

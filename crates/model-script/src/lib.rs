@@ -13,10 +13,12 @@
 //! | [`render`] | one turn as each API's bytes, streamed or not |
 //! | [`server`] | the HTTP routes |
 //! | [`tokens`] | token mode: vLLM's token fields from a byte-level tokenizer |
+//! | [`completions`] | token-in/token-out: `/v1/completions` on token ids under a real tokenizer |
 //! | [`errors`] | loading and binding errors |
 #![forbid(unsafe_code)]
 
 pub mod answer;
+pub mod completions;
 pub mod errors;
 pub mod render;
 pub mod request;

@@ -126,6 +126,52 @@ impl Request {
     }
 }
 
+impl Request {
+    /// Reads a chat prompt rendered by a Hermes-style template (Qwen2.5, Qwen3, Hermes), as a
+    /// completion endpoint gets it: the tools from between `<tools>` and `</tools>` (one JSON
+    /// tool a line), a model-authored turn per `<|im_start|>assistant` before the generation
+    /// prompt, and a tool result per `<tool_response>`.
+    #[must_use]
+    pub fn from_rendered(model: &str, prompt: &str) -> Self {
+        let assistant = "<|im_start|>assistant";
+        let opened = prompt.matches(assistant).count();
+        let position = opened.saturating_sub(usize::from(prompt.trim_end().ends_with(assistant)));
+        let outputs: Vec<Value> = prompt
+            .split("<tool_response>")
+            .skip(1)
+            .map(|r| {
+                Value::String(
+                    r.split("</tool_response>")
+                        .next()
+                        .unwrap_or("")
+                        .trim()
+                        .to_owned(),
+                )
+            })
+            .collect();
+        let tools = prompt
+            .split_once("<tools>")
+            .and_then(|(_, rest)| rest.split_once("</tools>"))
+            .map(|(list, _)| {
+                list.lines()
+                    .filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+                    .filter_map(|t| offered(Api::Chat, &t))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Self {
+            api: Api::Chat,
+            model: model.to_owned(),
+            stream: false,
+            include_usage: false,
+            position,
+            results: outputs.len(),
+            finished: outputs.iter().filter(|o| !says_interrupted(o)).count(),
+            tools,
+        }
+    }
+}
+
 /// A tool output whose text begins with `interrupted`: a harness saying the call was cut off
 /// and its effects are unknown (the native worker's words), not a result.
 fn says_interrupted(output: &Value) -> bool {

@@ -48,6 +48,11 @@ pub struct LogEntry {
     pub request_sha256: String,
     /// How many times this same body was asked before (`{sample}` in the script).
     pub sample: usize,
+    /// `/v1/completions`: the prompt's ids as given and the completion's ids.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_ids: Option<Vec<u32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub completion_ids: Option<Vec<u32>>,
 }
 
 /// A failure of the server itself, answered to the next generation request instead of the
@@ -101,6 +106,8 @@ struct Shared {
     outages: Mutex<std::collections::VecDeque<Outage>>,
     /// Requests answered with an outage.
     outaged: AtomicUsize,
+    /// `/v1/completions` on token ids, once a tokenizer is given.
+    completer: std::sync::OnceLock<crate::completions::Completer>,
     /// Requests seen per body digest.
     asked: Mutex<std::collections::HashMap<String, usize>>,
     entries: Mutex<Vec<LogEntry>>,
@@ -153,6 +160,7 @@ impl ScriptServer {
             counter: AtomicUsize::new(0),
             outages: Mutex::new(std::collections::VecDeque::new()),
             outaged: AtomicUsize::new(0),
+            completer: std::sync::OnceLock::new(),
             asked: Mutex::new(std::collections::HashMap::new()),
             entries: Mutex::new(Vec::new()),
             log,
@@ -208,6 +216,16 @@ impl ScriptServer {
             .extend(outages);
     }
 
+    /// Serves `POST /v1/completions` on token ids under the tokenizer at `path`
+    /// ([`crate::completions`]).
+    pub fn serve_completions(&self, path: &std::path::Path) -> Result<(), String> {
+        let completer = crate::completions::Completer::load(path)?;
+        self.shared
+            .completer
+            .set(completer)
+            .map_err(|_| "completions are served already".to_owned())
+    }
+
     /// Requests answered with an outage so far.
     #[must_use]
     pub fn outaged(&self) -> usize {
@@ -253,6 +271,7 @@ fn router(shared: Arc<Shared>) -> Router {
             "/v1/messages",
             post(|s: State<Arc<Shared>>, b: Bytes| generate(s, Api::Messages, b)),
         )
+        .route("/v1/completions", post(complete))
         .route("/v1/models", get(models))
         .layer(DefaultBodyLimit::max(256 * 1024 * 1024))
         .with_state(shared)
@@ -307,6 +326,8 @@ async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> R
                 tool: None,
                 request_sha256: sha256_hex(&body),
                 sample: 0,
+                prompt_ids: None,
+                completion_ids: None,
             },
         );
         return outage_response(outage);
@@ -369,6 +390,58 @@ async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> R
                 Body::from_stream(stream),
             )
                 .into_response()
+        }
+    }
+}
+
+async fn complete(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let Some(completer) = shared.completer.get() else {
+        let msg = json!({"error": {"type": "not_found",
+            "message": "this scripted model serves /v1/completions only with --tokenizer"}});
+        return json_response(StatusCode::NOT_FOUND, msg.to_string());
+    };
+    let parsed: serde_json::Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            let msg = json!({"error": {"type": "invalid_request_error",
+                                       "message": format!("request body is not JSON: {e}")}});
+            return json_response(StatusCode::BAD_REQUEST, msg.to_string());
+        }
+    };
+    let outage = shared
+        .outages
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .pop_front();
+    if let Some(outage) = outage {
+        shared.outaged.fetch_add(1, Ordering::SeqCst);
+        return outage_response(outage);
+    }
+    let seq = shared.counter.fetch_add(1, Ordering::SeqCst);
+    match completer.complete(&shared.script, &parsed, seq) {
+        Ok(done) => {
+            write_entry(
+                &shared,
+                LogEntry {
+                    v: LOG_VERSION,
+                    seq,
+                    api: "completions",
+                    stream: false,
+                    position: 0,
+                    step: done.step,
+                    reply: done.reply,
+                    tool: None,
+                    request_sha256: sha256_hex(&body),
+                    sample: 0,
+                    prompt_ids: Some(done.prompt_ids),
+                    completion_ids: Some(done.completion_ids),
+                },
+            );
+            json_response(StatusCode::OK, done.body.to_string())
+        }
+        Err(message) => {
+            let msg = json!({"error": {"type": "invalid_request_error", "message": message}});
+            json_response(StatusCode::BAD_REQUEST, msg.to_string())
         }
     }
 }
@@ -438,6 +511,8 @@ fn log(shared: &Shared, req: &Request, ans: &Answer, seq: usize, digest: String,
         tool: ans.tool.clone(),
         request_sha256: digest,
         sample,
+        prompt_ids: None,
+        completion_ids: None,
     };
     write_entry(shared, entry);
 }

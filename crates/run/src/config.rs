@@ -155,6 +155,16 @@ pub struct RunConfig {
     /// false asks only for the ids, and trajectories then carry no logprobs.
     #[serde(default = "default_logprobs")]
     pub model_logprobs: bool,
+    /// With `model_tokens = "tito"`: the model's `tokenizer.json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_tokenizer: Option<PathBuf>,
+    /// With `model_tokens = "tito"`: the model's chat template (a Jinja file, or a
+    /// `tokenizer_config.json` holding `chat_template`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_chat_template: Option<PathBuf>,
+    /// With `model_tokens = "tito"`: how the model writes tool calls (`"hermes"`).
+    #[serde(default)]
+    pub model_tool_parser: rollpoint_gateway::tito::chat::ToolParser,
     /// With `model_tokens`: what a token break does to the rollout's merged view,
     /// `"split"` it into segments or `"mask"` the whole rollout as not trainable.
     #[serde(default)]
@@ -303,6 +313,9 @@ impl Default for RunConfig {
             models: Vec::new(),
             model_api: ModelApi::All,
             model_tokens: None,
+            model_tokenizer: None,
+            model_chat_template: None,
+            model_tool_parser: rollpoint_gateway::tito::chat::ToolParser::Hermes,
             model_logprobs: true,
             token_breaks: rollpoint_trajectory::BreakPolicy::Split,
             version_breaks: rollpoint_trajectory::VersionPolicy::Keep,
@@ -345,6 +358,8 @@ impl RunConfig {
             &mut config.image_ca_file,
             &mut config.image_auth_file,
             &mut config.checkpoint_store_options,
+            &mut config.model_tokenizer,
+            &mut config.model_chat_template,
         ]
         .into_iter()
         .chain(model_paths)
@@ -491,6 +506,18 @@ impl RunConfig {
                 "models",
                 "give model_upstream or model_script too: it takes the calls no entry names",
             );
+        }
+        let tito = self.model_tokens == Some(rollpoint_gateway::TokenSource::Tito);
+        for (field, given) in [
+            ("model_tokenizer", self.model_tokenizer.is_some()),
+            ("model_chat_template", self.model_chat_template.is_some()),
+        ] {
+            if tito && !given {
+                return bad(field, "model_tokens = \"tito\" needs it");
+            }
+            if !tito && given {
+                return bad(field, "given without model_tokens = \"tito\"");
+            }
         }
         let mut names = std::collections::BTreeSet::new();
         for (i, m) in self.models.iter().enumerate() {

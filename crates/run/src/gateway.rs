@@ -312,6 +312,14 @@ impl GatewayProcess {
         }
         if let Some(source) = config.model_tokens {
             cmd.arg("--model-tokens").arg(source.name());
+            if let (Some(tokenizer), Some(template)) =
+                (&config.model_tokenizer, &config.model_chat_template)
+            {
+                cmd.arg("--tokenizer")
+                    .arg(tokenizer)
+                    .arg("--chat-template")
+                    .arg(template);
+            }
             if !config.model_logprobs {
                 cmd.arg("--no-model-logprobs");
             }

@@ -12,6 +12,7 @@ pub mod images;
 pub mod netns;
 pub mod s3;
 pub mod services;
+pub mod tito;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};

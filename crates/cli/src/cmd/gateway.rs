@@ -94,9 +94,21 @@ pub struct GatewayArgs {
     #[arg(long, value_enum, default_value = "openai")]
     api: Api,
     /// Capture each call's token ids and logprobs from a token-returning upstream (`vllm`);
-    /// with --model-script the scripted model answers in token mode.
-    #[arg(long, value_parser = ["vllm"])]
+    /// with --model-script the scripted model answers in token mode. `tito`: render and
+    /// tokenize chat calls here (--tokenizer, --chat-template) and send the upstream's
+    /// /v1/completions token ids.
+    #[arg(long, value_parser = ["vllm", "tito"])]
     model_tokens: Option<String>,
+    /// With --model-tokens tito: the model's tokenizer.json.
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
+    /// With --model-tokens tito: the model's chat template (a Jinja file, or a
+    /// tokenizer_config.json holding `chat_template`).
+    #[arg(long)]
+    chat_template: Option<PathBuf>,
+    /// With --model-tokens tito: how the model writes tool calls (`hermes`).
+    #[arg(long, default_value = "hermes", value_parser = ["hermes"])]
+    tool_parser: String,
     /// With --model-tokens: do not ask for logprobs, only the ids (smaller replies).
     #[arg(long, requires = "model_tokens")]
     no_model_logprobs: bool,
@@ -276,11 +288,29 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         Some(path) => read_models(path)?,
         None => Vec::new(),
     };
+    let tito = match (
+        args.model_tokens.as_deref(),
+        &args.tokenizer,
+        &args.chat_template,
+    ) {
+        (Some("tito"), Some(tokenizer), Some(template)) => {
+            Some(rollpoint_gateway::tito::TitoConfig {
+                tokenizer: tokenizer.clone(),
+                template: template.clone(),
+                tool_parser: args.tool_parser.parse().map_err(anyhow::Error::msg)?,
+            })
+        }
+        (Some("tito"), _, _) => {
+            anyhow::bail!("--model-tokens tito needs --tokenizer and --chat-template")
+        }
+        (_, None, None) => None,
+        _ => anyhow::bail!("--tokenizer and --chat-template go with --model-tokens tito"),
+    };
     let script = match &args.model_script {
         Some(path) => {
             let mut script = Script::load(path)?;
             // The scripted model stands in for the token-returning upstream.
-            if args.model_tokens.is_some() {
+            if args.model_tokens.as_deref() == Some("vllm") {
                 script.tokens.get_or_insert_default();
             }
             Some(script)
@@ -299,6 +329,12 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
                 let local = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
                 let server = ScriptServer::start(script, local, args.model_log.clone()).await?;
                 let url = server.base_url();
+                // The scripted model stands in for the token-in/token-out upstream.
+                if let Some(t) = &tito {
+                    server
+                        .serve_completions(&t.tokenizer)
+                        .map_err(anyhow::Error::msg)?;
+                }
                 (Some(server), url)
             }
             (None, Some(url)) => (None, url.clone()),
@@ -332,7 +368,9 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
             .as_deref()
             .map(str::parse::<rollpoint_gateway::TokenSource>)
             .transpose()
-            .map_err(anyhow::Error::msg)?;
+            .map_err(anyhow::Error::msg)?
+            .filter(|s| *s == rollpoint_gateway::TokenSource::Vllm);
+        config.tito = tito.clone();
         config.token_logprobs = !args.no_model_logprobs;
         let gateway = Gateway::new(config)?;
         for key in &keys {

@@ -31,7 +31,7 @@ pub enum Command {
     #[command(subcommand)]
     Bench(bench::Bench),
     /// Run the recording model gateway in front of one upstream.
-    Gateway(gateway::GatewayArgs),
+    Gateway(Box<gateway::GatewayArgs>),
     /// Serve a scripted model (chat completions, Responses, Anthropic Messages).
     ModelScript(model_script::ModelScriptArgs),
     /// Run the native agent worker (inside a sandbox).
@@ -71,7 +71,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Demo(args) => demo::run(&args),
         Command::Bench(b) => bench::run(b),
-        Command::Gateway(args) => gateway::run(args),
+        Command::Gateway(args) => gateway::run(*args),
         Command::ModelScript(args) => model_script::run(args),
         Command::Worker(args) => worker::run(args),
         Command::Owner(args) => owner::run(&args),

@@ -35,6 +35,10 @@ pub struct ModelScriptArgs {
     /// `STATUS:RETRY_AFTER_S` (e.g. `429:1,503,cut`).
     #[arg(long, value_delimiter = ',')]
     outages: Vec<rollpoint_model_script::Outage>,
+    /// Serve `POST /v1/completions` on token ids under this `tokenizer.json`, reading the
+    /// prompt as a Hermes-style chat template renders it (token-in/token-out upstreams).
+    #[arg(long)]
+    tokenizer: Option<PathBuf>,
 }
 
 pub fn run(args: ModelScriptArgs) -> anyhow::Result<()> {
@@ -47,6 +51,9 @@ pub fn run(args: ModelScriptArgs) -> anyhow::Result<()> {
         let addr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), args.port.unwrap_or(0));
         let server = ScriptServer::start(script, addr, args.log).await?;
         server.queue_outages(args.outages.iter().copied());
+        if let Some(path) = &args.tokenizer {
+            server.serve_completions(path).map_err(anyhow::Error::msg)?;
+        }
         if let Some(file) = &args.port_file {
             write_port_file(file, server.addr().port())?;
         }

@@ -21,7 +21,7 @@ use super::model_script::{stop_signal, write_port_file};
 #[derive(Debug, Subcommand)]
 pub enum Serve {
     /// The recording model gateway (the `model` participant).
-    Gateway(super::gateway::GatewayArgs),
+    Gateway(Box<super::gateway::GatewayArgs>),
     /// The owner lending local sandboxes (the `resources` participant).
     Owner(super::owner::OwnerArgs),
     /// The drivers (the `agent` participant), with rollout routes.
@@ -116,7 +116,7 @@ pub struct CoordinatorArgs {
 
 pub fn run(serve: Serve) -> anyhow::Result<()> {
     match serve {
-        Serve::Gateway(args) => super::gateway::run(args),
+        Serve::Gateway(args) => super::gateway::run(*args),
         Serve::Owner(args) => super::owner::run(&args),
         Serve::Agent(args) => agent(&args),
         Serve::Coordinator(args) => coordinator(&args),

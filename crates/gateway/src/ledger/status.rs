@@ -38,11 +38,14 @@ pub enum CallStatus {
     UnknownRoute,
     /// Refused: the upstream does not serve that route (404).
     RouteNotServed,
+    /// With token-in/token-out: the chat template or the tokenizer could not turn the
+    /// conversation into tokens (400); nothing was sent upstream.
+    TemplateFailed,
 }
 
 impl CallStatus {
     /// Every status, in declaration order.
-    pub const ALL: [Self; 14] = [
+    pub const ALL: [Self; 15] = [
         Self::InFlight,
         Self::Ok,
         Self::Replayed,
@@ -57,6 +60,7 @@ impl CallStatus {
         Self::BodyTooLarge,
         Self::UnknownRoute,
         Self::RouteNotServed,
+        Self::TemplateFailed,
     ];
 
     /// The status as stored in the ledger and named in error replies.
@@ -77,6 +81,7 @@ impl CallStatus {
             Self::BodyTooLarge => "body_too_large",
             Self::UnknownRoute => "unknown_route",
             Self::RouteNotServed => "route_not_served",
+            Self::TemplateFailed => "template_failed",
         }
     }
 

@@ -2,8 +2,8 @@
 //! the gate, the ledger row, then either a replay from the ledger or a byte-exact forward
 //! upstream with the reply held until the gate is open.
 
-mod deliver;
-mod forward;
+pub(crate) mod deliver;
+pub(crate) mod forward;
 mod record;
 pub(crate) mod reply;
 pub(crate) mod types;
@@ -137,11 +137,44 @@ async fn call(shared: Arc<Shared>, key: String, rest: String, req: Request) -> R
         view,
         upstream,
     } = checked;
+    let attempt = capture.to_string();
+    let rollout = capture.rollout().to_string();
+    // Only a later attempt can repeat a recorded call: only then wait for the ledger's answer.
+    let replay = shared.config.replay && capture.attempt() > 0;
+    if let Some(tito) = &shared.tito
+        && route == Route::Chat
+    {
+        let model_turns = view
+            .as_ref()
+            .map(|v| v.model_turns.clone())
+            .unwrap_or_default();
+        let call = NewCall {
+            key: capture,
+            seq,
+            route,
+            request: bytes,
+            view,
+            admitted_ms,
+            replay,
+        };
+        let c = crate::tito::call::TitoCall {
+            ticket,
+            recording,
+            call_id,
+            call,
+            upstream,
+            headers: parts.headers,
+            attempt,
+            rollout,
+            model_turns,
+        };
+        return crate::tito::call::call(&shared, tito, c).await;
+    }
     let stream = view.as_ref().is_some_and(|v| v.stream);
     // With capture on the upstream gets the request with the token fields added; the ledger
     // keeps the harness's bytes.
     let (upstream_body, tokens) = match shared.config.tokens {
-        Some(_) if route != Route::Models => match ask(
+        Some(crate::tokens::TokenSource::Vllm) if route != Route::Models => match ask(
             route,
             &bytes,
             Wanted {
@@ -158,10 +191,6 @@ async fn call(shared: Arc<Shared>, key: String, rest: String, req: Request) -> R
         .as_ref()
         .map(|v| v.model_turns.clone())
         .unwrap_or_default();
-    // Only a later attempt can repeat a recorded call: only then wait for the ledger's answer.
-    let replay = shared.config.replay && capture.attempt() > 0;
-    let attempt = capture.to_string();
-    let rollout = capture.rollout().to_string();
     let call = NewCall {
         key: capture,
         seq,

@@ -30,6 +30,9 @@ pub use doc::{DocError, TOKENS_VERSION};
 pub enum TokenSource {
     /// vLLM's OpenAI-compatible server (SGLang takes the same fields).
     Vllm,
+    /// Token-in/token-out: the gateway renders and tokenizes chat calls itself and sends
+    /// the upstream's completion endpoint token ids (`crate::tito`).
+    Tito,
 }
 
 impl TokenSource {
@@ -38,6 +41,7 @@ impl TokenSource {
     pub fn name(self) -> &'static str {
         match self {
             Self::Vllm => "vllm",
+            Self::Tito => "tito",
         }
     }
 }
@@ -48,8 +52,9 @@ impl std::str::FromStr for TokenSource {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "vllm" => Ok(Self::Vllm),
+            "tito" => Ok(Self::Tito),
             other => Err(format!(
-                "{other:?} is not a token source (allowed: \"vllm\")"
+                "{other:?} is not a token source (allowed: \"vllm\", \"tito\")"
             )),
         }
     }
