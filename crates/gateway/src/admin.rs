@@ -113,7 +113,7 @@ pub struct StallsReply {
 #[expect(dead_code, reason = "describes the query for the API document")]
 struct StallsQuery {
     /// Answer once the generation is past this (default 0: at once).
-    after: u64,
+    after: Option<u64>,
     /// The longest wait, in ms (default and most 25000).
     wait_ms: Option<u64>,
 }

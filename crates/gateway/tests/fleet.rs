@@ -106,3 +106,35 @@ async fn an_aborting_pause_asks_a_call_again_under_the_new_version_as_one_call()
     assert_eq!(rows[0].status, "ok");
     assert_eq!(rows[0].policy_version.as_deref(), Some("2"));
 }
+
+#[tokio::test]
+async fn an_upstream_s_own_version_header_wins_over_the_announced_one() {
+    // An upstream of the test's own that names the weights it answered with.
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|| async {
+            (
+                [
+                    ("content-type", "application/json"),
+                    ("x-policy-version", "step-7"),
+                ],
+                r#"{"id":"c","object":"chat.completion","created":0,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#,
+            )
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let gw = gateway_with(&format!("http://{addr}"), |c| {
+        c.policy_version = Some("1".into());
+    })
+    .await;
+    gw.gateway
+        .register(&CaptureKey::parse("h").unwrap())
+        .unwrap();
+    let reply = spawn_call(&gw, "h").await.unwrap();
+    assert_eq!(reply.status, 200);
+    let rows = gw.settled("h").await;
+    assert_eq!(rows[0].policy_version.as_deref(), Some("step-7"));
+    server.abort();
+}

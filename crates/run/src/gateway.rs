@@ -45,6 +45,8 @@ pub const ROUTE_KEY: &str = "gateway/route.key";
 /// whether it is paused, so a gateway started after a crash tags with that version and holds
 /// its calls until the trainer continues.
 const FLEET: &str = "gateway/fleet.json";
+/// Version of `fleet.json`.
+const FLEET_VERSION: u32 = 1;
 
 /// `RUN_DIR/gateway/fleet.json`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,11 +67,11 @@ impl FleetRecord {
         let path = run_dir.join(FLEET);
         let Ok(bytes) = std::fs::read(&path) else {
             return Ok(Self {
-                v: PROCESS_VERSION,
+                v: FLEET_VERSION,
                 ..Self::default()
             });
         };
-        rollpoint_proto::decode("fleet record", PROCESS_VERSION, &bytes)
+        rollpoint_proto::decode("fleet record", FLEET_VERSION, &bytes)
             .map_err(|e| RunError::state(path, e))
     }
 
