@@ -324,6 +324,42 @@ impl Runs {
     /// a restart, finished), up to the park timeout per run.
     pub async fn request_park(&self) -> ParkReport {
         self.begin_park();
+        let limit = self.inner.config.park_timeout;
+        let runs = self
+            .settle(|c| {
+                matches!(
+                    c.status,
+                    RunStatus::Queued | RunStatus::Parked(_) | RunStatus::Done
+                ) || c.restart
+            })
+            .await
+            .into_iter()
+            .map(|(rollout, settled, ctl)| {
+                let state = match settled {
+                    Some(Ok(c)) => park_state(&c),
+                    Some(Err(())) => ParkState::Blocked {
+                        reason: "its run is gone".to_owned(),
+                    },
+                    None => ParkState::Blocked {
+                        reason: format!(
+                            "did not park within {limit:?} (its last bookmark is `{}`)",
+                            ctl.borrow().bookmark.next().as_str()
+                        ),
+                    },
+                };
+                (rollout, state)
+            })
+            .collect();
+        ParkReport { runs }
+    }
+
+    /// Waits, up to the park timeout per run and for all runs at once, until each run's
+    /// control state satisfies `settled`: per run, the state it settled in (`Err` when its
+    /// run is gone), or `None` past the timeout, and its control.
+    async fn settle(
+        &self,
+        settled: impl Fn(&Ctl) -> bool + Copy,
+    ) -> Vec<(String, Option<Result<Ctl, ()>>, Arc<watch::Sender<Ctl>>)> {
         let entries: Vec<(String, Arc<watch::Sender<Ctl>>)> = self
             .runs()
             .iter()
@@ -332,36 +368,13 @@ impl Runs {
         let limit = self.inner.config.park_timeout;
         let waits = entries.into_iter().map(|(rollout, ctl)| async move {
             let mut rx = ctl.subscribe();
-            let settled = tokio::time::timeout(
-                limit,
-                rx.wait_for(|c| {
-                    matches!(
-                        c.status,
-                        RunStatus::Queued | RunStatus::Parked(_) | RunStatus::Done
-                    ) || c.restart
-                }),
-            )
-            .await;
-            let state = match settled {
-                Ok(Ok(c)) => park_state(&c),
-                Ok(Err(_)) => ParkState::Blocked {
-                    reason: "its run is gone".to_owned(),
-                },
-                Err(_) => ParkState::Blocked {
-                    reason: format!(
-                        "did not park within {limit:?} (its last bookmark is `{}`)",
-                        ctl.borrow().bookmark.next().as_str()
-                    ),
-                },
-            };
-            (rollout, state)
-        });
-        ParkReport {
-            runs: futures_util::future::join_all(waits)
+            let state = tokio::time::timeout(limit, rx.wait_for(settled))
                 .await
-                .into_iter()
-                .collect(),
-        }
+                .ok()
+                .map(|r| r.map(|c| c.clone()).map_err(drop));
+            (rollout, state, ctl)
+        });
+        futures_util::future::join_all(waits).await
     }
 
     /// Asks every run, and every run registered or installed from now on,
@@ -475,36 +488,19 @@ impl Runs {
     /// parked: paused in place, held before its launch, queued or finished. The rollouts
     /// that go on meanwhile (their adapter does not pause, or they did not park in time).
     pub async fn fleet_parked(&self) -> Vec<String> {
-        let entries: Vec<(String, Arc<watch::Sender<Ctl>>)> = self
-            .runs()
-            .iter()
-            .map(|(r, e)| (r.clone(), Arc::clone(&e.ctl)))
-            .collect();
-        let limit = self.inner.config.park_timeout;
-        let waits = entries.into_iter().map(|(rollout, ctl)| async move {
-            let mut rx = ctl.subscribe();
-            let settled = tokio::time::timeout(
-                limit,
-                rx.wait_for(|c| {
-                    !c.pauses
-                        || c.restart
-                        || matches!(
-                            c.status,
-                            RunStatus::Queued | RunStatus::Parked(_) | RunStatus::Done
-                        )
-                }),
-            )
-            .await;
-            match settled {
-                Ok(Ok(c)) if c.pauses && !c.restart => None,
-                _ => Some(rollout),
-            }
-        });
-        futures_util::future::join_all(waits)
-            .await
-            .into_iter()
-            .flatten()
-            .collect()
+        self.settle(|c| {
+            !c.pauses
+                || c.restart
+                || matches!(
+                    c.status,
+                    RunStatus::Queued | RunStatus::Parked(_) | RunStatus::Done
+                )
+        })
+        .await
+        .into_iter()
+        .filter(|(_, settled, _)| !matches!(settled, Some(Ok(c)) if c.pauses && !c.restart))
+        .map(|(rollout, _, _)| rollout)
+        .collect()
     }
 
     /// Runs registered and not finished.

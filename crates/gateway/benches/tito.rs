@@ -140,18 +140,5 @@ fn main() {
         chunks: 16,
         chunk_delay_ms: 0,
     });
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async {
-        scenario(Setup {
-            clients: 64,
-            ..setup
-        })
-        .await;
-        scenario(Setup {
-            clients: 512,
-            calls: setup.calls.div_ceil(4),
-            ..setup
-        })
-        .await;
-    });
+    common::at_64_and_512(setup, scenario);
 }

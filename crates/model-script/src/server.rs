@@ -306,31 +306,8 @@ async fn generate(State(shared): State<Arc<Shared>>, api: Api, body: Bytes) -> R
         }
     };
     let req = Request::read(api, &parsed);
-    let outage = shared
-        .outages
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .pop_front();
-    if let Some(outage) = outage {
-        let seq = shared.outaged.fetch_add(1, Ordering::SeqCst);
-        write_entry(
-            &shared,
-            LogEntry {
-                v: LOG_VERSION,
-                seq,
-                api: req.api.name(),
-                stream: req.stream,
-                position: req.position,
-                step: 0,
-                reply: "outage",
-                tool: None,
-                request_sha256: sha256_hex(&body),
-                sample: 0,
-                prompt_ids: None,
-                completion_ids: None,
-            },
-        );
-        return outage_response(outage);
+    if let Some(failed) = outage(&shared, req.api.name(), req.stream, &body) {
+        return failed;
     }
     let seq = shared.counter.fetch_add(1, Ordering::SeqCst);
     let digest = sha256_hex(&body);
@@ -408,14 +385,8 @@ async fn complete(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             return json_response(StatusCode::BAD_REQUEST, msg.to_string());
         }
     };
-    let outage = shared
-        .outages
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .pop_front();
-    if let Some(outage) = outage {
-        shared.outaged.fetch_add(1, Ordering::SeqCst);
-        return outage_response(outage);
+    if let Some(failed) = outage(&shared, "completions", false, &body) {
+        return failed;
     }
     let seq = shared.counter.fetch_add(1, Ordering::SeqCst);
     match completer.complete(&shared.script, &parsed, seq) {
@@ -444,6 +415,34 @@ async fn complete(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             json_response(StatusCode::BAD_REQUEST, msg.to_string())
         }
     }
+}
+
+/// The next queued outage's reply to a request of `api`, logged, if one is queued.
+fn outage(shared: &Shared, api: &'static str, stream: bool, body: &[u8]) -> Option<Response> {
+    let outage = shared
+        .outages
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .pop_front()?;
+    let seq = shared.outaged.fetch_add(1, Ordering::SeqCst);
+    write_entry(
+        shared,
+        LogEntry {
+            v: LOG_VERSION,
+            seq,
+            api,
+            stream,
+            position: 0,
+            step: 0,
+            reply: "outage",
+            tool: None,
+            request_sha256: sha256_hex(body),
+            sample: 0,
+            prompt_ids: None,
+            completion_ids: None,
+        },
+    );
+    Some(outage_response(outage))
 }
 
 fn outage_response(outage: Outage) -> Response {

@@ -7,7 +7,7 @@
 //! gateway is told, so a run resumed after a crash during a pause starts paused.
 
 use rollpoint_api::error::{ApiError, ErrorCode};
-use rollpoint_api::wire::{FleetReport, InFlightCalls, WIRE_VERSION};
+use rollpoint_api::wire::{FleetReport, InFlightCalls};
 
 use crate::controller::Loop;
 use crate::events::Event;
@@ -34,32 +34,24 @@ impl Loop {
         let mut record = FleetRecord::load(&self.run_dir).map_err(|e| failed(&e))?;
         record.paused = Some(calls);
         record.save(&self.run_dir).map_err(|e| failed(&e))?;
-        let share = self
+        let report = self
             .stack
             .coordinator
             .fleet(true, calls, None)
             .await
             .map_err(|e| failed(&e))?;
-        let (parked, going_on) = (share.parked, share.going_on);
         tracing::info!(
-            parked,
-            going_on = going_on.len(),
+            parked = report.parked,
+            going_on = report.going_on.len(),
             ?calls,
             "the fleet is paused"
         );
         self.events.record(Event::FleetPaused {
             calls,
-            parked,
-            going_on: going_on.len(),
+            parked: report.parked,
+            going_on: report.going_on.len(),
         });
-        Ok(FleetReport {
-            v: WIRE_VERSION,
-            paused: true,
-            calls: Some(calls),
-            version: share.version,
-            parked,
-            going_on,
-        })
+        Ok(report)
     }
 
     pub(crate) async fn fleet_continue(
@@ -74,23 +66,16 @@ impl Loop {
             record.version.clone_from(&version);
         }
         record.save(&self.run_dir).map_err(|e| failed(&e))?;
-        let share = self
+        let report = self
             .stack
             .coordinator
             .fleet(false, InFlightCalls::default(), version)
             .await
             .map_err(|e| failed(&e))?;
-        tracing::info!(version = ?share.version, "the fleet goes on");
+        tracing::info!(version = ?report.version, "the fleet goes on");
         self.events.record(Event::FleetContinued {
-            version: share.version.clone(),
+            version: report.version.clone(),
         });
-        Ok(FleetReport {
-            v: WIRE_VERSION,
-            paused: false,
-            calls: None,
-            version: share.version,
-            parked: 0,
-            going_on: Vec::new(),
-        })
+        Ok(report)
     }
 }

@@ -11,14 +11,14 @@ use crate::participant::Kind;
 use crate::wire::{FleetReply, FleetRequest};
 
 impl Coordinator {
-    /// Pauses (`paused`) or continues the fleet; the agents' shares summed, the model's
-    /// version.
+    /// Pauses (`paused`) or continues the fleet: the report of `POST /v1/fleet/pause` and
+    /// `/continue`, the agents' shares summed, the model's version.
     pub async fn fleet(
         &self,
         paused: bool,
         calls: rollpoint_api::wire::InFlightCalls,
         version: Option<String>,
-    ) -> Result<FleetReply, CoordinatorError> {
+    ) -> Result<rollpoint_api::wire::FleetReport, CoordinatorError> {
         let timeout = self.config.timeout;
         let req = FleetRequest {
             paused,
@@ -50,7 +50,14 @@ impl Coordinator {
             }
         }
         if failures.is_empty() {
-            Ok(total)
+            Ok(rollpoint_api::wire::FleetReport {
+                v: rollpoint_api::wire::WIRE_VERSION,
+                paused,
+                calls: paused.then_some(calls),
+                version: total.version,
+                parked: total.parked,
+                going_on: total.going_on,
+            })
         } else {
             let what = if paused { "pause" } else { "continue" };
             Err(several("fleet", what, failures))

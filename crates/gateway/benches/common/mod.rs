@@ -131,3 +131,25 @@ pub async fn round(clients: &[reqwest::Client], urls: Vec<String>, setup: Setup)
         calls_per_s: all.len() as f64 / wall,
     }
 }
+
+/// Runs `scenario` with 64 streaming clients, then with 512 and a quarter of the calls.
+pub fn at_64_and_512<F, Fut>(setup: Setup, scenario: F)
+where
+    F: Fn(Setup) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        scenario(Setup {
+            clients: 64,
+            ..setup
+        })
+        .await;
+        scenario(Setup {
+            clients: 512,
+            calls: setup.calls.div_ceil(4),
+            ..setup
+        })
+        .await;
+    });
+}

@@ -39,23 +39,12 @@ pub(super) async fn pause(
     body: Body,
 ) -> Result<Response, ApiError> {
     let req: FleetPauseRequest = versioned("fleet pause request", WIRE_VERSION, body).await?;
-    let calls = req.calls.unwrap_or_default();
-    let share = shared
+    let report = shared
         .coordinator
-        .fleet(true, calls, None)
+        .fleet(true, req.calls.unwrap_or_default(), None)
         .await
         .map_err(|e| coordinator_error(&e))?;
-    Ok(json(
-        axum::http::StatusCode::OK,
-        &FleetReport {
-            v: WIRE_VERSION,
-            paused: true,
-            calls: Some(calls),
-            version: share.version,
-            parked: share.parked,
-            going_on: share.going_on,
-        },
-    ))
+    Ok(json(axum::http::StatusCode::OK, &report))
 }
 
 /// Continue the fleet after a weight update, under its new policy version.
@@ -82,20 +71,10 @@ pub(super) async fn resume(
 ) -> Result<Response, ApiError> {
     let req: FleetContinueRequest = versioned("fleet continue request", WIRE_VERSION, body).await?;
     req.check()?;
-    let share = shared
+    let report = shared
         .coordinator
         .fleet(false, Default::default(), req.version)
         .await
         .map_err(|e| coordinator_error(&e))?;
-    Ok(json(
-        axum::http::StatusCode::OK,
-        &FleetReport {
-            v: WIRE_VERSION,
-            paused: false,
-            calls: None,
-            version: share.version,
-            parked: 0,
-            going_on: Vec::new(),
-        },
-    ))
+    Ok(json(axum::http::StatusCode::OK, &report))
 }
