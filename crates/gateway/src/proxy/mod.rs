@@ -141,22 +141,23 @@ async fn call(shared: Arc<Shared>, key: String, rest: String, req: Request) -> R
     let rollout = capture.rollout().to_string();
     // Only a later attempt can repeat a recorded call: only then wait for the ledger's answer.
     let replay = shared.config.replay && capture.attempt() > 0;
+    let stream = view.as_ref().is_some_and(|v| v.stream);
+    let model_turns = view
+        .as_ref()
+        .map(|v| v.model_turns.clone())
+        .unwrap_or_default();
+    let call = NewCall {
+        key: capture,
+        seq,
+        route,
+        request: bytes.clone(),
+        view,
+        admitted_ms,
+        replay,
+    };
     if let Some(tito) = &shared.tito
         && route == Route::Chat
     {
-        let model_turns = view
-            .as_ref()
-            .map(|v| v.model_turns.clone())
-            .unwrap_or_default();
-        let call = NewCall {
-            key: capture,
-            seq,
-            route,
-            request: bytes,
-            view,
-            admitted_ms,
-            replay,
-        };
         let c = crate::tito::call::TitoCall {
             ticket,
             recording,
@@ -170,7 +171,6 @@ async fn call(shared: Arc<Shared>, key: String, rest: String, req: Request) -> R
         };
         return crate::tito::call::call(&shared, tito, c).await;
     }
-    let stream = view.as_ref().is_some_and(|v| v.stream);
     // With capture on the upstream gets the request with the token fields added; the ledger
     // keeps the harness's bytes.
     let (upstream_body, tokens) = match shared.config.tokens {
@@ -187,19 +187,6 @@ async fn call(shared: Arc<Shared>, key: String, rest: String, req: Request) -> R
         },
         _ => (bytes.clone(), Plan::Off),
     };
-    let model_turns = view
-        .as_ref()
-        .map(|v| v.model_turns.clone())
-        .unwrap_or_default();
-    let call = NewCall {
-        key: capture,
-        seq,
-        route,
-        request: bytes.clone(),
-        view,
-        admitted_ms,
-        replay,
-    };
     if replay {
         match shared.ledger.run(move |c| ledger::begin(c, &call)).await {
             Ok(Begun {
@@ -208,15 +195,7 @@ async fn call(shared: Arc<Shared>, key: String, rest: String, req: Request) -> R
                 return deliver::replay(&shared, ticket, call_id, r).await;
             }
             Ok(_) => {}
-            Err(e) => {
-                let msg = format!("ledger refused call {call_id}: {e}");
-                return error_response(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "ledger_error",
-                    &msg,
-                    Some(&call_id),
-                );
-            }
+            Err(e) => return ledger_refused(&call_id, &e),
         }
     } else {
         shared.ledger.post(move |c| {
@@ -249,6 +228,17 @@ async fn call(shared: Arc<Shared>, key: String, rest: String, req: Request) -> R
         rollout,
     };
     forward::forward(&shared, call, target, upstream_body).await
+}
+
+/// 500 `ledger_error`: the ledger did not take call `call_id`.
+pub(crate) fn ledger_refused(call_id: &str, e: &crate::errors::GatewayError) -> Response {
+    let msg = format!("ledger refused call {call_id}: {e}");
+    error_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "ledger_error",
+        &msg,
+        Some(call_id),
+    )
 }
 
 /// 503 `gateway_closed`: a draining gateway sends nothing more upstream. No row: the call

@@ -79,15 +79,7 @@ pub(crate) async fn call(shared: &Arc<Shared>, tito: &Tito, c: TitoCall) -> Resp
         .await
     {
         Ok(b) => b,
-        Err(e) => {
-            let msg = format!("ledger refused call {call_id}: {e}");
-            return error_response(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "ledger_error",
-                &msg,
-                Some(&call_id),
-            );
-        }
+        Err(e) => return crate::proxy::ledger_refused(&call_id, &e),
     };
     if let Some(r) = begun.replay {
         drop(recording);
