@@ -17,7 +17,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use futures_util::StreamExt as _;
 
-use self::reply::error_response;
+use self::reply::{error_response, ledger_refused};
 use self::types::{Refusal, now_ms};
 use crate::attach::AttachedSandbox;
 use crate::capture::CaptureKey;
@@ -228,17 +228,6 @@ async fn call(shared: Arc<Shared>, key: String, rest: String, req: Request) -> R
         rollout,
     };
     forward::forward(&shared, call, target, upstream_body).await
-}
-
-/// 500 `ledger_error`: the ledger did not take call `call_id`.
-pub(crate) fn ledger_refused(call_id: &str, e: &crate::errors::GatewayError) -> Response {
-    let msg = format!("ledger refused call {call_id}: {e}");
-    error_response(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        "ledger_error",
-        &msg,
-        Some(call_id),
-    )
 }
 
 /// 503 `gateway_closed`: a draining gateway sends nothing more upstream. No row: the call

@@ -82,6 +82,17 @@ pub(crate) fn skip_upstream(name: &HeaderName) -> bool {
     is_hop(name) || name == header::CONTENT_LENGTH || name == header::ACCEPT_ENCODING
 }
 
+/// 500 `ledger_error`: the ledger did not take call `call_id`.
+pub(crate) fn ledger_refused(call_id: &str, e: &crate::errors::GatewayError) -> Response {
+    let msg = format!("ledger refused call {call_id}: {e}");
+    error_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "ledger_error",
+        &msg,
+        Some(call_id),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

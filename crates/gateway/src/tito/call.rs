@@ -79,7 +79,7 @@ pub(crate) async fn call(shared: &Arc<Shared>, tito: &Tito, c: TitoCall) -> Resp
         .await
     {
         Ok(b) => b,
-        Err(e) => return crate::proxy::ledger_refused(&call_id, &e),
+        Err(e) => return crate::proxy::reply::ledger_refused(&call_id, &e),
     };
     if let Some(r) = begun.replay {
         drop(recording);
