@@ -503,6 +503,18 @@ impl Runs {
         .collect()
     }
 
+    /// Every registered run: its rollout, where it stands and its last recorded bookmark (for
+    /// a live view of the run).
+    pub fn states(&self) -> Vec<(String, RunStatus, Bookmark)> {
+        self.runs()
+            .iter()
+            .map(|(r, e)| {
+                let c = e.ctl.borrow();
+                (r.clone(), c.status.clone(), c.bookmark.clone())
+            })
+            .collect()
+    }
+
     /// Runs registered and not finished.
     #[must_use]
     pub fn in_flight(&self) -> usize {

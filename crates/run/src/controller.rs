@@ -139,7 +139,13 @@ pub async fn run(
         state.save(&run_dir)?;
     }
     let serving = match inputs.listen {
-        Some(listen) => Some(endpoint::start(&run_dir, listen).await?),
+        Some(listen) => {
+            let reach = endpoint::Reach {
+                runs: stack.runs.clone(),
+                owner: std::sync::Arc::clone(&stack.owner),
+            };
+            Some(endpoint::start(&run_dir, listen, reach).await?)
+        }
         None => None,
     };
     let mut lp = Loop::new(run_dir, stack, state, tasks.tasks.len(), 0, None, env)?;
@@ -599,6 +605,9 @@ impl Loop {
                         if let Some(done) = done {
                             self.branch_by_rule(&done.id, &done.scope, &done.restarts).await;
                         }
+                    }
+                    Some(Signal::Endpoint(EndpointRequest::Record(event))) => {
+                        self.events.record(event);
                     }
                     Some(Signal::Endpoint(EndpointRequest::Status { reply })) => {
                         self.count();

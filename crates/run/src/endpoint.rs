@@ -111,6 +111,8 @@ pub enum EndpointRequest {
         request: FleetContinueRequest,
         reply: oneshot::Sender<Result<FleetReport, ApiError>>,
     },
+    /// An event for the run's events file (an operator's exec).
+    Record(crate::events::Event),
 }
 
 /// `control.json`: where the endpoint listens.
@@ -146,7 +148,7 @@ impl EndpointFile {
 /// coordinator's, and `GET /metrics` is described with every service's).
 #[derive(Debug, utoipa::OpenApi)]
 #[openapi(
-    paths(status),
+    paths(status, crate::exec::exec),
     tags((
         name = "run",
         description = "The control endpoint of `rollpoint run` (its address is in \
@@ -166,6 +168,14 @@ pub struct Listen {
     pub loop_tx: mpsc::UnboundedSender<Signal>,
 }
 
+/// What the dashboard and exec routes read directly (never the coordinator): the drivers'
+/// registry and the owner.
+#[derive(Debug, Clone)]
+pub(crate) struct Reach {
+    pub runs: rollpoint_driver::Runs,
+    pub owner: std::sync::Arc<rollpoint_owner::LocalOwner>,
+}
+
 /// The control endpoint while it serves; dropping it stops serving.
 #[derive(Debug)]
 pub(crate) struct Serving {
@@ -182,7 +192,11 @@ impl Drop for Serving {
 
 /// Binds the address, records it in `RUN_DIR/control.json`, and serves the
 /// control routes, handing requests to the loop.
-pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, RunError> {
+pub(crate) async fn start(
+    run_dir: &Path,
+    listen: Listen,
+    reach: Reach,
+) -> Result<Serving, RunError> {
     let Listen {
         addr,
         token,
@@ -199,7 +213,16 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
         addr: bound,
     }
     .save(run_dir)?;
-    let app = authorized(
+    let live = crate::dashboard::Live {
+        run_dir: run_dir.to_owned(),
+        runs: reach.runs,
+    };
+    let exec = crate::exec::ExecContext {
+        live: live.clone(),
+        owner: reach.owner,
+        loop_tx: loop_tx.clone(),
+    };
+    let guarded = authorized(
         Router::new()
             .route("/v1/coordinator/checkpoint", post(checkpoint))
             .route("/v1/coordinator/fork", post(fork))
@@ -212,9 +235,12 @@ pub(crate) async fn start(run_dir: &Path, listen: Listen) -> Result<Serving, Run
                 Router::new()
                     .route("/v1/rollouts/{id}/trajectory", get(trajectory))
                     .with_state(std::sync::Arc::new(run_dir.to_owned())),
-            ),
+            )
+            .merge(crate::dashboard::routes(live))
+            .merge(crate::exec::routes(exec)),
         &token,
     );
+    let app = crate::dashboard::page_routes().merge(guarded);
     let task = tokio::spawn(async move {
         if let Err(e) = rollpoint_api::serve(listener, app).await {
             tracing::error!(address = %bound, error = %e, "the control endpoint stopped");

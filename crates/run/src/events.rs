@@ -80,6 +80,18 @@ pub enum Event {
     },
     /// The fleet continued, its model calls from now on under `version`.
     FleetContinued { version: Option<String> },
+    /// An operator ran a command in a rollout's sandbox (`rollpoint exec`, `shell`): in the
+    /// live sandbox, or with `while_frozen` in a fork of its latest snapshot.
+    Exec {
+        rollout: String,
+        argv: Vec<String>,
+        /// `None` when a signal ended it or it could not start.
+        exit_code: Option<i32>,
+        while_frozen: bool,
+        /// A shell with a terminal rather than one command.
+        #[serde(default)]
+        tty: bool,
+    },
     /// The run stopped at a checkpoint (SIGTERM or a stop request).
     Stopped { checkpoint: String },
     /// Every task has its row.

@@ -17,6 +17,7 @@
 //! | [`events`] | `events.jsonl`: start, resumes, checkpoints and their times, stop, end |
 //! | `clock` | the run's wall clock (Unix ms), read by the loop and the event log alike |
 //! | [`report`] | `rollpoint report`: one self-contained HTML page of a run |
+//! | [`view`] | what the dashboard and the report show, and the one page that draws it |
 //! | [`plan`] | what a resume does with each task (pure) |
 //! | `saved` | what a published checkpoint saved, read through the participants' formats |
 //! | [`gateway`] | the run's gateway process: started, waited for after a crash, stopped |
@@ -26,6 +27,8 @@
 //! | [`controller`] | a new run and the loop: dispatch, checkpoint, results |
 //! | [`resume`](mod@resume) | `rollpoint resume`: sweep, plan, restore, then the loop |
 //! | [`endpoint`] | the run's HTTP control endpoint and the requests it sends the loop |
+//! | [`dashboard`] | the live dashboard's page, documents and change stream on the endpoint |
+//! | [`exec`] | a command in a live rollout's sandbox, or in a fork of its snapshot |
 //! | [`status`] | `rollpoint status` |
 //! | [`progress`] | bars on a terminal, plain lines otherwise |
 //!
@@ -34,9 +37,11 @@
 
 pub mod config;
 pub mod controller;
+pub mod dashboard;
 pub mod endpoint;
 mod errors;
 pub mod events;
+pub mod exec;
 pub mod export;
 mod fleet;
 mod fork;
@@ -55,6 +60,7 @@ mod stalls;
 pub mod state;
 pub mod status;
 pub mod tasks;
+pub mod view;
 
 pub use config::{
     CONFIG_VERSION, MAX_CHECKPOINT_EVERY_S, MAX_CONCURRENCY, MAX_KEEP, ModelSource, RunConfig,

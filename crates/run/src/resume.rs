@@ -426,7 +426,13 @@ pub async fn resume(
         );
     }
     let serving = match inputs.listen {
-        Some(listen) => Some(endpoint::start(&lp.run_dir, listen).await?),
+        Some(listen) => {
+            let reach = endpoint::Reach {
+                runs: lp.stack.runs.clone(),
+                owner: std::sync::Arc::clone(&lp.stack.owner),
+            };
+            Some(endpoint::start(&lp.run_dir, listen, reach).await?)
+        }
         None => None,
     };
     let ending = lp.drive(inputs.signals).await;

@@ -108,3 +108,29 @@ pub fn retained_checkpoints(run_dir: &Path) -> Result<Vec<String>, RunError> {
         .filter_map(|e| e.file_name().into_string().ok())
         .collect())
 }
+
+/// The record checkpoint `id` saved of owner session `session`, if it saved one.
+pub fn saved_session_record(
+    run_dir: &Path,
+    id: &str,
+    session: &str,
+) -> Result<Option<SessionRecord>, RunError> {
+    let err = |e: Cause| RunError::checkpoint(id, e);
+    let doc = store::read_checkpoint(run_dir, id).map_err(|e| err(e.into()))?;
+    for m in doc
+        .participants
+        .iter()
+        .filter(|m| m.kind == Kind::Resources)
+    {
+        let (_, records) =
+            store::read(run_dir, id, m.kind, &m.instance, None).map_err(|e| err(e.into()))?;
+        for r in records {
+            let (_, record) = untag_decode(r, Kind::Resources, SessionRecord::decode)
+                .map_err(|e| err(e.into()))?;
+            if record.session == session {
+                return Ok(Some(record));
+            }
+        }
+    }
+    Ok(None)
+}

@@ -2,11 +2,13 @@
 
 mod bench;
 mod demo;
+mod exec;
 mod export;
 mod fork;
 mod gateway;
 mod images;
 mod locate;
+mod logs;
 mod model_script;
 pub mod number;
 mod openapi;
@@ -62,6 +64,11 @@ pub enum Command {
     /// Write the run's trajectories (token ids, loss masks, logprobs, rewards) for a
     /// trainer.
     Export(export::ExportArgs),
+    /// Print a rollout's launches and harness output; `-f` follows it until it finishes.
+    Logs(logs::LogsArgs),
+    /// Run a command in a live rollout's sandbox (or, `--while-frozen`, in a fork of its
+    /// latest snapshot), through the run's control endpoint.
+    Exec(exec::ExecArgs),
     /// The task-image cache: pull an image, list the cached ones, prune.
     #[command(subcommand)]
     Images(images::Images),
@@ -84,6 +91,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Openapi(args) => openapi::run(&args),
         Command::Report(args) => report::run(&args),
         Command::Export(args) => export::run(&args),
+        Command::Logs(args) => logs::run(&args),
+        Command::Exec(args) => exec::run(&args),
         Command::Images(i) => images::run(i),
     }
 }

@@ -43,6 +43,26 @@ pub fn read_for_trajectories(
     path: &Path,
     rollout: Option<&str>,
 ) -> Result<Vec<LedgerRecord>, GatewayError> {
+    read_only(path, rollout, |c| {
+        Box::new(c.response_digest.iter().chain(c.tokens_digest.iter()))
+    })
+}
+
+/// The calls of `rollout` (or of every rollout) with every body they reference, requests included (what a view of
+/// its turns shows), from the ledger at `path` opened read-only.
+pub fn read_with_requests(
+    path: &Path,
+    rollout: Option<&str>,
+) -> Result<Vec<LedgerRecord>, GatewayError> {
+    read_only(path, rollout, |c| Box::new(c.bodies()))
+}
+
+/// The calls of `rollout` (or of every rollout) and the bodies `pick` names, read-only.
+fn read_only(
+    path: &Path,
+    rollout: Option<&str>,
+    pick: impl for<'c> Fn(&'c CallRecord) -> Box<dyn Iterator<Item = &'c String> + 'c>,
+) -> Result<Vec<LedgerRecord>, GatewayError> {
     let open = |source| GatewayError::LedgerOpen {
         path: path.to_owned(),
         source,
@@ -65,7 +85,5 @@ pub fn read_for_trajectories(
         });
     }
     let calls = lookup::rows(&conn, rollout)?;
-    with_bodies(&conn, calls, |c| {
-        Box::new(c.response_digest.iter().chain(c.tokens_digest.iter()))
-    })
+    with_bodies(&conn, calls, pick)
 }

@@ -32,7 +32,7 @@ pub(crate) use begin::begin;
 pub use begin::{Begun, NewCall};
 pub(crate) use delivered::delivered;
 pub(crate) use export::export;
-pub use export::read_for_trajectories;
+pub use export::{read_for_trajectories, read_with_requests};
 pub use finish::Finish;
 pub(crate) use finish::finish;
 pub use install::InstallReport;

@@ -22,6 +22,10 @@ use crate::{Error, SandboxInfo, SandboxSpec};
 /// Where the supervisor is lent inside a sandbox not on the host's root.
 pub(super) const SUPERVISOR_TOOL: &str = "bin/rollpoint-supervisor";
 
+/// Under the backend's directory: the launch output logs of destroyed sandboxes,
+/// `output/<sandbox>/<launch>.log`.
+pub const OUTPUT_DIR: &str = "output";
+
 /// How the local backend is set up.
 #[derive(Debug, Clone)]
 pub struct LocalOptions {
@@ -341,6 +345,11 @@ impl LocalBackend {
 
     pub(super) fn sandbox_dir(&self, id: &str) -> PathBuf {
         self.dir.join("sandboxes").join(id)
+    }
+
+    /// Where a destroyed sandbox's launch output logs are kept (`OUTPUT_DIR/<sandbox>`).
+    pub(super) fn output_dir(&self, id: &str) -> PathBuf {
+        self.dir.join(OUTPUT_DIR).join(id)
     }
 
     pub(super) fn snapshot_record(&self, snapshot: &str) -> PathBuf {

@@ -5,6 +5,7 @@
 //! removes what a crashed owner left; it needs only the sandbox's id, so
 //! it also removes an upper or cgroups left without a directory.
 
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -128,6 +129,7 @@ fn remove(
     phases.mark("upper");
     crash::point("teardown: upper destroyed");
     let sbdir = backend.sandbox_dir(id);
+    keep_output(backend, id, &sbdir);
     match std::fs::remove_dir_all(&sbdir) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -222,5 +224,38 @@ impl LocalBackend {
     /// Destroys every sandbox this backend started. For shutdown.
     pub fn destroy_all(&self) -> Result<(), Error> {
         destroy_all(self)
+    }
+}
+
+/// Moves each launch's output log out of the sandbox's directory before it is removed, to
+/// `<backend>/output/<sandbox>/<launch>.log`, so `rollpoint logs` and the report still have
+/// it. A rename moves a link the sandbox may have planted, never what it points at; a log
+/// that cannot be kept is said and left to go with the sandbox.
+fn keep_output(backend: &LocalBackend, id: &str, sbdir: &Path) {
+    let launches = sbdir
+        .join("control")
+        .join(rollpoint_proto::anchor::LAUNCHES_DIR);
+    let Ok(entries) = std::fs::read_dir(&launches) else {
+        return;
+    };
+    let kept = backend.output_dir(id);
+    for entry in entries.flatten() {
+        let log = entry.path().join(rollpoint_proto::anchor::LAUNCH_OUTPUT);
+        if !std::fs::symlink_metadata(&log).is_ok_and(|m| m.is_file()) {
+            continue;
+        }
+        let Some(launch) = entry.file_name().to_str().map(str::to_owned) else {
+            continue;
+        };
+        let to = kept.join(format!("{launch}.log"));
+        let moved = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&kept)
+            .and_then(|()| std::fs::rename(&log, &to));
+        if let Err(e) = moved {
+            tracing::warn!(sandbox = %id, from = %log.display(), to = %to.display(), error = %e,
+                "a launch's output was not kept");
+        }
     }
 }

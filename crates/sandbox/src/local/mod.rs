@@ -59,7 +59,7 @@ use std::path::Path;
 use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
 
 use crate::{Backend, BackendListing, Error, LaunchHandle, SandboxInfo, SandboxSpec, SnapshotRef};
-pub use backend::{LocalBackend, LocalOptions, Tool};
+pub use backend::{LocalBackend, LocalOptions, OUTPUT_DIR, Tool};
 pub use base::TOOLS_DIR;
 pub use record::{SandboxRecord, SnapshotRecord};
 
