@@ -28,6 +28,7 @@ pub mod budget;
 pub mod cgroup;
 mod credentials;
 mod errors;
+pub mod fdpass;
 pub mod freeze;
 pub mod ident;
 pub mod isolate;

@@ -123,6 +123,7 @@ pub struct PreExec {
     credentials: Option<Credentials>,
     isolation: Option<Arc<Isolation>>,
     pass: Vec<(OwnedFd, RawFd)>,
+    terminal: Option<OwnedFd>,
 }
 
 impl PreExec {
@@ -164,6 +165,15 @@ impl PreExec {
         self
     }
 
+    /// Also makes the child, first, the leader of a new session whose
+    /// controlling terminal is `tty` (a pseudo-terminal's follower end), as a
+    /// login shell's is. The command must not ask for a process group of its
+    /// own: a group leader cannot start a session.
+    pub fn terminal(mut self, tty: OwnedFd) -> Self {
+        self.terminal = Some(tty);
+        self
+    }
+
     /// Installs the hook on `cmd` (std then forks rather than using
     /// `posix_spawn`).
     pub fn install(self, cmd: &mut Command) {
@@ -172,6 +182,7 @@ impl PreExec {
             credentials,
             isolation,
             pass,
+            terminal,
         } = self;
         // SAFETY: the closure runs in the forked child before exec and calls
         // only the functions above and dup2/fcntl, which are
@@ -181,6 +192,9 @@ impl PreExec {
         unsafe {
             cmd.pre_exec(move || {
                 reset_signals()?;
+                if let Some(tty) = &terminal {
+                    take_terminal(tty.as_raw_fd())?;
+                }
                 join_cgroups(&join)?;
                 match (&isolation, &credentials) {
                     (Some(iso), creds) => iso.enter(creds.as_ref())?,
@@ -196,6 +210,23 @@ impl PreExec {
             });
         }
     }
+}
+
+/// A new session with `tty` as its controlling terminal. Async-signal-safe.
+fn take_terminal(tty: RawFd) -> io::Result<()> {
+    // SAFETY: setsid(2) and ioctl(2) TIOCSCTTY on a descriptor number, with
+    // no memory passed.
+    let r = unsafe {
+        if libc::setsid() < 0 {
+            -1
+        } else {
+            libc::ioctl(tty, libc::TIOCSCTTY, 0)
+        }
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Makes `fd` available as `at` across exec. Async-signal-safe.

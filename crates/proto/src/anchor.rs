@@ -53,6 +53,11 @@ pub enum AnchorVerb {
     /// Start a harness launch under its own supervisor and return at once
     /// (`launch` set).
     Launch,
+    /// Start a command (`exec` set; its output limit unused) on a new
+    /// pseudo-terminal of `rows` x `cols` and hand back the terminal's leader
+    /// end with the first reply line (`launched`: its pid); the second line,
+    /// when it ends, has its exit (`exec`, no output).
+    Shell,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +69,9 @@ pub struct AnchorRequest {
     pub exec: Option<ExecRequest>,
     #[serde(default)]
     pub launch: Option<LaunchRequest>,
+    /// The terminal's size for `shell`: rows and columns.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<(u16, u16)>,
 }
 
 impl AnchorRequest {
@@ -73,6 +81,17 @@ impl AnchorRequest {
             verb: AnchorVerb::Status,
             exec: None,
             launch: None,
+            size: None,
+        }
+    }
+
+    /// A command on a terminal of `size` (rows, columns).
+    pub fn shell(exec: ExecRequest, size: (u16, u16)) -> Self {
+        Self {
+            verb: AnchorVerb::Shell,
+            exec: Some(exec),
+            size: Some(size),
+            ..Self::status()
         }
     }
 

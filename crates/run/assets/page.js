@@ -106,6 +106,7 @@
     abort: null,
     ui: { state: "", error: "", reward: "all", attempt: "", sort: null, dir: 1, page: 0 },
     shown: [],           // rows of the current table page, in table order
+    chartsStale: false,  // charts were skipped while the run view was hidden
     built: false
   };
   var PAGE = 100;
@@ -163,7 +164,8 @@
       var tx = x(t);
       if (gridTop != null) sv("line", { class: "grid", x1: tx, x2: tx, y1: gridTop, y2: y }, ax);
       sv("line", { x1: tx, x2: tx, y1: y, y2: labelsAbove ? y - 4 : y + 4 }, ax);
-      sv("text", { x: tx, y: labelsAbove ? y - 6 : y + 15, "text-anchor": "middle", text: fmtClock(t) }, ax);
+      var anchor = tx > right - 26 ? "end" : tx < left + 26 ? "start" : "middle"; // keep edge labels inside
+      sv("text", { x: tx, y: labelsAbove ? y - 6 : y + 15, "text-anchor": anchor, text: fmtClock(t) }, ax);
     });
   }
   // A vertical value axis at x from y0 (bottom) to y1 (top).
@@ -185,8 +187,11 @@
 
   // ---------------------------------------------------------------- timeline (launch bars per rollout)
   // Draws one lane per row into container; returns the number of launch bars drawn.
+  // withResumes: widen the time span so that every crash/stop and resume of the run shows.
   var C = { launch: "#2f7ed8", resumed: "#13a36b", crash: "#d83a2f", ck: "#555", ckFail: "#e8870e", stop: "#7b3fc4" };
-  function drawTimeline(container, rows, events, minWidth) {
+  function drawTimeline(container, rows, events, minWidth, withResumes) {
+    // read the layout before clearing, so a redraw does not make the page jump
+    var W = Math.max(minWidth || 900, container.clientWidth - 2), st = container.scrollTop, sl = container.scrollLeft;
     clear(container);
     var now = nowMs(), t0 = Infinity, t1 = -Infinity;
     rows.forEach(function (r) {
@@ -196,6 +201,13 @@
         t1 = Math.max(t1, l.end_ms == null ? now : l.end_ms);
       });
     });
+    if (withResumes && isFinite(t0)) {
+      (events || []).forEach(function (e) {
+        if (e.kind !== "resumed" || e.at_ms == null) return;
+        t0 = Math.min(t0, e.down_from_ms != null ? e.down_from_ms : e.at_ms);
+        t1 = Math.max(t1, e.at_ms);
+      });
+    }
     if (!isFinite(t0)) {
       var sm = (S.view && S.view.summary) || {};
       t0 = sm.started_ms || now - 60000;
@@ -205,11 +217,12 @@
     var padT = (t1 - t0) * 0.02; t0 -= padT; t1 += padT;
 
     var laneH = 20, barH = 14, top = 46, axisY = 22, labelW = 170, rightPad = 16;
-    var W = Math.max(minWidth || 900, container.clientWidth - 2);
-    var H = top + Math.max(1, rows.length) * laneH + 8;
+    var bottomAxis = rows.length > 12; // long lane lists get the time axis below as well
+    var H = top + Math.max(1, rows.length) * laneH + (bottomAxis ? 26 : 8);
     var svg = newSvg(container, W, H, { class: "timeline-svg" });
     var x = scale(t0, t1, labelW, W - rightPad);
     var lanesBottom = top + rows.length * laneH;
+    if (bottomAxis) drawTimeAxis(svg, x, t0, t1, lanesBottom + 2, null, false);
 
     rows.forEach(function (r, i) {
       if (i % 2) sv("rect", { class: "lane-alt", x: 0, y: top + i * laneH, width: W, height: laneH }, svg);
@@ -280,6 +293,8 @@
       }
     });
     container.setAttribute("data-launch-bars", bars);
+    container.scrollTop = st;
+    container.scrollLeft = sl;
     return { svg: svg, bars: bars };
   }
   function launchTitle(r, l) {
@@ -307,9 +322,8 @@
   }
 
   function drawThroughput(holder, v) {
-    clear(holder);
-    holder.appendChild(el("h3", { text: "finished rollouts over time" }));
     var W = chartWidth(holder), H = 210, L = 50, R = 14, T = 10, B = 26;
+    clear(holder).appendChild(el("h3", { text: "finished rollouts over time" }));
     var svg = newSvg(holder, W, H, { id: "throughput" });
     var ends = [];
     v.rollouts.forEach(function (r) { if (r.ended_ms != null) ends.push(r.ended_ms); });
@@ -330,14 +344,13 @@
     }
     d += "H" + x(t1);
     sv("path", { class: "throughput-line", d: d, fill: "none", stroke: C.launch, "stroke-width": 2, "shape-rendering": "auto" }, svg);
-    sv("text", { x: W - R, y: T + 10, "text-anchor": "end", text: n + " finished" }, svg);
+    sv("text", { x: L + 6, y: T + 10, text: n + " finished" }, svg);
   }
 
   // Histogram: one bar per distinct value when there are few, else 12 equal bins.
   function drawHistogram(holder, id, title, values, fmt) {
-    clear(holder);
-    holder.appendChild(el("h3", { text: title + " (" + values.length + ")" }));
     var W = chartWidth(holder), H = 210, L = 50, R = 14, T = 16, B = 30;
+    clear(holder).appendChild(el("h3", { text: title + " (" + values.length + ")" }));
     var svg = newSvg(holder, W, H, { id: id });
     if (!values.length) { sv("text", { x: W / 2, y: H / 2, "text-anchor": "middle", text: "no values yet" }, svg); return; }
     var distinct = {}, nd = 0, min = Infinity, max = -Infinity;
@@ -368,6 +381,7 @@
   }
 
   function drawCheckpoints(holder, v) {
+    var W = chartWidth(holder), H = 200, L = 56, R = 14, T = 18, B = 26;
     clear(holder);
     var evs = v.events || [];
     var cks = evs.filter(function (e) { return e.kind === "checkpoint"; });
@@ -375,7 +389,6 @@
     var res = evs.filter(function (e) { return e.kind === "resumed"; });
     holder.appendChild(el("h3", { text: "checkpoints (" + cks.length + " published, " + fails.length + " failed, " + res.length + " resumes)" }));
     holder.appendChild(el("div", { class: "note", text: "bar: time to checkpoint (dark part: prepare) \u00b7 orange \u25B2: failed \u00b7 line: resume (red: after a crash)" }));
-    var W = chartWidth(holder), H = 200, L = 56, R = 14, T = 18, B = 26;
     var svg = newSvg(holder, W, H, { id: "checkpoints-chart" });
     var span = runSpan(v), t0 = span[0], t1 = span[1];
     evs.forEach(function (e) { if (e.at_ms != null) { t0 = Math.min(t0, e.at_ms); t1 = Math.max(t1, e.at_ms); } });
@@ -523,6 +536,8 @@
 
   function renderCharts() {
     var v = S.view;
+    S.chartsStale = $("run-view").hidden; // hidden: no layout width, draw again when shown
+    if (S.chartsStale) return;
     drawThroughput($("chart-throughput"), v);
     drawCheckpoints($("chart-checkpoints"), v);
     var rewards = [], durs = [];
@@ -562,7 +577,11 @@
     var list = clear(det.querySelector(".event-list")), f = document.createDocumentFragment();
     ev.forEach(function (e) {
       var fields = [];
-      for (var k in e) if (k !== "at_ms" && k !== "kind") fields.push(k + "=" + show(e[k]));
+      for (var k in e) {
+        if (k === "at_ms" || k === "kind") continue;
+        var val = e[k], stamp = /_ms$/.test(k) && typeof val === "number" && val > 1e12; // a unix time, not a duration
+        fields.push(k + "=" + (stamp ? fmtClock(val) : show(val)));
+      }
       f.appendChild(el("div", { class: "event", "data-kind": e.kind }, [el("time", { text: fmtClock(e.at_ms) }), el("b", { text: e.kind }), fields.join("  ")]));
     });
     list.appendChild(f);
@@ -648,7 +667,7 @@
   function renderTimeline() {
     if ($("run-view").hidden) return; // drawn when the run view is shown again (needs the layout width)
     var box = $("timeline");
-    var r = drawTimeline(box, S.shown, S.view.events, 900);
+    var r = drawTimeline(box, S.shown, S.view.events, 900, true);
     document.body.setAttribute("data-timeline-width", Math.round(r.svg.getBoundingClientRect().width));
     document.body.setAttribute("data-launch-bars", r.bars);
   }
@@ -723,7 +742,14 @@
   }
 
   // Renders the rollout page from the run-view row (may be null) and the RolloutView (may be null).
+  // A live refresh of the same rollout keeps the reader's scroll position.
   function renderRollout(id, d, note) {
+    var old = $("rollout"), y = window.scrollY;
+    buildRollout(id, d, note);
+    if (old && old.getAttribute("data-rollout") === id) window.scrollTo(0, y);
+    ready();
+  }
+  function buildRollout(id, d, note) {
     var root = clear($("rollout-view"));
     var row = S.byId ? S.byId[id] : null;
     var state = (d && d.state) || (row && row.state) || "unknown";
@@ -762,7 +788,7 @@
     sec.appendChild(tl);
     drawTimeline(tl, [{ id: id, state: state, launches: launches }], S.view ? S.view.events : [], 900);
 
-    if (!d) { ready(); return; }
+    if (!d) return;
 
     // model calls, in the given order
     var calls = d.calls || [];
@@ -799,7 +825,6 @@
       tj.trainable && tj.reason ? ["note", tj.reason] : null,
       ["turns", show(tj.turns)], ["tool calls", show(tj.tool_calls)], ["tokens", show(tj.prompt_tokens) + " prompt + " + show(tj.completion_tokens) + " completion"],
       ["segments", show(tj.segments)], ["policy versions", (tj.policy_versions || []).join(", ") || "-"]]) : el("p", { id: "trajectory", class: "muted", text: "no trajectory" }));
-    ready();
   }
 
   // ---------------------------------------------------------------- routing
@@ -829,6 +854,7 @@
       if (!S.view) return;
       $("run-view").hidden = false;
       renderTimeline(); // the layout width may have changed while hidden
+      if (S.chartsStale) renderCharts();
       ready();
     }
   }
@@ -857,6 +883,7 @@
   function showTokenForm(msg) {
     S.stopped = true;
     if (S.abort) S.abort.abort();
+    $("live-state").hidden = true;
     $("token-form").hidden = false;
     $("token-msg").textContent = msg || "";
     $("token").focus();
@@ -1000,8 +1027,10 @@
       route();
       streamLoop();
     }, function (e) {
-      if (e instanceof AuthError || e instanceof HttpError) { handleFail(e); if (!(e instanceof AuthError)) streamLoop(); }
-      else { setLive("reconnecting", "cannot reach the run, retrying\u2026"); setTimeout(startLive, 2000); }
+      if (e instanceof AuthError) { handleFail(e); return; }
+      if (e instanceof HttpError) showError(e.message);
+      setLive("reconnecting", "cannot load the run, retrying\u2026");
+      setTimeout(function () { if (!S.stopped) startLive(); }, 2000);
     });
   }
 

@@ -143,6 +143,7 @@ pub async fn run(
             let reach = endpoint::Reach {
                 runs: stack.runs.clone(),
                 owner: std::sync::Arc::clone(&stack.owner),
+                backend: std::sync::Arc::clone(&stack.backend),
             };
             Some(endpoint::start(&run_dir, listen, reach).await?)
         }

@@ -174,6 +174,7 @@ pub struct Listen {
 pub(crate) struct Reach {
     pub runs: rollpoint_driver::Runs,
     pub owner: std::sync::Arc<rollpoint_owner::LocalOwner>,
+    pub backend: std::sync::Arc<rollpoint_sandbox::local::LocalBackend>,
 }
 
 /// The control endpoint while it serves; dropping it stops serving.
@@ -237,7 +238,8 @@ pub(crate) async fn start(
                     .with_state(std::sync::Arc::new(run_dir.to_owned())),
             )
             .merge(crate::dashboard::routes(live))
-            .merge(crate::exec::routes(exec)),
+            .merge(crate::exec::routes(exec.clone()))
+            .merge(crate::shell::routes(exec, reach.backend)),
         &token,
     );
     let app = crate::dashboard::page_routes().merge(guarded);

@@ -258,14 +258,13 @@ async fn exec(
     ))
 }
 
-/// Runs `request` in a fork of the newest checkpoint that saved `session`, then destroys the
-/// fork.
-async fn in_fork(
+/// A fork of the newest checkpoint that saved `session`, as a session of its own: its access,
+/// its session and the checkpoint.
+pub(crate) async fn fork_of(
     ctx: &ExecContext,
     id: &str,
     session: &str,
-    request: ExecRequest,
-) -> Result<(rollpoint_proto::anchor::ExecOutput, String, Option<String>), ApiError> {
+) -> Result<(rollpoint_owner::Access, String, String), ApiError> {
     let (mut record, checkpoint) = newest_record(&ctx.live.run_dir, session)
         .await?
         .ok_or_else(|| {
@@ -276,23 +275,36 @@ async fn in_fork(
         })?;
     let fork_session = format!("exec.{}", rollpoint_proto::clock::unix_ms());
     record.session.clone_from(&fork_session);
-    let failed = |e: &dyn std::fmt::Display| {
+    let access = ctx.owner.restore(record).await.map_err(|e| {
         ApiError::new(
             ErrorCode::Failed,
-            format!("exec in a fork of rollout {id} from checkpoint {checkpoint}: {e}"),
+            format!("rollout {id}: forking checkpoint {checkpoint}'s snapshot: {e}"),
         )
-    };
-    let access = ctx.owner.restore(record).await.map_err(|e| failed(&e))?;
+    })?;
+    Ok((access, fork_session, checkpoint))
+}
+
+/// Runs `request` in a fork of the newest checkpoint that saved `session`, then destroys the
+/// fork.
+async fn in_fork(
+    ctx: &ExecContext,
+    id: &str,
+    session: &str,
+    request: ExecRequest,
+) -> Result<(rollpoint_proto::anchor::ExecOutput, String, Option<String>), ApiError> {
+    let (access, fork_session, checkpoint) = fork_of(ctx, id, session).await?;
     let out = ctx.owner.exec(&fork_session, request).await;
     if let Err(e) = ctx.owner.close(&fork_session).await {
         tracing::warn!(rollout = %id, sandbox = %access.sandbox, error = %e,
             "the fork an exec ran in was not destroyed; a sweep removes it");
     }
-    Ok((
-        out.map_err(|e| failed(&e))?,
-        access.sandbox,
-        Some(checkpoint),
-    ))
+    let out = out.map_err(|e| {
+        ApiError::new(
+            ErrorCode::Failed,
+            format!("exec in a fork of rollout {id} from checkpoint {checkpoint}: {e}"),
+        )
+    })?;
+    Ok((out, access.sandbox, Some(checkpoint)))
 }
 
 /// The newest published, undamaged checkpoint's record of `session`, and that checkpoint.

@@ -29,6 +29,7 @@
 //! | [`endpoint`] | the run's HTTP control endpoint and the requests it sends the loop |
 //! | [`dashboard`] | the live dashboard's page, documents and change stream on the endpoint |
 //! | [`exec`] | a command in a live rollout's sandbox, or in a fork of its snapshot |
+//! | [`shell`] | a terminal in a live rollout's sandbox over a WebSocket |
 //! | [`status`] | `rollpoint status` |
 //! | [`progress`] | bars on a terminal, plain lines otherwise |
 //!
@@ -55,6 +56,7 @@ pub mod report;
 pub mod results;
 pub mod resume;
 mod saved;
+pub mod shell;
 pub mod stack;
 mod stalls;
 pub mod state;

@@ -430,6 +430,7 @@ pub async fn resume(
             let reach = endpoint::Reach {
                 runs: lp.stack.runs.clone(),
                 owner: std::sync::Arc::clone(&lp.stack.owner),
+                backend: std::sync::Arc::clone(&lp.stack.backend),
             };
             Some(endpoint::start(&lp.run_dir, listen, reach).await?)
         }

@@ -17,6 +17,7 @@ mod report;
 mod resume;
 mod run;
 mod serve;
+mod shell;
 mod status;
 mod store_args;
 mod sweep;
@@ -69,6 +70,9 @@ pub enum Command {
     /// Run a command in a live rollout's sandbox (or, `--while-frozen`, in a fork of its
     /// latest snapshot), through the run's control endpoint.
     Exec(exec::ExecArgs),
+    /// Open a terminal (a shell by default) in a live rollout's sandbox, through the run's
+    /// control endpoint.
+    Shell(shell::ShellArgs),
     /// The task-image cache: pull an image, list the cached ones, prune.
     #[command(subcommand)]
     Images(images::Images),
@@ -93,6 +97,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Export(args) => export::run(&args),
         Command::Logs(args) => logs::run(&args),
         Command::Exec(args) => exec::run(&args),
+        Command::Shell(args) => shell::run(&args),
         Command::Images(i) => images::run(i),
     }
 }

@@ -76,7 +76,7 @@ pub(super) fn launch(
 /// The environment and working directory a command runs with: the
 /// sandbox's own environment under the request's, and the request's
 /// directory or else the sandbox's workdir.
-fn in_sandbox(
+pub(super) fn in_sandbox(
     info: &SandboxInfo,
     env: &BTreeMap<String, String>,
     cwd: &str,

@@ -46,6 +46,7 @@ mod mounts;
 mod netns;
 mod network;
 mod record;
+mod shell;
 mod snapshot;
 mod spawn;
 mod sweep;
@@ -62,6 +63,7 @@ use crate::{Backend, BackendListing, Error, LaunchHandle, SandboxInfo, SandboxSp
 pub use backend::{LocalBackend, LocalOptions, OUTPUT_DIR, Tool};
 pub use base::TOOLS_DIR;
 pub use record::{SandboxRecord, SnapshotRecord};
+pub use shell::Terminal;
 
 impl Backend for LocalBackend {
     fn create(&self, id: &str, spec: &SandboxSpec) -> Result<SandboxInfo, Error> {

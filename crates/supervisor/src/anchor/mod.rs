@@ -32,6 +32,7 @@ pub mod net;
 mod owner;
 mod reaper;
 mod serve;
+mod shell;
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};

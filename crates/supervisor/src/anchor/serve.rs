@@ -18,7 +18,7 @@ use rollpoint_proto::anchor::{
 };
 
 use super::reaper::Reaper;
-use super::{RunAs, exec, launch};
+use super::{RunAs, exec, launch, shell};
 use crate::errors::Error;
 
 /// Largest request line accepted (an exec may carry its stdin).
@@ -85,6 +85,15 @@ fn answer(stream: &UnixStream, reaper: &Reaper, run_as: &RunAs) -> std::io::Resu
         return Ok(());
     }
     let reply = match AnchorRequest::decode(&line) {
+        Ok(AnchorRequest {
+            verb: AnchorVerb::Shell,
+            exec: Some(x),
+            size,
+            ..
+        }) => {
+            stream.set_read_timeout(None)?;
+            return shell::serve(stream, reaper, run_as, &x, size.unwrap_or((24, 80)));
+        }
         Ok(req) => perform(reaper, run_as, &req),
         Err(e) => AnchorReply::error(std::process::id(), e.to_string()),
     };
@@ -111,6 +120,7 @@ fn perform(reaper: &Reaper, run_as: &RunAs, req: &AnchorRequest) -> AnchorReply 
             Some(x) => exec::exec(reaper, run_as, x).map(|out| reply.exec = Some(out)),
             None => Err("exec request: field `exec` is missing".to_owned()),
         },
+        AnchorVerb::Shell => Err("shell request: field `exec` is missing".to_owned()),
         AnchorVerb::Launch => match &req.launch {
             Some(l) => match launch::refusal(run_as, l) {
                 Some(why) => {

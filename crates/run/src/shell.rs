@@ -1,0 +1,232 @@
+//! `GET /v1/rollouts/{id}/shell` on the run's endpoint (`rollpoint shell`): a WebSocket to a
+//! command (a shell by default) on a terminal in a live rollout's sandbox, started by the
+//! sandbox's anchor like an exec (the sandbox's user, its isolation). Binary messages carry the
+//! terminal's bytes both ways; the last text message says how the command ended. The same
+//! refusals as an exec: a rollout frozen for a checkpoint only with `while_frozen`, which
+//! opens the shell in a fork of its latest snapshot instead. Every shell is written to the
+//! run's events.
+
+use std::io::{Read as _, Write as _};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use axum::routing::get;
+use rollpoint_api::error::{ApiError, ErrorCode};
+use rollpoint_owner::Owner as _;
+use rollpoint_proto::anchor::ExecRequest;
+use rollpoint_sandbox::local::{LocalBackend, Terminal};
+use serde::Deserialize;
+use tokio::sync::mpsc;
+
+use crate::endpoint::{EndpointRequest, Signal};
+use crate::events::Event;
+use crate::exec::ExecContext;
+
+/// The longest a shell may stay open.
+pub const SHELL_LIMIT_MS: u64 = 24 * 3_600_000;
+
+/// The query of the shell route.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ShellQuery {
+    /// The terminal's rows (1 to 1000, default 24).
+    #[serde(default)]
+    pub rows: Option<u16>,
+    /// The terminal's columns (1 to 1000, default 80).
+    #[serde(default)]
+    pub cols: Option<u16>,
+    /// Open it in a fork of the latest snapshot.
+    #[serde(default)]
+    pub while_frozen: bool,
+    /// The command, one argument per `cmd` (default `/bin/sh`).
+    #[serde(default)]
+    pub cmd: Vec<String>,
+}
+
+/// The shell route.
+pub fn routes(ctx: ExecContext, backend: Arc<LocalBackend>) -> Router {
+    Router::new()
+        .route("/v1/rollouts/{id}/shell", get(shell))
+        .with_state((ctx, backend))
+}
+
+fn size(field: &str, value: Option<u16>, default: u16) -> Result<u16, ApiError> {
+    match value {
+        None => Ok(default),
+        Some(v @ 1..=1000) => Ok(v),
+        Some(v) => Err(ApiError::bad(field, format!("{v}: give 1 to 1000"))),
+    }
+}
+
+async fn shell(
+    State((ctx, backend)): State<(ExecContext, Arc<LocalBackend>)>,
+    Path(id): Path<String>,
+    Query(q): Query<ShellQuery>,
+    upgrade: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    rollpoint_proto::key::RolloutId::new(&id).map_err(|e| ApiError::bad("id", e.to_string()))?;
+    let rows = size("rows", q.rows, 24)?;
+    let cols = size("cols", q.cols, 80)?;
+    let argv = if q.cmd.is_empty() {
+        vec!["/bin/sh".to_owned()]
+    } else {
+        q.cmd.clone()
+    };
+    let (session, parked) = crate::exec::session_of(&ctx.live, &id)?;
+    if parked && !q.while_frozen {
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!(
+                "rollout {id} is frozen for a checkpoint (paused in place or held): give \
+                 while_frozen (--while-frozen) to open the shell in a fork of its latest \
+                 snapshot instead"
+            ),
+        ));
+    }
+    let failed = |e: &dyn std::fmt::Display| {
+        ApiError::new(ErrorCode::Failed, format!("shell in rollout {id}: {e}"))
+    };
+    let (sandbox, fork) = if q.while_frozen {
+        let (access, fork_session, _) = crate::exec::fork_of(&ctx, &id, &session).await?;
+        (access.sandbox, Some(fork_session))
+    } else {
+        let access = ctx.owner.access(&session).await.map_err(|e| failed(&e))?;
+        (access.sandbox, None)
+    };
+    let request = ExecRequest {
+        argv: argv.clone(),
+        env: std::iter::once(("TERM".to_owned(), "xterm".to_owned())).collect(),
+        cwd: String::new(),
+        timeout_ms: SHELL_LIMIT_MS,
+        output_limit: 0,
+        stdin: None,
+    };
+    let b = Arc::clone(&backend);
+    let sb = sandbox.clone();
+    let started = tokio::task::spawn_blocking(move || b.shell(&sb, &request, (rows, cols)))
+        .await
+        .map_err(|e| failed(&e));
+    let terminal = match started {
+        Ok(Ok(t)) => t,
+        Ok(Err(e)) => {
+            close_fork(&ctx, fork.as_deref(), &id).await;
+            return Err(failed(&e));
+        }
+        Err(e) => {
+            close_fork(&ctx, fork.as_deref(), &id).await;
+            return Err(e);
+        }
+    };
+    Ok(upgrade.on_upgrade(move |socket| async move {
+        let exit = relay(socket, terminal).await;
+        close_fork(&ctx, fork.as_deref(), &id).await;
+        let _loop_gone = ctx
+            .loop_tx
+            .send(Signal::Endpoint(EndpointRequest::Record(Event::Exec {
+                rollout: id,
+                argv,
+                exit_code: exit,
+                while_frozen: q.while_frozen,
+                tty: true,
+            })));
+    }))
+}
+
+async fn close_fork(ctx: &ExecContext, fork: Option<&str>, id: &str) {
+    if let Some(f) = fork
+        && let Err(e) = ctx.owner.close(f).await
+    {
+        tracing::warn!(rollout = %id, session = %f, error = %e,
+            "the fork a shell ran in was not destroyed; a sweep removes it");
+    }
+}
+
+/// Copies the terminal to the socket and back until the command ends or the client leaves;
+/// the command's exit code.
+async fn relay(mut socket: WebSocket, terminal: Terminal) -> Option<i32> {
+    let Ok(reader) = terminal.leader.try_clone() else {
+        return None;
+    };
+    let mut reader = std::fs::File::from(reader);
+    let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(64);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopped = Arc::clone(&stop);
+    // The terminal's output, until the command has no terminal left (EIO) or the client
+    // left (then this thread lets go of its end, so the command gets its hangup).
+    std::thread::spawn(move || {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd as _;
+        let mut buf = vec![0_u8; 16 * 1024];
+        while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut fds = [PollFd::new(reader.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::from(200_u16)) {
+                Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                Ok(_) => {}
+                Err(_) => break,
+            }
+            match reader.read(&mut buf) {
+                Ok(n) if n > 0 => {
+                    if out_tx.blocking_send(buf[..n].to_vec()).is_err() {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+    });
+    let (in_tx, in_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    let Ok(writer) = terminal.leader.try_clone() else {
+        return None;
+    };
+    let mut writer = std::fs::File::from(writer);
+    std::thread::spawn(move || {
+        while let Ok(bytes) = in_rx.recv() {
+            if writer.write_all(&bytes).is_err() {
+                break;
+            }
+        }
+    });
+    loop {
+        tokio::select! {
+            out = out_rx.recv() => match out {
+                Some(bytes) => {
+                    if socket.send(Message::Binary(bytes.into())).await.is_err() {
+                        break;
+                    }
+                }
+                None => break,
+            },
+            msg = socket.recv() => match msg {
+                Some(Ok(Message::Binary(bytes))) => {
+                    if in_tx.send(bytes.to_vec()).is_err() {
+                        break;
+                    }
+                }
+                Some(Ok(Message::Text(_) | Message::Ping(_) | Message::Pong(_))) => {}
+                Some(Ok(Message::Close(_)) | Err(_)) | None => break,
+            },
+        }
+    }
+    // Let go of the terminal: a command still running gets its hangup.
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(in_tx);
+    let pid = terminal.pid;
+    let ended = tokio::task::spawn_blocking(move || terminal.wait()).await;
+    let (code, text) = match ended {
+        Ok(Ok(out)) => (
+            out.exit_code,
+            serde_json::json!({"v": 1, "exit_code": out.exit_code, "signal": out.signal}),
+        ),
+        Ok(Err(e)) => (None, serde_json::json!({"v": 1, "error": e.to_string()})),
+        Err(e) => (
+            None,
+            serde_json::json!({"v": 1, "error": format!("shell pid {pid}: {e}")}),
+        ),
+    };
+    let _ = socket.send(Message::Text(text.to_string().into())).await;
+    let _ = socket.send(Message::Close(None)).await;
+    code
+}
