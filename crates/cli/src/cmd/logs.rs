@@ -33,10 +33,11 @@ pub fn run(args: &LogsArgs) -> anyhow::Result<()> {
         let line = rollout_line(&args.run_dir, &args.rollout)?;
         let finished = line.as_ref().is_some_and(|l| l.ended_ms.is_some());
         let launches = line.map(|l| l.launches).unwrap_or_default();
-        // Launches come from the row once it is written, else from the latest checkpoint;
-        // launches the run has started since are found by their output files.
+        // Launches come from the row once it is written; before, they are found by their
+        // output files. Either way in order: by attempt, then launch.
         let mut all = launches;
         all.extend(live_launches(&args.run_dir, &args.rollout, &all));
+        all.sort_by_key(|l| launch_of(&l.id, &args.rollout).unwrap_or((u32::MAX, u32::MAX)));
         for l in &all {
             let at = match printed.iter_mut().find(|(id, _)| *id == l.id) {
                 Some(p) => p,
@@ -77,66 +78,70 @@ fn rollout_line(run_dir: &Path, rollout: &str) -> anyhow::Result<Option<RolloutL
     Ok(known)
 }
 
-/// Launches of `rollout` not in `known`: each live sandbox of the rollout's session with a
-/// launch directory (a launch's id starts with its rollout's).
+/// Launches of `rollout` not in `known`, found by their output files: in a live sandbox's
+/// control directory, or kept after its sandbox was destroyed.
 fn live_launches(run_dir: &Path, rollout: &str, known: &[LaunchLine]) -> Vec<LaunchLine> {
-    let sandboxes = run_dir
-        .join(rollpoint_run::stack::OWNER_DIR)
-        .join("sandboxes");
-    let mut found = Vec::new();
-    for sb in std::fs::read_dir(&sandboxes)
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        let launches = sb
-            .path()
-            .join("control")
-            .join(rollpoint_proto::anchor::LAUNCHES_DIR);
-        for l in std::fs::read_dir(&launches).into_iter().flatten().flatten() {
-            let (Some(id), Some(sandbox)) = (
-                l.file_name().to_str().map(str::to_owned),
-                sb.file_name().to_str().map(str::to_owned),
-            ) else {
-                continue;
-            };
-            if !launch_of(&id, rollout) || known.iter().any(|k| k.id == id) {
-                continue;
-            }
-            let start_ms = l
-                .metadata()
-                .ok()
-                .and_then(|m| m.modified().ok())
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-            found.push(LaunchLine {
-                id,
-                attempt: 0,
-                sandbox,
-                start_ms,
-                end_ms: None,
-                resumed: false,
-                reason: "running now".to_owned(),
-                end: None,
-                exit_code: None,
-                pauses: 0,
-                paused_ms: 0,
-                note: None,
-            });
+    let owner = run_dir.join(rollpoint_run::stack::OWNER_DIR);
+    let mut files: Vec<(String, String, PathBuf)> = Vec::new();
+    let names = |dir: &Path| -> Vec<(String, PathBuf)> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| Some((e.file_name().to_str()?.to_owned(), e.path())))
+            .collect()
+    };
+    for (sandbox, dir) in names(&owner.join("sandboxes")) {
+        for (id, path) in names(&dir.join("control").join(rollpoint_proto::anchor::LAUNCHES_DIR)) {
+            files.push((sandbox.clone(), id, path));
         }
     }
-    found.sort_by_key(|l| l.start_ms);
+    for (sandbox, dir) in names(&owner.join(rollpoint_sandbox::local::OUTPUT_DIR)) {
+        for (name, path) in names(&dir) {
+            if let Some(id) = name.strip_suffix(".log") {
+                files.push((sandbox.clone(), id.to_owned(), path));
+            }
+        }
+    }
+    let mut found: Vec<LaunchLine> = Vec::new();
+    for (sandbox, id, path) in files {
+        let Some((attempt, _)) = launch_of(&id, rollout) else {
+            continue;
+        };
+        if known.iter().chain(found.iter()).any(|k| k.id == id) {
+            continue;
+        }
+        let start_ms = std::fs::symlink_metadata(&path)
+            .ok()
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        found.push(LaunchLine {
+            id,
+            attempt,
+            sandbox,
+            start_ms,
+            end_ms: None,
+            resumed: false,
+            reason: "found by its output".to_owned(),
+            end: None,
+            exit_code: None,
+            pauses: 0,
+            paused_ms: 0,
+            note: None,
+        });
+    }
     found
 }
 
-/// Whether launch id `id` is one of `rollout`'s: `<rollout>-a<attempt>-l<n>`
-/// (`rollpoint_proto::key::launch_id`).
-fn launch_of(id: &str, rollout: &str) -> bool {
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    id.strip_prefix(rollout)
-        .and_then(|rest| rest.strip_prefix("-a"))
-        .and_then(|rest| rest.split_once("-l"))
-        .is_some_and(|(a, n)| digits(a) && digits(n))
+/// The attempt and number of `rollout`'s launch `id` (`<rollout>-a<attempt>-l<n>`,
+/// `rollpoint_proto::key::launch_id`), or `None` when it is not one of its launches.
+fn launch_of(id: &str, rollout: &str) -> Option<(u32, u32)> {
+    let (a, n) = id
+        .strip_prefix(rollout)?
+        .strip_prefix("-a")?
+        .split_once("-l")?;
+    Some((a.parse().ok()?, n.parse().ok()?))
 }
 
 fn header(l: &LaunchLine) -> String {

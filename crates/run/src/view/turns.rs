@@ -77,13 +77,19 @@ pub fn calls_by_rollout(records: &[LedgerRecord]) -> BTreeMap<String, Vec<CallVi
 
 /// One rollout's calls, in ledger order.
 fn of_rollout(bodies: &BTreeMap<&str, &[u8]>, mut calls: Vec<&CallRecord>) -> Vec<CallView> {
-    calls.sort_by_key(|c| c.seq);
+    // Ledger order: each attempt's calls by their sequence in its capture key.
+    calls.sort_by_key(|c| (c.attempt, c.seq));
     let body = |d: &Option<String>| d.as_deref().and_then(|d| bodies.get(d).copied());
     // How many conversation items each call's request held, for what the next one added.
     let mut items_of: BTreeMap<&str, usize> = BTreeMap::new();
     let mut previous: Option<&str> = None;
     let mut out = Vec::with_capacity(calls.len());
+    let mut attempt = None;
     for c in calls {
+        if attempt != Some(c.attempt) {
+            previous = None;
+            attempt = Some(c.attempt);
+        }
         let route = route(&c.route);
         let request: Option<Value> =
             body(&c.request_digest).and_then(|b| serde_json::from_slice(b).ok());
