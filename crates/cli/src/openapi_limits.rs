@@ -93,7 +93,7 @@ const MAX_TICK_MS: u64 = 60_000;
 /// Every versioned body: its schema, its version field and the version its
 /// reader takes. A schema with a `v` that is not listed is an error.
 #[rustfmt::skip]
-const VERSIONS: [(&str, &str, u32); 23] = [
+const VERSIONS: [(&str, &str, u32); 25] = [
     ("CheckpointReply", "v", WIRE_VERSION),
     ("CheckpointRequest", "v", WIRE_VERSION),
     ("CoordinatorRestoreReply", "v", WIRE_VERSION),
@@ -112,6 +112,8 @@ const VERSIONS: [(&str, &str, u32); 23] = [
     ("GatewayKeysRequest", "v", GATEWAY_VERSION),
     ("GatewayStatus", "v", GATEWAY_VERSION),
     ("RunStatusReport", "v", RUN_VERSION),
+    ("RolloutExecRequest", "v", rollpoint_run::exec::EXEC_VERSION),
+    ("RolloutExecReply", "v", rollpoint_run::exec::EXEC_VERSION),
     ("RolloutTask", "v", TASK_VERSION),
     ("RolloutResult", "v", RESULT_VERSION),
     ("SessionRecord", "v", RECORD_VERSION),

@@ -62,6 +62,11 @@ const ROUTES: &[(&str, &str)] = &[
     // Run control.
     ("get", "/v1/run/status"),
     ("post", "/v1/coordinator/fork"),
+    ("get", "/v1/run/view"),
+    ("get", "/v1/rollouts/{id}/view"),
+    ("get", "/v1/run/live"),
+    ("post", "/v1/rollouts/{id}/exec"),
+    ("get", "/v1/rollouts/{id}/shell"),
     // Every service.
     ("get", "/metrics"),
 ];

@@ -87,6 +87,18 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError::new(ErrorCode::Failed, format!("{what}: {e}")))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/run/view",
+    operation_id = "run_view",
+    tag = "run",
+    responses(
+        (status = 200, description = "The run's document (`v`: 1): summary, events, a line per rollout; docs/design/dashboard.md.", body = Object),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "The run directory could not be read (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 async fn view(State(live): State<Live>) -> Result<Response, ApiError> {
     let state = live.state();
     let dir = live.run_dir.clone();
@@ -97,6 +109,21 @@ async fn view(State(live): State<Live>) -> Result<Response, ApiError> {
     Ok(json(StatusCode::OK, &doc))
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/rollouts/{id}/view",
+    operation_id = "rollout_view",
+    tag = "run",
+    params(("id" = String, Path, description = "The rollout.")),
+    responses(
+        (status = 200, description = "The rollout's document (`v`: 1): launches, model calls with their messages, checkpoints, output, trajectory.", body = Object),
+        (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 404, description = "The run knows no such rollout (`not_found`).", body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "The run directory could not be read (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 async fn rollout(State(live): State<Live>, Path(id): Path<String>) -> Result<Response, ApiError> {
     rollpoint_proto::key::RolloutId::new(&id).map_err(|e| ApiError::bad("id", e.to_string()))?;
     let state = live.state();
@@ -136,6 +163,17 @@ fn fingerprint(live: &Live) -> (Vec<(String, &'static str, usize)>, [u64; 3]) {
     (states, files)
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/run/live",
+    operation_id = "run_live",
+    tag = "run",
+    responses(
+        (status = 200, description = "Server-sent events: `changed` (data `{\"v\":1,\"seq\":N}`) whenever the run changed, and a keep-alive comment every 15 s.", content_type = "text/event-stream", body = String),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 async fn changes(
     State(live): State<Live>,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {

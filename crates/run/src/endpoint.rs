@@ -148,7 +148,14 @@ impl EndpointFile {
 /// coordinator's, and `GET /metrics` is described with every service's).
 #[derive(Debug, utoipa::OpenApi)]
 #[openapi(
-    paths(status, crate::exec::exec),
+    paths(
+        status,
+        crate::exec::exec,
+        crate::dashboard::view,
+        crate::dashboard::rollout,
+        crate::dashboard::changes,
+        crate::shell::shell
+    ),
     tags((
         name = "run",
         description = "The control endpoint of `rollpoint run` (its address is in \

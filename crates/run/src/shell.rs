@@ -61,6 +61,28 @@ fn size(field: &str, value: Option<u16>, default: u16) -> Result<u16, ApiError> 
     }
 }
 
+#[utoipa::path(
+    get,
+    path = "/v1/rollouts/{id}/shell",
+    operation_id = "rollout_shell",
+    tag = "run",
+    params(
+        ("id" = String, Path, description = "The rollout."),
+        ("rows" = Option<u16>, Query, description = "The terminal's rows, 1 to 1000 (24)."),
+        ("cols" = Option<u16>, Query, description = "The terminal's columns, 1 to 1000 (80)."),
+        ("while_frozen" = Option<bool>, Query, description = "Open it in a fork of the latest snapshot."),
+        ("cmd" = Option<Vec<String>>, Query, description = "The command, an argument per `cmd` (`/bin/sh`)."),
+    ),
+    responses(
+        (status = 101, description = "A WebSocket: binary messages are the terminal's bytes both ways; the last text message is `{\"v\":1,\"exit_code\",\"signal\"}` or `{\"v\":1,\"error\"}`."),
+        (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
+        (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
+        (status = 404, description = "No such rollout in flight (`not_found`).", body = rollpoint_api::error::ErrorBody),
+        (status = 409, description = "The rollout is frozen for a checkpoint, queued or finished; or no checkpoint saved it (`conflict`).", body = rollpoint_api::error::ErrorBody),
+        (status = 502, description = "The sandbox could not start it (`failed`).", body = rollpoint_api::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 async fn shell(
     State((ctx, backend)): State<(ExecContext, Arc<LocalBackend>)>,
     Path(id): Path<String>,

@@ -98,8 +98,9 @@ fn run_harbor(
     (status, run_dir, log)
 }
 
-/// `rollpoint report RUN_DIR --out OUT` (it must succeed): the page.
-fn report_page(run_dir: &Path, out: &Path) -> String {
+/// `rollpoint report RUN_DIR --out OUT` (it must succeed): the run's document the page
+/// draws (its `rp-view` block).
+fn report_page(run_dir: &Path, out: &Path) -> serde_json::Value {
     let done = std::process::Command::new(rollpoint_bin())
         .args([
             OsStr::new("report"),
@@ -114,7 +115,11 @@ fn report_page(run_dir: &Path, out: &Path) -> String {
         "{}",
         String::from_utf8_lossy(&done.stderr)
     );
-    std::fs::read_to_string(out).expect("report page")
+    let page = std::fs::read_to_string(out).expect("report page");
+    let open = "<script type=\"application/json\" id=\"rp-view\">";
+    let start = page.find(open).expect("the page holds the run's document") + open.len();
+    let len = page[start..].find("</script>").expect("the block ends");
+    serde_json::from_str(&page[start..start + len]).expect("the run's document is JSON")
 }
 
 fn log_text(log: &Path) -> String {
@@ -259,15 +264,19 @@ fn root_a_harbor_dataset_is_graded_by_its_own_tests_and_never_by_the_agent() {
     assert_eq!(rows.len(), 16, "four rows a task, the refused one none");
     let json = rows_by["json-task.s0"].verdict.as_ref().expect("verdict");
     assert_eq!(json.rewards.get("style"), Some(&0.5), "{json:?}");
-    let page = report_page(&run_dir, &dir.join("oracle.html"));
-    assert!(
-        page.contains("<table id=\"groups\" data-k=\"4\">"),
-        "pass@4 table"
+    let view = report_page(&run_dir, &dir.join("oracle.html"));
+    assert_eq!(view["groups"]["k"], 4, "pass@4 table");
+    let row = view["groups"]["rows"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["group"] == "json-task"))
+        .expect("json-task's group row");
+    assert_eq!(
+        (&row["samples"], &row["passed"], &row["infra_errors"]),
+        (&4.into(), &4.into(), &0.into()),
+        "{row}"
     );
-    assert!(
-        page.contains("<tr data-group=\"json-task\"><td>json-task</td><td>4</td><td>4</td><td>0</td><td class=\"p1\">1.000</td><td class=\"pk\">1.000</td></tr>"),
-        "json-task's group row"
-    );
+    assert_eq!(row["pass_at_1"], 1.0, "{row}");
+    assert_eq!(row["pass_at_k"], 1.0, "{row}");
 
     // An agent that tries to cheat, checkpointed, killed and resumed
     // mid-run: it finds no tests, its planted reward and test files count
@@ -482,10 +491,15 @@ fn root_infrastructure_failures_are_never_rewards_and_are_run_again() {
     assert_eq!(events.matches("\"infra_retry\"").count(), 3, "{events}");
 
     // The report counts them as infrastructure errors, not as failures of the policy.
-    let page = report_page(&run_dir, &dir.join("report.html"));
-    assert!(
-        page.contains("model_unreachable 1") && page.contains("setup_failed 1"),
-        "infra classes in the report"
+    let view = report_page(&run_dir, &dir.join("report.html"));
+    let infra = &view["summary"]["infra_errors"];
+    assert_eq!(
+        infra["model_unreachable"], 1,
+        "infra classes in the report: {infra}"
+    );
+    assert_eq!(
+        infra["setup_failed"], 1,
+        "infra classes in the report: {infra}"
     );
 }
 

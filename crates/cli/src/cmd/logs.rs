@@ -92,7 +92,10 @@ fn live_launches(run_dir: &Path, rollout: &str, known: &[LaunchLine]) -> Vec<Lau
             .collect()
     };
     for (sandbox, dir) in names(&owner.join("sandboxes")) {
-        for (id, path) in names(&dir.join("control").join(rollpoint_proto::anchor::LAUNCHES_DIR)) {
+        for (id, path) in names(
+            &dir.join("control")
+                .join(rollpoint_proto::anchor::LAUNCHES_DIR),
+        ) {
             files.push((sandbox.clone(), id, path));
         }
     }
