@@ -359,6 +359,31 @@ def test_shell_runs_a_command_on_a_terminal(live: Live) -> None:
     assert b"/dev/pts/" in out, out[-2000:]
     assert code == 3, (code, out[-2000:])
 
+    # A command of one's own, on a terminal too.
+    leader, follower = pty.openpty()
+    done = subprocess.run(
+        [
+            live.bins.rollpoint,
+            "shell",
+            live.run_dir,
+            ECHOING[0],
+            "--control-token-file",
+            live.token_file,
+            "--",
+            "/bin/sh",
+            "-c",
+            "test -t 0 && exit 5",
+        ],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+        timeout=60,
+        check=False,
+    )
+    os.close(follower)
+    os.close(leader)
+    assert done.returncode == 5, done
+
 
 def test_logs_follow_a_running_rollout(live: Live) -> None:
     child = subprocess.Popen(

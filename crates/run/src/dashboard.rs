@@ -2,7 +2,7 @@
 //! no data, so it is served without the token, and asks for the token itself), and behind the
 //! bearer token the documents it draws, `GET /v1/run/view` and `GET /v1/rollouts/{id}/view`,
 //! and `GET /v1/run/live`, server-sent events saying when the run changed so the page
-//! refetches (at most twice a second, whatever the number of rollouts).
+//! refetches (at most once a second, whatever the number of rollouts).
 
 use std::convert::Infallible;
 use std::path::PathBuf;

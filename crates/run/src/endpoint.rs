@@ -228,7 +228,12 @@ pub(crate) async fn start(
     let exec = crate::exec::ExecContext {
         live: live.clone(),
         owner: reach.owner,
-        loop_tx: loop_tx.clone(),
+        record: {
+            let tx = loop_tx.clone();
+            std::sync::Arc::new(move |event| {
+                let _loop_gone = tx.send(Signal::Endpoint(EndpointRequest::Record(event)));
+            })
+        },
     };
     let guarded = authorized(
         Router::new()

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use crate::events::Event;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -19,10 +20,6 @@ use rollpoint_driver::RunStatus;
 use rollpoint_owner::{LocalOwner, Owner as _};
 use rollpoint_proto::anchor::ExecRequest;
 use serde::{Deserialize, Serialize};
-use tokio::sync::mpsc;
-
-use crate::endpoint::{EndpointRequest, Signal};
-use crate::events::Event;
 
 /// Version of the exec request and reply.
 pub const EXEC_VERSION: u32 = 1;
@@ -113,12 +110,23 @@ impl ExecBody {
     }
 }
 
-/// What the exec route reaches.
-#[derive(Debug, Clone)]
+/// Hands an event to the run's loop for its events file.
+pub type Record = Arc<dyn Fn(Event) + Send + Sync>;
+
+/// What the exec and shell routes reach.
+#[derive(Clone)]
 pub struct ExecContext {
     pub live: crate::dashboard::Live,
     pub owner: Arc<LocalOwner>,
-    pub loop_tx: mpsc::UnboundedSender<Signal>,
+    pub record: Record,
+}
+
+impl std::fmt::Debug for ExecContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecContext")
+            .field("live", &self.live)
+            .finish_non_exhaustive()
+    }
 }
 
 pub fn routes(ctx: ExecContext) -> Router {
@@ -199,9 +207,10 @@ async fn exec(
     let (session, parked) = session_of(&ctx.live, &id)?;
     if parked && !body.while_frozen {
         return Err(conflict(format!(
-            "rollout {id} is frozen for a checkpoint (paused in place or held): a command \
-             would run beside what is being saved; give while_frozen (--while-frozen) to run it \
-             in a fork of its latest snapshot instead"
+            "rollout {id} is parked (frozen in place or held, for a checkpoint, a fleet pause \
+             or a stalled model call): a command would run beside a frozen harness and what a \
+             checkpoint saves; give while_frozen (--while-frozen) to run it in a fork of its \
+             latest snapshot instead"
         )));
     }
     let request = ExecRequest {
@@ -231,15 +240,13 @@ async fn exec(
             .map_err(|e| failed(&e))?;
         (out, sandbox, None)
     };
-    let _loop_gone = ctx
-        .loop_tx
-        .send(Signal::Endpoint(EndpointRequest::Record(Event::Exec {
-            rollout: id.clone(),
-            argv: body.argv.clone(),
-            exit_code: out.exit_code,
-            while_frozen: body.while_frozen,
-            tty: false,
-        })));
+    (ctx.record)(Event::Exec {
+        rollout: id.clone(),
+        argv: body.argv.clone(),
+        exit_code: out.exit_code,
+        while_frozen: body.while_frozen,
+        tty: false,
+    });
     Ok(json(
         StatusCode::OK,
         &ExecReply {
@@ -273,7 +280,9 @@ pub(crate) async fn fork_of(
              snapshot to fork"
             ))
         })?;
-    let fork_session = format!("exec.{}", rollpoint_proto::clock::unix_ms());
+    static FORKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = FORKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let fork_session = format!("exec.{}.{n}", rollpoint_proto::clock::unix_ms());
     record.session.clone_from(&fork_session);
     let access = ctx.owner.restore(record).await.map_err(|e| {
         ApiError::new(

@@ -21,7 +21,6 @@ use rollpoint_sandbox::local::{LocalBackend, Terminal};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
-use crate::endpoint::{EndpointRequest, Signal};
 use crate::events::Event;
 use crate::exec::ExecContext;
 
@@ -41,9 +40,9 @@ pub struct ShellQuery {
     /// Open it in a fork of the latest snapshot.
     #[serde(default)]
     pub while_frozen: bool,
-    /// The command, one argument per `cmd` (default `/bin/sh`).
+    /// The command as a JSON array of strings (default `["/bin/sh"]`).
     #[serde(default)]
-    pub cmd: Vec<String>,
+    pub cmd: Option<String>,
 }
 
 /// The shell route.
@@ -71,7 +70,7 @@ fn size(field: &str, value: Option<u16>, default: u16) -> Result<u16, ApiError> 
         ("rows" = Option<u16>, Query, description = "The terminal's rows, 1 to 1000 (24)."),
         ("cols" = Option<u16>, Query, description = "The terminal's columns, 1 to 1000 (80)."),
         ("while_frozen" = Option<bool>, Query, description = "Open it in a fork of the latest snapshot."),
-        ("cmd" = Option<Vec<String>>, Query, description = "The command, an argument per `cmd` (`/bin/sh`)."),
+        ("cmd" = Option<String>, Query, description = "The command as a JSON array of strings (`[\"/bin/sh\"]`)."),
     ),
     responses(
         (status = 101, description = "A WebSocket: binary messages are the terminal's bytes both ways; the last text message is `{\"v\":1,\"exit_code\",\"signal\"}` or `{\"v\":1,\"error\"}`."),
@@ -92,19 +91,29 @@ async fn shell(
     rollpoint_proto::key::RolloutId::new(&id).map_err(|e| ApiError::bad("id", e.to_string()))?;
     let rows = size("rows", q.rows, 24)?;
     let cols = size("cols", q.cols, 80)?;
-    let argv = if q.cmd.is_empty() {
-        vec!["/bin/sh".to_owned()]
-    } else {
-        q.cmd.clone()
+    let argv = match &q.cmd {
+        None => vec!["/bin/sh".to_owned()],
+        Some(text) => match serde_json::from_str::<Vec<String>>(text) {
+            Ok(argv) if !argv.is_empty() && argv.len() <= crate::exec::MAX_ARGS => argv,
+            _ => {
+                return Err(ApiError::bad(
+                    "cmd",
+                    format!(
+                        "a JSON array of 1 to {} strings, not {text:?}",
+                        crate::exec::MAX_ARGS
+                    ),
+                ));
+            }
+        },
     };
     let (session, parked) = crate::exec::session_of(&ctx.live, &id)?;
     if parked && !q.while_frozen {
         return Err(ApiError::new(
             ErrorCode::Conflict,
             format!(
-                "rollout {id} is frozen for a checkpoint (paused in place or held): give \
-                 while_frozen (--while-frozen) to open the shell in a fork of its latest \
-                 snapshot instead"
+                "rollout {id} is parked (frozen in place or held, for a checkpoint, a fleet \
+                 pause or a stalled model call): give while_frozen (--while-frozen) to open the \
+                 shell in a fork of its latest snapshot instead"
             ),
         ));
     }
@@ -145,15 +154,13 @@ async fn shell(
     Ok(upgrade.on_upgrade(move |socket| async move {
         let exit = relay(socket, terminal).await;
         close_fork(&ctx, fork.as_deref(), &id).await;
-        let _loop_gone = ctx
-            .loop_tx
-            .send(Signal::Endpoint(EndpointRequest::Record(Event::Exec {
-                rollout: id,
-                argv,
-                exit_code: exit,
-                while_frozen: q.while_frozen,
-                tty: true,
-            })));
+        (ctx.record)(Event::Exec {
+            rollout: id,
+            argv,
+            exit_code: exit,
+            while_frozen: q.while_frozen,
+            tty: true,
+        });
     }))
 }
 

@@ -57,9 +57,9 @@ pub fn run(args: &ShellArgs) -> anyhow::Result<()> {
     if args.while_frozen {
         query.push_str("&while_frozen=true");
     }
-    for c in &args.command {
+    if !args.command.is_empty() {
         query.push_str("&cmd=");
-        query.push_str(&encode(c));
+        query.push_str(&encode(&serde_json::to_string(&args.command)?));
     }
     let url = format!(
         "ws://{}/v1/rollouts/{}/shell?{query}",
@@ -198,7 +198,8 @@ fn send(ws: &mut WebSocket<TcpStream>, msg: Message) -> anyhow::Result<()> {
     }
 }
 
-/// This terminal's rows and columns (24 x 80 when stdout is not a terminal).
+/// The terminal's rows and columns from `LINES` and `COLUMNS` (24 x 80 when they are not
+/// set); the size is fixed when the shell opens.
 fn size() -> (u16, u16) {
     let from_env = |k: &str, d: u16| {
         std::env::var(k)
