@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use rollpoint_run::exec::{EXEC_VERSION, ExecBody, ExecReply};
 
+/// A live rollout of a run serving its control endpoint.
 #[derive(Debug, clap::Args)]
-pub struct ExecArgs {
+pub struct Target {
     /// The run directory of a run serving its control endpoint.
     pub run_dir: PathBuf,
     /// The rollout.
@@ -18,10 +19,16 @@ pub struct ExecArgs {
     /// The token the run's control endpoint admits.
     #[arg(long)]
     pub control_token_file: PathBuf,
-    /// While the rollout is frozen for a checkpoint, run in a fork of its latest snapshot
-    /// (never in the frozen sandbox); the rollout never sees the fork.
+    /// While the rollout is parked (frozen for a checkpoint), use a fork of its latest
+    /// snapshot (never the frozen sandbox); the rollout never sees the fork.
     #[arg(long)]
     pub while_frozen: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExecArgs {
+    #[command(flatten)]
+    pub target: Target,
     /// Its working directory in the sandbox (default: the task's workdir).
     #[arg(long)]
     pub cwd: Option<String>,
@@ -40,10 +47,15 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<()> {
         cwd: args.cwd.clone(),
         timeout_ms: Some(args.timeout_s * 1000),
         stdin: None,
-        while_frozen: args.while_frozen,
+        while_frozen: args.target.while_frozen,
     };
-    let path = format!("/v1/rollouts/{}/exec", args.rollout);
-    let (url, text) = post(&args.run_dir, &args.control_token_file, &path, &body)?;
+    let path = format!("/v1/rollouts/{}/exec", args.target.rollout);
+    let (url, text) = post(
+        &args.target.run_dir,
+        &args.target.control_token_file,
+        &path,
+        serde_json::to_string(&body)?,
+    )?;
     let reply: ExecReply = serde_json::from_str(&text)
         .with_context(|| format!("{url}: the reply is not an exec reply"))?;
     std::io::stdout().write_all(reply.stdout.as_bytes())?;
@@ -68,29 +80,35 @@ pub fn run(args: &ExecArgs) -> anyhow::Result<()> {
     std::process::exit(code);
 }
 
-/// Posts `body` to `path` on the run's control endpoint; the URL and the reply's text (an
-/// error naming the URL, the status and the endpoint's message unless 200).
+/// The address of the run's control endpoint (`RUN_DIR/control.json`).
+pub fn endpoint(run_dir: &Path) -> anyhow::Result<std::net::SocketAddr> {
+    Ok(rollpoint_run::EndpointFile::load(run_dir)
+        .with_context(|| {
+            format!(
+                "{}: no process serves this run's control endpoint (run or resume it with --listen)",
+                run_dir.display()
+            )
+        })?
+        .addr)
+}
+
+/// Posts the JSON `body` to `path` on the run's control endpoint; the URL and the reply's
+/// text (an error naming the URL, the status and the endpoint's message unless 200).
 pub fn post(
     run_dir: &Path,
     token_file: &Path,
     path: &str,
-    body: &ExecBody,
+    body: String,
 ) -> anyhow::Result<(String, String)> {
     let token = super::locate::token(token_file)?;
-    let endpoint = rollpoint_run::EndpointFile::load(run_dir).with_context(|| {
-        format!(
-            "{}: no process serves this run's control endpoint (run or resume it with --listen)",
-            run_dir.display()
-        )
-    })?;
-    let url = format!("http://{}{path}", endpoint.addr);
+    let url = format!("http://{}{path}", endpoint(run_dir)?);
     let reply = ureq::post(&url)
         .header("authorization", &format!("Bearer {token}"))
         .header("content-type", "application/json")
         .config()
         .http_status_as_error(false)
         .build()
-        .send(serde_json::to_string(body)?)
+        .send(body)
         .with_context(|| format!("{url}: the run's control endpoint did not answer"))?;
     let status = reply.status().as_u16();
     let text = reply

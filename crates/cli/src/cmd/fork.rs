@@ -62,31 +62,13 @@ fn ask_live(args: &ForkArgs, request: &ForkRequest) -> anyhow::Result<()> {
             args.run_dir.display()
         );
     };
-    let token = super::locate::token(token_file)?;
-    let endpoint = rollpoint_run::EndpointFile::load(&args.run_dir).with_context(|| {
-        format!(
-            "{}: a process drives this run but it serves no control endpoint (start it with --listen)",
-            args.run_dir.display()
-        )
-    })?;
-    let url = format!("http://{}/v1/coordinator/fork", endpoint.addr);
-    let body = serde_json::to_string(request)?;
-    let reply = ureq::post(&url)
-        .header("authorization", &format!("Bearer {token}"))
-        .header("content-type", "application/json")
-        .config()
-        .http_status_as_error(false)
-        .build()
-        .send(body)
-        .with_context(|| format!("{url}: the run's control endpoint did not answer"))?;
-    let status = reply.status().as_u16();
-    let text = reply
-        .into_body()
-        .read_to_string()
-        .with_context(|| format!("{url}: reading the reply"))?;
-    if status != 200 {
-        bail!("{url}: the run refused the fork ({status}): {text}");
-    }
+    let (url, text) = super::exec::post(
+        &args.run_dir,
+        token_file,
+        "/v1/coordinator/fork",
+        serde_json::to_string(request)?,
+    )
+    .context("the run refused the fork")?;
     let made: ForkReply = serde_json::from_str(&text)
         .with_context(|| format!("{url}: the reply is not a fork reply"))?;
     for b in &made.branches {

@@ -6,7 +6,6 @@
 use std::io::{ErrorKind, Read as _, Write as _};
 use std::net::TcpStream;
 use std::os::fd::AsFd as _;
-use std::path::PathBuf;
 
 use anyhow::{Context as _, bail};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -15,17 +14,8 @@ use tungstenite::{Message, WebSocket};
 
 #[derive(Debug, clap::Args)]
 pub struct ShellArgs {
-    /// The run directory of a run serving its control endpoint.
-    pub run_dir: PathBuf,
-    /// The rollout.
-    pub rollout: String,
-    /// The token the run's control endpoint admits.
-    #[arg(long)]
-    pub control_token_file: PathBuf,
-    /// While the rollout is frozen for a checkpoint, open the shell in a fork of its latest
-    /// snapshot (never in the frozen sandbox).
-    #[arg(long)]
-    pub while_frozen: bool,
+    #[command(flatten)]
+    pub target: super::exec::Target,
     /// The command (default /bin/sh).
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -43,32 +33,25 @@ impl Drop for Raw {
 }
 
 pub fn run(args: &ShellArgs) -> anyhow::Result<()> {
-    rollpoint_proto::key::RolloutId::new(&args.rollout)
+    let t = &args.target;
+    rollpoint_proto::key::RolloutId::new(&t.rollout)
         .map_err(|e| anyhow::anyhow!("rollout: {e}"))?;
-    let token = super::locate::token(&args.control_token_file)?;
-    let endpoint = rollpoint_run::EndpointFile::load(&args.run_dir).with_context(|| {
-        format!(
-            "{}: no process serves this run's control endpoint (run or resume it with --listen)",
-            args.run_dir.display()
-        )
-    })?;
+    let token = super::locate::token(&t.control_token_file)?;
+    let addr = super::exec::endpoint(&t.run_dir)?;
     let (rows, cols) = size();
     let mut query = format!("rows={rows}&cols={cols}");
-    if args.while_frozen {
+    if t.while_frozen {
         query.push_str("&while_frozen=true");
     }
     if !args.command.is_empty() {
         query.push_str("&cmd=");
         query.push_str(&encode(&serde_json::to_string(&args.command)?));
     }
-    let url = format!(
-        "ws://{}/v1/rollouts/{}/shell?{query}",
-        endpoint.addr, args.rollout
-    );
+    let url = format!("ws://{addr}/v1/rollouts/{}/shell?{query}", t.rollout);
     let request = tungstenite::http::Request::builder()
         .uri(&url)
         .header("Authorization", format!("Bearer {token}"))
-        .header("Host", endpoint.addr.to_string())
+        .header("Host", addr.to_string())
         .header("Connection", "Upgrade")
         .header("Upgrade", "websocket")
         .header("Sec-WebSocket-Version", "13")
@@ -78,12 +61,8 @@ pub fn run(args: &ShellArgs) -> anyhow::Result<()> {
         )
         .body(())
         .context("the shell request")?;
-    let stream = TcpStream::connect(endpoint.addr).with_context(|| {
-        format!(
-            "{}: the run's control endpoint did not answer",
-            endpoint.addr
-        )
-    })?;
+    let stream = TcpStream::connect(addr)
+        .with_context(|| format!("{addr}: the run's control endpoint did not answer"))?;
     let (mut ws, _) = match tungstenite::client(request, stream) {
         Ok(done) => done,
         Err(tungstenite::HandshakeError::Failure(tungstenite::Error::Http(reply))) => {
