@@ -1,9 +1,12 @@
 //! The sandbox anchor's socket protocol. The anchor is the supervisor running
 //! as the sandbox's first process; the owner asks it to run short commands
-//! (`exec`) and to start harness launches (`launch`), each launch then served
-//! by its own supervisor on the launch's control socket ([`crate::supervisor`]).
+//! (`exec`), to start harness launches (`launch`), each launch then served
+//! by its own supervisor on the launch's control socket ([`crate::supervisor`]),
+//! and to start a command on a terminal (`shell`).
 //!
-//! One JSON request line, one JSON reply line, per connection.
+//! One JSON request line, one JSON reply line, per connection; a `shell` has
+//! two reply lines (the first carrying the terminal's descriptor, the second
+//! the command's end).
 
 use std::collections::BTreeMap;
 

@@ -76,8 +76,9 @@ async fn page() -> Response {
         .into_response()
 }
 
-/// Runs `read` on a blocking thread (it reads files and the ledger).
-async fn blocking<T: Send + 'static>(
+/// Runs `read` on a blocking thread (it reads files and the ledger); a failure is `failed`,
+/// its message prefixed with `what`.
+pub(crate) async fn blocking<T: Send + 'static>(
     what: String,
     read: impl FnOnce() -> Result<T, crate::errors::RunError> + Send + 'static,
 ) -> Result<T, ApiError> {

@@ -161,7 +161,9 @@ impl EndpointFile {
         description = "The control endpoint of `rollpoint run` (its address is in \
             `RUN_DIR/control.json`): the run's status, a checkpoint on request, forks of \
             a checkpointed rollout, and each rollout's trajectory (as the agent's route of the \
-            same path). Every route needs the bearer token."
+            same path), the dashboard's documents and change stream, and a command or a terminal in a \
+            live rollout's sandbox. Every route needs the bearer token but `GET /`, the \
+            dashboard's page, which holds no data."
     )),
 )]
 pub struct RunApi;
@@ -360,16 +362,10 @@ async fn trajectory(
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Response, ApiError> {
     let asked = id.clone();
-    let found =
-        tokio::task::spawn_blocking(move || crate::export::trajectories(&run_dir, Some(&asked)))
-            .await
-            .map_err(|e| {
-                ApiError::new(
-                    ErrorCode::Failed,
-                    format!("reading trajectory of {id}: {e}"),
-                )
-            })?
-            .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?;
+    let found = crate::dashboard::blocking(format!("reading trajectory of {id}"), move || {
+        crate::export::trajectories(&run_dir, Some(&asked))
+    })
+    .await?;
     match found.into_iter().next() {
         Some(t) => Ok(json(StatusCode::OK, &t)),
         None => Err(ApiError::new(

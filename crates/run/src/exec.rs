@@ -265,13 +265,41 @@ async fn exec(
     ))
 }
 
-/// A fork of the newest checkpoint that saved `session`, as a session of its own: its access,
-/// its session and the checkpoint.
-pub(crate) async fn fork_of(
-    ctx: &ExecContext,
-    id: &str,
-    session: &str,
-) -> Result<(rollpoint_owner::Access, String, String), ApiError> {
+/// A fork of a rollout's sandbox an exec or a shell runs in: a session of its own, under an
+/// attempt key of its own (its session's name), so no checkpoint saves it as the rollout's or
+/// asks the rollout to restart for it. Destroyed when dropped, whatever happened meanwhile.
+pub(crate) struct Fork {
+    pub session: String,
+    pub sandbox: String,
+    pub checkpoint: String,
+    owner: Arc<LocalOwner>,
+    rollout: String,
+}
+
+impl Drop for Fork {
+    fn drop(&mut self) {
+        let owner = Arc::clone(&self.owner);
+        let (session, sandbox, rollout) = (
+            self.session.clone(),
+            self.sandbox.clone(),
+            self.rollout.clone(),
+        );
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::warn!(rollout = %rollout, sandbox = %sandbox,
+                "the fork an exec ran in was not destroyed; a sweep removes it");
+            return;
+        };
+        runtime.spawn(async move {
+            if let Err(e) = owner.close(&session).await {
+                tracing::warn!(rollout = %rollout, sandbox = %sandbox, error = %e,
+                    "the fork an exec ran in was not destroyed; a sweep removes it");
+            }
+        });
+    }
+}
+
+/// A fork of the newest checkpoint that saved `session` (rollout `id`'s).
+pub(crate) async fn fork_of(ctx: &ExecContext, id: &str, session: &str) -> Result<Fork, ApiError> {
     let (mut record, checkpoint) = newest_record(&ctx.live.run_dir, session)
         .await?
         .ok_or_else(|| {
@@ -284,36 +312,41 @@ pub(crate) async fn fork_of(
     let n = FORKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let fork_session = format!("exec.{}.{n}", rollpoint_proto::clock::unix_ms());
     record.session.clone_from(&fork_session);
+    record.task.id.clone_from(&fork_session);
     let access = ctx.owner.restore(record).await.map_err(|e| {
         ApiError::new(
             ErrorCode::Failed,
             format!("rollout {id}: forking checkpoint {checkpoint}'s snapshot: {e}"),
         )
     })?;
-    Ok((access, fork_session, checkpoint))
+    Ok(Fork {
+        session: fork_session,
+        sandbox: access.sandbox,
+        checkpoint,
+        owner: Arc::clone(&ctx.owner),
+        rollout: id.to_owned(),
+    })
 }
 
-/// Runs `request` in a fork of the newest checkpoint that saved `session`, then destroys the
-/// fork.
+/// Runs `request` in a fork of the newest checkpoint that saved `session`; the fork is
+/// destroyed after.
 async fn in_fork(
     ctx: &ExecContext,
     id: &str,
     session: &str,
     request: ExecRequest,
 ) -> Result<(rollpoint_proto::anchor::ExecOutput, String, Option<String>), ApiError> {
-    let (access, fork_session, checkpoint) = fork_of(ctx, id, session).await?;
-    let out = ctx.owner.exec(&fork_session, request).await;
-    if let Err(e) = ctx.owner.close(&fork_session).await {
-        tracing::warn!(rollout = %id, sandbox = %access.sandbox, error = %e,
-            "the fork an exec ran in was not destroyed; a sweep removes it");
-    }
-    let out = out.map_err(|e| {
+    let fork = fork_of(ctx, id, session).await?;
+    let out = ctx.owner.exec(&fork.session, request).await.map_err(|e| {
         ApiError::new(
             ErrorCode::Failed,
-            format!("exec in a fork of rollout {id} from checkpoint {checkpoint}: {e}"),
+            format!(
+                "exec in a fork of rollout {id} from checkpoint {}: {e}",
+                fork.checkpoint
+            ),
         )
     })?;
-    Ok((out, access.sandbox, Some(checkpoint)))
+    Ok((out, fork.sandbox.clone(), Some(fork.checkpoint.clone())))
 }
 
 /// The newest published, undamaged checkpoint's record of `session`, and that checkpoint.
@@ -323,7 +356,7 @@ async fn newest_record(
 ) -> Result<Option<(rollpoint_owner::SessionRecord, String)>, ApiError> {
     let dir = run_dir.to_owned();
     let session = session.to_owned();
-    tokio::task::spawn_blocking(move || {
+    crate::dashboard::blocking("reading the checkpoints".to_owned(), move || {
         let published = rollpoint_checkpoint::store::published(&dir).map_err(|e| {
             crate::errors::RunError::checkpoint("LATEST", rollpoint_proto::Cause::from(e))
         })?;
@@ -334,13 +367,16 @@ async fn newest_record(
             ) {
                 continue;
             }
-            if let Some(r) = crate::saved::saved_session_record(&dir, &ck.id, &session)? {
-                return Ok(Some((r, ck.id.clone())));
+            // A checkpoint whose records cannot be read is passed over for an older one, as
+            // a resume does.
+            match crate::saved::saved_session_record(&dir, &ck.id, &session) {
+                Ok(Some(r)) => return Ok(Some((r, ck.id.clone()))),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(checkpoint = %ck.id, error = %e,
+                    "a checkpoint's records could not be read; trying an older one"),
             }
         }
         Ok(None)
     })
     .await
-    .map_err(|e| ApiError::new(ErrorCode::Failed, format!("reading the checkpoints: {e}")))?
-    .map_err(|e: crate::errors::RunError| ApiError::new(ErrorCode::Failed, e.to_string()))
 }

@@ -25,11 +25,7 @@ pub fn trajectories(run_dir: &Path, rollout: Option<&str>) -> Result<Vec<Traject
         ));
     }
     let policy = if state.exists() {
-        let config = RunState::load(run_dir)?.config;
-        Breaks {
-            tokens: config.token_breaks,
-            versions: config.version_breaks,
-        }
+        breaks(&RunState::load(run_dir)?)
     } else {
         Breaks::from(BreakPolicy::Split)
     };
@@ -39,29 +35,48 @@ pub fn trajectories(run_dir: &Path, rollout: Option<&str>) -> Result<Vec<Traject
     } else {
         Vec::new()
     };
-    let mut results: BTreeMap<String, RolloutResult> = BTreeMap::new();
-    for r in read_results(run_dir)? {
+    let rows = read_results(run_dir)?;
+    Ok(build(&records, &rows, rollout, policy))
+}
+
+/// The run's break policies.
+pub(crate) fn breaks(state: &RunState) -> Breaks {
+    Breaks {
+        tokens: state.config.token_breaks,
+        versions: state.config.version_breaks,
+    }
+}
+
+/// The trajectories of `rollout` (or of every rollout with a row or a call) from ledger
+/// `records` (answers and tokens at least) and result `rows`.
+pub(crate) fn build(
+    records: &[rollpoint_gateway::LedgerRecord],
+    rows: &[RolloutResult],
+    rollout: Option<&str>,
+    policy: Breaks,
+) -> Vec<Trajectory> {
+    let mut results: BTreeMap<&str, &RolloutResult> = BTreeMap::new();
+    for r in rows {
         if rollout.is_none_or(|id| id == r.rollout) {
-            results.insert(r.rollout.clone(), r);
+            results.insert(&r.rollout, r);
         }
     }
-    let mut ids: BTreeSet<String> = results.keys().cloned().collect();
-    for r in &records {
+    let mut ids: BTreeSet<&str> = results.keys().copied().collect();
+    for r in records {
         if let rollpoint_gateway::LedgerRecord::Call(c) = r {
-            ids.insert(c.rollout.clone());
+            ids.insert(&c.rollout);
         }
     }
     if let Some(id) = rollout {
-        ids.retain(|r| r == id);
+        ids.retain(|r| *r == id);
     }
-    let grouped = Grouped::new(&records);
-    Ok(ids
-        .iter()
+    let grouped = Grouped::new(records);
+    ids.iter()
         .map(|id| {
-            let outcome = results.get(id).map(Outcome::of);
+            let outcome = results.get(id).map(|r| Outcome::of(r));
             grouped.build(id, outcome.as_ref(), policy)
         })
-        .collect())
+        .collect()
 }
 
 /// How `rollpoint export` writes trajectories.

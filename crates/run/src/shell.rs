@@ -120,9 +120,10 @@ async fn shell(
     let failed = |e: &dyn std::fmt::Display| {
         ApiError::new(ErrorCode::Failed, format!("shell in rollout {id}: {e}"))
     };
+    // A fork lives as long as the shell (dropped with it, whatever ends it).
     let (sandbox, fork) = if q.while_frozen {
-        let (access, fork_session, _) = crate::exec::fork_of(&ctx, &id, &session).await?;
-        (access.sandbox, Some(fork_session))
+        let fork = crate::exec::fork_of(&ctx, &id, &session).await?;
+        (fork.sandbox.clone(), Some(fork))
     } else {
         let access = ctx.owner.access(&session).await.map_err(|e| failed(&e))?;
         (access.sandbox, None)
@@ -135,25 +136,14 @@ async fn shell(
         output_limit: 0,
         stdin: None,
     };
-    let b = Arc::clone(&backend);
-    let sb = sandbox.clone();
-    let started = tokio::task::spawn_blocking(move || b.shell(&sb, &request, (rows, cols)))
-        .await
-        .map_err(|e| failed(&e));
-    let terminal = match started {
-        Ok(Ok(t)) => t,
-        Ok(Err(e)) => {
-            close_fork(&ctx, fork.as_deref(), &id).await;
-            return Err(failed(&e));
-        }
-        Err(e) => {
-            close_fork(&ctx, fork.as_deref(), &id).await;
-            return Err(e);
-        }
-    };
+    let terminal =
+        tokio::task::spawn_blocking(move || backend.shell(&sandbox, &request, (rows, cols)))
+            .await
+            .map_err(|e| failed(&e))?
+            .map_err(|e| failed(&e))?;
     Ok(upgrade.on_upgrade(move |socket| async move {
         let exit = relay(socket, terminal).await;
-        close_fork(&ctx, fork.as_deref(), &id).await;
+        drop(fork);
         (ctx.record)(Event::Exec {
             rollout: id,
             argv,
@@ -162,15 +152,6 @@ async fn shell(
             tty: true,
         });
     }))
-}
-
-async fn close_fork(ctx: &ExecContext, fork: Option<&str>, id: &str) {
-    if let Some(f) = fork
-        && let Err(e) = ctx.owner.close(f).await
-    {
-        tracing::warn!(rollout = %id, session = %f, error = %e,
-            "the fork a shell ran in was not destroyed; a sweep removes it");
-    }
 }
 
 /// Copies the terminal to the socket and back until the command ends or the client leaves;

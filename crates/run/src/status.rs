@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use rollpoint_checkpoint::store;
+use rollpoint_driver::RolloutResult;
 
 use crate::errors::RunError;
 use crate::results::read_results;
@@ -61,6 +62,17 @@ impl RunStatus {
     }
 }
 
+/// The rollouts of `state` without a row in `rows`, with the attempt last dispatched.
+pub(crate) fn unfinished(state: &RunState, rows: &[RolloutResult]) -> Vec<(String, u32)> {
+    let done: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.rollout.as_str()).collect();
+    state
+        .attempts
+        .iter()
+        .filter(|(r, _)| !done.contains(r.as_str()))
+        .map(|(r, a)| (r.clone(), *a))
+        .collect()
+}
+
 /// Reads the status of `run_dir`.
 pub fn read_status(run_dir: &Path) -> Result<RunStatus, RunError> {
     let state = RunState::load(run_dir)?;
@@ -108,13 +120,8 @@ pub fn read_status(run_dir: &Path) -> Result<RunStatus, RunError> {
             return Err(RunError::checkpoint("LATEST", e));
         }
     };
+    let unfinished = unfinished(&state, &rows);
     let done: std::collections::BTreeSet<&str> = rows.iter().map(|r| r.rollout.as_str()).collect();
-    let unfinished = state
-        .attempts
-        .iter()
-        .filter(|(r, _)| !done.contains(r.as_str()))
-        .map(|(r, a)| (r.clone(), *a))
-        .collect();
     Ok(RunStatus {
         tasks: state.attempts.len(),
         done: done.len(),

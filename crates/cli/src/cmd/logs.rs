@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rollpoint_run::view::{LaunchLine, RolloutLine, output_files, run_view};
+use rollpoint_run::view::{LaunchLine, RolloutLine, output_files};
 
 #[derive(Debug, clap::Args)]
 pub struct LogsArgs {
@@ -27,15 +27,14 @@ const POLL: Duration = Duration::from_millis(200);
 pub fn run(args: &LogsArgs) -> anyhow::Result<()> {
     rollpoint_proto::key::RolloutId::new(&args.rollout)
         .map_err(|e| anyhow::anyhow!("rollout: {e}"))?;
+    let mut row = Row::watch(&args.run_dir, &args.rollout)?;
     let mut out = std::io::stdout().lock();
     let mut printed: Vec<(String, u64)> = Vec::new();
     loop {
-        let line = rollout_line(&args.run_dir, &args.rollout)?;
-        let finished = line.as_ref().is_some_and(|l| l.ended_ms.is_some());
-        let launches = line.map(|l| l.launches).unwrap_or_default();
+        let line = row.current()?;
         // Launches come from the row once it is written; before, they are found by their
         // output files. Either way in order: by attempt, then launch.
-        let mut all = launches;
+        let mut all = line.map(|l| l.launches.clone()).unwrap_or_default();
         all.extend(live_launches(&args.run_dir, &args.rollout, &all));
         all.sort_by_key(|l| launch_of(&l.id, &args.rollout).unwrap_or((u32::MAX, u32::MAX)));
         for l in &all {
@@ -51,31 +50,60 @@ pub fn run(args: &LogsArgs) -> anyhow::Result<()> {
                 at.1 = copy_from(&path, at.1, &mut out)?;
             }
         }
+        let ended = line.and_then(|l| l.ended_ms.map(|end| (end, l.state.clone())));
+        if let Some((end, state)) = &ended {
+            writeln!(out, "== {} finished: {state} at {end}", args.rollout)?;
+        }
         out.flush()?;
-        if !args.follow || finished {
-            if let Some(l) = rollout_line(&args.run_dir, &args.rollout)?
-                && let Some(end) = l.ended_ms
-            {
-                writeln!(out, "== {} finished: {} at {end}", args.rollout, l.state)?;
-            }
+        if !args.follow || ended.is_some() {
             return Ok(());
         }
         std::thread::sleep(POLL);
     }
 }
 
-/// The rollout's line of the run's document, from disk.
-fn rollout_line(run_dir: &Path, rollout: &str) -> anyhow::Result<Option<RolloutLine>> {
-    let view = run_view(run_dir, None)?;
-    let known = view.rollouts.into_iter().find(|r| r.id == rollout);
-    if known.is_none() {
-        anyhow::bail!(
-            "{}: the run has no rollout {rollout} (see `rollpoint status {}`)",
-            run_dir.display(),
-            run_dir.display()
-        );
+/// The rollout's result row as a line of the run's document, read again only when
+/// `results.jsonl` has grown.
+struct Row {
+    run_dir: PathBuf,
+    rollout: String,
+    size: Option<u64>,
+    line: Option<RolloutLine>,
+}
+
+impl Row {
+    /// Watches `rollout`'s row; an error when the run has no such rollout.
+    fn watch(run_dir: &Path, rollout: &str) -> anyhow::Result<Self> {
+        let state = rollpoint_run::state::RunState::load(run_dir)?;
+        let mut row = Self {
+            run_dir: run_dir.to_owned(),
+            rollout: rollout.to_owned(),
+            size: None,
+            line: None,
+        };
+        if !state.attempts.contains_key(rollout) && row.current()?.is_none() {
+            anyhow::bail!(
+                "{}: the run has no rollout {rollout} (see `rollpoint status {}`)",
+                run_dir.display(),
+                run_dir.display()
+            );
+        }
+        Ok(row)
     }
-    Ok(known)
+
+    fn current(&mut self) -> anyhow::Result<Option<&RolloutLine>> {
+        let path = self.run_dir.join(rollpoint_run::results::RESULTS_FILE);
+        let size = std::fs::metadata(&path).ok().map(|m| m.len());
+        if size != self.size {
+            self.size = size;
+            self.line = rollpoint_run::results::read_results(&self.run_dir)?
+                .iter()
+                .rev()
+                .find(|r| r.rollout == self.rollout)
+                .map(RolloutLine::from);
+        }
+        Ok(self.line.as_ref())
+    }
 }
 
 /// Launches of `rollout` not in `known`, found by their output files: in a live sandbox's

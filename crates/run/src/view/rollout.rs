@@ -1,12 +1,13 @@
 //! One rollout's document: its row (once it has one) or what the live run holds, its calls
 //! from the ledger with their messages, the checkpoints taken while it ran, its output and
-//! its trajectory's summary. One rollout reads only its own calls; the report reads the
-//! run's files once for all of them.
+//! its trajectory's summary. Each file is read once: one rollout reads only its own calls
+//! (and builds its trajectory from them), the report reads the ledger once for all.
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use rollpoint_driver::RolloutResult;
+use rollpoint_gateway::LedgerRecord;
 use rollpoint_trajectory::Trajectory;
 
 use super::output::launch_outputs;
@@ -17,6 +18,8 @@ use crate::errors::RunError;
 use crate::events::{Event, EventLine, read_events};
 use crate::gateway::LEDGER;
 use crate::results::read_results;
+use crate::state::RunState;
+use crate::status::unfinished;
 
 /// The document of rollout `id`, or `None` when the run knows nothing of it (no row, not
 /// live, not unfinished, no model call).
@@ -25,78 +28,99 @@ pub fn rollout_view(
     id: &str,
     live: Option<&LiveRollout>,
 ) -> Result<Option<RolloutView>, RunError> {
-    let row = read_results(run_dir)?
-        .into_iter()
-        .rev()
-        .find(|r| r.rollout == id);
-    let calls = read_calls(run_dir, Some(id))?
+    let files = Files::read(run_dir, Some(id))?;
+    let row = files.rows.iter().rev().find(|r| r.rollout == id);
+    let calls = calls_by_rollout(&files.records)
         .remove(id)
         .unwrap_or_default();
-    let unfinished = crate::status::read_status(run_dir)?
-        .unfinished
+    let unfinished = unfinished(&files.state, &files.rows)
         .iter()
         .any(|(r, _)| r == id);
     if row.is_none() && live.is_none() && !unfinished && calls.is_empty() {
         return Ok(None);
     }
-    let events = read_events(run_dir)?;
-    let trajectory = crate::export::trajectories(run_dir, Some(id))
-        .ok()
-        .and_then(|t| t.into_iter().next());
+    let trajectory = files.trajectories(Some(id)).into_iter().next();
     Ok(Some(build(
         run_dir,
         id,
-        row.as_ref(),
+        row,
         live,
         calls,
-        &events.lines,
+        &files.events,
         trajectory.as_ref(),
     )))
 }
 
-/// The documents of every rollout with a row or a call, read once (the report's).
+/// The documents of every rollout with a row or a call, the run's files read once (the
+/// report's).
 pub fn all_rollout_views(run_dir: &Path) -> Result<Vec<RolloutView>, RunError> {
-    let rows: BTreeMap<String, RolloutResult> = read_results(run_dir)?
-        .into_iter()
-        .map(|r| (r.rollout.clone(), r))
-        .collect();
-    let mut calls = read_calls(run_dir, None)?;
-    let events = read_events(run_dir)?;
-    let trajectories: BTreeMap<String, Trajectory> = crate::export::trajectories(run_dir, None)
-        .unwrap_or_default()
+    let files = Files::read(run_dir, None)?;
+    let rows: BTreeMap<&str, &RolloutResult> =
+        files.rows.iter().map(|r| (r.rollout.as_str(), r)).collect();
+    let mut calls = calls_by_rollout(&files.records);
+    let trajectories: BTreeMap<String, Trajectory> = files
+        .trajectories(None)
         .into_iter()
         .map(|t| (t.rollout.clone(), t))
         .collect();
-    let mut ids: Vec<String> = rows.keys().cloned().collect();
-    ids.extend(calls.keys().filter(|k| !rows.contains_key(*k)).cloned());
+    let mut ids: Vec<String> = rows.keys().map(|k| (*k).to_owned()).collect();
+    ids.extend(
+        calls
+            .keys()
+            .filter(|k| !rows.contains_key(k.as_str()))
+            .cloned(),
+    );
     Ok(ids
         .iter()
         .map(|id| {
             build(
                 run_dir,
                 id,
-                rows.get(id),
+                rows.get(id.as_str()).copied(),
                 None,
                 calls.remove(id).unwrap_or_default(),
-                &events.lines,
+                &files.events,
                 trajectories.get(id),
             )
         })
         .collect())
 }
 
-/// The calls of `rollout` (or of all) by rollout, from the ledger file.
-fn read_calls(
-    run_dir: &Path,
-    rollout: Option<&str>,
-) -> Result<BTreeMap<String, Vec<CallView>>, RunError> {
-    let ledger = run_dir.join(LEDGER);
-    if !ledger.exists() {
-        return Ok(BTreeMap::new());
+/// What a rollout's document is made from, each file read once: the run's state, its rows,
+/// its events and the ledger's calls of one rollout (or all) with every body they reference.
+struct Files {
+    state: RunState,
+    rows: Vec<RolloutResult>,
+    events: Vec<EventLine>,
+    records: Vec<LedgerRecord>,
+}
+
+impl Files {
+    fn read(run_dir: &Path, rollout: Option<&str>) -> Result<Self, RunError> {
+        let ledger = run_dir.join(LEDGER);
+        let records = if ledger.exists() {
+            rollpoint_gateway::ledger::read_with_requests(&ledger, rollout)
+                .map_err(|e| RunError::state(ledger.clone(), e))?
+        } else {
+            Vec::new()
+        };
+        Ok(Self {
+            state: RunState::load(run_dir)?,
+            rows: read_results(run_dir)?,
+            events: read_events(run_dir)?.lines,
+            records,
+        })
     }
-    let records = rollpoint_gateway::ledger::read_with_requests(&ledger, rollout)
-        .map_err(|e| RunError::state(ledger.clone(), e))?;
-    Ok(calls_by_rollout(&records))
+
+    /// The trajectories from the records already read (they hold answers and tokens).
+    fn trajectories(&self, rollout: Option<&str>) -> Vec<Trajectory> {
+        crate::export::build(
+            &self.records,
+            &self.rows,
+            rollout,
+            crate::export::breaks(&self.state),
+        )
+    }
 }
 
 fn build(

@@ -1,5 +1,6 @@
-//! The run's document: result rows, events and the run's state read from disk, and, for a
-//! live run, where each unfinished rollout stands (the drivers' registry).
+//! The run's document: result rows, events and the run's state read from disk (each file
+//! once; no checkpoint is verified: `rollpoint status` does that), and, for a live run,
+//! where each unfinished rollout stands (the drivers' registry).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -11,7 +12,8 @@ use super::{GroupLine, GroupsView, LaunchLine, RolloutLine, RunView, Summary, VI
 use crate::errors::RunError;
 use crate::events::{Event, EventLine, read_events};
 use crate::results::read_results;
-use crate::status::read_status;
+use crate::state::RunState;
+use crate::status::unfinished;
 
 /// What a live run knows that its directory does not.
 #[derive(Debug, Clone, Default)]
@@ -50,14 +52,14 @@ impl LiveRollout {
 
 /// The run's document, from `run_dir` and, when the run is live, `live`.
 pub fn run_view(run_dir: &Path, live: Option<&LiveState>) -> Result<RunView, RunError> {
-    let status = read_status(run_dir)?;
+    let state = RunState::load(run_dir)?;
     let rows = read_results(run_dir)?;
     let events = read_events(run_dir)?;
     let mut by_id: BTreeMap<&str, &RolloutResult> = BTreeMap::new();
     for r in &rows {
         by_id.insert(&r.rollout, r);
     }
-    let mut lines: Vec<RolloutLine> = by_id.values().map(|r| finished_line(r)).collect();
+    let mut lines: Vec<RolloutLine> = by_id.values().map(|r| RolloutLine::from(*r)).collect();
     let mut seen: BTreeSet<String> = by_id.keys().map(|s| (*s).to_owned()).collect();
     if let Some(live) = live {
         for l in &live.rollouts {
@@ -66,7 +68,7 @@ pub fn run_view(run_dir: &Path, live: Option<&LiveState>) -> Result<RunView, Run
             }
         }
     }
-    for (id, attempt) in &status.unfinished {
+    for (id, attempt) in &unfinished(&state, &rows) {
         if seen.insert(id.clone()) {
             lines.push(RolloutLine {
                 id: id.clone(),
@@ -91,10 +93,10 @@ pub fn run_view(run_dir: &Path, live: Option<&LiveState>) -> Result<RunView, Run
         }
     }
     let mut summary = summarize(&rows, &events.lines, &lines);
-    summary.tasks = status.tasks;
-    summary.done = rows.len();
+    summary.tasks = state.attempts.len();
+    summary.done = by_id.len();
     summary.skipped_events = events.skipped;
-    summary.trusted = status.trusted;
+    summary.trusted = state.trusted.iter().cloned().collect();
     Ok(RunView {
         v: VIEW_VERSION,
         title: format!("rollpoint run {}", run_dir.display()),
@@ -107,22 +109,25 @@ pub fn run_view(run_dir: &Path, live: Option<&LiveState>) -> Result<RunView, Run
     })
 }
 
-fn finished_line(r: &RolloutResult) -> RolloutLine {
-    let usage = r.usage.as_ref();
-    RolloutLine {
-        id: r.rollout.clone(),
-        task: r.task_id.clone(),
-        state: status_name(r.status).to_owned(),
-        attempt: r.attempt,
-        reward: r.reward,
-        error: r.error.clone(),
-        infra_class: r.infra_class.map(|c| c.as_str().to_owned()),
-        group: r.group.clone(),
-        started_ms: Some(r.timings.started_at_ms),
-        ended_ms: Some(r.timings.ended_at_ms),
-        calls: usage.map_or(0, |u| u.model_calls),
-        tokens: usage.map_or(0, |u| u.total_tokens),
-        launches: r.launches.iter().map(LaunchLine::from).collect(),
+impl From<&RolloutResult> for RolloutLine {
+    /// A finished rollout's line, from its row.
+    fn from(r: &RolloutResult) -> Self {
+        let usage = r.usage.as_ref();
+        RolloutLine {
+            id: r.rollout.clone(),
+            task: r.task_id.clone(),
+            state: status_name(r.status).to_owned(),
+            attempt: r.attempt,
+            reward: r.reward,
+            error: r.error.clone(),
+            infra_class: r.infra_class.map(|c| c.as_str().to_owned()),
+            group: r.group.clone(),
+            started_ms: Some(r.timings.started_at_ms),
+            ended_ms: Some(r.timings.ended_at_ms),
+            calls: usage.map_or(0, |u| u.model_calls),
+            tokens: usage.map_or(0, |u| u.total_tokens),
+            launches: r.launches.iter().map(LaunchLine::from).collect(),
+        }
     }
 }
 
