@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
+from playwright.sync_api import sync_playwright
 from support import LIMIT_S, TOKEN, ServeStack, counting_task, native_task
 
 from rollpoint import (
@@ -272,3 +275,60 @@ def test_many_results_awaited_at_once_on_one_event_loop(stack: ServeStack) -> No
 
     for rid, r in zip(ids, asyncio.run(main()), strict=True):
         assert_passed(r, rid, 0)
+
+
+def test_the_agent_and_the_coordinator_serve_the_dashboard(stack: ServeStack) -> None:
+    """The dashboard of a run spread over services, in headless Chromium: the coordinator's
+    counts are its agent's, its checkpoint is drawn, a rollout's calls come in ledger order
+    through the coordinator, and the agent's page needs the token for its data."""
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert chromium, "no chromium on PATH: install Debian's chromium (scripts/install-deps does)"
+    agent = Client(stack.agent, token_file=stack.token_file)
+    coord = Client(stack.coordinator, token=TOKEN)
+    native = f"{tag('dv')}-n"
+    agent.submit(native_task(native, stack.bins.worker))
+    wait_running(agent, [native])
+    ck = coord.checkpoint()
+    assert native in ck.scope, ck
+    assert_passed(agent.result(native, timeout=LIMIT_S), native, 0)
+    ledger = sqlite3.connect(f"file:{stack.run / 'gateway/ledger.sqlite'}?mode=ro", uri=True)
+    want = [
+        r[0]
+        for r in ledger.execute(
+            "SELECT call_id FROM calls WHERE rollout = ? ORDER BY attempt, seq", (native,)
+        )
+    ]
+    ledger.close()
+    assert want, "the native rollout made model calls"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page.goto(f"{stack.coordinator}/#token={TOKEN}")
+            page.wait_for_selector("body[data-ready='1']", timeout=30_000)
+            states = {s.rollout: s.state for s in agent.list()}
+            total = int(page.get_attribute("table#rollouts", "data-total") or -1)
+            assert total == len(states), (total, states)
+            verified = page.query_selector("#states li[data-state='verified']")
+            assert verified is not None
+            done = sum(1 for v in states.values() if v == "done")
+            assert int(verified.get_attribute("data-count") or 0) <= done
+            assert page.query_selector("line.checkpoint"), "the coordinator's checkpoint is drawn"
+            page.goto(f"{stack.coordinator}/#/rollout/{native}")
+            page.wait_for_selector("ol#calls li.call", timeout=30_000)
+            shown = [
+                li.get_attribute("data-call-id")
+                for li in page.query_selector_all("ol#calls li.call")
+            ]
+            assert shown == want, (shown, want)
+            marks = [
+                li.get_attribute("data-checkpoint")
+                for li in page.query_selector_all("#rollout-checkpoints li")
+            ]
+            assert ck.id in marks, marks
+            # The agent's own page: no data without the token.
+            plain = browser.new_page()
+            plain.goto(f"{stack.agent}/")
+            plain.wait_for_selector("#token-form", state="visible", timeout=30_000)
+        finally:
+            browser.close()

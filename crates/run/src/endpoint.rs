@@ -362,7 +362,7 @@ async fn trajectory(
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Response, ApiError> {
     let asked = id.clone();
-    let found = crate::dashboard::blocking(format!("reading trajectory of {id}"), move || {
+    let found = rollpoint_view::http::blocking(format!("reading trajectory of {id}"), move || {
         crate::export::trajectories(&run_dir, Some(&asked))
     })
     .await?;

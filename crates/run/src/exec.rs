@@ -356,7 +356,7 @@ async fn newest_record(
 ) -> Result<Option<(rollpoint_owner::SessionRecord, String)>, ApiError> {
     let dir = run_dir.to_owned();
     let session = session.to_owned();
-    crate::dashboard::blocking("reading the checkpoints".to_owned(), move || {
+    rollpoint_view::http::blocking("reading the checkpoints".to_owned(), move || {
         let published = rollpoint_checkpoint::store::published(&dir).map_err(|e| {
             crate::errors::RunError::checkpoint("LATEST", rollpoint_proto::Cause::from(e))
         })?;
@@ -376,7 +376,7 @@ async fn newest_record(
                     "a checkpoint's records could not be read; trying an older one"),
             }
         }
-        Ok(None)
+        Ok::<_, crate::errors::RunError>(None)
     })
     .await
 }

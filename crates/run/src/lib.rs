@@ -47,7 +47,6 @@ pub mod export;
 mod fleet;
 mod fork;
 pub mod gateway;
-pub mod groups;
 pub mod lock;
 mod metrics;
 pub mod plan;

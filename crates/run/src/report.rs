@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::errors::RunError;
-use crate::view::{Mode, all_rollout_views, render, run_view};
+use crate::view::{all_rollout_views, run_view};
+use rollpoint_view::{Mode, render};
 
 /// The default file name under the run directory.
 pub const REPORT_FILE: &str = "report.html";

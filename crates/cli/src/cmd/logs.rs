@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rollpoint_run::view::{LaunchLine, RolloutLine, output_files};
+use rollpoint_view::{LaunchLine, RolloutLine, output_files};
 
 #[derive(Debug, clap::Args)]
 pub struct LogsArgs {
@@ -46,7 +46,8 @@ pub fn run(args: &LogsArgs) -> anyhow::Result<()> {
                     printed.last_mut().context("just pushed")?
                 }
             };
-            if let Some(path) = output_files(&args.run_dir, l) {
+            if let Some(path) = output_files(&args.run_dir.join(rollpoint_run::stack::OWNER_DIR), l)
+            {
                 at.1 = copy_from(&path, at.1, &mut out)?;
             }
         }
@@ -194,7 +195,7 @@ fn header(l: &LaunchLine) -> String {
 
 /// Writes `path` from byte `from` to `out`; the offset reached.
 fn copy_from(path: &Path, from: u64, out: &mut impl std::io::Write) -> anyhow::Result<u64> {
-    let Ok(mut f) = rollpoint_run::view::open_output(path) else {
+    let Ok(mut f) = rollpoint_view::open_output(path) else {
         return Ok(from);
     };
     let len = f.metadata().map_or(0, |m| m.len());

@@ -9,15 +9,16 @@ use std::path::Path;
 use rollpoint_driver::RolloutResult;
 use rollpoint_gateway::LedgerRecord;
 use rollpoint_trajectory::Trajectory;
+use rollpoint_view::{
+    CallView, CheckpointMark, LiveRollout, RolloutParts, RolloutView, calls_by_rollout,
+    launch_outputs,
+};
 
-use super::output::launch_outputs;
-use super::run::{LiveRollout, status_name};
-use super::turns::{CallView, calls_by_rollout};
-use super::{CheckpointMark, LaunchLine, RolloutView, TrajectorySummary, VIEW_VERSION};
 use crate::errors::RunError;
 use crate::events::{Event, EventLine, read_events};
 use crate::gateway::LEDGER;
 use crate::results::read_results;
+use crate::stack::OWNER_DIR;
 use crate::state::RunState;
 use crate::status::unfinished;
 
@@ -40,13 +41,12 @@ pub fn rollout_view(
         return Ok(None);
     }
     let trajectory = files.trajectories(Some(id)).into_iter().next();
-    Ok(Some(build(
+    Ok(Some(files.build(
         run_dir,
         id,
         row,
         live,
         calls,
-        &files.events,
         trajectory.as_ref(),
     )))
 }
@@ -73,13 +73,12 @@ pub fn all_rollout_views(run_dir: &Path) -> Result<Vec<RolloutView>, RunError> {
     Ok(ids
         .iter()
         .map(|id| {
-            build(
+            files.build(
                 run_dir,
                 id,
                 rows.get(id.as_str()).copied(),
                 None,
                 calls.remove(id).unwrap_or_default(),
-                &files.events,
                 trajectories.get(id),
             )
         })
@@ -112,6 +111,38 @@ impl Files {
         })
     }
 
+    /// Rollout `id`'s document from its parts; its output from the run's sandboxes.
+    fn build(
+        &self,
+        run_dir: &Path,
+        id: &str,
+        row: Option<&RolloutResult>,
+        live: Option<&LiveRollout>,
+        calls: Vec<CallView>,
+        trajectory: Option<&Trajectory>,
+    ) -> RolloutView {
+        let mut parts = RolloutParts {
+            row,
+            live,
+            calls,
+            checkpoints: self
+                .events
+                .iter()
+                .filter_map(|e| match &e.event {
+                    Event::Checkpoint { id, .. } => Some(CheckpointMark {
+                        id: id.clone(),
+                        at_ms: e.at_ms,
+                    }),
+                    _ => None,
+                })
+                .collect(),
+            output: Vec::new(),
+            trajectory,
+        };
+        parts.output = launch_outputs(&run_dir.join(OWNER_DIR), &parts.launches());
+        parts.build(id)
+    }
+
     /// The trajectories from the records already read (they hold answers and tokens).
     fn trajectories(&self, rollout: Option<&str>) -> Vec<Trajectory> {
         crate::export::build(
@@ -120,80 +151,5 @@ impl Files {
             rollout,
             crate::export::breaks(&self.state),
         )
-    }
-}
-
-fn build(
-    run_dir: &Path,
-    id: &str,
-    row: Option<&RolloutResult>,
-    live: Option<&LiveRollout>,
-    calls: Vec<CallView>,
-    events: &[EventLine],
-    trajectory: Option<&Trajectory>,
-) -> RolloutView {
-    let state = match (row, live) {
-        (Some(r), _) => status_name(r.status),
-        (None, Some(l)) => l.state,
-        (None, None) => "unfinished",
-    };
-    let launches: Vec<LaunchLine> = match (row, live) {
-        (Some(r), _) => r.launches.iter().map(LaunchLine::from).collect(),
-        (None, Some(l)) => l.launches.iter().map(LaunchLine::from).collect(),
-        (None, None) => Vec::new(),
-    };
-    let started = row
-        .map(|r| r.timings.started_at_ms)
-        .or(live.and_then(|l| l.started_ms))
-        .or(launches.first().map(|l| l.start_ms));
-    let ended = row.map(|r| r.timings.ended_at_ms);
-    let checkpoints = events
-        .iter()
-        .filter_map(|e| match &e.event {
-            Event::Checkpoint { id, .. }
-                if started.is_some_and(|s| e.at_ms >= s) && ended.is_none_or(|t| e.at_ms <= t) =>
-            {
-                Some(CheckpointMark {
-                    id: id.clone(),
-                    at_ms: e.at_ms,
-                })
-            }
-            _ => None,
-        })
-        .collect();
-    RolloutView {
-        v: VIEW_VERSION,
-        id: id.to_owned(),
-        state: state.to_owned(),
-        resources: row
-            .and_then(|r| r.resources.as_ref())
-            .and_then(|r| serde_json::to_value(r).ok()),
-        result: row.and_then(|r| serde_json::to_value(r).ok()),
-        output: launch_outputs(run_dir, &launches),
-        launches,
-        calls,
-        checkpoints,
-        trajectory: trajectory.map(summary),
-    }
-}
-
-fn summary(t: &Trajectory) -> TrajectorySummary {
-    let mut policy_versions: Vec<String> = Vec::new();
-    for s in &t.segments {
-        for p in &s.policy_versions {
-            if !policy_versions.contains(p) {
-                policy_versions.push(p.clone());
-            }
-        }
-    }
-    TrajectorySummary {
-        trainable: t.trainable,
-        reason: t.not_trainable.as_ref().map(|n| n.message.clone()),
-        turns: t.metrics.turns,
-        tool_calls: t.metrics.tool_calls,
-        prompt_tokens: t.metrics.prompt_tokens,
-        completion_tokens: t.metrics.completion_tokens,
-        segments: t.segments.len(),
-        policy_versions,
     }
 }

@@ -5,50 +5,17 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use rollpoint_driver::{LaunchEntry, RolloutResult, Status};
+use rollpoint_driver::RolloutResult;
+use rollpoint_view::{
+    LiveState, RolloutLine, RunView, Summary, VIEW_VERSION, groups_view, summarize_rows,
+};
 use serde_json::{Value, json};
 
-use super::{GroupLine, GroupsView, LaunchLine, RolloutLine, RunView, Summary, VIEW_VERSION};
 use crate::errors::RunError;
 use crate::events::{Event, EventLine, read_events};
 use crate::results::read_results;
 use crate::state::RunState;
 use crate::status::unfinished;
-
-/// What a live run knows that its directory does not.
-#[derive(Debug, Clone, Default)]
-pub struct LiveState {
-    /// Every rollout the drivers hold and has no row yet.
-    pub rollouts: Vec<LiveRollout>,
-}
-
-/// One unfinished rollout of a live run.
-#[derive(Debug, Clone)]
-pub struct LiveRollout {
-    pub id: String,
-    pub attempt: u32,
-    /// `queued`, `running`, `paused` (its launch frozen in place), `parked` (held, stopped
-    /// or at its bookmark for a checkpoint) or `finishing` (its row is being written).
-    pub state: &'static str,
-    pub started_ms: Option<u64>,
-    pub launches: Vec<LaunchEntry>,
-}
-
-impl LiveRollout {
-    /// The state the view shows for a driver's run status.
-    #[must_use]
-    pub fn state_of(status: &rollpoint_driver::RunStatus) -> &'static str {
-        use rollpoint_driver::RunStatus;
-        use rollpoint_driver::machine::ParkKind;
-        match status {
-            RunStatus::Queued => "queued",
-            RunStatus::Running => "running",
-            RunStatus::Parked(ParkKind::Paused) => "paused",
-            RunStatus::Parked(_) => "parked",
-            RunStatus::Done => "finishing",
-        }
-    }
-}
 
 /// The run's document, from `run_dir` and, when the run is live, `live`.
 pub fn run_view(run_dir: &Path, live: Option<&LiveState>) -> Result<RunView, RunError> {
@@ -64,7 +31,7 @@ pub fn run_view(run_dir: &Path, live: Option<&LiveState>) -> Result<RunView, Run
     if let Some(live) = live {
         for l in &live.rollouts {
             if seen.insert(l.id.clone()) {
-                lines.push(live_line(l));
+                lines.push(RolloutLine::from(l));
             }
         }
     }
@@ -103,95 +70,15 @@ pub fn run_view(run_dir: &Path, live: Option<&LiveState>) -> Result<RunView, Run
         live: live.is_some(),
         generated_ms: rollpoint_proto::clock::unix_ms(),
         summary,
-        groups: groups(&rows),
+        groups: groups_view(&rows),
         events: event_values(&events.lines, &lines),
         rollouts: lines,
     })
 }
 
-impl From<&RolloutResult> for RolloutLine {
-    /// A finished rollout's line, from its row.
-    fn from(r: &RolloutResult) -> Self {
-        let usage = r.usage.as_ref();
-        RolloutLine {
-            id: r.rollout.clone(),
-            task: r.task_id.clone(),
-            state: status_name(r.status).to_owned(),
-            attempt: r.attempt,
-            reward: r.reward,
-            error: r.error.clone(),
-            infra_class: r.infra_class.map(|c| c.as_str().to_owned()),
-            group: r.group.clone(),
-            started_ms: Some(r.timings.started_at_ms),
-            ended_ms: Some(r.timings.ended_at_ms),
-            calls: usage.map_or(0, |u| u.model_calls),
-            tokens: usage.map_or(0, |u| u.total_tokens),
-            launches: r.launches.iter().map(LaunchLine::from).collect(),
-        }
-    }
-}
-
-fn live_line(l: &LiveRollout) -> RolloutLine {
-    RolloutLine {
-        id: l.id.clone(),
-        task: l.id.clone(),
-        state: l.state.to_owned(),
-        attempt: l.attempt,
-        reward: None,
-        error: None,
-        infra_class: None,
-        group: None,
-        started_ms: l.started_ms,
-        ended_ms: None,
-        calls: 0,
-        tokens: 0,
-        launches: l.launches.iter().map(LaunchLine::from).collect(),
-    }
-}
-
-/// A row's status as the page names it.
-pub(super) fn status_name(s: Status) -> &'static str {
-    match s {
-        Status::Verified => "verified",
-        Status::Unverified => "unverified",
-        Status::InfraError => "infra_error",
-        Status::Cancelled => "cancelled",
-    }
-}
-
+/// The totals: the rows' and the table's (`rollpoint_view`), and the events'.
 fn summarize(rows: &[RolloutResult], events: &[EventLine], lines: &[RolloutLine]) -> Summary {
-    let mut s = Summary::default();
-    let mut reward_sum = 0.0;
-    let mut cpu: Option<u64> = None;
-    let mut peak: Option<u64> = None;
-    for r in rows {
-        if r.status == Status::InfraError {
-            let class = r.infra_class.map_or("unclassified", |c| c.as_str());
-            *s.infra_errors.entry(class.to_owned()).or_default() += 1;
-        }
-        if let Some(x) = r.reward {
-            reward_sum += x;
-            s.rewarded += 1;
-        }
-        if let Some(u) = &r.usage {
-            s.prompt_tokens += u.prompt_tokens;
-            s.completion_tokens += u.completion_tokens;
-            s.model_calls += u.model_calls;
-        }
-        if let Some(res) = &r.resources {
-            cpu = Some(cpu.unwrap_or(0) + res.cpu_ms);
-            if let Some(p) = res.memory_peak_bytes {
-                peak = Some(peak.map_or(p, |q| q.max(p)));
-            }
-        }
-    }
-    for l in lines {
-        *s.states.entry(l.state.clone()).or_default() += 1;
-        s.launches += l.launches.len();
-    }
-    s.reward_mean = (s.rewarded > 0).then(|| reward_sum / s.rewarded as f64);
-    s.cpu_ms = cpu;
-    s.memory_peak_bytes = peak;
+    let mut s = summarize_rows(rows, lines);
     let mut stopped = false;
     for e in events {
         match &e.event {
@@ -217,28 +104,6 @@ fn summarize(rows: &[RolloutResult], events: &[EventLine], lines: &[RolloutLine]
         }
     }
     s
-}
-
-fn groups(rows: &[RolloutResult]) -> Option<GroupsView> {
-    let groups = crate::groups::groups(rows);
-    let k = groups.iter().map(|g| g.samples).filter(|n| *n > 0).min()?;
-    let mean = |k| crate::groups::mean_pass_at_k(&groups, k).map(|(v, _)| v);
-    Some(GroupsView {
-        k,
-        mean_pass_at_1: mean(1),
-        mean_pass_at_k: mean(k),
-        rows: groups
-            .iter()
-            .map(|g| GroupLine {
-                group: g.id.clone(),
-                samples: g.samples,
-                passed: g.passed,
-                infra_errors: g.infra_errors,
-                pass_at_1: crate::groups::pass_at_k(g.samples, g.passed, 1),
-                pass_at_k: crate::groups::pass_at_k(g.samples, g.passed, k),
-            })
-            .collect(),
-    })
 }
 
 /// The events as the page reads them: a checkpoint's phase times flattened, and each resume

@@ -28,6 +28,7 @@ mod show;
 mod submit;
 mod table;
 mod trajectory;
+mod view;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -63,8 +64,9 @@ use table::{Outcome, Seen, Table};
     tags((
         name = "agent",
         description = "The drivers of one machine (`rollpoint serve agent`): rollouts submitted, \
-            listed, awaited and cancelled. It also serves the checkpoint control routes as the \
-            agent participant. Every route needs the bearer token."
+            listed, awaited and cancelled, and its dashboard. It also serves the checkpoint control \
+            routes as the agent participant. Every route needs the bearer token but `GET /`, the \
+            dashboard's page, which holds no data."
     )),
 )]
 pub struct AgentApi;
@@ -160,12 +162,17 @@ impl AgentService {
             )
             .route("/v1/rollouts/{id}/result", get(result::handle))
             .route("/v1/rollouts/{id}/trajectory", get(trajectory::handle))
+            .route("/v1/run/view", get(view::run))
+            .route("/v1/rollouts/{id}/view", get(view::rollout))
+            .route("/v1/run/live", get(view::live))
             .route("/metrics", get(metrics::handle))
             .with_state(Arc::clone(&self.shared));
-        authorized(rollouts, token).merge(rollpoint_checkpoint::router(
-            Arc::clone(&self.control) as Arc<dyn rollpoint_checkpoint::ParticipantApi>,
-            token,
-        ))
+        rollpoint_view::http::page_route(view::TITLE)
+            .merge(authorized(rollouts, token))
+            .merge(rollpoint_checkpoint::router(
+                Arc::clone(&self.control) as Arc<dyn rollpoint_checkpoint::ParticipantApi>,
+                token,
+            ))
     }
 
     /// Starts `task` as attempt 0.

@@ -65,10 +65,21 @@ pub(super) async fn handle(
         Ok(done) => done,
         Err(e) => {
             shared.checkpoints.failed();
+            shared.note(serde_json::json!({
+                "at_ms": rollpoint_proto::clock::unix_ms(), "kind": "checkpoint_failed",
+                "id": plan.id, "error": e.to_string(),
+            }));
             return Err(coordinator_error(&e));
         }
     };
     let reply = done.reply(started.elapsed());
     shared.checkpoints.published(&reply.timings);
+    let t = &reply.timings;
+    shared.note(serde_json::json!({
+        "at_ms": rollpoint_proto::clock::unix_ms(), "kind": "checkpoint", "id": reply.id,
+        "scope": reply.scope.len(), "restarts": reply.restarts.len(), "total_ms": t.total_ms,
+        "prepare_ms": t.prepare_ms, "commit_ms": t.commit_ms, "publish_ms": t.publish_ms,
+        "held_ms": t.held_ms, "resume_ms": t.resume_ms,
+    }));
     Ok(json(StatusCode::OK, &reply))
 }

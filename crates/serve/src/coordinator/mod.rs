@@ -17,6 +17,7 @@ mod fleet;
 mod fork;
 mod restore;
 mod status;
+mod view;
 
 use prometheus_client::registry::Registry;
 use rollpoint_api::metrics::CheckpointMetrics;
@@ -49,8 +50,9 @@ use rollpoint_checkpoint::AttemptKey;
         name = "coordinator",
         description = "The checkpoint coordinator over HTTP (`rollpoint serve coordinator`), so a \
             trainer can own the loop. One checkpoint or restore runs at a time; another is \
-            refused with `busy`. Every route needs the bearer token; bodies carry `v: 1` and \
-            refuse unknown fields."
+            refused with `busy`. It serves the run's dashboard over its agents. Every route needs \
+            the bearer token but `GET /`, the dashboard's page, which holds no data; bodies carry \
+            `v: 1` and refuse unknown fields."
     )),
 )]
 pub struct CoordinatorApi;
@@ -127,6 +129,8 @@ struct Shared {
     branches: Mutex<std::collections::BTreeSet<rollpoint_proto::key::RolloutId>>,
     metrics: Registry,
     checkpoints: CheckpointMetrics,
+    /// What the dashboard shows of the run as a whole: each checkpoint taken here.
+    history: Mutex<Vec<serde_json::Value>>,
 }
 
 /// The coordinator and its routes. Cheap to clone.
@@ -192,6 +196,7 @@ impl CoordinatorService {
                 branches: Mutex::new(std::collections::BTreeSet::new()),
                 metrics,
                 checkpoints,
+                history: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -205,6 +210,9 @@ impl CoordinatorService {
             .route("/v1/coordinator/status", get(status::handle))
             .route("/v1/fleet/pause", post(fleet::pause))
             .route("/v1/fleet/continue", post(fleet::resume))
+            .route("/v1/run/view", get(view::run))
+            .route("/v1/rollouts/{id}/view", get(view::rollout))
+            .route("/v1/run/live", get(view::live))
             .route(
                 "/metrics",
                 get(
@@ -214,7 +222,7 @@ impl CoordinatorService {
                 ),
             )
             .with_state(Arc::clone(&self.shared));
-        authorized(routes, token)
+        rollpoint_view::http::page_route(view::TITLE).merge(authorized(routes, token))
     }
 }
 
@@ -236,23 +244,14 @@ impl Shared {
     /// The attempt keys in flight on every agent.
     async fn in_flight(&self) -> Result<Vec<AttemptKey>, ApiError> {
         let mut keys = Vec::new();
-        for m in self.members.iter().filter(|m| m.kind == Kind::Agent) {
-            let url = format!("{}/v1/rollouts", m.url);
+        for m in self.agents() {
+            let (status, bytes) = self.ask(m, "/v1/rollouts").await?;
             let failed = |e: &dyn std::fmt::Display| {
                 ApiError::new(
                     ErrorCode::Failed,
-                    format!("agent/{} at {url}: {e}", m.instance),
+                    format!("agent/{} at {}/v1/rollouts: {e}", m.instance, m.url),
                 )
             };
-            let reply = self
-                .client
-                .get(&url)
-                .bearer_auth(&self.token)
-                .send()
-                .await
-                .map_err(|e| failed(&e))?;
-            let status = reply.status();
-            let bytes = reply.bytes().await.map_err(|e| failed(&e))?;
             if !status.is_success() {
                 return Err(failed(&format!(
                     "answered {status}: {}",
@@ -267,6 +266,44 @@ impl Shared {
         }
         keys.sort();
         Ok(keys)
+    }
+
+    /// The agents among the participants.
+    fn agents(&self) -> impl Iterator<Item = &Member> {
+        self.members.iter().filter(|m| m.kind == Kind::Agent)
+    }
+
+    /// `GET path` of agent `m`: its status and body (an error when it does not answer).
+    async fn ask(
+        &self,
+        m: &Member,
+        path: &str,
+    ) -> Result<(reqwest::StatusCode, Vec<u8>), ApiError> {
+        let url = format!("{}{path}", m.url);
+        let failed = |e: &dyn std::fmt::Display| {
+            ApiError::new(
+                ErrorCode::Failed,
+                format!("agent/{} at {url}: {e}", m.instance),
+            )
+        };
+        let reply = self
+            .client
+            .get(&url)
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|e| failed(&e))?;
+        let status = reply.status();
+        let bytes = reply.bytes().await.map_err(|e| failed(&e))?;
+        Ok((status, bytes.to_vec()))
+    }
+
+    /// Notes an event for the dashboard's history (`checkpoint`, `checkpoint_failed`).
+    fn note(&self, event: serde_json::Value) {
+        self.history
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(event);
     }
 
     /// Holds the coordinator for one checkpoint or restore.

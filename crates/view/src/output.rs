@@ -10,14 +10,13 @@ use std::path::{Path, PathBuf};
 use rollpoint_proto::anchor::{LAUNCH_OUTPUT, LAUNCHES_DIR};
 use serde::Serialize;
 
-use super::LaunchLine;
-use crate::stack::OWNER_DIR;
+use crate::LaunchLine;
 
 /// Bytes of a launch's output the rollout view shows (its tail).
 pub const TAIL_BYTES: u64 = 32 * 1024;
 
 /// The tail of one launch's output.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct LaunchOutput {
     pub launch: String,
     pub text: String,
@@ -27,15 +26,15 @@ pub struct LaunchOutput {
     pub bytes: u64,
 }
 
-/// Where `launch`'s output is now: the live sandbox's file, else the kept one; `None` when
-/// neither exists (the launch has not written yet, or ran before outputs were kept).
+/// Where `launch`'s output is now, under the local sandboxes' directory `owner`: the live
+/// sandbox's file, else the kept one; `None` when neither exists (the launch has not written
+/// yet, or ran before outputs were kept).
 #[must_use]
-pub fn output_files(run_dir: &Path, launch: &LaunchLine) -> Option<PathBuf> {
+pub fn output_files(owner: &Path, launch: &LaunchLine) -> Option<PathBuf> {
     let plain = |s: &str| rollpoint_proto::anchor::check_launch_id(s).is_ok();
     if !plain(&launch.sandbox) || !plain(&launch.id) {
         return None;
     }
-    let owner = run_dir.join(OWNER_DIR);
     let live = owner
         .join("sandboxes")
         .join(&launch.sandbox)
@@ -60,13 +59,13 @@ pub fn open_output(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
 }
 
-/// The last [`TAIL_BYTES`] of each launch's output that can be found.
+/// The last [`TAIL_BYTES`] of each launch's output that can be found under `owner`.
 #[must_use]
-pub fn launch_outputs(run_dir: &Path, launches: &[LaunchLine]) -> Vec<LaunchOutput> {
+pub fn launch_outputs(owner: &Path, launches: &[LaunchLine]) -> Vec<LaunchOutput> {
     launches
         .iter()
         .filter_map(|l| {
-            let path = output_files(run_dir, l)?;
+            let path = output_files(owner, l)?;
             let mut f = open_output(&path).ok()?;
             let bytes = f.metadata().ok()?.len();
             let from = bytes.saturating_sub(TAIL_BYTES);

@@ -4,11 +4,11 @@
 
 use std::fmt::Write as _;
 
-use super::{RolloutView, RunView};
+use crate::{RolloutView, RunView};
 
-const HTML: &str = include_str!("../../assets/page.html");
-const STYLE: &str = include_str!("../../assets/page.css");
-const SCRIPT: &str = include_str!("../../assets/page.js");
+const HTML: &str = include_str!("../assets/page.html");
+const STYLE: &str = include_str!("../assets/page.css");
+const SCRIPT: &str = include_str!("../assets/page.js");
 
 /// Which page: the report carries its documents; the live one fetches them from the run's
 /// endpoint with the token it is given.

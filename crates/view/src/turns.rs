@@ -14,7 +14,7 @@ use serde_json::Value;
 const TEXT_MAX: usize = 64 * 1024;
 
 /// One model call.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct CallView {
     pub call_id: String,
     pub seq: i64,
@@ -36,20 +36,20 @@ pub struct CallView {
     pub reply: Option<Reply>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Message {
     pub role: String,
     pub text: String,
     pub tool_calls: Vec<ToolCall>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct ToolCall {
     pub name: String,
     pub arguments: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Reply {
     pub text: String,
     pub reasoning: Option<String>,
