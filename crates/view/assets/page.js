@@ -505,6 +505,8 @@
       ["fleet pauses", sm.fleet_pauses], ["resumes", sm.resumes], ["crashes survived", sm.crashes],
       ["cpu time", sm.cpu_ms == null ? "-" : fmtDur(sm.cpu_ms)], ["peak memory", sm.memory_peak_bytes == null ? "-" : fmtBytes(sm.memory_peak_bytes)]
     ];
+    // Lines of events.jsonl that could not be read (torn, or of an unknown version or kind).
+    if (sm.skipped_events) cards.push(["event lines unread", sm.skipped_events]);
     var cf = document.createDocumentFragment();
     cards.forEach(function (c) {
       cf.appendChild(el("div", { class: "card", "data-name": c[0] }, [el("b", { text: c[1] == null ? "-" : c[1] }), el("span", { text: c[0] })]));

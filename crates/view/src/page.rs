@@ -94,3 +94,76 @@ fn escape(s: &str) -> String {
     }
     out
 }
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use super::*;
+    use crate::{RolloutLine, Summary, VIEW_VERSION};
+
+    #[test]
+    fn the_run_s_text_is_never_read_as_markup_or_as_a_marker() {
+        let hostile = "</script><script>alert(1)</script> /*RP_SCRIPT*/ <!--RP_DATA--> RP_MODE";
+        let run = RunView {
+            v: VIEW_VERSION,
+            title: hostile.to_owned(),
+            live: false,
+            generated_ms: 0,
+            summary: Summary::default(),
+            groups: None,
+            events: vec![serde_json::json!({"kind": "exec", "argv": [hostile]})],
+            rollouts: vec![RolloutLine {
+                id: "r".into(),
+                task: hostile.into(),
+                state: "verified".into(),
+                attempt: 0,
+                reward: None,
+                error: Some(hostile.into()),
+                infra_class: None,
+                group: None,
+                started_ms: None,
+                ended_ms: None,
+                calls: 0,
+                tokens: 0,
+                launches: Vec::new(),
+            }],
+        };
+        let page = render(
+            hostile,
+            Mode::Report {
+                run: &run,
+                rollouts: &[],
+            },
+        );
+        // The script is put in once, where the template has it.
+        assert_eq!(page.matches(SCRIPT).count(), 1);
+        // Only the page's own script blocks open and close.
+        assert_eq!(
+            page.matches("<script").count(),
+            2,
+            "the data block and the script"
+        );
+        assert_eq!(page.matches("</script>").count(), 2);
+        assert!(
+            page.contains("<body data-mode=\"report\""),
+            "the mode is the template's"
+        );
+        // The data block is the document, whole.
+        let open = "<script type=\"application/json\" id=\"rp-view\">";
+        let start = page.find(open).unwrap() + open.len();
+        let len = page[start..].find("</script>").unwrap();
+        let back: serde_json::Value = serde_json::from_str(&page[start..start + len]).unwrap();
+        assert_eq!(back["title"], hostile);
+        assert_eq!(back["rollouts"][0]["error"], hostile);
+    }
+
+    #[test]
+    fn the_live_page_holds_no_data() {
+        let page = render("rollpoint run", Mode::Live);
+        assert!(!page.contains("<script type=\"application/json\""));
+        assert!(page.contains("<body data-mode=\"live\""));
+        for loads in ["<link", " src=", "url(", "@import"] {
+            assert!(!page.contains(loads), "the page loads nothing ({loads})");
+        }
+    }
+}

@@ -304,3 +304,100 @@ fn cut(mut text: String) -> String {
     }
     text
 }
+
+#[cfg(test)]
+#[expect(clippy::unwrap_used, reason = "tests")]
+mod tests {
+    use rollpoint_gateway::ledger::record::BodyRecord;
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(
+        id: &str,
+        seq: i64,
+        parent: Option<&str>,
+        request: &str,
+        response: &str,
+    ) -> LedgerRecord {
+        let c: CallRecord = serde_json::from_value(json!({
+            "call_id": id, "capture_key": "r", "rollout": "r", "attempt": 0, "seq": seq,
+            "route": "chat", "stream": false, "model": "m", "request_digest": request,
+            "conversation_digest": null, "items": [], "model_fp": null, "output_fp": null,
+            "parent_call_id": parent, "lineage": "resolved", "lineage_reason": null,
+            "status": "ok", "http_status": 200, "content_type": null, "error": null,
+            "replayed_from": null, "response_digest": response, "usage": null,
+            "admitted_ms": 1, "upstream_ms": 1, "first_byte_ms": null, "finished_ms": 3,
+            "delivered_ms": null,
+        }))
+        .unwrap();
+        LedgerRecord::Call(Box::new(c))
+    }
+
+    fn body(digest: &str, value: &Value) -> LedgerRecord {
+        LedgerRecord::Body(BodyRecord {
+            digest: digest.to_owned(),
+            bytes: serde_json::to_vec(value).unwrap(),
+        })
+    }
+
+    #[test]
+    fn a_call_shows_what_its_request_added_since_its_parent_and_the_reply() {
+        let system = json!({"role": "system", "content": "be brief"});
+        let user = json!({"role": "user", "content": "list </script> files"});
+        let asked = json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "t1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\":\"ls\"}"}}
+        ]});
+        let result = json!({"role": "tool", "tool_call_id": "t1", "content": "a.txt"});
+        let records = vec![
+            body("q1", &json!({"model": "m", "messages": [system, user]})),
+            body("a1", &json!({"choices": [{"message": asked}]})),
+            body(
+                "q2",
+                &json!({"model": "m", "messages": [system, user, asked, result]}),
+            ),
+            body(
+                "a2",
+                &json!({"choices": [{"message": {"role": "assistant", "content": "done"}}]}),
+            ),
+            // Out of order on purpose: the view orders by sequence.
+            call("r#1", 1, Some("r#0"), "q2", "a2"),
+            call("r#0", 0, None, "q1", "a1"),
+        ];
+        let calls = calls_by_rollout(&records).remove("r").unwrap();
+        assert_eq!(
+            calls.iter().map(|c| c.call_id.as_str()).collect::<Vec<_>>(),
+            ["r#0", "r#1"]
+        );
+        let first: Vec<_> = calls[0].added.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(first, ["system", "user"]);
+        assert_eq!(
+            calls[0].added[1].text, "list </script> files",
+            "text is kept as text"
+        );
+        let reply = calls[0].reply.as_ref().unwrap();
+        assert_eq!(reply.tool_calls.len(), 1);
+        assert_eq!(reply.tool_calls[0].name, "bash");
+        // The second call added only the tool's result (its parent's request and answer are
+        // not shown again).
+        assert_eq!(calls[1].added.len(), 1, "{:?}", calls[1].added);
+        assert_eq!(calls[1].added[0].role, "tool");
+        assert_eq!(calls[1].added[0].text, "a.txt");
+        assert_eq!(calls[1].reply.as_ref().unwrap().text, "done");
+        assert_eq!(calls[1].latency_ms, Some(2));
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_shows_nothing_rather_than_failing() {
+        let records = vec![
+            LedgerRecord::Body(BodyRecord {
+                digest: "q".into(),
+                bytes: b"\xff not json".to_vec(),
+            }),
+            call("r#0", 0, None, "q", "missing"),
+        ];
+        let calls = calls_by_rollout(&records).remove("r").unwrap();
+        assert!(calls[0].added.is_empty());
+        assert!(calls[0].reply.is_none());
+    }
+}
