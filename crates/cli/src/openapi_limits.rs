@@ -308,9 +308,11 @@ fn rows() -> anyhow::Result<Vec<(&'static str, &'static str, Value)>> {
 
 /// The query and path parameters' limits: (path, method, parameter, keywords).
 #[rustfmt::skip]
-fn parameters() -> [(&'static str, &'static str, &'static str, Value); 6] {
+fn parameters() -> [(&'static str, &'static str, &'static str, Value); 9] {
     let files = "/v1/owner/sessions/{id}/files";
     let snapshot = json!({"minLength": 1, "maxLength": MAX_STORE_ID, "pattern": OWNER_ID});
+    // The routes that check the id they are given (a coordinator passes it on to its agents).
+    let rollout = json!({"minLength": 1, "maxLength": MAX_ROLLOUT_ID, "pattern": format!("^{ROLLOUT}$")});
     [
         (files, "get", "path", json!({"pattern": SANDBOX_PATH})),
         (files, "put", "path", json!({"pattern": SANDBOX_PATH})),
@@ -319,6 +321,9 @@ fn parameters() -> [(&'static str, &'static str, &'static str, Value); 6] {
         // The gateway's stalls query (`admin::stalls`).
         ("/v1/gateway/stalls", "get", "wait_ms", json!({"minimum": 0, "maximum": MAX_STALLS_WAIT_MS})),
         ("/v1/gateway/stalls", "get", "after", json!({"minimum": 0})),
+        ("/v1/rollouts/{id}/view", "get", "id", rollout.clone()),
+        ("/v1/rollouts/{id}/exec", "post", "id", rollout.clone()),
+        ("/v1/rollouts/{id}/shell", "get", "id", rollout),
     ]
 }
 

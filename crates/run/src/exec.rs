@@ -139,12 +139,14 @@ fn conflict(message: String) -> ApiError {
     ApiError::new(ErrorCode::Conflict, message)
 }
 
-/// The owner session of a live rollout and whether it is parked; an error when it has no
-/// sandbox to run in.
+/// The owner session of a live rollout to run a command or a shell in; an error when it has
+/// no sandbox, or is parked and `while_frozen` was not given (then the command runs in a fork
+/// of its latest snapshot instead).
 pub(crate) fn session_of(
     live: &crate::dashboard::Live,
     id: &str,
-) -> Result<(String, bool), ApiError> {
+    while_frozen: bool,
+) -> Result<String, ApiError> {
     let Some((_, status, bookmark)) = live.runs.states().into_iter().find(|(r, _, _)| r == id)
     else {
         return Err(ApiError::new(
@@ -176,7 +178,15 @@ pub(crate) fn session_of(
                 "rollout {id} is being set up: it has no sandbox yet"
             ))
         })?;
-    Ok((session, parked))
+    if parked && !while_frozen {
+        return Err(conflict(format!(
+            "rollout {id} is parked (frozen in place or held, for a checkpoint, a fleet pause \
+             or a stalled model call): a command would run beside a frozen harness and what a \
+             checkpoint saves; give while_frozen (--while-frozen) to run it in a fork of its \
+             latest snapshot instead"
+        )));
+    }
+    Ok(session)
 }
 
 #[utoipa::path(
@@ -191,7 +201,7 @@ pub(crate) fn session_of(
         (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
         (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
         (status = 404, description = "No such rollout in flight (`not_found`).", body = rollpoint_api::error::ErrorBody),
-        (status = 409, description = "The rollout is frozen for a checkpoint, queued or finished; or no checkpoint saved it (`conflict`).", body = rollpoint_api::error::ErrorBody),
+        (status = 409, description = "The rollout is parked (without `while_frozen`), queued or finished; or no checkpoint saved it (`conflict`).", body = rollpoint_api::error::ErrorBody),
         (status = 502, description = "The sandbox failed the command (`failed`).", body = rollpoint_api::error::ErrorBody),
     ),
     security(("bearer" = [])),
@@ -204,15 +214,7 @@ async fn exec(
     rollpoint_proto::key::RolloutId::new(&id).map_err(|e| ApiError::bad("id", e.to_string()))?;
     let body: ExecBody = versioned("rollout exec request", EXEC_VERSION, body).await?;
     body.check()?;
-    let (session, parked) = session_of(&ctx.live, &id)?;
-    if parked && !body.while_frozen {
-        return Err(conflict(format!(
-            "rollout {id} is parked (frozen in place or held, for a checkpoint, a fleet pause \
-             or a stalled model call): a command would run beside a frozen harness and what a \
-             checkpoint saves; give while_frozen (--while-frozen) to run it in a fork of its \
-             latest snapshot instead"
-        )));
-    }
+    let session = session_of(&ctx.live, &id, body.while_frozen)?;
     let request = ExecRequest {
         argv: body.argv.clone(),
         env: std::collections::BTreeMap::new(),

@@ -77,7 +77,7 @@ fn size(field: &str, value: Option<u16>, default: u16) -> Result<u16, ApiError> 
         (status = 400, description = rollpoint_api::error::doc::BAD_REQUEST, body = rollpoint_api::error::ErrorBody),
         (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
         (status = 404, description = "No such rollout in flight (`not_found`).", body = rollpoint_api::error::ErrorBody),
-        (status = 409, description = "The rollout is frozen for a checkpoint, queued or finished; or no checkpoint saved it (`conflict`).", body = rollpoint_api::error::ErrorBody),
+        (status = 409, description = "The rollout is parked (without `while_frozen`), queued or finished; or no checkpoint saved it (`conflict`).", body = rollpoint_api::error::ErrorBody),
         (status = 502, description = "The sandbox could not start it (`failed`).", body = rollpoint_api::error::ErrorBody),
     ),
     security(("bearer" = [])),
@@ -106,17 +106,7 @@ async fn shell(
             }
         },
     };
-    let (session, parked) = crate::exec::session_of(&ctx.live, &id)?;
-    if parked && !q.while_frozen {
-        return Err(ApiError::new(
-            ErrorCode::Conflict,
-            format!(
-                "rollout {id} is parked (frozen in place or held, for a checkpoint, a fleet \
-                 pause or a stalled model call): give while_frozen (--while-frozen) to open the \
-                 shell in a fork of its latest snapshot instead"
-            ),
-        ));
-    }
+    let session = crate::exec::session_of(&ctx.live, &id, q.while_frozen)?;
     let failed = |e: &dyn std::fmt::Display| {
         ApiError::new(ErrorCode::Failed, format!("shell in rollout {id}: {e}"))
     };
