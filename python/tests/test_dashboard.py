@@ -237,6 +237,12 @@ def test_the_dashboard_shows_the_live_run(live: Live, browser: Browser) -> None:
     assert "continued" in kinds, kinds
     assert page.query_selector("#rollout-timeline rect.launch.resumed"), "the continuation is drawn"
 
+    # A rollout in flight: what its sandbox has used so far, from the owner.
+    page.goto(f"http://{live.addr()}/#/rollout/{ECHOING[0]}")
+    ready(page)
+    page.wait_for_selector("#rollout[data-state='running'] dl#resources", timeout=30_000)
+    assert "cpu" in page.inner_text("dl#resources").lower()
+
     page.goto(f"http://{live.addr()}/#/")
     ready(page)
     shot = live.base / "dashboard.png"

@@ -25,6 +25,8 @@ use crate::view::{rollout_view, run_view};
 pub struct Live {
     pub run_dir: PathBuf,
     pub runs: Runs,
+    /// For what a rollout in flight has used so far.
+    pub owner: std::sync::Arc<rollpoint_owner::LocalOwner>,
 }
 
 impl Live {
@@ -89,14 +91,21 @@ async fn view(State(live): State<Live>) -> Result<Response, ApiError> {
 async fn rollout(State(live): State<Live>, Path(id): Path<String>) -> Result<Response, ApiError> {
     rollpoint_proto::key::RolloutId::new(&id).map_err(|e| ApiError::bad("id", e.to_string()))?;
     let one = live.state().rollouts.into_iter().find(|r| r.id == id);
+    let session = one.as_ref().and_then(|r| r.session.clone());
     let dir = live.run_dir.clone();
     let asked = id.clone();
-    let doc = blocking(format!("reading rollout {id}"), move || {
+    let mut doc = blocking(format!("reading rollout {id}"), move || {
         rollout_view(&dir, &asked, one.as_ref())
     })
-    .await?;
-    doc.map(|doc| json(StatusCode::OK, &doc))
-        .ok_or_else(|| unknown(&id))
+    .await?
+    .ok_or_else(|| unknown(&id))?;
+    // A rollout in flight has no row yet: what its sandbox has used so far, from the owner.
+    if let (None, Some(s)) = (&doc.resources, session)
+        && let Ok(usage) = rollpoint_owner::Owner::usage(live.owner.as_ref(), &s).await
+    {
+        doc.resources = serde_json::to_value(usage).ok();
+    }
+    Ok(json(StatusCode::OK, &doc))
 }
 
 /// What changes when the run does: each rollout's state and launch count, and the sizes of

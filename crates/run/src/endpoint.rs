@@ -226,10 +226,10 @@ pub(crate) async fn start(
     let live = crate::dashboard::Live {
         run_dir: run_dir.to_owned(),
         runs: reach.runs,
+        owner: reach.owner,
     };
     let exec = crate::exec::ExecContext {
         live: live.clone(),
-        owner: reach.owner,
         record: {
             let tx = loop_tx.clone();
             std::sync::Arc::new(move |event| {

@@ -116,8 +116,8 @@ pub type Record = Arc<dyn Fn(Event) + Send + Sync>;
 /// What the exec and shell routes reach.
 #[derive(Clone)]
 pub struct ExecContext {
+    /// The run directory, the drivers and the owner.
     pub live: crate::dashboard::Live,
-    pub owner: Arc<LocalOwner>,
     pub record: Record,
 }
 
@@ -230,12 +230,14 @@ async fn exec(
         in_fork(&ctx, &id, &session, request).await?
     } else {
         let sandbox = ctx
+            .live
             .owner
             .access(&session)
             .await
             .map_err(|e| failed(&e))?
             .sandbox;
         let out = ctx
+            .live
             .owner
             .exec(&session, request)
             .await
@@ -315,7 +317,7 @@ pub(crate) async fn fork_of(ctx: &ExecContext, id: &str, session: &str) -> Resul
     let fork_session = format!("exec.{}.{n}", rollpoint_proto::clock::unix_ms());
     record.session.clone_from(&fork_session);
     record.task.id.clone_from(&fork_session);
-    let access = ctx.owner.restore(record).await.map_err(|e| {
+    let access = ctx.live.owner.restore(record).await.map_err(|e| {
         ApiError::new(
             ErrorCode::Failed,
             format!("rollout {id}: forking checkpoint {checkpoint}'s snapshot: {e}"),
@@ -325,7 +327,7 @@ pub(crate) async fn fork_of(ctx: &ExecContext, id: &str, session: &str) -> Resul
         session: fork_session,
         sandbox: access.sandbox,
         checkpoint,
-        owner: Arc::clone(&ctx.owner),
+        owner: Arc::clone(&ctx.live.owner),
         rollout: id.to_owned(),
     })
 }
@@ -339,15 +341,20 @@ async fn in_fork(
     request: ExecRequest,
 ) -> Result<(rollpoint_proto::anchor::ExecOutput, String, Option<String>), ApiError> {
     let fork = fork_of(ctx, id, session).await?;
-    let out = ctx.owner.exec(&fork.session, request).await.map_err(|e| {
-        ApiError::new(
-            ErrorCode::Failed,
-            format!(
-                "exec in a fork of rollout {id} from checkpoint {}: {e}",
-                fork.checkpoint
-            ),
-        )
-    })?;
+    let out = ctx
+        .live
+        .owner
+        .exec(&fork.session, request)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                ErrorCode::Failed,
+                format!(
+                    "exec in a fork of rollout {id} from checkpoint {}: {e}",
+                    fork.checkpoint
+                ),
+            )
+        })?;
     Ok((out, fork.sandbox.clone(), Some(fork.checkpoint.clone())))
 }
 

@@ -115,7 +115,12 @@ async fn shell(
         let fork = crate::exec::fork_of(&ctx, &id, &session).await?;
         (fork.sandbox.clone(), Some(fork))
     } else {
-        let access = ctx.owner.access(&session).await.map_err(|e| failed(&e))?;
+        let access = ctx
+            .live
+            .owner
+            .access(&session)
+            .await
+            .map_err(|e| failed(&e))?;
         (access.sandbox, None)
     };
     let request = ExecRequest {

@@ -22,6 +22,8 @@ pub struct LiveRollout {
     pub state: &'static str,
     pub started_ms: Option<u64>,
     pub launches: Vec<LaunchEntry>,
+    /// The owner session it runs in, once it has one.
+    pub session: Option<String>,
 }
 
 impl LiveRollout {
@@ -55,6 +57,7 @@ impl LiveState {
                         .progress()
                         .map(|p| p.launches.clone())
                         .unwrap_or_default(),
+                    session: bookmark.progress().map(|p| p.session.session.clone()),
                 })
                 .collect(),
         }

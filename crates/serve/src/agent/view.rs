@@ -43,6 +43,7 @@ fn holdings(shared: &Shared) -> (Vec<RolloutResult>, Vec<RolloutLine>) {
             state,
             started_ms: None,
             launches: Vec::new(),
+            session: None,
         }),
     };
     for (id, seen) in shared.table.list() {
