@@ -149,6 +149,20 @@ class Services:
             child.wait()
 
 
+def wait_control(
+    run_dir: Path, child: subprocess.Popen[bytes], services: Services, name: str
+) -> None:
+    """Until ``rollpoint run|resume --listen`` (service ``name``) has written its
+    ``control.json``; a failure with its log if it exits first or takes over 60 s."""
+    end = time.monotonic() + 60
+    while not (run_dir / "control.json").is_file():
+        if child.poll() is not None:
+            pytest.fail(f"{name} exited {child.returncode}:\n{services.log(name)}")
+        if time.monotonic() > end:
+            pytest.fail(f"no control.json within 60 s:\n{services.log(name)}")
+        time.sleep(0.05)
+
+
 def url(port: int) -> str:
     return f"http://127.0.0.1:{port}"
 

@@ -38,6 +38,7 @@ from support import (
     native_task,
     remove_tree,
     short_tmpdir,
+    wait_control,
     write_secret,
 )
 
@@ -92,17 +93,6 @@ class Live:
 
     def addr(self) -> str:
         return str(json.loads((self.run_dir / "control.json").read_text())["addr"])
-
-
-def wait_control(
-    run_dir: Path, child: subprocess.Popen[bytes], services: Services, name: str
-) -> None:
-    end = time.monotonic() + 60
-    while not (run_dir / "control.json").is_file():
-        if child.poll() is not None:
-            pytest.fail(f"{name} exited {child.returncode}:\n{services.log(name)}")
-        assert time.monotonic() < end, f"no control.json within 60 s:\n{services.log(name)}"
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
@@ -323,16 +313,17 @@ def test_exec_reads_the_rollout_and_is_refused_while_frozen(live: Live) -> None:
 
 
 def test_shell_runs_a_command_on_a_terminal(live: Live) -> None:
+    shell = [
+        live.bins.rollpoint,
+        "shell",
+        live.run_dir,
+        ECHOING[0],
+        "--control-token-file",
+        live.token_file,
+    ]
     leader, follower = pty.openpty()
     child = subprocess.Popen(
-        [
-            live.bins.rollpoint,
-            "shell",
-            live.run_dir,
-            ECHOING[0],
-            "--control-token-file",
-            live.token_file,
-        ],
+        shell,
         stdin=follower,
         stdout=follower,
         stderr=follower,
@@ -369,12 +360,7 @@ def test_shell_runs_a_command_on_a_terminal(live: Live) -> None:
     leader, follower = pty.openpty()
     done = subprocess.run(
         [
-            live.bins.rollpoint,
-            "shell",
-            live.run_dir,
-            ECHOING[0],
-            "--control-token-file",
-            live.token_file,
+            *shell,
             "--",
             "/bin/sh",
             "-c",

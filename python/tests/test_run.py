@@ -30,6 +30,7 @@ from support import (
     native_task,
     remove_tree,
     short_tmpdir,
+    wait_control,
     write_secret,
 )
 
@@ -94,13 +95,7 @@ def live_run(bins: Binaries) -> Iterator[LiveRun]:
         ],
     )
     try:
-        end = time.monotonic() + 60
-        while not (run_dir / "control.json").is_file():
-            if child.poll() is not None:
-                pytest.fail(f"the run exited {child.returncode}:\n{services.log('run')}")
-            if time.monotonic() > end:
-                pytest.fail(f"no control.json within 60 s:\n{services.log('run')}")
-            time.sleep(0.05)
+        wait_control(run_dir, child, services, "run")
         yield LiveRun(base, run_dir, token, services, child)
     finally:
         end_run(bins, child, run_dir)
