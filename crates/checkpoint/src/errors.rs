@@ -273,6 +273,13 @@ pub enum StoreError {
         seq: u64,
         holder: String,
     },
+    /// The run in the store is driven by another process (its newest claim is not this one's).
+    #[error("{url}: the run is held by {holder}: {why} (fenced)")]
+    Claimed {
+        url: String,
+        holder: String,
+        why: String,
+    },
     #[error("{what} {value:?}: {message}")]
     Name {
         what: &'static str,

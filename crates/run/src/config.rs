@@ -218,6 +218,12 @@ pub struct RunConfig {
     /// at most this many streams (1..=1000; 1 sends each whole).
     #[serde(default = "default_full_every")]
     pub snapshot_full_every: u32,
+    /// With `checkpoint_store`: the process driving the run writes a heartbeat into the store
+    /// every third of this many seconds, and another process takes the run over (`rollpoint
+    /// resume --from`) only once that heartbeat has stood still this long or the run was
+    /// released (1..=[`MAX_STORE_LEASE_S`]).
+    #[serde(default = "default_store_lease_s")]
+    pub store_lease_s: u64,
     /// `[sandbox_limits]`: each limit a sandbox gets where its task names none, so a
     /// task that names none still cannot take the node (defaults: 4,096 pids and half the
     /// node's memory; ranges as `sandbox.limits`).
@@ -235,6 +241,13 @@ pub struct RunConfig {
 
 fn default_samples() -> u32 {
     1
+}
+
+/// Upper bound of `store_lease_s`.
+pub const MAX_STORE_LEASE_S: u64 = 3600;
+
+fn default_store_lease_s() -> u64 {
+    30
 }
 
 fn default_full_every() -> u32 {
@@ -331,6 +344,7 @@ impl Default for RunConfig {
             checkpoint_store: None,
             checkpoint_store_options: None,
             snapshot_full_every: default_full_every(),
+            store_lease_s: default_store_lease_s(),
             sandbox_limits: default_sandbox_limits(),
             samples: default_samples(),
             retry_infra: 0,
@@ -461,6 +475,12 @@ impl RunConfig {
             return bad(
                 "snapshot_full_every",
                 &format!("{} is outside 1..={max}", self.snapshot_full_every),
+            );
+        }
+        if !(1..=MAX_STORE_LEASE_S).contains(&self.store_lease_s) {
+            return bad(
+                "store_lease_s",
+                &format!("{} is outside 1..={MAX_STORE_LEASE_S}", self.store_lease_s),
             );
         }
         if let Some(url) = &self.checkpoint_store {

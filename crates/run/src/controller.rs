@@ -67,6 +67,11 @@ pub struct Inputs {
     /// Forks to make once a resume has restored the run (`rollpoint fork` of a run no
     /// process drives).
     pub forks: Vec<rollpoint_api::wire::ForkRequest>,
+    /// Sends to `signals`: the claim's heartbeat tells the loop it was fenced.
+    pub loop_tx: mpsc::UnboundedSender<Signal>,
+    /// How long after SIGTERM the process may still run (`--grace-s`): the stop checkpoint is
+    /// taken only if it fits, and abandoned if it does not finish in time.
+    pub grace: Option<Duration>,
 }
 
 /// How the loop ended.
@@ -76,9 +81,12 @@ pub enum Ending {
     Finished { rows: usize },
     /// Stopped by a signal after publishing `checkpoint`.
     Stopped { checkpoint: String },
+    /// Stopped by a signal without a stop checkpoint, which did not fit the grace period;
+    /// a resume continues from `latest`, the newest checkpoint published before.
+    StoppedWithout { latest: Option<String>, why: String },
 }
 
-fn create_dir(dir: &Path) -> Result<(), RunError> {
+pub(crate) fn create_dir(dir: &Path) -> Result<(), RunError> {
     use std::os::unix::fs::DirBuilderExt as _;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -105,6 +113,23 @@ pub async fn run(
             "a run already lives here: continue it with `rollpoint resume`",
         ));
     }
+    // The run's claim on its checkpoint store before anything is written: a store another
+    // run holds is refused.
+    let keeper = match config.open_checkpoint_store()? {
+        Some(store) => {
+            let lease = Duration::from_secs(config.store_lease_s);
+            let claim =
+                crate::lease::acquire(&store, &run_dir, crate::lease::Acquire::Start, lease)
+                    .await?;
+            Some(crate::lease::keep(
+                store,
+                claim,
+                lease,
+                inputs.loop_tx.clone(),
+            ))
+        }
+        None => None,
+    };
     // The state first, so a run killed while its stack starts can be resumed; its gateway
     // port (0: not chosen yet) is settled once the gateway listens, before any launch.
     let mut state = RunState {
@@ -160,8 +185,11 @@ pub async fn run(
             None => lp.register(task).await?,
         }
     }
-    let ending = lp.drive(inputs.signals).await;
+    let ending = lp.drive(inputs.signals, inputs.grace).await;
     drop(serving);
+    if let Some(keeper) = keeper {
+        keeper.release().await;
+    }
     ending
 }
 
@@ -352,7 +380,20 @@ impl Loop {
             continues: self.continues.clone(),
             stop,
         };
-        let done = match self.stack.coordinator.checkpoint_held(&plan, hold).await {
+        let definition = match &self.stack.remote {
+            Some(store) => crate::definition::publish(store, &self.run_dir, &self.state, &id)
+                .await
+                .map_err(|source| rollpoint_checkpoint::CoordinatorError::Store {
+                    checkpoint: id.clone(),
+                    source,
+                }),
+            None => Ok(()),
+        };
+        let taken = match definition {
+            Ok(()) => self.stack.coordinator.checkpoint_held(&plan, hold).await,
+            Err(e) => Err(e),
+        };
+        let done = match taken {
             Ok(done) => done,
             Err(error) => {
                 self.metrics.failed();
@@ -396,6 +437,68 @@ impl Loop {
 
     /// A checkpoint that stops the run: everything it could not save is
     /// torn down too.
+    /// SIGTERM: the stop checkpoint, but with `grace` only if the last checkpoint's time says
+    /// it fits what is left of it, and abandoned (not published: the publish point is its
+    /// last step) when it does not finish in time. Either way the run ends (exit 75).
+    async fn stop_within(
+        mut self,
+        received: Instant,
+        grace: Option<Duration>,
+    ) -> Result<Ending, RunError> {
+        let Some(grace) = grace else {
+            let id = self.stop(None).await?.id;
+            self.stack.shutdown().await;
+            return Ok(Ending::Stopped { checkpoint: id });
+        };
+        // Kept for tearing down after the checkpoint (sandboxes, the gateway).
+        let margin = Duration::from_secs(1).min(grace / 4);
+        let left = grace
+            .saturating_sub(received.elapsed())
+            .saturating_sub(margin);
+        let estimate = self
+            .progress
+            .last_checkpoint
+            .as_ref()
+            .map(|(_, took)| took.mul_f64(1.5));
+        let why = match estimate {
+            Some(need) if need > left => Some(format!(
+                "the stop checkpoint would take about {:.1} s (1.5 x the last one), more than the {:.1} s left of the {:.1} s grace period",
+                need.as_secs_f64(),
+                left.as_secs_f64(),
+                grace.as_secs_f64()
+            )),
+            _ => match tokio::time::timeout(left, self.stop(None)).await {
+                Ok(done) => {
+                    let id = done?.id;
+                    self.stack.shutdown().await;
+                    return Ok(Ending::Stopped { checkpoint: id });
+                }
+                Err(_) => Some(format!(
+                    "the stop checkpoint did not finish within the {:.1} s grace period and was abandoned",
+                    grace.as_secs_f64()
+                )),
+            },
+        };
+        let why = why.unwrap_or_default();
+        let latest = rollpoint_checkpoint::store::latest(&self.run_dir)
+            .ok()
+            .flatten();
+        tracing::warn!(
+            why = %why,
+            latest = latest.as_deref().unwrap_or("none"),
+            "stopping without a stop checkpoint; a resume continues from the newest published one"
+        );
+        self.events.record(Event::Stopped {
+            checkpoint: latest.clone().unwrap_or_default(),
+        });
+        if let Err(e) = self.stack.backend.destroy_all() {
+            tracing::warn!(error = %e, "tearing down sandboxes failed");
+        }
+        self.reporter.finish(&self.progress);
+        self.stack.shutdown().await;
+        Ok(Ending::StoppedWithout { latest, why })
+    }
+
     pub(crate) async fn stop(
         &mut self,
         id: Option<String>,
@@ -554,6 +657,7 @@ impl Loop {
     pub(crate) async fn drive(
         mut self,
         mut signals: mpsc::UnboundedReceiver<Signal>,
+        grace: Option<Duration>,
     ) -> Result<Ending, RunError> {
         let every = self.state.config.checkpoint_every_s;
         let period = Duration::from_secs(every.max(1));
@@ -633,10 +737,14 @@ impl Loop {
                         self.count();
                         let _asker_gone: Result<(), _> = reply.send(self.metrics.render(&self.progress, &self.stack.owner.counts()));
                     }
-                    Some(Signal::Stop) => {
-                        let id = self.stop(None).await?.id;
+                    Some(Signal::Stop(received)) => return self.stop_within(received, grace).await,
+                    Some(Signal::Fenced(why)) => {
+                        tracing::error!(why = %why, "fenced: another process drives this run now; stopping without a checkpoint");
+                        if let Err(e) = self.stack.backend.destroy_all() {
+                            tracing::warn!(error = %e, "tearing down sandboxes failed");
+                        }
                         self.stack.shutdown().await;
-                        return Ok(Ending::Stopped { checkpoint: id });
+                        return Err(RunError::setup("checkpoint store claim", format!("fenced: {why}")));
                     }
                     None => signals_open = false,
                 },

@@ -37,8 +37,11 @@ use crate::progress::Progress;
 pub enum Signal {
     /// Checkpoint, then continue (SIGUSR1).
     Checkpoint,
-    /// Checkpoint with stop, then end (SIGTERM, SIGINT).
-    Stop,
+    /// Checkpoint with stop, then end (SIGTERM, SIGINT), received at this instant.
+    Stop(std::time::Instant),
+    /// Another process took the run over (its claim on the checkpoint store is newer): end
+    /// at once, publishing nothing.
+    Fenced(String),
     /// A request over the control endpoint.
     Endpoint(EndpointRequest),
 }

@@ -26,6 +26,9 @@
 //! | [`stack`] | builds the participants of the run |
 //! | [`controller`] | a new run and the loop: dispatch, checkpoint, results |
 //! | [`resume`](mod@resume) | `rollpoint resume`: sweep, plan, restore, then the loop |
+//! | [`definition`] | the run's definition (run.json, tasks, results) published with each checkpoint |
+//! | [`lease`] | the run's claim on its checkpoint store: heartbeat, release, fencing |
+//! | [`takeover`] | `rollpoint resume --from`: a run continued on a machine that has nothing of it |
 //! | [`endpoint`] | the run's HTTP control endpoint and the requests it sends the loop |
 //! | [`dashboard`] | the live dashboard's page, documents and change stream on the endpoint |
 //! | [`exec`] | a command in a live rollout's sandbox, or in a fork of its snapshot |
@@ -39,6 +42,7 @@
 pub mod config;
 pub mod controller;
 pub mod dashboard;
+pub mod definition;
 pub mod endpoint;
 mod errors;
 pub mod events;
@@ -47,6 +51,7 @@ pub mod export;
 mod fleet;
 mod fork;
 pub mod gateway;
+pub mod lease;
 pub mod lock;
 mod metrics;
 pub mod plan;
@@ -60,6 +65,7 @@ pub mod stack;
 mod stalls;
 pub mod state;
 pub mod status;
+pub mod takeover;
 pub mod tasks;
 pub mod view;
 
@@ -74,6 +80,7 @@ pub use progress::{Progress, Reporter};
 pub use results::{ResultsLog, read_results};
 pub use resume::resume;
 pub use state::{RUN_STATE_VERSION, RunState};
+pub use takeover::{holds_run, open_store, resume_from};
 pub use tasks::{TasksFile, load_tasks};
 
 /// Exit code of a run stopped by a signal after a checkpoint (EX_TEMPFAIL).

@@ -250,6 +250,22 @@ pub async fn resume(
         .into_iter()
         .map(|r| r.rollout)
         .collect();
+    // This directory's claim on the checkpoint store first: one taken over is fenced.
+    let keeper = match state.config.open_checkpoint_store()? {
+        Some(store) => {
+            let lease = Duration::from_secs(state.config.store_lease_s);
+            let claim =
+                crate::lease::acquire(&store, &run_dir, crate::lease::Acquire::Resume, lease)
+                    .await?;
+            Some(crate::lease::keep(
+                store,
+                claim,
+                lease,
+                inputs.loop_tx.clone(),
+            ))
+        }
+        None => None,
+    };
     fetch_published(&run_dir, &state.config).await?;
     let source = choose_source(&run_dir, checkpoint)?;
     let supervisor = supervisor
@@ -436,7 +452,10 @@ pub async fn resume(
         }
         None => None,
     };
-    let ending = lp.drive(inputs.signals).await;
+    let ending = lp.drive(inputs.signals, inputs.grace).await;
     drop(serving);
+    if let Some(keeper) = keeper {
+        keeper.release().await;
+    }
     ending
 }

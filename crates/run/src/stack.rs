@@ -35,6 +35,8 @@ pub struct Stack {
     /// The gateway's port (0 when there is no gateway).
     pub gateway_port: u16,
     pub coordinator: Coordinator,
+    /// The checkpoint store, when the run has one.
+    pub remote: Option<rollpoint_remote::RemoteStore>,
 }
 
 /// Opens the run's sandboxes (nothing else started), for sweeping first.
@@ -179,7 +181,7 @@ impl Stack {
         }
         let mut cc = CoordinatorConfig::new(run_dir);
         cc.keep = config.keep;
-        cc.remote = remote;
+        cc.remote = remote.clone();
         let coordinator = Coordinator::new(controls, cc)
             .await
             .map_err(|e| RunError::setup("coordinator", e))?;
@@ -195,6 +197,7 @@ impl Stack {
             stalls,
             gateway_port: port,
             coordinator,
+            remote,
         })
     }
 

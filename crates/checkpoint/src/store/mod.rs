@@ -13,6 +13,7 @@
 //! a resume falls back past it ([`published`] lists the candidates) and
 //! retention leaves it alone.
 
+pub mod claim;
 mod fsio;
 mod published;
 mod records;
@@ -71,7 +72,9 @@ impl StoreError {
             | Self::Record { .. }
             | Self::Invalid { .. }
             | Self::Name { .. } => true,
-            Self::Export { .. } | Self::Remote(_) | Self::Fenced { .. } => false,
+            Self::Export { .. } | Self::Remote(_) | Self::Fenced { .. } | Self::Claimed { .. } => {
+                false
+            }
         }
     }
 }

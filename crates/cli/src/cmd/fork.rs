@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::{Context as _, bail};
 use rollpoint_api::wire::{ForkReply, ForkRequest, WIRE_VERSION};
 
-use super::run::{EndpointArgs, finish, harness_env, inputs};
+use super::run::{EndpointArgs, StopArgs, finish, harness_env, inputs};
 
 #[derive(Debug, clap::Args)]
 pub struct ForkArgs {
@@ -43,10 +43,13 @@ pub fn run(args: &ForkArgs) -> anyhow::Result<()> {
     }
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     let ending = runtime.block_on(async {
-        let mut inputs = inputs(&EndpointArgs {
-            listen: None,
-            control_token_file: None,
-        })?;
+        let mut inputs = inputs(
+            &EndpointArgs {
+                listen: None,
+                control_token_file: None,
+            },
+            &StopArgs { grace_s: None },
+        )?;
         inputs.forks.push(request);
         anyhow::Ok(rollpoint_run::resume(&args.run_dir, None, None, harness_env()?, inputs).await?)
     })?;

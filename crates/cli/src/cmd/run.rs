@@ -63,8 +63,26 @@ pub struct RunArgs {
     /// sandbox (0..=100).
     #[arg(long, value_parser = number::whole::<u32>(0, u64::from(rollpoint_run::config::MAX_RETRY_INFRA)))]
     pub retry_infra: Option<u32>,
+    /// If the run directory or the config's `checkpoint_store` already holds
+    /// this run, resume it instead of starting it (a requeued or rescheduled job
+    /// runs the same command again).
+    #[arg(long)]
+    pub or_resume: bool,
+    #[command(flatten)]
+    pub stop: StopArgs,
     #[command(flatten)]
     pub control: EndpointArgs,
+}
+
+/// How SIGTERM stops the run.
+#[derive(Debug, clap::Args)]
+pub struct StopArgs {
+    /// Seconds the process may still run after SIGTERM (the scheduler's grace
+    /// period; 1..=86400): the stop checkpoint is taken only if the last
+    /// checkpoint's time says it fits, and abandoned unpublished if it does
+    /// not finish in time. Unset: the stop checkpoint takes what it takes.
+    #[arg(long, value_parser = number::whole::<u64>(1, 86_400))]
+    pub grace_s: Option<u64>,
 }
 
 /// How a Harbor dataset is run.
@@ -193,7 +211,7 @@ fn parse_store(s: &str) -> Result<StoreKind, String> {
 
 /// The loop's inputs: SIGUSR1 asks for a checkpoint, SIGTERM and SIGINT
 /// for a stop, and the control endpoint, when asked for, serves requests.
-pub fn inputs(control: &EndpointArgs) -> anyhow::Result<Inputs> {
+pub fn inputs(control: &EndpointArgs, stop: &StopArgs) -> anyhow::Result<Inputs> {
     let (tx, rx) = mpsc::unbounded_channel();
     let listen = match (&control.listen, &control.control_token_file) {
         (Some(addr), Some(file)) => Some(Listen {
@@ -206,12 +224,13 @@ pub fn inputs(control: &EndpointArgs) -> anyhow::Result<Inputs> {
     let mut usr1 = signal(SignalKind::user_defined1()).context("cannot handle SIGUSR1")?;
     let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let loop_tx = tx.clone();
     tokio::spawn(async move {
         loop {
             let sig = tokio::select! {
                 Some(()) = usr1.recv() => Signal::Checkpoint,
-                Some(()) = term.recv() => Signal::Stop,
-                Some(()) = int.recv() => Signal::Stop,
+                Some(()) = term.recv() => Signal::Stop(std::time::Instant::now()),
+                Some(()) = int.recv() => Signal::Stop(std::time::Instant::now()),
                 else => return,
             };
             if tx.send(sig).is_err() {
@@ -224,6 +243,8 @@ pub fn inputs(control: &EndpointArgs) -> anyhow::Result<Inputs> {
         listen,
         program: std::env::current_exe().context("cannot locate the rollpoint binary")?,
         forks: Vec::new(),
+        loop_tx,
+        grace: stop.grace_s.map(std::time::Duration::from_secs),
     })
 }
 
@@ -243,6 +264,14 @@ pub fn finish(ending: Ending) -> anyhow::Result<()> {
         Ending::Finished { rows } => {
             tracing::info!(rows, "the run finished");
             Ok(())
+        }
+        Ending::StoppedWithout { latest, why } => {
+            tracing::warn!(
+                latest = latest.as_deref().unwrap_or("none"),
+                why = %why,
+                "stopped without a stop checkpoint; `rollpoint resume` continues from the latest"
+            );
+            std::process::exit(EXIT_STOPPED)
         }
         Ending::Stopped { checkpoint } => {
             tracing::info!(
@@ -315,6 +344,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             .as_deref()
             .unwrap_or(std::path::Path::new("flags")),
     )?;
+    if args.or_resume {
+        let runtime =
+            tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
+        if let Some(ending) = runtime.block_on(resume_instead(&args, &config, &supervisor))? {
+            runtime.shutdown_timeout(std::time::Duration::from_secs(5));
+            return finish(ending);
+        }
+    }
     let (tasks_path, failed) = match harbor_source(&args.tasks) {
         Some(source) => prepare_harbor(&source, &args, &config)?,
         None => (args.tasks.clone(), HarborFailed::new()),
@@ -323,7 +360,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     tasks.failed = failed;
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
     let ending = runtime.block_on(async {
-        let inputs = inputs(&args.control)?;
+        let inputs = inputs(&args.control, &args.stop)?;
         anyhow::Ok(
             rollpoint_run::run(
                 &args.run_dir,
@@ -338,4 +375,61 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     })?;
     runtime.shutdown_timeout(std::time::Duration::from_secs(5));
     finish(ending)
+}
+
+/// `--or-resume`: resumes the run when the run directory or the checkpoint store already
+/// holds it (`None`: neither does; start it).
+async fn resume_instead(
+    args: &RunArgs,
+    config: &RunConfig,
+    supervisor: &std::path::Path,
+) -> anyhow::Result<Option<Ending>> {
+    let env = harness_env()?;
+    if rollpoint_run::RunState::path(&args.run_dir).exists() {
+        let state = rollpoint_run::RunState::load(&args.run_dir)?;
+        if harbor_source(&args.tasks).is_none() {
+            let given = load_tasks(&args.tasks)?;
+            anyhow::ensure!(
+                given.sha256 == state.tasks_sha256,
+                "{}: --or-resume: the run in {} was started with other tasks (sha256 {}, this                  file's is {})",
+                args.tasks.display(),
+                args.run_dir.display(),
+                state.tasks_sha256,
+                given.sha256
+            );
+        }
+        eprintln!(
+            "rollpoint: {} holds this run; resuming it",
+            args.run_dir.display()
+        );
+        let inputs = inputs(&args.control, &args.stop)?;
+        let ending = rollpoint_run::resume(
+            &args.run_dir,
+            None,
+            Some(supervisor.to_owned()),
+            env,
+            inputs,
+        )
+        .await?;
+        return Ok(Some(ending));
+    }
+    let Some(url) = &config.checkpoint_store else {
+        return Ok(None);
+    };
+    let (store, _) = rollpoint_run::open_store(url, config.checkpoint_store_options.as_deref())?;
+    if !rollpoint_run::holds_run(&store).await? {
+        return Ok(None);
+    }
+    eprintln!("rollpoint: the checkpoint store {url} holds this run; resuming it from there");
+    let inputs = inputs(&args.control, &args.stop)?;
+    let ending = rollpoint_run::resume_from(
+        url,
+        config.checkpoint_store_options.as_deref(),
+        &args.run_dir,
+        Some(supervisor.to_owned()),
+        env,
+        inputs,
+    )
+    .await?;
+    Ok(Some(ending))
 }
