@@ -18,7 +18,7 @@ use rollpoint_driver::{
 use rollpoint_gateway::CaptureKey;
 use rollpoint_owner::Owner as _;
 use rollpoint_proto::key::AttemptKey;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::config::RunConfig;
 use crate::endpoint::{self, EndpointRequest, Listen, Signal, StatusReport};
@@ -31,6 +31,18 @@ use crate::stack::{Stack, open_backend};
 use crate::state::{RUN_STATE_VERSION, RunState};
 use crate::tasks::TasksFile;
 use rollpoint_proto::clock::unix_ms;
+
+/// Resolves when the grace period after a stop request has run out (a margin before it is
+/// kept for tearing down); never without a request.
+async fn grace_over(mut asked: watch::Receiver<Option<Instant>>, grace: Duration) {
+    let Ok(at) = asked.wait_for(Option::is_some).await.map(|at| *at) else {
+        return std::future::pending().await;
+    };
+    let margin = Duration::from_secs(1).min(grace / 4);
+    if let Some(at) = at {
+        tokio::time::sleep_until((at + grace.saturating_sub(margin)).into()).await;
+    }
+}
 
 /// A checkpoint the coordinator did not take (everyone was resumed).
 #[derive(Debug)]
@@ -72,6 +84,9 @@ pub struct Inputs {
     /// How long after SIGTERM the process may still run (`--grace-s`): the stop checkpoint is
     /// taken only if it fits, and abandoned if it does not finish in time.
     pub grace: Option<Duration>,
+    /// When SIGTERM or SIGINT arrived, set by the handler at once: a checkpoint under way
+    /// then is bounded by the grace period too.
+    pub stop_requested: watch::Receiver<Option<Instant>>,
 }
 
 /// How the loop ended.
@@ -185,7 +200,9 @@ pub async fn run(
             None => lp.register(task).await?,
         }
     }
-    let ending = lp.drive(inputs.signals, inputs.grace).await;
+    let ending = lp
+        .drive(inputs.signals, inputs.grace, inputs.stop_requested)
+        .await;
     drop(serving);
     if let Some(keeper) = keeper {
         keeper.release().await;
@@ -216,6 +233,9 @@ pub(crate) struct Loop {
     pub(crate) env: BTreeMap<String, String>,
     /// The task of each rollout dispatched, for `retry_infra`.
     pub(crate) tasks: BTreeMap<String, RolloutTask>,
+    /// With `--grace-s`: when a stop was asked for, and the grace period that bounds every
+    /// checkpoint from then on.
+    pub(crate) grace: Option<(watch::Receiver<Option<Instant>>, Duration)>,
 }
 
 impl Loop {
@@ -261,6 +281,7 @@ impl Loop {
             events,
             env,
             tasks: BTreeMap::new(),
+            grace: None,
         })
     }
 
@@ -390,7 +411,19 @@ impl Loop {
             None => Ok(()),
         };
         let taken = match definition {
-            Ok(()) => self.stack.coordinator.checkpoint_held(&plan, hold).await,
+            Ok(()) => {
+                let checkpoint = self.stack.coordinator.checkpoint_held(&plan, hold);
+                match &self.grace {
+                    None => checkpoint.await,
+                    Some((asked, grace)) => tokio::select! {
+                        taken = checkpoint => taken,
+                        () = grace_over(asked.clone(), *grace) => Err(rollpoint_checkpoint::CoordinatorError::NotPrepared {
+                            checkpoint: id.clone(),
+                            detail: format!("abandoned: the {:.1} s grace period after SIGTERM ran out", grace.as_secs_f64()),
+                        }),
+                    },
+                }
+            }
             Err(e) => Err(e),
         };
         let done = match taken {
@@ -468,11 +501,13 @@ impl Loop {
                 grace.as_secs_f64()
             )),
             _ => match tokio::time::timeout(left, self.stop(None)).await {
-                Ok(done) => {
-                    let id = done?.id;
+                Ok(Ok(done)) => {
                     self.stack.shutdown().await;
-                    return Ok(Ending::Stopped { checkpoint: id });
+                    return Ok(Ending::Stopped {
+                        checkpoint: done.id,
+                    });
                 }
+                Ok(Err(e)) => Some(format!("the stop checkpoint failed: {}", e.as_run_error())),
                 Err(_) => Some(format!(
                     "the stop checkpoint did not finish within the {:.1} s grace period and was abandoned",
                     grace.as_secs_f64()
@@ -658,7 +693,9 @@ impl Loop {
         mut self,
         mut signals: mpsc::UnboundedReceiver<Signal>,
         grace: Option<Duration>,
+        stop_requested: watch::Receiver<Option<Instant>>,
     ) -> Result<Ending, RunError> {
+        self.grace = grace.map(|g| (stop_requested, g));
         let every = self.state.config.checkpoint_every_s;
         let period = Duration::from_secs(every.max(1));
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);

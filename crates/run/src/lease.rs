@@ -154,6 +154,15 @@ pub async fn acquire(
     claim::beat(store, &mine, 0, false, unix_ms())
         .await
         .map_err(|e| fenced(store, e))?;
+    if how == Acquire::TakeOver {
+        // A holder that was only silent (a partition, a frozen machine) may still be about to
+        // publish: moving the publish markers past its count fences it at once, before its
+        // heartbeat tells it to stop.
+        let marker = rollpoint_checkpoint::store::remote::fence(store, unix_ms())
+            .await
+            .map_err(|e| fenced(store, e))?;
+        tracing::info!(store = %url, marker = ?marker, "publish markers moved past the old holder's");
+    }
     let local = LocalClaim {
         v: LOCAL_CLAIM_VERSION,
         store: url,

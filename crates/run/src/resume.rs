@@ -452,7 +452,9 @@ pub async fn resume(
         }
         None => None,
     };
-    let ending = lp.drive(inputs.signals, inputs.grace).await;
+    let ending = lp
+        .drive(inputs.signals, inputs.grace, inputs.stop_requested)
+        .await;
     drop(serving);
     if let Some(keeper) = keeper {
         keeper.release().await;

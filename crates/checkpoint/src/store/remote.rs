@@ -142,6 +142,37 @@ pub async fn publish(
     }
 }
 
+/// Re-publishes the newest marker's checkpoint as the next marker, so every coordinator that
+/// counted from an older marker is fenced from now on: a process taking a run over makes this
+/// its first step, before anything of the run is read. Returns the new marker's number (`None`
+/// when nothing was published). A rival that publishes meanwhile moves the head, and the step
+/// is taken again from there.
+pub async fn fence(store: &RemoteStore, now_unix_ms: u64) -> Result<Option<u64>, StoreError> {
+    const TRIES: usize = 100;
+    for _ in 0..TRIES {
+        let Some(head) = head(store).await? else {
+            return Ok(None);
+        };
+        let newest = read_marker(store, head).await?;
+        let seq = head.saturating_add(1);
+        let marker = Marker {
+            version: MARKER_VERSION,
+            seq,
+            checkpoint: newest.checkpoint,
+            created_unix_ms: now_unix_ms,
+        };
+        let bytes =
+            serde_json::to_vec_pretty(&marker).map_err(|e| StoreError::json(marker_key(seq), e))?;
+        if store.put_new(&marker_key(seq), Bytes::from(bytes)).await? == Created::New {
+            return Ok(Some(seq));
+        }
+    }
+    Err(StoreError::invalid(
+        format!("{}/{MARKER_PREFIX}", store.url()),
+        format!("the newest publish marker moved {TRIES} times while this process fenced it"),
+    ))
+}
+
 async fn read_marker(store: &RemoteStore, seq: u64) -> Result<Marker, StoreError> {
     let key = marker_key(seq);
     let path = std::path::PathBuf::from(format!("{}/{key}", store.url()));

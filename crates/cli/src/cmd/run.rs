@@ -225,6 +225,7 @@ pub fn inputs(control: &EndpointArgs, stop: &StopArgs) -> anyhow::Result<Inputs>
     let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let loop_tx = tx.clone();
+    let (stop_tx, stop_requested) = tokio::sync::watch::channel(None);
     tokio::spawn(async move {
         loop {
             let sig = tokio::select! {
@@ -233,6 +234,9 @@ pub fn inputs(control: &EndpointArgs, stop: &StopArgs) -> anyhow::Result<Inputs>
                 Some(()) = int.recv() => Signal::Stop(std::time::Instant::now()),
                 else => return,
             };
+            if let Signal::Stop(at) = sig {
+                stop_tx.send_if_modified(|asked| asked.is_none() && asked.replace(at).is_none());
+            }
             if tx.send(sig).is_err() {
                 return;
             }
@@ -245,6 +249,7 @@ pub fn inputs(control: &EndpointArgs, stop: &StopArgs) -> anyhow::Result<Inputs>
         forks: Vec::new(),
         loop_tx,
         grace: stop.grace_s.map(std::time::Duration::from_secs),
+        stop_requested,
     })
 }
 
