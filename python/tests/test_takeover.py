@@ -13,6 +13,7 @@ skipped, one that does not finish in time is abandoned, and the run resumes ever
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -137,10 +138,8 @@ def lose_machine(bins: Binaries, child: subprocess.Popen[bytes], run_dir: Path) 
     record = run_dir / "gateway" / "process.json"
     if record.exists():
         pid = json.loads(record.read_text())["pid"]
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
     subprocess.run(
         [bins.rollpoint, "sweep", run_dir],
         env=env(bins),
@@ -208,7 +207,8 @@ def test_a_run_continues_on_a_new_machine_from_the_store_alone(bins: Binaries, b
     )
     err = c.stderr.decode()
     assert c.returncode != 0, err
-    assert "fenced" in err and "heartbeat moved" in err, err
+    assert "fenced" in err, err
+    assert "heartbeat moved" in err, err
     assert not (third / "run.json").exists()
 
     assert b.wait(timeout=LIMIT_S) == 0, (base / "b.log").read_text()[-4000:]
@@ -216,7 +216,9 @@ def test_a_run_continues_on_a_new_machine_from_the_store_alone(bins: Binaries, b
     # Committed before the loss: kept, not run again.
     assert done["quick"] == quick
     resumed = [e for e in events(new) if e["kind"] == "resumed"]
-    assert resumed and resumed[0]["finished"] >= 1 and resumed[0]["restored"] == 3, resumed
+    assert resumed, events(new)
+    assert resumed[0]["finished"] >= 1, resumed
+    assert resumed[0]["restored"] == 3, resumed
     for rid in ids[1:]:
         launches = done[rid]["launches"]
         # Continued from the snapshot: the old machine's launch, then this one's, in one
@@ -224,7 +226,8 @@ def test_a_run_continues_on_a_new_machine_from_the_store_alone(bins: Binaries, b
         assert done[rid]["attempt"] == 1, done[rid]
         assert [entry["attempt"] for entry in launches] == [0, 1], launches
     log = (base / "b.log").read_text()
-    assert "taking the run over" in log and "restored rollouts from a checkpoint" in log, log
+    assert "taking the run over" in log, log
+    assert "restored rollouts from a checkpoint" in log, log
 
 
 def test_an_old_holder_that_comes_back_is_fenced(bins: Binaries, base: Path) -> None:
@@ -258,7 +261,9 @@ def test_an_old_holder_that_comes_back_is_fenced(bins: Binaries, base: Path) -> 
         if a.poll() is None:
             a.kill()
     a_log = (base / "a.log").read_text()
-    assert code != 0 and "fenced" in a_log and "taken over" in a_log, a_log[-4000:]
+    assert code != 0, a_log[-4000:]
+    assert "fenced" in a_log, a_log[-4000:]
+    assert "taken over" in a_log, a_log[-4000:]
     assert b.wait(timeout=LIMIT_S) == 0, (base / "b.log").read_text()[-4000:]
     every_task_once(new, ids)
     # The old directory may not drive the run again.
@@ -270,7 +275,8 @@ def test_an_old_holder_that_comes_back_is_fenced(bins: Binaries, base: Path) -> 
         timeout=LIMIT_S,
         check=False,
     )
-    assert again.returncode != 0 and "taken over" in again.stderr.decode(), again.stderr.decode()
+    assert again.returncode != 0, again.stderr.decode()
+    assert "taken over" in again.stderr.decode(), again.stderr.decode()
     subprocess.run([bins.rollpoint, "sweep", old], env=env(bins), capture_output=True, check=False)
 
 
@@ -347,7 +353,8 @@ def test_sigterm_with_a_grace_period_fits_skips_or_abandons_the_stop_checkpoint(
     )
     assert len(after) == len(before) + 1, (before, after)
     stopped = [e for e in events(run_dir) if e["kind"] == "stopped"]
-    assert stopped and stopped[-1]["checkpoint"], stopped
+    assert stopped, events(run_dir)
+    assert stopped[-1]["checkpoint"], stopped
     resume_to_the_end(bins, run_dir, ["count-0"], base / "fits" / "resume.log")
 
     # Cannot fit: the last checkpoint (a 64 MiB sandbox archived) took longer than the
@@ -356,7 +363,8 @@ def test_sigterm_with_a_grace_period_fits_skips_or_abandons_the_stop_checkpoint(
     run_dir, text, before, after = stop_with_grace(
         bins, base / "skip", "r", [big_counter("big-0")], grace_s=1, every_s=3
     )
-    assert "would take about" in text and "stopping without a stop checkpoint" in text, text[-4000:]
+    assert "would take about" in text, text[-4000:]
+    assert "stopping without a stop checkpoint" in text, text[-4000:]
     assert after == before
     resume_to_the_end(bins, run_dir, ["big-0"], base / "skip" / "resume.log")
 
@@ -371,7 +379,8 @@ def test_sigterm_with_a_grace_period_fits_skips_or_abandons_the_stop_checkpoint(
         every_s=0,
     )
     assert "abandoned: the 1.0 s grace period after SIGTERM ran out" in text, text[-4000:]
-    assert before == [] and after == [], after
+    assert before == [], before
+    assert after == [], after
     resume_to_the_end(
         bins, run_dir, [f"big-{n}" for n in range(3)], base / "abandon" / "resume.log"
     )
