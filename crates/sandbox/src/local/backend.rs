@@ -185,8 +185,18 @@ impl LocalBackend {
             options.registry.clone(),
             interpreter(&options.supervisor),
         );
-        let digest = Sha256::digest(dir.as_os_str().as_encoded_bytes());
-        let key = format!("{digest:x}")[..12].to_owned();
+        // The path alone does not tell runs apart on a host: containers see different
+        // directories at one path. The directory's device and inode do.
+        let meta = std::fs::metadata(&dir).map_err(|source| Error::Setup {
+            sandbox: "-".into(),
+            what: format!("read {}", dir.display()),
+            source,
+        })?;
+        let mut hasher = Sha256::new();
+        hasher.update(dir.as_os_str().as_encoded_bytes());
+        hasher.update(std::os::unix::fs::MetadataExt::dev(&meta).to_le_bytes());
+        hasher.update(std::os::unix::fs::MetadataExt::ino(&meta).to_le_bytes());
+        let key = format!("{:x}", hasher.finalize())[..12].to_owned();
         let ids = ids::range_of(&dir, &options.id_claims)?;
         Ok(Self {
             dir,
