@@ -76,6 +76,29 @@ fn read_local(run_dir: &Path) -> Result<Option<LocalClaim>, RunError> {
     }
 }
 
+/// Whether any checkpoint of the run was published in `store`.
+pub async fn published_any(store: &RemoteStore) -> Result<bool, RunError> {
+    rollpoint_checkpoint::store::remote::head(store)
+        .await
+        .map(|head| head.is_some())
+        .map_err(|e| fenced(store, e))
+}
+
+/// Waits until the newest claim's holder is gone; the claim to count on from.
+async fn take_over(store: &RemoteStore, lease: Duration) -> Result<Option<u64>, RunError> {
+    let poll = (lease / 10).clamp(Duration::from_millis(200), Duration::from_secs(5));
+    match claim::wait_gone(store, lease, poll)
+        .await
+        .map_err(|e| fenced(store, e))?
+    {
+        Holder::None => Ok(None),
+        Holder::Gone(c) => {
+            tracing::info!(store = %store.url(), holder = %c.holder, claim = c.seq, "taking the run over");
+            Ok(Some(c.seq))
+        }
+    }
+}
+
 /// Takes the run's claim on `store` for this process, as `how` allows, and records it in
 /// `RUN_DIR/claim.json`.
 pub async fn acquire(
@@ -88,6 +111,12 @@ pub async fn acquire(
     let newest = claim::newest(store).await.map_err(|e| fenced(store, e))?;
     let after = match (how, &newest) {
         (_, None) => None,
+        // A run that never published a checkpoint has nothing to continue: once its holder is
+        // gone (a start that crashed, a job preempted before its first checkpoint), it starts
+        // again in the same store.
+        (Acquire::Start, Some(_)) if !published_any(store).await? => {
+            take_over(store, lease).await?
+        }
         (Acquire::Start, Some(c)) => {
             return Err(RunError::setup(
                 "checkpoint store claim",
@@ -134,19 +163,7 @@ pub async fn acquire(
                 }
             }
         }
-        (Acquire::TakeOver, Some(_)) => {
-            let poll = (lease / 10).clamp(Duration::from_millis(200), Duration::from_secs(5));
-            match claim::wait_gone(store, lease, poll)
-                .await
-                .map_err(|e| fenced(store, e))?
-            {
-                Holder::None => None,
-                Holder::Gone(c) => {
-                    tracing::info!(store = %url, holder = %c.holder, claim = c.seq, "taking the run over");
-                    Some(c.seq)
-                }
-            }
-        }
+        (Acquire::TakeOver, Some(_)) => take_over(store, lease).await?,
     };
     let mine = claim::take(store, holder_id(), after, unix_ms())
         .await
@@ -154,7 +171,7 @@ pub async fn acquire(
     claim::beat(store, &mine, 0, false, unix_ms())
         .await
         .map_err(|e| fenced(store, e))?;
-    if how == Acquire::TakeOver {
+    if after.is_some() {
         // A holder that was only silent (a partition, a frozen machine) may still be about to
         // publish: moving the publish markers past its count fences it at once, before its
         // heartbeat tells it to stop.

@@ -30,12 +30,10 @@ pub fn open_store(
     Ok((store, options))
 }
 
-/// Whether `store` holds a run: some process ever claimed it.
+/// Whether `store` holds a run to continue: a checkpoint of it was published. (A run claimed
+/// but never checkpointed starts again: `rollpoint run` takes it over.)
 pub async fn holds_run(store: &RemoteStore) -> Result<bool, RunError> {
-    rollpoint_checkpoint::store::claim::newest(store)
-        .await
-        .map(|c| c.is_some())
-        .map_err(|e| RunError::setup("checkpoint store", format!("{}: {e}", store.url())))
+    lease::published_any(store).await
 }
 
 /// `rollpoint resume --from`: makes `run_dir` (absent or empty) from the store's newest

@@ -56,11 +56,12 @@ pub fn run(args: &ResumeArgs) -> anyhow::Result<()> {
         let inputs = inputs(&args.control, &args.stop)?;
         let ending = match &args.from {
             Some(url) => {
+                // This machine's supervisor: the one the run used was another machine's.
                 rollpoint_run::resume_from(
                     url,
                     args.store_options.as_deref(),
                     run_dir,
-                    args.supervisor.clone(),
+                    Some(super::locate::supervisor(args.supervisor.as_ref())?),
                     harness_env()?,
                     inputs,
                 )
