@@ -250,3 +250,43 @@ async fn a_gateway_whose_owner_dies_records_the_call_upstream_refuses_new_ones_a
         "the refused call never went upstream"
     );
 }
+
+/// A gateway its owner started is signalled with the whole job (a scheduler's SIGTERM, a
+/// terminal's SIGINT): it goes on serving, since the owner's stop checkpoint still needs it, and
+/// stops when the owner sends SIGUSR2.
+#[test]
+fn a_gateway_with_an_owner_ignores_the_jobs_sigterm_and_stops_on_sigusr2() {
+    let dir = tempfile::tempdir().unwrap();
+    let port_file = dir.path().join("port");
+    // The owner: a shell that starts the gateway as its child, waits for it, and says how it
+    // ended.
+    let owner = Command::new("/bin/sh")
+        .arg("-c")
+        .arg(r#""$0" gateway --owner $$ --open-keys --upstream http://127.0.0.1:9 --db "$1" --port-file "$2" 2>"$3" & echo $!; wait $!; echo "exit $?""#)
+        .arg(cargo_bin("rollpoint"))
+        .arg(dir.path().join("ledger.db"))
+        .arg(&port_file)
+        .arg(dir.path().join("gateway.log"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let port = wait_for_port(&port_file);
+    let mut out = std::io::BufReader::new(owner.stdout.unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut out, &mut line).unwrap();
+    let gateway = nix::unistd::Pid::from_raw(line.trim().parse().unwrap());
+    for sig in [nix::sys::signal::SIGTERM, nix::sys::signal::SIGINT] {
+        nix::sys::signal::kill(gateway, sig).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let alive = std::net::TcpStream::connect(("127.0.0.1", port));
+    assert!(alive.is_ok(), "the gateway stopped on the job's signal");
+    nix::sys::signal::kill(gateway, nix::sys::signal::SIGUSR2).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    assert_eq!(rest.trim(), "exit 0", "the gateway stops on SIGUSR2");
+    let log = std::fs::read_to_string(dir.path().join("gateway.log")).unwrap();
+    assert!(log.contains("signal=\"SIGTERM\""), "{log}");
+    assert!(log.contains("signal=\"SIGINT\""), "{log}");
+}

@@ -95,7 +95,7 @@ const DRAIN: Duration = Duration::from_secs(600);
 const BIND_WAIT: Duration = Duration::from_secs(30);
 /// How long a gateway may take to start listening.
 const START: Duration = Duration::from_secs(60);
-/// How long a gateway may take to stop after SIGTERM before it is killed.
+/// How long a gateway may take to stop once asked (SIGUSR2) before it is killed.
 const STOP: Duration = Duration::from_secs(30);
 
 /// `RUN_DIR/gateway/process.json`.
@@ -450,10 +450,12 @@ impl GatewayProcess {
             })
     }
 
-    /// Stops the gateway (SIGTERM; SIGKILL after a while) and waits for it.
+    /// Stops the gateway (SIGUSR2, the signal a gateway with `--owner` stops on: it ignores
+    /// SIGTERM and SIGINT, which a scheduler or a terminal sends the whole job; SIGKILL after
+    /// a while) and waits for it.
     pub async fn stop(mut self) {
         let pid = Pid::from_raw(i32::try_from(self.pid).unwrap_or(i32::MAX));
-        let _gone = kill(pid, Signal::SIGTERM);
+        let _gone = kill(pid, Signal::SIGUSR2);
         if tokio::time::timeout(STOP, self.child.wait()).await.is_err() {
             tracing::warn!(
                 pid = self.pid,

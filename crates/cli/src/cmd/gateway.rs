@@ -155,13 +155,40 @@ pub struct GatewayArgs {
     #[arg(long, requires = "run_dir")]
     control_token_file: Option<PathBuf>,
     /// The process this gateway serves (its parent): when it is gone, take no new call,
-    /// record the calls in flight and exit.
+    /// record the calls in flight and exit. SIGTERM and SIGINT are then ignored (a scheduler
+    /// or a terminal signals the whole job, and the owner's stop checkpoint still needs the
+    /// gateway); the owner stops it with SIGUSR2.
     #[arg(long, value_parser = super::number::whole::<u32>(1, i32::MAX as u64))]
     owner: Option<u32>,
     /// After the owner is gone, wait at most this many seconds (0..=3600) for calls in
     /// flight to be recorded.
     #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(0..=MAX_WAIT_S))]
     drain_s: u64,
+}
+
+/// Resolves when the gateway is asked to stop: SIGTERM or SIGINT, or with an owner SIGUSR2
+/// alone (SIGTERM and SIGINT are logged and ignored: they were sent to the whole job, and the
+/// owner stops the gateway after its stop checkpoint).
+async fn stop_signal(owner: Option<u32>) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Some(owner) = owner else {
+        return super::model_script::stop_signal().await;
+    };
+    let mut usr2 = signal(SignalKind::user_defined2()).context("failed to watch SIGUSR2")?;
+    let mut term = signal(SignalKind::terminate()).context("failed to watch SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("failed to watch SIGINT")?;
+    loop {
+        let name = tokio::select! {
+            _ = usr2.recv() => return Ok(()),
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!(
+            signal = name,
+            owner,
+            "ignored: the gateway stops when its owner stops it or is gone"
+        );
+    }
 }
 
 /// Binds `addr`, retrying while it is in use for up to `wait`.
@@ -413,7 +440,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         };
         tokio::select! {
             r = &mut serving => r.context("gateway server task failed")?.context("gateway server failed")?,
-            r = super::model_script::stop_signal() => r?,
+            r = stop_signal(args.owner) => r?,
             () = owner => {
                 let pid = args.owner.unwrap_or_default();
                 tracing::warn!(
