@@ -31,9 +31,7 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
-import time
 import tomllib
 import urllib.request
 from collections import Counter
@@ -46,6 +44,7 @@ import kubernetes_validate
 import kubernetes_validate.utils
 import pytest
 import yaml
+from support import Services, binaries
 
 from rollpoint.ray import RollpointCluster
 
@@ -355,50 +354,6 @@ def accepted(*command: str) -> frozenset[str]:
     found = frozenset(re.findall(r"(?m)^\s+(?:-\w, )?(--[a-z0-9][a-z0-9-]*)", done.stdout))
     assert "--help" in found, done.stdout
     return found
-
-
-class Services:
-    """rollpoint services on loopback, each writing its port to a file; all stopped at the end."""
-
-    def __init__(self, work: Path) -> None:
-        self.work = work
-        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
-
-    def log(self, name: str) -> str:
-        return (self.work / f"{name}.log").read_text(errors="replace")[-4000:]
-
-    def start(self, name: str, args: list[str]) -> int:
-        port_file = self.work / f"{name}.port"
-        with (self.work / f"{name}.log").open("wb") as log:
-            child = subprocess.Popen(
-                [str(rollpoint()), *args, "--listen", "127.0.0.1:0", "--port-file", port_file],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-            )
-        self.children.append((name, child))
-        end = time.monotonic() + 60
-        while True:
-            try:
-                return int(port_file.read_text().strip())
-            except (OSError, ValueError):
-                pass
-            if child.poll() is not None:
-                pytest.fail(f"{name} exited {child.returncode}:\n{self.log(name)}")
-            if time.monotonic() > end:
-                pytest.fail(f"{name} did not listen within 60 s:\n{self.log(name)}")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        while self.children:
-            _, child = self.children.pop()
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-            try:
-                child.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
 
 
 def status_without_token(port: int, path: str) -> int:
@@ -750,7 +705,7 @@ def test_services_and_readiness_probes(base: list[Doc], tmp_path: Path) -> None:
     token.write_text("deploy-test-token\n")
     token.chmod(0o600)
     (tmp_path / "gateway").mkdir()
-    services = Services(tmp_path)
+    services = Services(binaries(), tmp_path)
     try:
         gateway = services.start(
             "gateway",
@@ -768,6 +723,8 @@ def test_services_and_readiness_probes(base: list[Doc], tmp_path: Path) -> None:
                 str(tmp_path / "gateway"),
                 "--control-token-file",
                 str(token),
+                "--listen",
+                "127.0.0.1:0",
             ],
         )
         agent = services.start(
@@ -783,6 +740,8 @@ def test_services_and_readiness_probes(base: list[Doc], tmp_path: Path) -> None:
                 "http://127.0.0.1:9",
                 "--gateway",
                 f"http://127.0.0.1:{gateway}",
+                "--listen",
+                "127.0.0.1:0",
             ],
         )
         coordinator = services.start(
@@ -798,6 +757,8 @@ def test_services_and_readiness_probes(base: list[Doc], tmp_path: Path) -> None:
                 f"model=http://127.0.0.1:{gateway}",
                 "--participant",
                 f"agent=http://127.0.0.1:{agent}",
+                "--listen",
+                "127.0.0.1:0",
             ],
         )
         ports = {"gateway": gateway, "agent": agent, "coordinator": coordinator}

@@ -41,14 +41,7 @@ def base(bins: Binaries) -> Iterator[Path]:
     yield path
     # A run a failed test left behind: its sandboxes torn down before the directory goes.
     for state in [*path.glob("*/run.json"), *path.glob("*/*/run.json")]:
-        subprocess.run(
-            [bins.rollpoint, "sweep", state.parent],
-            env=env(bins),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=LIMIT_S,
-            check=False,
-        )
+        command(bins, [bins.rollpoint, "sweep", state.parent])
     remove_tree(path)
 
 
@@ -104,6 +97,18 @@ def start(argv: list[Any], bins: Binaries, log: Path) -> subprocess.Popen[bytes]
     )
 
 
+def command(bins: Binaries, argv: list[Any]) -> subprocess.CompletedProcess[bytes]:
+    """Runs ``argv`` to its end, output captured."""
+    return subprocess.run(
+        [str(a) for a in argv],
+        env=env(bins),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=LIMIT_S,
+        check=False,
+    )
+
+
 def published(store: Path) -> list[str]:
     d = store / "publish"
     return sorted(p.name for p in d.glob("*.json")) if d.is_dir() else []
@@ -140,14 +145,8 @@ def lose_machine(bins: Binaries, child: subprocess.Popen[bytes], run_dir: Path) 
         pid = json.loads(record.read_text())["pid"]
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    subprocess.run(
-        [bins.rollpoint, "sweep", run_dir],
-        env=env(bins),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=LIMIT_S,
-        check=True,
-    )
+    swept = command(bins, [bins.rollpoint, "sweep", run_dir])
+    assert swept.returncode == 0, swept.stderr.decode()
     remove_tree(run_dir)
     assert not run_dir.exists(), f"{run_dir} could not be deleted"
 
@@ -197,13 +196,9 @@ def test_a_run_continues_on_a_new_machine_from_the_store_alone(bins: Binaries, b
     )
     # A second machine while the first drives the run: fenced, and it makes nothing.
     third = base / "c"
-    c = subprocess.run(
+    c = command(
+        bins,
         elsewhere([bins.rollpoint, "resume", "--from", f"file://{base}/store", "--run-dir", third]),
-        env=env(bins),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=LIMIT_S,
-        check=False,
     )
     err = c.stderr.decode()
     assert c.returncode != 0, err
@@ -267,17 +262,10 @@ def test_an_old_holder_that_comes_back_is_fenced(bins: Binaries, base: Path) -> 
     assert b.wait(timeout=LIMIT_S) == 0, (base / "b.log").read_text()[-4000:]
     every_task_once(new, ids)
     # The old directory may not drive the run again.
-    again = subprocess.run(
-        [bins.rollpoint, "resume", old],
-        env=env(bins),
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        timeout=LIMIT_S,
-        check=False,
-    )
+    again = command(bins, [bins.rollpoint, "resume", old])
     assert again.returncode != 0, again.stderr.decode()
     assert "taken over" in again.stderr.decode(), again.stderr.decode()
-    subprocess.run([bins.rollpoint, "sweep", old], env=env(bins), capture_output=True, check=False)
+    command(bins, [bins.rollpoint, "sweep", old])
 
 
 def big_counter(rid: str) -> dict[str, Any]:
@@ -384,3 +372,31 @@ def test_sigterm_with_a_grace_period_fits_skips_or_abandons_the_stop_checkpoint(
     resume_to_the_end(
         bins, run_dir, [f"big-{n}" for n in range(3)], base / "abandon" / "resume.log"
     )
+
+
+def test_a_run_that_never_published_starts_again_in_its_store(bins: Binaries, base: Path) -> None:
+    ids = ["count-0"]
+    tasks_file, config = write_run(base, [launch_counter("count-0", lines=8)], checkpoint_every_s=0)
+    old = base / "a"
+    a = start(
+        [bins.rollpoint, "run", tasks_file, "--config", config, "--run-dir", old],
+        bins,
+        base / "a.log",
+    )
+    wait_for("the launch", lambda: "launch started" in (base / "a.log").read_text(), base / "a.log")
+    assert published(base / "store") == []
+    lose_machine(bins, a, old)
+    # The claim is there and no checkpoint: `--or-resume` starts the run again in the same
+    # store once the old holder's lease has run out.
+    new = base / "b"
+    done = command(
+        bins,
+        elsewhere(
+            [bins.rollpoint, "run", tasks_file, "--config", config, "--run-dir", new, "--or-resume"]
+        ),
+    )
+    err = done.stderr.decode()
+    assert done.returncode == 0, err[-4000:]
+    assert "taking the run over" in err, err[-4000:]
+    row = every_task_once(new, ids)["count-0"]
+    assert row["attempt"] == 0, row

@@ -130,21 +130,13 @@ pub async fn run(
     }
     // The run's claim on its checkpoint store before anything is written: a store another
     // run holds is refused.
-    let keeper = match config.open_checkpoint_store()? {
-        Some(store) => {
-            let lease = Duration::from_secs(config.store_lease_s);
-            let claim =
-                crate::lease::acquire(&store, &run_dir, crate::lease::Acquire::Start, lease)
-                    .await?;
-            Some(crate::lease::keep(
-                store,
-                claim,
-                lease,
-                inputs.loop_tx.clone(),
-            ))
-        }
-        None => None,
-    };
+    let keeper = crate::lease::hold(
+        &config,
+        &run_dir,
+        crate::lease::Acquire::Start,
+        &inputs.loop_tx,
+    )
+    .await?;
     // The state first, so a run killed while its stack starts can be resumed; its gateway
     // port (0: not chosen yet) is settled once the gateway listens, before any launch.
     let mut state = RunState {

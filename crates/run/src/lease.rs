@@ -193,6 +193,22 @@ pub async fn acquire(
     Ok(mine)
 }
 
+/// With a checkpoint store in `config`: the run's claim taken as `how` allows and its heartbeat
+/// started, telling the loop through `loop_tx` if it is fenced.
+pub async fn hold(
+    config: &crate::config::RunConfig,
+    run_dir: &Path,
+    how: Acquire,
+    loop_tx: &mpsc::UnboundedSender<Signal>,
+) -> Result<Option<Keeper>, RunError> {
+    let Some(store) = config.open_checkpoint_store()? else {
+        return Ok(None);
+    };
+    let lease = Duration::from_secs(config.store_lease_s);
+    let claim = acquire(&store, run_dir, how, lease).await?;
+    Ok(Some(keep(store, claim, lease, loop_tx.clone())))
+}
+
 /// The heartbeat of a claim this process holds. Dropping it stops the heartbeat without
 /// releasing the claim (a crash looks the same to the store).
 #[derive(Debug)]

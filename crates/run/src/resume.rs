@@ -251,21 +251,13 @@ pub async fn resume(
         .map(|r| r.rollout)
         .collect();
     // This directory's claim on the checkpoint store first: one taken over is fenced.
-    let keeper = match state.config.open_checkpoint_store()? {
-        Some(store) => {
-            let lease = Duration::from_secs(state.config.store_lease_s);
-            let claim =
-                crate::lease::acquire(&store, &run_dir, crate::lease::Acquire::Resume, lease)
-                    .await?;
-            Some(crate::lease::keep(
-                store,
-                claim,
-                lease,
-                inputs.loop_tx.clone(),
-            ))
-        }
-        None => None,
-    };
+    let keeper = crate::lease::hold(
+        &state.config,
+        &run_dir,
+        crate::lease::Acquire::Resume,
+        &inputs.loop_tx,
+    )
+    .await?;
     fetch_published(&run_dir, &state.config).await?;
     let source = choose_source(&run_dir, checkpoint)?;
     let supervisor = supervisor
