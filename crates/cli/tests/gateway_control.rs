@@ -260,7 +260,7 @@ fn a_gateway_with_an_owner_ignores_the_jobs_sigterm_and_stops_on_sigusr2() {
     let port_file = dir.path().join("port");
     // The owner: a shell that starts the gateway as its child, waits for it, and says how it
     // ended.
-    let owner = Command::new("/bin/sh")
+    let mut owner = Command::new("/bin/sh")
         .arg("-c")
         .arg(r#""$0" gateway --owner $$ --open-keys --upstream http://127.0.0.1:9 --db "$1" --port-file "$2" 2>"$3" & echo $!; wait $!; echo "exit $?""#)
         .arg(cargo_bin("rollpoint"))
@@ -272,7 +272,7 @@ fn a_gateway_with_an_owner_ignores_the_jobs_sigterm_and_stops_on_sigusr2() {
         .spawn()
         .unwrap();
     let port = wait_for_port(&port_file);
-    let mut out = std::io::BufReader::new(owner.stdout.unwrap());
+    let mut out = std::io::BufReader::new(owner.stdout.take().unwrap());
     let mut line = String::new();
     std::io::BufRead::read_line(&mut out, &mut line).unwrap();
     let gateway = nix::unistd::Pid::from_raw(line.trim().parse().unwrap());
@@ -286,6 +286,7 @@ fn a_gateway_with_an_owner_ignores_the_jobs_sigterm_and_stops_on_sigusr2() {
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
     assert_eq!(rest.trim(), "exit 0", "the gateway stops on SIGUSR2");
+    assert!(owner.wait().unwrap().success());
     let log = std::fs::read_to_string(dir.path().join("gateway.log")).unwrap();
     assert!(log.contains("signal=\"SIGTERM\""), "{log}");
     assert!(log.contains("signal=\"SIGINT\""), "{log}");
