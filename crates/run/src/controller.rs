@@ -393,30 +393,27 @@ impl Loop {
             continues: self.continues.clone(),
             stop,
         };
-        let definition = match &self.stack.remote {
-            Some(store) => crate::definition::publish(store, &self.run_dir, &self.state, &id)
-                .await
-                .map_err(|source| rollpoint_checkpoint::CoordinatorError::Store {
-                    checkpoint: id.clone(),
-                    source,
-                }),
-            None => Ok(()),
-        };
-        let taken = match definition {
-            Ok(()) => {
-                let checkpoint = self.stack.coordinator.checkpoint_held(&plan, hold);
-                match &self.grace {
-                    None => checkpoint.await,
-                    Some((asked, grace)) => tokio::select! {
-                        taken = checkpoint => taken,
-                        () = grace_over(asked.clone(), *grace) => Err(rollpoint_checkpoint::CoordinatorError::NotPrepared {
-                            checkpoint: id.clone(),
-                            detail: format!("abandoned: the {:.1} s grace period after SIGTERM ran out", grace.as_secs_f64()),
-                        }),
-                    },
-                }
+        // With a store, the run's definition goes first, so the publish marker implies it.
+        let checkpoint = async {
+            if let Some(store) = &self.stack.remote {
+                crate::definition::publish(store, &self.run_dir, &self.state, &id)
+                    .await
+                    .map_err(|source| rollpoint_checkpoint::CoordinatorError::Store {
+                        checkpoint: id.clone(),
+                        source,
+                    })?;
             }
-            Err(e) => Err(e),
+            self.stack.coordinator.checkpoint_held(&plan, hold).await
+        };
+        let taken = match &self.grace {
+            None => checkpoint.await,
+            Some((asked, grace)) => tokio::select! {
+                taken = checkpoint => taken,
+                () = grace_over(asked.clone(), *grace) => Err(rollpoint_checkpoint::CoordinatorError::NotPrepared {
+                    checkpoint: id.clone(),
+                    detail: format!("abandoned: the {:.1} s grace period after SIGTERM ran out", grace.as_secs_f64()),
+                }),
+            },
         };
         let done = match taken {
             Ok(done) => done,
@@ -460,8 +457,6 @@ impl Loop {
         Ok(reply)
     }
 
-    /// A checkpoint that stops the run: everything it could not save is
-    /// torn down too.
     /// SIGTERM: the stop checkpoint, but with `grace` only if the last checkpoint's time says
     /// it fits what is left of it, and abandoned (not published: the publish point is its
     /// last step) when it does not finish in time. Either way the run ends (exit 75).
@@ -526,6 +521,8 @@ impl Loop {
         Ok(Ending::StoppedWithout { latest, why })
     }
 
+    /// A checkpoint that stops the run: everything it could not save is
+    /// torn down too.
     pub(crate) async fn stop(
         &mut self,
         id: Option<String>,
