@@ -151,6 +151,19 @@ def lose_machine(bins: Binaries, child: subprocess.Popen[bytes], run_dir: Path) 
     assert not run_dir.exists(), f"{run_dir} could not be deleted"
 
 
+def take_over(bins: Binaries, base: Path, new: Path) -> subprocess.Popen[bytes]:
+    """``resume --from`` the store into ``new`` on "another machine", once it holds the run's
+    claim (its log is ``base/b.log``)."""
+    log = base / "b.log"
+    child = start(
+        elsewhere([bins.rollpoint, "resume", "--from", f"file://{base}/store", "--run-dir", new]),
+        bins,
+        log,
+    )
+    wait_for("the takeover", lambda: "holding the run's claim" in log.read_text(), log)
+    return child
+
+
 def every_task_once(run_dir: Path, ids: list[str]) -> dict[str, dict[str, Any]]:
     got = rows(run_dir)
     assert sorted(r["rollout"] for r in got) == sorted(ids), got
@@ -184,16 +197,7 @@ def test_a_run_continues_on_a_new_machine_from_the_store_alone(bins: Binaries, b
     lose_machine(bins, a, old)
 
     new = base / "b"
-    b = start(
-        elsewhere([bins.rollpoint, "resume", "--from", f"file://{base}/store", "--run-dir", new]),
-        bins,
-        base / "b.log",
-    )
-    wait_for(
-        "the takeover",
-        lambda: (new / "run.json").exists() and (new / "claim.json").exists(),
-        base / "b.log",
-    )
+    b = take_over(bins, base, new)
     # A second machine while the first drives the run: fenced, and it makes nothing.
     third = base / "c"
     c = command(
@@ -239,16 +243,7 @@ def test_an_old_holder_that_comes_back_is_fenced(bins: Binaries, base: Path) -> 
     # its heartbeat has been still for a lease.
     a.send_signal(signal.SIGSTOP)
     new = base / "b"
-    b = start(
-        elsewhere([bins.rollpoint, "resume", "--from", f"file://{base}/store", "--run-dir", new]),
-        bins,
-        base / "b.log",
-    )
-    wait_for(
-        "the takeover",
-        lambda: "holding the run's claim" in (base / "b.log").read_text(),
-        base / "b.log",
-    )
+    b = take_over(bins, base, new)
     a.send_signal(signal.SIGCONT)
     try:
         code = a.wait(timeout=LIMIT_S)
