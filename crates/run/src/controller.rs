@@ -38,10 +38,14 @@ async fn grace_over(mut asked: watch::Receiver<Option<Instant>>, grace: Duration
     let Ok(at) = asked.wait_for(Option::is_some).await.map(|at| *at) else {
         return std::future::pending().await;
     };
-    let margin = Duration::from_secs(1).min(grace / 4);
     if let Some(at) = at {
-        tokio::time::sleep_until((at + grace.saturating_sub(margin)).into()).await;
+        tokio::time::sleep_until((at + grace.saturating_sub(teardown_margin(grace))).into()).await;
     }
+}
+
+/// What a grace period keeps for tearing down after a checkpoint (sandboxes, the gateway).
+fn teardown_margin(grace: Duration) -> Duration {
+    Duration::from_secs(1).min(grace / 4)
 }
 
 /// A checkpoint the coordinator did not take (everyone was resumed).
@@ -470,11 +474,9 @@ impl Loop {
             self.stack.shutdown().await;
             return Ok(Ending::Stopped { checkpoint: id });
         };
-        // Kept for tearing down after the checkpoint (sandboxes, the gateway).
-        let margin = Duration::from_secs(1).min(grace / 4);
         let left = grace
             .saturating_sub(received.elapsed())
-            .saturating_sub(margin);
+            .saturating_sub(teardown_margin(grace));
         let estimate = self
             .progress
             .last_checkpoint

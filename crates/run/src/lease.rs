@@ -49,7 +49,8 @@ pub enum Acquire {
     TakeOver,
 }
 
-fn fenced(store: &RemoteStore, e: StoreError) -> RunError {
+/// A store error met while taking or keeping the claim, naming the store.
+fn claim_error(store: &RemoteStore, e: StoreError) -> RunError {
     RunError::setup("checkpoint store claim", format!("{}: {e}", store.url()))
 }
 
@@ -81,7 +82,7 @@ pub async fn published_any(store: &RemoteStore) -> Result<bool, RunError> {
     rollpoint_checkpoint::store::remote::head(store)
         .await
         .map(|head| head.is_some())
-        .map_err(|e| fenced(store, e))
+        .map_err(|e| claim_error(store, e))
 }
 
 /// Waits until the newest claim's holder is gone; the claim to count on from.
@@ -89,7 +90,7 @@ async fn take_over(store: &RemoteStore, lease: Duration) -> Result<Option<u64>, 
     let poll = (lease / 10).clamp(Duration::from_millis(200), Duration::from_secs(5));
     match claim::wait_gone(store, lease, poll)
         .await
-        .map_err(|e| fenced(store, e))?
+        .map_err(|e| claim_error(store, e))?
     {
         Holder::None => Ok(None),
         Holder::Gone(c) => {
@@ -108,7 +109,9 @@ pub async fn acquire(
     lease: Duration,
 ) -> Result<Claim, RunError> {
     let url = store.url().to_string();
-    let newest = claim::newest(store).await.map_err(|e| fenced(store, e))?;
+    let newest = claim::newest(store)
+        .await
+        .map_err(|e| claim_error(store, e))?;
     let after = match (how, &newest) {
         (_, None) => None,
         // A run that never published a checkpoint has nothing to continue: once its holder is
@@ -167,17 +170,17 @@ pub async fn acquire(
     };
     let mine = claim::take(store, holder_id(), after, unix_ms())
         .await
-        .map_err(|e| fenced(store, e))?;
+        .map_err(|e| claim_error(store, e))?;
     claim::beat(store, &mine, 0, false, unix_ms())
         .await
-        .map_err(|e| fenced(store, e))?;
+        .map_err(|e| claim_error(store, e))?;
     if after.is_some() {
         // A holder that was only silent (a partition, a frozen machine) may still be about to
         // publish: moving the publish markers past its count fences it at once, before its
         // heartbeat tells it to stop.
         let marker = rollpoint_checkpoint::store::remote::fence(store, unix_ms())
             .await
-            .map_err(|e| fenced(store, e))?;
+            .map_err(|e| claim_error(store, e))?;
         tracing::info!(store = %url, marker = ?marker, "publish markers moved past the old holder's");
     }
     let local = LocalClaim {

@@ -80,7 +80,7 @@ pub use progress::{Progress, Reporter};
 pub use results::{ResultsLog, read_results};
 pub use resume::resume;
 pub use state::{RUN_STATE_VERSION, RunState};
-pub use takeover::{holds_run, open_store, resume_from};
+pub use takeover::{holds_run, resume_from};
 pub use tasks::{TasksFile, load_tasks};
 
 /// Exit code of a run stopped by a signal after a checkpoint (EX_TEMPFAIL).

@@ -17,7 +17,7 @@ use crate::lease::{self, Acquire};
 
 /// Opens the store `url` names with the options file `options` (made absolute, so the run
 /// finds it again from anywhere).
-pub fn open_store(
+fn open_store(
     url: &str,
     options: Option<&Path>,
 ) -> Result<(RemoteStore, Option<PathBuf>), RunError> {

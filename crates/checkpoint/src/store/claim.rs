@@ -20,7 +20,7 @@ use bytes::Bytes;
 use rollpoint_remote::{Created, RemoteStore};
 use serde::{Deserialize, Serialize};
 
-use super::versioned;
+use super::{numbered, versioned};
 use crate::errors::StoreError;
 
 /// The claim and heartbeat format this build writes and reads.
@@ -54,44 +54,21 @@ pub struct Heartbeat {
 }
 
 fn claim_key(seq: u64) -> String {
-    format!("{CLAIM_PREFIX}/{seq:020}.json")
+    numbered::key(CLAIM_PREFIX, seq)
 }
 
 fn alive_key(seq: u64) -> String {
-    format!("{ALIVE_PREFIX}/{seq:020}.json")
-}
-
-fn object_path(store: &RemoteStore, key: &str) -> std::path::PathBuf {
-    std::path::PathBuf::from(format!("{}/{key}", store.url()))
+    numbered::key(ALIVE_PREFIX, seq)
 }
 
 /// The newest claim, if the run was ever claimed.
 pub async fn newest(store: &RemoteStore) -> Result<Option<Claim>, StoreError> {
-    let keys = store.list(CLAIM_PREFIX).await?;
-    let Some(seq) = keys
-        .iter()
-        .filter_map(|k| k.strip_prefix(CLAIM_PREFIX)?.strip_prefix('/'))
-        .filter_map(|name| name.strip_suffix(".json")?.parse::<u64>().ok())
-        .max()
-    else {
+    let Some(&seq) = numbered::seqs(store, CLAIM_PREFIX).await?.first() else {
         return Ok(None);
     };
-    let key = claim_key(seq);
-    let path = object_path(store, &key);
-    let bytes = store
-        .get(&key)
-        .await?
-        .ok_or_else(|| StoreError::invalid(path.clone(), "listed but gone"))?;
-    let claim: Claim = versioned::decode(&path, &bytes, CLAIM_VERSION)?;
-    if claim.seq != seq {
-        return Err(StoreError::Mismatch {
-            path,
-            field: "seq",
-            expected: seq.to_string(),
-            found: claim.seq.to_string(),
-        });
-    }
-    Ok(Some(claim))
+    numbered::read(store, CLAIM_PREFIX, seq, CLAIM_VERSION, |c: &Claim| c.seq)
+        .await
+        .map(Some)
 }
 
 /// Claim `seq`'s last heartbeat, if its holder wrote one.
@@ -100,7 +77,7 @@ pub async fn heartbeat(store: &RemoteStore, seq: u64) -> Result<Option<Heartbeat
     let Some(bytes) = store.get(&key).await? else {
         return Ok(None);
     };
-    versioned::decode(&object_path(store, &key), &bytes, CLAIM_VERSION).map(Some)
+    versioned::decode(&numbered::path(store, &key), &bytes, CLAIM_VERSION).map(Some)
 }
 
 /// Makes claim `after + 1` for `holder`, put-if-absent. Another process that made that claim

@@ -15,6 +15,7 @@
 
 pub mod claim;
 mod fsio;
+mod numbered;
 mod published;
 mod records;
 pub mod remote;

@@ -28,6 +28,7 @@ use rollpoint_remote::{Created, RemoteStore};
 use serde::{Deserialize, Serialize};
 
 use super::fsio;
+use super::numbered;
 use super::published::{CHECKPOINT_FILE, CHECKPOINT_VERSION, CheckpointDoc};
 use super::records::{MANIFEST_FILE, MANIFEST_VERSION, Manifest, participant_dir};
 use super::versioned;
@@ -50,7 +51,7 @@ pub struct Marker {
 }
 
 fn marker_key(seq: u64) -> String {
-    format!("{MARKER_PREFIX}/{seq:020}.json")
+    numbered::key(MARKER_PREFIX, seq)
 }
 
 fn checkpoint_key(id: &str) -> String {
@@ -174,35 +175,17 @@ pub async fn fence(store: &RemoteStore, now_unix_ms: u64) -> Result<Option<u64>,
 }
 
 async fn read_marker(store: &RemoteStore, seq: u64) -> Result<Marker, StoreError> {
-    let key = marker_key(seq);
-    let path = std::path::PathBuf::from(format!("{}/{key}", store.url()));
-    let bytes = store
-        .get(&key)
-        .await?
-        .ok_or_else(|| StoreError::invalid(path.clone(), "listed but gone"))?;
-    let marker: Marker = versioned::decode(&path, &bytes, MARKER_VERSION)?;
-    if marker.seq != seq {
-        return Err(StoreError::Mismatch {
-            path,
-            field: "seq",
-            expected: seq.to_string(),
-            found: marker.seq.to_string(),
-        });
-    }
+    let marker: Marker = numbered::read(store, MARKER_PREFIX, seq, MARKER_VERSION, |m: &Marker| {
+        m.seq
+    })
+    .await?;
     super::check_component("checkpoint", &marker.checkpoint)?;
     Ok(marker)
 }
 
 /// The numbers of every publish marker in the store, newest first.
 async fn marker_seqs(store: &RemoteStore) -> Result<Vec<u64>, StoreError> {
-    let keys = store.list(MARKER_PREFIX).await?;
-    let mut seqs: Vec<u64> = keys
-        .iter()
-        .filter_map(|k| k.strip_prefix(MARKER_PREFIX)?.strip_prefix('/'))
-        .filter_map(|name| name.strip_suffix(".json")?.parse().ok())
-        .collect();
-    seqs.sort_unstable_by(|a, b| b.cmp(a));
-    Ok(seqs)
+    numbered::seqs(store, MARKER_PREFIX).await
 }
 
 /// The newest publish marker's number, if any: where a coordinator starts counting.

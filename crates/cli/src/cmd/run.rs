@@ -421,7 +421,9 @@ async fn resume_instead(
     let Some(url) = &config.checkpoint_store else {
         return Ok(None);
     };
-    let (store, _) = rollpoint_run::open_store(url, config.checkpoint_store_options.as_deref())?;
+    let Some(store) = config.open_checkpoint_store()? else {
+        return Ok(None);
+    };
     if !rollpoint_run::holds_run(&store).await? {
         return Ok(None);
     }
