@@ -77,7 +77,7 @@ async fn measure(owner: &Arc<dyn Owner>, pauses: bool) -> (Vec<f64>, Vec<f64>) {
             seen.push(steps(owner, s).await);
         }
         let start = Instant::now();
-        runs.open();
+        runs.open().await;
         for (s, before) in sessions.iter().zip(seen) {
             while steps(owner, s).await <= before {
                 tokio::time::sleep(Duration::from_millis(1)).await;

@@ -28,6 +28,9 @@ pub struct Ctl {
     pub pauses: bool,
     pub cancel: bool,
     pub restart: bool,
+    /// The launch the run waits on, while it does: what a checkpoint's
+    /// batched pause freezes.
+    pub waiting: Option<rollpoint_owner::SessionLaunch>,
     pub status: RunStatus,
     /// The last recorded bookmark.
     pub bookmark: Bookmark,

@@ -24,6 +24,7 @@
 #![forbid(unsafe_code)]
 
 pub mod adapter;
+mod batch;
 pub mod bookmark;
 pub mod ctl;
 mod errors;

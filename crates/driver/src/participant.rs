@@ -177,9 +177,11 @@ impl Participant for AgentParticipant {
     fn close_admission<'a>(&'a self, _checkpoint: &'a str) -> BoxFuture<'a, HookResult<()>> {
         async move {
             *self.report.lock().unwrap_or_else(PoisonError::into_inner) = None;
+            // The running launches first, as one batch; then the park.
             // Before returning: a restore installs right after this, and an
             // installed run must stay at its bookmark until the checkpoint
             // opens (its forked sandbox may not be registered yet).
+            self.runs.pause_batch().await;
             self.runs.begin_park();
             let (runs, report, parked) = (
                 self.runs.clone(),
@@ -215,7 +217,7 @@ impl Participant for AgentParticipant {
                 task.abort();
             }
             *self.report.lock().unwrap_or_else(PoisonError::into_inner) = None;
-            self.runs.open();
+            self.runs.open().await;
             Ok(())
         }
         .boxed()

@@ -99,6 +99,7 @@ pub(crate) struct Runner {
     /// What the sandbox used, read before it was graded or closed.
     pub resources: Option<rollpoint_owner::ResourceUsage>,
     pub pauses: crate::metrics::PauseMetrics,
+    pub(crate) batch: Arc<crate::batch::Batch>,
 }
 
 impl Runner {
@@ -230,6 +231,11 @@ impl Runner {
             Duration::from_secs(s).saturating_sub(ran)
         });
         let started = tokio::time::Instant::now();
+        let waiting = machine.progress().map(|p| rollpoint_owner::SessionLaunch {
+            session: p.session.session.clone(),
+            launch_id: launch_id.to_owned(),
+        });
+        self.ctl.send_modify(|c| c.waiting = waiting);
         let event = tokio::select! {
             ended = dir.ended_or_lost() => match ended {
                 Ok(code) => Event::Ended { exit_code: code },
@@ -246,6 +252,7 @@ impl Runner {
             },
             () = sleep_for(left) => Event::TimedOut,
         };
+        self.ctl.send_modify(|c| c.waiting = None);
         self.ran
             .insert(launch_id.to_owned(), ran.saturating_add(started.elapsed()));
         if let Event::Ended { exit_code } = event
@@ -543,6 +550,25 @@ impl Runner {
                 reason: format!("launch {launch_id}: no session directory known"),
             });
         };
+        if !hold && let Some(receipt) = self.batch.paused(launch_id) {
+            // The checkpoint's batch took it: its receipt stands for the
+            // supervisor's (an ended launch is still asked below).
+            match receipt.outcome {
+                Outcome::Confirmed => {
+                    self.pauses.paused("confirmed", receipt.duration_us);
+                    return Event::Paused(PauseOutcome::Confirmed);
+                }
+                Outcome::Failed => {
+                    self.pauses.paused("failed", receipt.duration_us);
+                    return Event::Paused(PauseOutcome::Failed {
+                        reason: receipt
+                            .reason
+                            .unwrap_or_else(|| "the batched pause was not confirmed".to_owned()),
+                    });
+                }
+                Outcome::AlreadyEnded | Outcome::NotRunning => {}
+            }
+        }
         if hold && let Err(e) = dir.hold().await {
             return Event::Paused(PauseOutcome::Failed {
                 reason: e.to_string(),
@@ -618,6 +644,18 @@ impl Runner {
                 error: Some(format!("launch {launch_id}: no session directory known")),
             };
         };
+        if let Some(receipt) = self.batch.take_continued(launch_id) {
+            return Event::Continued {
+                error: match receipt.outcome {
+                    Outcome::Confirmed | Outcome::AlreadyEnded => None,
+                    outcome => Some(
+                        receipt
+                            .reason
+                            .unwrap_or_else(|| format!("continue: {outcome:?}")),
+                    ),
+                },
+            };
+        }
         if hold && let Err(e) = dir.release().await {
             return Event::Continued {
                 error: Some(e.to_string()),

@@ -141,6 +141,7 @@ struct Inner {
     /// The fleet is paused: runs registered now start parked in place.
     fleet: Mutex<bool>,
     pauses: crate::metrics::PauseMetrics,
+    batch: Arc<crate::batch::Batch>,
 }
 
 /// The registry of runs. Cheap to clone.
@@ -177,6 +178,7 @@ impl Runs {
                 parking: Mutex::new(false),
                 fleet: Mutex::new(false),
                 pauses: crate::metrics::PauseMetrics::default(),
+                batch: Arc::default(),
             }),
         })
     }
@@ -261,6 +263,7 @@ impl Runs {
             pauses: setup.pauses,
             cancel: false,
             restart: !setup.checkpointing,
+            waiting: None,
             status: RunStatus::Queued,
             bookmark: if setup.checkpointing {
                 exported
@@ -298,6 +301,7 @@ impl Runs {
             ran: Default::default(),
             resources: None,
             pauses: self.inner.pauses.clone(),
+            batch: Arc::clone(&self.inner.batch),
         };
         let slots = Arc::clone(&self.inner.slots);
         let (tx, rx) = oneshot::channel();
@@ -318,6 +322,29 @@ impl Runs {
             span,
         ));
         Ok(RunHandle { rollout, done: rx })
+    }
+
+    /// Pauses, as one batch through the owner, the launch of every running
+    /// run whose adapter pauses in place: what a checkpoint's prepare asks
+    /// of them all. Call before [`Runs::begin_park`]: each run then takes its
+    /// receipt instead of asking its supervisor (a launch the batch did not
+    /// take is asked as before), and [`Runs::open`] continues them as one
+    /// batch.
+    pub async fn pause_batch(&self) {
+        let launches = self
+            .runs()
+            .values()
+            .filter_map(|e| {
+                let c = e.ctl.borrow();
+                (c.pauses && !c.parks(c.pauses) && !c.cancel && c.status == RunStatus::Running)
+                    .then(|| c.waiting.clone())
+                    .flatten()
+            })
+            .collect();
+        self.inner
+            .batch
+            .pause(self.inner.owner.as_ref(), launches)
+            .await;
     }
 
     /// Asks every run to park and waits until each has parked (or is queued,
@@ -410,9 +437,14 @@ impl Runs {
             .collect()
     }
 
-    /// The checkpoint opened: paused launches continue in place, stopped
-    /// ones relaunch, held ones start.
-    pub fn open(&self) {
+    /// The checkpoint opened: paused launches continue in place (those the
+    /// batch paused, as one batch, first), stopped ones relaunch, held ones
+    /// start.
+    pub async fn open(&self) {
+        self.inner
+            .batch
+            .continue_all(self.inner.owner.as_ref())
+            .await;
         *self
             .inner
             .parking

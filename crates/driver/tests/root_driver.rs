@@ -139,7 +139,7 @@ async fn root_paused_launch_is_exported_and_continues_in_place_after_two_checkpo
             assert_eq!(p.launches[0].end, None);
             Bookmark::decode(&mark.encode()).unwrap();
             assert_frozen(&w.owner, &session).await;
-            runs.open();
+            runs.open().await;
             // Let it run a little between the checkpoints.
             let now = progress(&w.owner, &session).await;
             let end = Instant::now() + LIMIT;
@@ -177,11 +177,11 @@ async fn root_checkpoint_that_opens_before_the_run_wakes_finds_it_still_paused()
         let report = runs.request_park().await;
         assert_eq!(report.runs["early-open"], ParkState::Paused);
         // Open and park again before the run has woken from the first park.
-        runs.open();
+        runs.open().await;
         let report = runs.request_park().await;
         assert_eq!(report.runs["early-open"], ParkState::Paused, "{report:?}");
         assert_frozen(&w.owner, &session).await;
-        runs.open();
+        runs.open().await;
         let result = handle.result().await.unwrap();
         assert_eq!(result.status, Status::Verified, "{result:?}");
         assert_eq!(result.launches.len(), 1, "{result:?}");
@@ -253,7 +253,7 @@ async fn root_adapter_that_does_not_pause_is_stopped_and_relaunched() {
         assert!(p.resume);
         assert_eq!(p.launches[0].end, Some(LaunchEnd::Interrupted));
         assert_frozen(&w.owner, &session).await;
-        runs.open();
+        runs.open().await;
         let result = handle.result().await.unwrap();
         assert_eq!(result.status, Status::Verified, "{result:?}");
         assert_eq!(result.launches.len(), 2, "{result:?}");
@@ -280,7 +280,7 @@ async fn root_run_queued_for_a_slot_is_exported_at_its_seed() {
         let mark = bookmark_of(&runs, "queued");
         assert_eq!(mark.stage, Stage::Seed);
         assert_eq!(mark.attempt, 0);
-        runs.open();
+        runs.open().await;
         assert_eq!(first.result().await.unwrap().status, Status::Verified);
         let r = queued.result().await.unwrap();
         assert_eq!(r.status, Status::Verified, "{r:?}");
@@ -334,7 +334,7 @@ async fn root_command_adapter_pauses_in_place_and_an_ungraded_run_closes_its_ses
         assert_eq!(key, b"cmd 0\n", "the launch's capture key and attempt");
         assert_eq!(runs.request_park().await.runs["cmd"], ParkState::Paused);
         assert_frozen(&w.owner, &session).await;
-        runs.open();
+        runs.open().await;
         let result = handle.result().await.unwrap();
         assert_eq!(result.status, Status::Unverified, "{result:?}");
         assert_eq!(result.verdict, None);
@@ -392,7 +392,7 @@ async fn root_restart_is_never_parked_and_stops_its_sandbox() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let result = handle.result().await.unwrap();
-        runs.open();
+        runs.open().await;
         assert!(result.restart, "{result:?}");
         assert_eq!(result.status, Status::Unverified, "{result:?}");
         assert_eq!(result.launches[0].pauses, 0);
@@ -417,7 +417,7 @@ async fn root_launch_past_its_time_limit_is_stopped_and_graded_as_it_stands() {
         // A pause does not count against the limit.
         assert_eq!(runs.request_park().await.runs["slow"], ParkState::Paused);
         tokio::time::sleep(Duration::from_secs(3)).await;
-        runs.open();
+        runs.open().await;
         let result = handle.result().await.unwrap();
         assert_eq!(result.status, Status::Verified, "{result:?}");
         assert_eq!(result.reward, Some(0.0), "graded as it stands");

@@ -20,6 +20,11 @@ pub enum OwnerError {
         sandbox: String,
         source: Box<rollpoint_sandbox::Error>,
     },
+    #[error("a batch of {call}: {source}")]
+    Batch {
+        call: &'static str,
+        source: Box<rollpoint_sandbox::Error>,
+    },
     #[error("snapshot {snapshot}: not found")]
     NoSnapshot { snapshot: String },
     #[error("snapshot {snapshot}: {source}")]
@@ -132,7 +137,7 @@ impl OwnerError {
             Self::Unauthorized => "unauthorized",
             Self::TooLarge { .. } => "too_large",
             Self::Backend { .. } => "backend",
-            Self::SnapshotBackend { .. } => "backend",
+            Self::SnapshotBackend { .. } | Self::Batch { .. } => "backend",
             Self::NotCapturable { .. } => "not_capturable",
             Self::Setup { .. } => "setup",
             Self::Unprocessable { .. } => "unprocessable",

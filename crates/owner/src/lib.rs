@@ -34,7 +34,7 @@ pub use client::HttpOwner;
 pub use errors::OwnerError;
 pub use http::{BODY_LIMIT, OwnerApi, router, serve};
 pub use local::{LiveSession, LocalOwner};
-pub use owner::{Access, Launched, Owner, OwnerCounts, OwnerResult, SessionInfo};
+pub use owner::{Access, Launched, Owner, OwnerCounts, OwnerResult, SessionInfo, SessionLaunch};
 pub use participant::ResourcesParticipant;
 pub use record::{RECORD_VERSION, SessionRecord};
 /// What a session's sandbox used ([`Owner::usage`]).

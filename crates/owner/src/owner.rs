@@ -4,8 +4,10 @@
 
 use std::path::PathBuf;
 
+use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
+use rollpoint_proto::receipt::{Op, Outcome, Receipt};
 use serde::{Deserialize, Serialize};
 
 use crate::errors::OwnerError;
@@ -49,6 +51,13 @@ pub struct Launched {
     /// Host path of the launch's session directory.
     #[schema(value_type = String)]
     pub session_dir: PathBuf,
+}
+
+/// A launch of a session, as a batch of pauses names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionLaunch {
+    pub session: String,
+    pub launch_id: String,
 }
 
 /// Result of an owner call.
@@ -148,6 +157,30 @@ pub trait Owner: Send + Sync + std::fmt::Debug {
     fn restore(&self, record: SessionRecord) -> BoxFuture<'_, OwnerResult<Access>>;
 
     fn delete_snapshot<'a>(&'a self, snapshot: &'a str) -> BoxFuture<'a, OwnerResult<()>>;
+
+    /// Pauses the launches of many sessions as one step, as a checkpoint's
+    /// prepare asks of every rollout at once: per launch its receipt
+    /// (confirmed, or failed and undone), or `None` for one left to its
+    /// supervisor. An owner that does not batch (this default) leaves them all.
+    fn pause_launches<'a>(
+        &'a self,
+        launches: &'a [SessionLaunch],
+    ) -> BoxFuture<'a, OwnerResult<Vec<Option<Receipt>>>> {
+        futures_util::future::ready(Ok(vec![None; launches.len()])).boxed()
+    }
+
+    /// Continues launches [`Owner::pause_launches`] paused, as one step; a
+    /// receipt per launch, in order.
+    fn continue_launches<'a>(
+        &'a self,
+        launches: &'a [SessionLaunch],
+    ) -> BoxFuture<'a, OwnerResult<Vec<Receipt>>> {
+        let receipts = launches
+            .iter()
+            .map(|l| Receipt::no_action(Op::Continue, &l.launch_id, Outcome::NotRunning, None))
+            .collect();
+        futures_util::future::ready(Ok(receipts)).boxed()
+    }
 
     /// Sessions open and seeds starting now, for metrics (an owner that does not count
     /// says none).

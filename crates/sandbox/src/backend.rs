@@ -425,6 +425,13 @@ pub struct LaunchHandle {
     pub session: PathBuf,
 }
 
+/// A launch of a sandbox, as a batch of pauses names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LaunchRef {
+    pub sandbox: String,
+    pub launch_id: String,
+}
+
 /// A snapshot of one sandbox.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SnapshotRef {
@@ -459,6 +466,31 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// Starts a harness launch under its own supervisor.
     fn launch(&self, id: &str, req: &LaunchRequest) -> Result<LaunchHandle, Error>;
+
+    /// Pauses launches of many sandboxes as one step and writes their
+    /// receipts in one durable batch: per launch its receipt (confirmed, or
+    /// failed and undone), or `None` for one the backend leaves to its
+    /// supervisor (the pause a launch's supervisor makes is the way for it).
+    /// This default takes none.
+    fn pause_launches(
+        &self,
+        launches: &[LaunchRef],
+    ) -> Result<Vec<Option<rollpoint_proto::receipt::Receipt>>, Error> {
+        Ok(vec![None; launches.len()])
+    }
+
+    /// Continues launches [`Backend::pause_launches`] paused, as one step;
+    /// a receipt per launch, in order.
+    fn continue_launches(
+        &self,
+        launches: &[LaunchRef],
+    ) -> Result<Vec<rollpoint_proto::receipt::Receipt>, Error> {
+        use rollpoint_proto::receipt::{Op, Outcome, Receipt};
+        Ok(launches
+            .iter()
+            .map(|l| Receipt::no_action(Op::Continue, &l.launch_id, Outcome::NotRunning, None))
+            .collect())
+    }
 
     /// Writes a file at an in-sandbox path, atomically.
     fn upload(&self, id: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error>;

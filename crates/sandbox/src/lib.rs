@@ -27,9 +27,9 @@ mod errors;
 pub mod local;
 
 pub use backend::{
-    Backend, BackendListing, Base, DEFAULT_WORKDIR, ImageId, Isolation, LaunchHandle, LimitError,
-    Limits, Network, ResourceUsage, SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxSpec,
-    SnapshotRef,
+    Backend, BackendListing, Base, DEFAULT_WORKDIR, ImageId, Isolation, LaunchHandle, LaunchRef,
+    LimitError, Limits, Network, ResourceUsage, SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo,
+    SandboxSpec, SnapshotRef,
 };
 pub use confine::{SandboxRoot, sandbox_relative};
 pub use errors::{Error, Fault};

@@ -956,3 +956,148 @@ fn root_a_disk_limit_stops_only_its_own_sandbox() {
         "{err}"
     );
 }
+
+/// The launch cgroup `launch` of sandbox `id`, in the v2 hierarchy.
+fn launch_cgroup_v2(id: &str, launch: &str) -> PathBuf {
+    let v2 = rollpoint_proctree::cgroup::Hierarchies::read().v2.unwrap();
+    let sandbox = sandbox_cgroups(|n| n.ends_with(&format!("-{id}")))
+        .into_iter()
+        .find(|p| p.starts_with(&v2))
+        .unwrap_or_else(|| panic!("no v2 cgroup of sandbox {id}"));
+    sandbox.join("rollpoint").join(launch)
+}
+
+fn ticks(root: &Path) -> usize {
+    std::fs::read_to_string(root.join("tmp/ticks"))
+        .unwrap_or_default()
+        .len()
+}
+
+/// A checkpoint's batched pause, on real sandboxes: every running launch of
+/// three sandboxes frozen (its cgroup says so, its ticks stop) with a
+/// confirmed receipt, all in one durable file; a launch that ended, one that
+/// is not there and a sandbox that is not there are left to their
+/// supervisors (no receipt); the batched continue thaws them and they go on.
+#[test]
+fn root_launches_of_many_sandboxes_pause_and_continue_as_one_batch() {
+    use rollpoint_proto::receipt::{Method, Outcome, Receipt};
+    use rollpoint_sandbox::LaunchRef;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let fx = Fixture::new(Kind::Btrfs);
+    let b = fx.b();
+    let launch = |id: &str, script: &str| {
+        b.launch(
+            id,
+            &LaunchRequest {
+                launch_id: "ticker".into(),
+                argv: vec!["sh".into(), "-c".into(), script.into()],
+                env: BTreeMap::new(),
+                cwd: String::new(),
+                freeze: None,
+                options: Vec::new(),
+            },
+        )
+        .unwrap()
+    };
+    let mut roots = Vec::new();
+    for i in 0..3 {
+        let id = format!("s{i}");
+        roots.push(b.create(&id, &spec()).unwrap().root);
+        launch(&id, "while :; do echo x >> /tmp/ticks; sleep 0.02; done");
+    }
+    b.create("ended", &spec()).unwrap();
+    let ended = launch("ended", "exit 3");
+    wait_for(Duration::from_secs(30), "the short launch's end", || {
+        let record = std::fs::read(ended.session.join("launch.json")).ok()?;
+        let record = rollpoint_proto::launch::LaunchRecord::decode(&record).ok()?;
+        record.ended.map(|_| ())
+    });
+    wait_for(
+        Duration::from_secs(30),
+        "every ticker's first ticks",
+        || roots.iter().all(|r| ticks(r) > 0).then_some(()),
+    );
+    let at = |sandbox: &str, launch_id: &str| LaunchRef {
+        sandbox: sandbox.into(),
+        launch_id: launch_id.into(),
+    };
+    let mut refs: Vec<LaunchRef> = (0..3).map(|i| at(&format!("s{i}"), "ticker")).collect();
+    refs.extend([
+        at("ended", "ticker"),
+        at("s0", "no-such-launch"),
+        at("no-such-sandbox", "ticker"),
+    ]);
+
+    let receipts = b.pause_launches(&refs).unwrap();
+    for (i, r) in receipts.iter().take(3).enumerate() {
+        let r = r.as_ref().unwrap_or_else(|| panic!("s{i}: no receipt"));
+        assert_eq!(r.outcome, Outcome::Confirmed, "s{i}: {r:?}");
+        assert_eq!(r.method, Method::CgroupV2);
+        assert!(
+            !r.members.is_empty() && r.members.iter().all(|m| m.state == 'F'),
+            "s{i}: {r:?}"
+        );
+        let events = std::fs::read_to_string(
+            launch_cgroup_v2(&format!("s{i}"), "ticker").join("cgroup.events"),
+        )
+        .unwrap();
+        assert!(events.contains("frozen 1"), "s{i}: {events}");
+    }
+    assert_eq!(
+        receipts[3..]
+            .iter()
+            .map(Option::is_some)
+            .collect::<Vec<_>>(),
+        vec![false, false, false],
+        "an ended launch, an unknown launch and an unknown sandbox are left to their supervisors: {receipts:?}"
+    );
+    let before: Vec<usize> = roots.iter().map(|r| ticks(r)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let frozen: Vec<usize> = roots.iter().map(|r| ticks(r)).collect();
+    assert_eq!(before, frozen, "a paused launch writes nothing");
+
+    // One durable file for the whole batch.
+    let dir = fx.dir.path().join("owner/receipts");
+    let files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].to_string_lossy().ends_with("-pause.jsonl"));
+    assert_eq!(
+        std::fs::metadata(&files[0]).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let logged: Vec<Receipt> = std::fs::read_to_string(&files[0])
+        .unwrap()
+        .lines()
+        .map(|l| Receipt::decode(l.as_bytes()).unwrap())
+        .collect();
+    assert_eq!(
+        logged,
+        receipts.iter().flatten().cloned().collect::<Vec<_>>()
+    );
+
+    let continued = b.continue_launches(&refs[..3]).unwrap();
+    assert!(
+        continued.iter().all(|r| r.outcome == Outcome::Confirmed),
+        "{continued:?}"
+    );
+    wait_for(
+        Duration::from_secs(30),
+        "every ticker to tick again",
+        || {
+            roots
+                .iter()
+                .zip(&frozen)
+                .all(|(r, n)| ticks(r) > *n)
+                .then_some(())
+        },
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        2,
+        "the continue's batch file"
+    );
+}

@@ -192,3 +192,59 @@ per_strategy!(
     root_blocked_member_is_waited_for_within_budget,
     waited_for_within_budget
 );
+
+/// A batch of pauses (a checkpoint's prepare) with one launch blocked in D:
+/// the others are confirmed frozen, the blocked one alone fails past its
+/// budgets, named by pid, and is undone (its cgroup thawed), so only its
+/// rollout's pause falls back to a stop.
+#[test]
+fn root_batched_pause_fails_only_the_blocked_launch() {
+    use rollpoint_proctree::Budgets;
+    use rollpoint_proctree::cgroup::{Kind, RealFs};
+    use rollpoint_proctree::freeze::batch::{freeze_many, thaw_many};
+
+    let mut fs = FrozenFs::new();
+    let (blocked, pid) = blocked_launch("dbatch", "cgroup-v2", &fs, &[]);
+    let sleepers: Vec<Supervised> = (0..2)
+        .map(|i| {
+            Supervised::fake(
+                &launch_id(&format!("dbatch-ok{i}")),
+                &["--freeze", "cgroup-v2"],
+                &["sleep", "3600"],
+            )
+        })
+        .collect();
+    let dirs: Vec<std::path::PathBuf> = [&sleepers[0], &blocked, &sleepers[1]]
+        .iter()
+        .map(|s| s.record().cgroup_v2.expect("a v2 launch cgroup").into())
+        .collect();
+    let targets: Vec<(Kind, &Path)> = dirs.iter().map(|d| (Kind::V2, d.as_path())).collect();
+    let budgets = Budgets {
+        command: Duration::from_secs(30),
+        confirm: Duration::from_millis(300),
+        d_state: Duration::from_secs(1),
+        stop_grace: Duration::from_secs(1),
+    };
+    let out = freeze_many(&RealFs, &targets, budgets);
+    let events = |d: &Path| std::fs::read_to_string(d.join("cgroup.events")).expect("events");
+    for i in [0, 2] {
+        let c = out[i].as_ref().expect("the others are confirmed");
+        assert!(!c.members.is_empty());
+        assert!(events(&dirs[i]).contains("frozen 1"));
+    }
+    let failed = out[1].as_ref().expect_err("the blocked launch fails");
+    assert!(!failed.gone);
+    assert!(
+        failed.text.contains(&format!("pid {pid} in D")),
+        "{}",
+        failed.text
+    );
+    assert!(failed.text.contains("undone"), "{}", failed.text);
+    assert!(
+        events(&dirs[1]).contains("frozen 0"),
+        "the failed one is thawed"
+    );
+    let thawed = thaw_many(&RealFs, &[targets[0], targets[2]], budgets);
+    assert!(thawed.iter().all(Result::is_ok), "{thawed:?}");
+    fs.thaw();
+}

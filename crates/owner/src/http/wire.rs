@@ -136,6 +136,7 @@ impl ErrorReply {
             OwnerError::Unauthorized
             | OwnerError::NoSnapshot { .. }
             | OwnerError::SnapshotBackend { .. }
+            | OwnerError::Batch { .. }
             | OwnerError::Internal { .. }
             | OwnerError::Transport { .. }
             | OwnerError::Refused { .. }
@@ -218,6 +219,7 @@ impl HttpError for OwnerError {
                 .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
             OwnerError::Backend { .. }
             | OwnerError::SnapshotBackend { .. }
+            | OwnerError::Batch { .. }
             | OwnerError::Join { .. }
             | OwnerError::Internal { .. }
             | OwnerError::Transport { .. } => StatusCode::INTERNAL_SERVER_ERROR,

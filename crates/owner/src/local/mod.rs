@@ -15,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 mod close;
 mod create;
 mod exec;
+mod pause;
 mod restore;
 mod snapshot;
 mod transfer;
@@ -277,6 +278,20 @@ impl Owner for LocalOwner {
 
     fn create_session(&self, task: OwnerTask) -> BoxFuture<'_, OwnerResult<SessionInfo>> {
         self.create_session_impl(task).boxed()
+    }
+
+    fn pause_launches<'a>(
+        &'a self,
+        launches: &'a [crate::owner::SessionLaunch],
+    ) -> BoxFuture<'a, OwnerResult<Vec<Option<rollpoint_proto::receipt::Receipt>>>> {
+        self.pause_launches_impl(launches).boxed()
+    }
+
+    fn continue_launches<'a>(
+        &'a self,
+        launches: &'a [crate::owner::SessionLaunch],
+    ) -> BoxFuture<'a, OwnerResult<Vec<rollpoint_proto::receipt::Receipt>>> {
+        self.continue_launches_impl(launches).boxed()
     }
 
     fn access<'a>(&'a self, session: &'a str) -> BoxFuture<'a, OwnerResult<Access>> {

@@ -64,7 +64,12 @@ pub(crate) fn thaw(
     wait_for(fs, kind, dir, false, budgets, start)
 }
 
-fn is_frozen(fs: &dyn CgroupFs, kind: Kind, dir: &Path, want: bool) -> Result<bool, crate::Error> {
+pub(super) fn is_frozen(
+    fs: &dyn CgroupFs,
+    kind: Kind,
+    dir: &Path,
+    want: bool,
+) -> Result<bool, crate::Error> {
     Ok(match kind {
         Kind::V2 => {
             let events = fs.read(dir, "cgroup.events")?;

@@ -9,6 +9,7 @@
 //! be confirmed within its budget is undone before it is reported failed, so
 //! a caller never inherits a half-frozen tree.
 
+pub mod batch;
 mod cgroup;
 mod sigstop;
 

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use rollpoint_proctree::Budgets;
+use rollpoint_proctree::cgroup::RealFs;
 use rollpoint_proctree::cgroup::{self, Kind};
-use rollpoint_proctree::freeze::{freeze_cgroup, thaw_cgroup};
+use rollpoint_proctree::freeze::batch::{freeze_many, thaw_many};
 
 use crate::{Error, Limits};
 
@@ -346,15 +347,39 @@ impl SandboxCgroups {
             .or_else(|| self.freezer.as_deref().map(|d| (Kind::V1Freezer, d)))
     }
 
-    /// Freezes every process in the sandbox and confirms it.
-    pub fn freeze(&self, sandbox: &str) -> Result<(), Error> {
-        let (kind, dir) = self.freezer_dir().ok_or_else(|| no_freezer(sandbox))?;
-        freeze_cgroup(kind, dir, Budgets::default()).map_err(|e| freezer_error(sandbox, e))
+    /// Freezes every process of every sandbox of `all` and confirms each,
+    /// as one batch (every freeze written before any is confirmed); per
+    /// sandbox, in order, whether it was.
+    pub fn freeze_all(all: &[(&str, &Self)]) -> Vec<Result<(), Error>> {
+        Self::batch(all, true)
     }
 
-    pub fn thaw(&self, sandbox: &str) -> Result<(), Error> {
-        let (kind, dir) = self.freezer_dir().ok_or_else(|| no_freezer(sandbox))?;
-        thaw_cgroup(kind, dir, Budgets::default()).map_err(|e| freezer_error(sandbox, e))
+    /// Thaws every sandbox of `all` as one batch and confirms each.
+    pub fn thaw_all_of(all: &[(&str, &Self)]) -> Vec<Result<(), Error>> {
+        Self::batch(all, false)
+    }
+
+    fn batch(all: &[(&str, &Self)], freeze: bool) -> Vec<Result<(), Error>> {
+        let dirs: Vec<Option<(Kind, &Path)>> = all.iter().map(|(_, c)| c.freezer_dir()).collect();
+        let targets: Vec<(Kind, &Path)> = dirs.iter().flatten().copied().collect();
+        let budgets = Budgets::default();
+        let mut done = if freeze {
+            freeze_many(&RealFs, &targets, budgets)
+        } else {
+            thaw_many(&RealFs, &targets, budgets)
+        }
+        .into_iter();
+        all.iter()
+            .zip(&dirs)
+            .map(|((sandbox, _), dir)| match (dir, done.next()) {
+                (Some(_), Some(Ok(_))) => Ok(()),
+                (Some(_), Some(Err(u))) => Err(Error::Invalid {
+                    sandbox: (*sandbox).to_owned(),
+                    message: u.text,
+                }),
+                _ => Err(no_freezer(sandbox)),
+            })
+            .collect()
     }
 
     /// Kills every process in the sandbox and waits until none is left. A
@@ -587,13 +612,6 @@ fn no_freezer(sandbox: &str) -> Error {
     Error::Invalid {
         sandbox: sandbox.to_owned(),
         message: "no cgroup freezer to freeze it with".into(),
-    }
-}
-
-fn freezer_error(sandbox: &str, e: rollpoint_proctree::Error) -> Error {
-    Error::Invalid {
-        sandbox: sandbox.to_owned(),
-        message: e.to_string(),
     }
 }
 

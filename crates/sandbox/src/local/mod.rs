@@ -19,13 +19,14 @@
 //! bases/<sha256>/               rootfs tarballs, unpacked once
 //! images/                       the image cache, unless the options name a shared one
 //! index.json                    which checkpoint names which snapshots
+//! receipts/                     the receipts of batched pauses, one file a batch
 //! ```
 //!
 //! Every step is ordered so a crash between any two leaves only what a
 //! sweep finds (`crash` names the steps; docs/design/local-sandboxes.md).
 //!
 //! One verb per file: `create` (and the start a fork shares), `fork`,
-//! `exec` (and launch), `transfer` (upload, download), `snapshot` (and
+//! `exec` (and launch), `pause` (and continue: a batch of launches), `transfer` (upload, download), `snapshot` (and
 //! delete), `destroy` (and teardown), `list`, `sweep`, `usage`. `backend` keeps the
 //! backend's state and shared helpers; this file the trait impl that
 //! delegates to the verbs.
@@ -45,6 +46,7 @@ mod list;
 mod mounts;
 mod netns;
 mod network;
+mod pause;
 mod record;
 mod shell;
 mod snapshot;
@@ -59,7 +61,9 @@ use std::path::Path;
 
 use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
 
-use crate::{Backend, BackendListing, Error, LaunchHandle, SandboxInfo, SandboxSpec, SnapshotRef};
+use crate::{
+    Backend, BackendListing, Error, LaunchHandle, LaunchRef, SandboxInfo, SandboxSpec, SnapshotRef,
+};
 pub use backend::{LocalBackend, LocalOptions, OUTPUT_DIR, Tool};
 pub use base::TOOLS_DIR;
 pub use record::{SandboxRecord, SnapshotRecord};
@@ -80,6 +84,20 @@ impl Backend for LocalBackend {
 
     fn usage(&self, id: &str) -> Result<crate::ResourceUsage, Error> {
         usage::usage(self, id)
+    }
+
+    fn pause_launches(
+        &self,
+        launches: &[LaunchRef],
+    ) -> Result<Vec<Option<rollpoint_proto::receipt::Receipt>>, Error> {
+        pause::pause_launches(self, launches)
+    }
+
+    fn continue_launches(
+        &self,
+        launches: &[LaunchRef],
+    ) -> Result<Vec<rollpoint_proto::receipt::Receipt>, Error> {
+        pause::continue_launches(self, launches)
     }
 
     fn upload(&self, id: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {

@@ -66,10 +66,14 @@ pub(super) fn snapshot_all(
         return Ok(Vec::new());
     };
     let mut phases = Phases::new();
-    let frozen = parallel(&live, |(info, cgroups, _)| cgroups.freeze(&info.id));
+    let sandboxes: Vec<(&str, &SandboxCgroups)> = live
+        .iter()
+        .map(|(info, cgroups, _)| (info.id.as_str(), cgroups))
+        .collect();
+    let frozen = SandboxCgroups::freeze_all(&sandboxes);
     phases.mark("freeze");
     let thaw = |which: &[bool]| {
-        let thawed = parallel(&live, |(info, cgroups, _)| cgroups.thaw(&info.id));
+        let thawed = SandboxCgroups::thaw_all_of(&sandboxes);
         first_error(
             thawed
                 .into_iter()
