@@ -83,6 +83,26 @@ fn root_256_rollouts_through_two_checkpoints_a_crash_and_a_resume() {
         let scope = reply["scope"].as_array().map_or(0, Vec::len);
         assert_eq!(scope, N, "checkpoint {round} held every rollout: {reply}");
     }
+    // Each checkpoint paused all N launches as one batch, in one file.
+    let receipts = run_dir.join("owner/receipts");
+    let mut batches: Vec<String> = std::fs::read_dir(&receipts)
+        .expect("the batches' receipts")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with("-pause.jsonl"))
+        .collect();
+    batches.sort();
+    assert_eq!(batches.len(), 2, "{batches:?}");
+    for batch in &batches {
+        let text = std::fs::read_to_string(receipts.join(batch)).expect("a batch");
+        let confirmed = text
+            .lines()
+            .map(|l| rollpoint_proto::receipt::Receipt::decode(l.as_bytes()).expect("a receipt"))
+            .filter(|r| r.confirmed() && !r.members.is_empty())
+            .map(|r| r.launch_id)
+            .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(confirmed.len(), N, "{batch}: every launch confirmed once");
+    }
     child.kill().expect("SIGKILL");
     let _ = child.wait();
 
