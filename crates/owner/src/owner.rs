@@ -34,7 +34,8 @@ pub struct Access {
     pub session: String,
     pub sandbox: String,
     pub workdir: String,
-    /// Host path of the sandbox's root.
+    /// The sandbox's root as the host reaches it while the sandbox lives
+    /// (through its anchor, `/proc/<pid>/root`).
     #[schema(value_type = String)]
     pub root: PathBuf,
     /// Host path of the sandbox's control directory (the anchor socket and

@@ -28,7 +28,9 @@ fn lines_files(run_dir: &Path) -> Vec<PathBuf> {
         return out;
     };
     for e in entries.flatten() {
-        let root = e.path().join("root");
+        let Some(root) = rollpoint_testkit::sandbox_root(&e.path()) else {
+            continue;
+        };
         for dir in ["workspace", "root", "tmp"] {
             let p = root.join(dir).join("lines");
             if p.is_file() {

@@ -64,7 +64,8 @@ fn root_256_rollouts_through_two_checkpoints_a_crash_and_a_resume() {
         let running = std::fs::read_dir(&sandboxes)
             .map(|d| {
                 d.flatten()
-                    .filter(|e| e.path().join("root/workspace/lines").exists())
+                    .filter_map(|e| rollpoint_testkit::sandbox_root(&e.path()))
+                    .filter(|root| root.join("workspace/lines").exists())
                     .count()
             })
             .unwrap_or(0);

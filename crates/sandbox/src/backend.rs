@@ -405,7 +405,9 @@ pub struct ResourceUsage {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxInfo {
     pub id: String,
-    /// Host path of the sandbox's root as its processes see it.
+    /// The sandbox's root as its processes see it, as the host reaches it
+    /// while the sandbox lives: through its anchor (`/proc/<anchor>/root`),
+    /// since the overlay is attached in the sandbox's mount namespace alone.
     pub root: PathBuf,
     /// Host path of the control directory (`/run/rollpoint` inside).
     pub control: PathBuf,

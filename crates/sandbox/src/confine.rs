@@ -61,6 +61,22 @@ impl SandboxRoot {
         })
     }
 
+    /// The root a descriptor names (a sandbox's overlay the owner holds,
+    /// attached nowhere in its namespace); `root` names it in errors.
+    pub fn from_fd(root: &Path, fd: &std::os::fd::OwnedFd) -> Result<Self, Error> {
+        let io = |source| Error::Io {
+            what: "open",
+            root: root.to_owned(),
+            path: root.to_owned(),
+            source,
+        };
+        let file = std::fs::File::from(fd.try_clone().map_err(io)?);
+        Ok(Self {
+            root: root.to_owned(),
+            dir: Dir::from_std_file(file),
+        })
+    }
+
     fn io(&self, what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Error {
         let (root, path) = (self.root.clone(), path.to_owned());
         move |source| {

@@ -638,12 +638,19 @@ fn leaves_nothing(kind: Kind) {
     b.snapshot("other", "ck1-other", "ck1").unwrap();
     b.snapshot("a", "ck2-a", "ck2").unwrap();
     b.destroy("other").unwrap();
+    // The host's mount table holds none of the sandbox's mounts: its root
+    // is attached in its anchor's namespace alone.
     let before_mounts = mounts_under(fx.dir.path());
     assert!(
-        before_mounts
-            .iter()
-            .any(|m| m.ends_with("sandboxes/a/root")),
+        !before_mounts.iter().any(|m| m.contains("sandboxes")),
         "{before_mounts:?}"
+    );
+    let inside = std::fs::read_to_string(format!("/proc/{}/mountinfo", a.anchor_pid)).unwrap();
+    assert!(
+        inside
+            .lines()
+            .any(|l| l.split(' ').nth(4) == Some("/") && l.contains(" - overlay ")),
+        "{inside}"
     );
 
     b.destroy("a").unwrap();
@@ -1099,5 +1106,62 @@ fn root_launches_of_many_sandboxes_pause_and_continue_as_one_batch() {
         std::fs::read_dir(&dir).unwrap().count(),
         2,
         "the continue's batch file"
+    );
+}
+
+fn mountinfo(pid: u32) -> Vec<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A sandbox's start copies nothing of the others: each overlay is attached
+/// in its own sandbox's mount namespace alone, so the owner's mount table
+/// (which a new sandbox's namespace starts as a copy of) holds none of them
+/// with 64 sandboxes alive, and the 65th sandbox's namespace holds exactly
+/// as many mounts as the first one's did when it was alone, none of
+/// another sandbox.
+#[test]
+fn root_a_sandbox_s_namespace_holds_only_its_own_mounts() {
+    let fx = Fixture::new(Kind::Btrfs);
+    let b = fx.b();
+    let host_before = mountinfo(std::process::id()).len();
+    let first = b.create("mnt-000", &spec()).unwrap();
+    let alone = mountinfo(first.anchor_pid);
+    for i in 1..64 {
+        b.create(&format!("mnt-{i:03}"), &spec()).unwrap();
+    }
+    let host = mountinfo(std::process::id());
+    assert_eq!(
+        host.len(),
+        host_before,
+        "64 sandboxes add nothing to the owner's mount table: {:?}",
+        mounts_under(fx.dir.path())
+    );
+    let last = b.create("mnt-064", &spec()).unwrap();
+    let inside = mountinfo(last.anchor_pid);
+    assert_eq!(
+        inside.len(),
+        alone.len(),
+        "the 65th sandbox holds as many mounts as the first did alone:\n{}\n---\n{}",
+        inside.join("\n"),
+        alone.join("\n")
+    );
+    for i in 0..64 {
+        let other = format!("mnt-{i:03}");
+        assert!(
+            !inside.iter().any(|l| l.contains(&other)),
+            "the 65th sandbox's namespace names {other}:\n{}",
+            inside.join("\n")
+        );
+    }
+    assert_eq!(
+        sh(b, "mnt-064", "cat /proc/self/mountinfo | wc -l")
+            .stdout
+            .trim(),
+        alone.len().to_string(),
+        "and the sandbox sees the same from inside"
     );
 }

@@ -133,8 +133,11 @@ fn an_image_sandbox_sees_the_image_and_forks_on_its_layers_after_the_tag_moved()
         text.contains("tool") && text.contains("ro\n") && text.contains("ro-file"),
         "{text}"
     );
+    let record: rollpoint_sandbox::local::SandboxRecord =
+        serde_json::from_slice(&std::fs::read(s.owner.join("sandboxes/img/sandbox.json")).unwrap())
+            .unwrap();
     assert!(
-        !info.root.join(".rollpoint/bin").exists(),
+        !record.upper.join(".rollpoint/bin").exists(),
         "tools must not land in the upper"
     );
 

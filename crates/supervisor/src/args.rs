@@ -56,6 +56,10 @@ pub struct AnchorOpts {
     /// time, which the anchor joins instead of making one while the
     /// sandbox starts.
     pub owner_netns_fd: Option<i32>,
+    /// `--owner-root-fd N` (with `--enter`): the owner's descriptor N is the
+    /// sandbox's root, an overlay made and attached nowhere, which the
+    /// anchor attaches at `--root` in the sandbox's own mount namespace.
+    pub owner_root_fd: Option<i32>,
     /// `--lend PATH`: a host path bind-mounted read-only at the same place
     /// (the harness install, the worker, paths a task names).
     pub lend: Vec<PathBuf>,
@@ -224,6 +228,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
     let (mut userns, mut lend, mut drop_caps, mut no_new_privs) = (None, Vec::new(), 0, false);
     let mut owner_userns_fd = None;
     let mut owner_netns_fd = None;
+    let mut owner_root_fd = None;
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
@@ -250,7 +255,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
                 let v = value("--userns")?;
                 userns = Some(IdRange::parse(&v).map_err(|e| usage(format!("--userns {e}")))?);
             }
-            "--owner-userns-fd" | "--owner-netns-fd" => {
+            "--owner-userns-fd" | "--owner-netns-fd" | "--owner-root-fd" => {
                 let name = arg.clone();
                 let v = value(&name)?;
                 let fd = v.parse::<i32>().ok().filter(|fd| *fd >= 0).ok_or_else(|| {
@@ -258,10 +263,10 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
                         "{name} {v:?}: expected a descriptor number (0 or more)"
                     ))
                 })?;
-                if name == "--owner-userns-fd" {
-                    owner_userns_fd = Some(fd);
-                } else {
-                    owner_netns_fd = Some(fd);
+                match name.as_str() {
+                    "--owner-userns-fd" => owner_userns_fd = Some(fd),
+                    "--owner-netns-fd" => owner_netns_fd = Some(fd),
+                    _ => owner_root_fd = Some(fd),
                 }
             }
             "--drop-caps" => drop_caps = dropped(&value("--drop-caps")?)?,
@@ -340,6 +345,13 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
             "--owner-netns-fd needs --enter and --net none|gateway|allow".into(),
         ));
     }
+    if owner_root_fd.is_some() && !enter {
+        return Err(usage(
+            "--owner-root-fd needs --enter: the root is attached in the mount namespace \
+             the anchor makes"
+                .to_owned(),
+        ));
+    }
     let hostname = hostname.ok_or_else(|| usage("anchor needs --hostname".into()))?;
     // The kernel's limit (HOST_NAME_MAX); a NUL would cut the name short.
     if hostname.is_empty() || hostname.len() > 64 || hostname.contains('\0') {
@@ -362,6 +374,7 @@ fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
         userns,
         owner_userns_fd,
         owner_netns_fd,
+        owner_root_fd,
         lend,
         drop_caps,
         no_new_privs,

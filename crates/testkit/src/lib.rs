@@ -383,6 +383,19 @@ pub fn assert_no_repeated_model_call(log: &Path) -> usize {
     n
 }
 
+/// The root of the live sandbox whose directory is `sandbox_dir`
+/// (`<owner>/sandboxes/<id>`) as the host reaches it: through its anchor
+/// (`/proc/<anchor>/root`, read from `sandbox.json`), since the overlay is
+/// attached in the sandbox's mount namespace alone. `None` before its anchor
+/// is recorded or after it is gone.
+pub fn sandbox_root(sandbox_dir: &Path) -> Option<PathBuf> {
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(sandbox_dir.join("sandbox.json")).ok()?).ok()?;
+    let pid = record.get("anchor_pid")?.as_u64().filter(|p| *p > 0)?;
+    let root = PathBuf::from(format!("/proc/{pid}/root"));
+    root.exists().then_some(root)
+}
+
 /// Mount points at or under `dir` (resolved first, as /proc lists them).
 pub fn mounts_under(dir: &Path) -> Vec<String> {
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());

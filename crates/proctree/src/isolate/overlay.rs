@@ -1,16 +1,19 @@
-//! The overlay of a strict sandbox on a rootfs, a tarball or an image:
-//! each lower layer an idmapped mount (the layer's ids `0..65536` seen as
-//! the backend's range), given to overlayfs by descriptor, never attached
-//! anywhere, so no mount outlives the overlay and nothing is added to the
-//! host's mount table but the sandbox's root. Files copied up land in the
-//! upper under the range's ids, as the sandbox's own writes do, so a layer
-//! shared by every sandbox of every run keeps its own ids on disk.
+//! A sandbox's overlay, made with the new mount API and attached nowhere
+//! on the host: the sandbox's anchor attaches it in its own mount
+//! namespace, so the host's mount table does not grow with the sandboxes
+//! (and a new sandbox's `unshare` does not copy the others' overlays). For a
+//! strict sandbox on a rootfs, a tarball or an image, each lower layer is an
+//! idmapped mount (the layer's ids `0..65536` seen as the backend's range):
+//! files copied up land in the upper under the range's ids, as the
+//! sandbox's own writes do, so a layer shared by every sandbox of every run
+//! keeps its own ids on disk.
 //!
 //! With the new mount API: `open_tree(OPEN_TREE_CLONE)` of each layer,
 //! `mount_setattr(MOUNT_ATTR_IDMAP)` with the range's user namespace,
-//! `fsopen("overlay")`, `fsconfig` (`lowerdir+` by descriptor, top first;
-//! `upperdir`, `workdir`), `fsmount`, `move_mount` onto the root. Raw
-//! system calls: neither `nix` nor the standard library wraps this API.
+//! `fsopen("overlay")`, `fsconfig` (`lowerdir+`, top first;
+//! `upperdir`, `workdir`), `fsmount`; the sandbox's anchor attaches the
+//! result with `move_mount` in its own mount namespace. Raw system calls:
+//! neither `nix` nor the standard library wraps this API.
 
 use std::ffi::CString;
 use std::io;
@@ -18,7 +21,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-/// A step of [`mount_overlay`] that failed.
+/// A step of [`make_overlay`] that failed.
 #[derive(Debug, thiserror::Error)]
 #[error("failed to {what}: {source}")]
 pub struct MountError {
@@ -67,6 +70,23 @@ fn unit_result(r: libc::c_long) -> io::Result<()> {
     }
 }
 
+/// A second detached mount of the same filesystem as `tree`, without the
+/// mounts beneath it: the owner's view of a sandbox's root, which never
+/// holds what the sandbox mounts on its own (its `/proc`, `/dev`, the
+/// control directory), so a path the owner follows into the sandbox cannot
+/// cross into them.
+pub fn clone_mount(tree: &OwnedFd) -> io::Result<OwnedFd> {
+    // SAFETY: open_tree(2) reads an empty path relative to the descriptor.
+    fd_result(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            tree.as_raw_fd(),
+            c"".as_ptr(),
+            OPEN_TREE_CLONE | AT_EMPTY_PATH | libc::O_CLOEXEC.unsigned_abs(),
+        )
+    })
+}
+
 /// A detached, read-only, idmapped clone of the directory `layer`.
 fn idmapped_layer(layer: &Path, userns: &OwnedFd) -> io::Result<OwnedFd> {
     let path = cstring(layer)?;
@@ -100,8 +120,9 @@ fn idmapped_layer(layer: &Path, userns: &OwnedFd) -> io::Result<OwnedFd> {
     Ok(tree)
 }
 
-/// Attaches the detached mount `tree` at `point`.
-fn attach(tree: &OwnedFd, point: &Path) -> io::Result<()> {
+/// Attaches the detached mount `tree` at `point` in the caller's mount
+/// namespace.
+pub fn attach(tree: &OwnedFd, point: &Path) -> io::Result<()> {
     let target = cstring(point)?;
     // SAFETY: move_mount(2) reads an empty path relative to the mount's
     // descriptor and a NUL-terminated target path.
@@ -148,35 +169,41 @@ fn fsconfig(
     })
 }
 
-/// Mounts at `at` the overlay of `upper` over `lowers` (top first), each
-/// lower idmapped through the user namespace `userns`.
-pub fn mount_overlay(
+/// Makes the overlay of `upper` over `lowers` (top first) as a detached
+/// mount: its descriptor, attached nowhere, so the host's mount table never
+/// holds it (whoever attaches it, the sandbox's anchor in its own mount
+/// namespace, takes it from there). With `userns`, each lower is idmapped
+/// through that user namespace; its clone is attached under `scratch` for
+/// the moment overlayfs takes its private copy (overlayfs refuses a
+/// detached idmapped mount), then detached again.
+pub fn make_overlay(
     lowers: &[std::path::PathBuf],
     upper: &Path,
     work: &Path,
-    at: &Path,
-    userns: &OwnedFd,
-) -> Result<(), MountError> {
+    scratch: &Path,
+    userns: Option<&OwnedFd>,
+) -> Result<OwnedFd, MountError> {
     let fail = |what: String| move |source: io::Error| MountError { what, source };
-    std::fs::create_dir_all(at).map_err(fail(format!("create {}", at.display())))?;
     // SAFETY: fsopen(2) reads a NUL-terminated name.
     let fs =
         fd_result(unsafe { libc::syscall(libc::SYS_fsopen, c"overlay".as_ptr(), FSOPEN_CLOEXEC) })
             .map_err(fail("open an overlay filesystem context".into()))?;
-    // Each layer's idmapped clone is attached under `at` while overlayfs
-    // takes its own private copy of it (overlayfs refuses a detached
-    // idmapped mount), then detached again: nothing stays in the mount
-    // table but the overlay.
     let mut attached = Vec::with_capacity(lowers.len());
     let added = (|| {
         for (i, lower) in lowers.iter().enumerate() {
-            let layer = idmapped_layer(lower, userns)
-                .map_err(fail(format!("idmap the layer {}", lower.display())))?;
-            let point = at.join(format!("layer{i}"));
-            std::fs::create_dir_all(&point).map_err(fail(format!("create {}", point.display())))?;
-            attach(&layer, &point).map_err(fail(format!("attach {}", point.display())))?;
-            attached.push(point.clone());
-            let value = cstring(&point).map_err(fail(format!("name {}", point.display())))?;
+            let value = match userns {
+                Some(userns) => {
+                    let layer = idmapped_layer(lower, userns)
+                        .map_err(fail(format!("idmap the layer {}", lower.display())))?;
+                    let point = scratch.join(format!("layer{i}"));
+                    std::fs::create_dir_all(&point)
+                        .map_err(fail(format!("create {}", point.display())))?;
+                    attach(&layer, &point).map_err(fail(format!("attach {}", point.display())))?;
+                    attached.push(point.clone());
+                    cstring(&point).map_err(fail(format!("name {}", point.display())))?
+                }
+                None => cstring(lower).map_err(fail(format!("name {}", lower.display())))?,
+            };
             fsconfig(
                 &fs,
                 FSCONFIG_SET_STRING,
@@ -195,7 +222,7 @@ pub fn mount_overlay(
                 .map_err(fail(format!("set {key:?} to {}", dir.display())))?;
         }
         fsconfig(&fs, FSCONFIG_CMD_CREATE, None, None, 0)
-            .map_err(fail(format!("create the overlay for {}", at.display())))
+            .map_err(fail(format!("create the overlay of {}", upper.display())))
     });
     for point in &attached {
         detach(point);
@@ -203,10 +230,8 @@ pub fn mount_overlay(
     }
     created?;
     // SAFETY: fsmount(2) takes a descriptor and flags.
-    let mnt =
-        fd_result(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) })
-            .map_err(fail(format!("mount the overlay for {}", at.display())))?;
-    attach(&mnt, at).map_err(fail(format!("attach the overlay at {}", at.display())))
+    fd_result(unsafe { libc::syscall(libc::SYS_fsmount, fs.as_raw_fd(), FSMOUNT_CLOEXEC, 0) })
+        .map_err(fail(format!("mount the overlay of {}", upper.display())))
 }
 
 #[cfg(test)]
@@ -225,9 +250,9 @@ mod tests {
         std::fs::write(p("l/f"), "x").expect("file");
         let range = crate::isolate::IdRange::parse("1073741824:65536").expect("range");
         let ns = crate::isolate::userns::create(range).expect("userns");
-        let r = mount_overlay(&[p("l")], &p("u"), &p("w"), &p("m"), &ns);
+        let r = make_overlay(&[p("l")], &p("u"), &p("w"), &p("m"), Some(&ns));
         eprintln!("{r:?}");
-        r.expect("mount");
+        attach(&r.expect("mount"), &p("m")).expect("attach");
         use std::os::unix::fs::MetadataExt;
         let uid = std::fs::metadata(p("m/f")).expect("stat").uid();
         std::fs::write(p("m/f"), "y").expect("copy up");

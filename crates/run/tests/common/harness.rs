@@ -311,7 +311,7 @@ impl Case {
                     d.flatten()
                         .filter(|e| e.file_name().to_string_lossy().starts_with(&self.rollout))
                         .filter_map(|e| {
-                            let root = e.path().join("root");
+                            let root = rollpoint_testkit::sandbox_root(&e.path())?;
                             let t = e.metadata().ok()?.modified().ok()?;
                             root.join("workspace").is_dir().then_some((t, root))
                         })

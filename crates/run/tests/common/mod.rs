@@ -390,7 +390,8 @@ pub fn workspaces(run_dir: &Path, part: &str) -> Vec<PathBuf> {
         .map(|d| {
             d.flatten()
                 .filter(|e| e.file_name().to_string_lossy().contains(part))
-                .map(|e| e.path().join("root/workspace"))
+                .filter_map(|e| rollpoint_testkit::sandbox_root(&e.path()))
+                .map(|root| root.join("workspace"))
                 .filter(|p| p.is_dir())
                 .collect()
         })

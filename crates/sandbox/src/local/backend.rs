@@ -78,6 +78,10 @@ pub(super) struct Live {
     pub(super) cgroups: SandboxCgroups,
     /// What `spec.user` resolved to when the anchor started.
     pub(super) identity: user::Identity,
+    /// The owner's own mount of the sandbox's overlay (attached nowhere,
+    /// without what the sandbox mounts on it; the anchor's namespace alone
+    /// has the overlay attached). The owner reaches its files through this.
+    pub(super) root: std::os::fd::OwnedFd,
 }
 
 /// Sandboxes on this machine.
@@ -418,6 +422,16 @@ impl LocalBackend {
             .ok_or_else(|| Error::UnknownSandbox {
                 sandbox: id.to_owned(),
             })
+    }
+
+    /// A live sandbox's root, for the owner to reach its files confined
+    /// beneath it.
+    pub(super) fn root(&self, id: &str) -> Result<crate::SandboxRoot, Error> {
+        let live = self.lock();
+        let l = live.get(id).ok_or_else(|| Error::UnknownSandbox {
+            sandbox: id.to_owned(),
+        })?;
+        crate::SandboxRoot::from_fd(&l.info.root, &l.root)
     }
 
     /// A live sandbox's control directory and cgroups.

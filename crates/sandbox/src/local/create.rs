@@ -8,7 +8,7 @@
 
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -194,8 +194,14 @@ pub(super) fn start(
         &cgroups,
         &mut phases,
     );
-    // The namespace made ahead stays open here until the anchor has taken it.
-    let (mut anchor, mut rec, identity, _netns) = match started {
+    let Started {
+        mut anchor,
+        mut rec,
+        identity,
+        netns: _netns,
+        overlay: _overlay,
+        view,
+    } = match started {
         Ok(up) => up,
         Err(e) => {
             destroy::teardown(backend, id, None, &cgroups, &root);
@@ -224,7 +230,7 @@ pub(super) fn start(
     }
     let info = SandboxInfo {
         id: id.to_owned(),
-        root,
+        root: PathBuf::from(format!("/proc/{}/root", anchor.id())),
         control,
         anchor_pid: anchor.id(),
         spec: spec.clone(),
@@ -239,6 +245,7 @@ pub(super) fn start(
             anchor,
             cgroups,
             identity,
+            root: view,
         },
     );
     Ok(info)
@@ -255,7 +262,7 @@ fn bring_up(
     forked_from: Option<&str>,
     cgroups: &SandboxCgroups,
     phases: &mut Phases,
-) -> Result<(Child, SandboxRecord, Identity, Option<OwnedFd>), Error> {
+) -> Result<Started, Error> {
     let mut lower = backend
         .bases
         .lower(id, &spec.base, &backend.dir.join("bases"))?;
@@ -304,25 +311,16 @@ fn bring_up(
     // The run's namespace of `range`: the idmapped overlay's, and the one
     // the anchor confines in.
     let userns = range.map(|_| backend.ids_userns(id)).transpose()?;
-    if let Some(userns) = userns.filter(|_| spec.base != crate::Base::HostRoot) {
-        rollpoint_proctree::isolate::overlay::mount_overlay(
-            &lower,
-            &dirs.upper,
-            &dirs.work,
-            &root,
-            userns,
-        )
-        .map_err(|e| Error::Setup {
-            sandbox: id.to_owned(),
-            what: e.what,
-            source: e.source,
-        })?;
-    } else {
-        mounts::mount_overlay(id, &lower, &dirs.upper, &dirs.work, &root)?;
-    }
+    // Idmapped layers for a strict sandbox on a rootfs, a tarball or an
+    // image; on the host's root the anchor confines instead.
+    let idmap = userns.filter(|_| spec.base != crate::Base::HostRoot);
+    let overlay = mounts::make_overlay(id, &lower, &dirs.upper, &dirs.work, &root, idmap)?;
+    let view = rollpoint_proctree::isolate::overlay::clone_mount(&overlay).map_err(setup(
+        format!("clone the overlay of {}", dirs.upper.display()),
+    ))?;
     phases.mark("overlay");
     crash::point("start: mounted");
-    let sandbox_root = SandboxRoot::open(&root)?;
+    let sandbox_root = SandboxRoot::from_fd(&root, &view)?;
     let identity = user::resolve(id, &sandbox_root, &spec.user, range)?;
     // The workdir and rollpoint's state directory are the user's: the task
     // and the harness write there.
@@ -363,6 +361,7 @@ fn bring_up(
         spawn::AnchorArgs {
             supervisor: &backend.options.supervisor,
             root: &root,
+            root_fd: std::os::fd::AsFd::as_fd(&overlay),
             control: &control,
             hostname: &spec.hostname,
             cgroup_v2: cgroups.v2.as_deref(),
@@ -392,7 +391,29 @@ fn bring_up(
     )?;
     phases.mark("anchor spawn");
     crash::point("start: anchor started");
-    Ok((anchor, rec, identity, netns))
+    Ok(Started {
+        anchor,
+        rec,
+        identity,
+        netns,
+        overlay,
+        view,
+    })
+}
+
+/// A started anchor, with what [`start`] keeps of its bring-up.
+struct Started {
+    anchor: Child,
+    rec: SandboxRecord,
+    identity: Identity,
+    /// The namespace made ahead, open until the anchor has taken it.
+    netns: Option<OwnedFd>,
+    /// The sandbox's root, attached nowhere on the host, open until the
+    /// anchor has taken it.
+    overlay: OwnedFd,
+    /// The owner's own mount of it, without what the sandbox mounts on it:
+    /// the owner's handle on its files.
+    view: OwnedFd,
 }
 
 /// The host paths a sandbox sees at their own place: the task's

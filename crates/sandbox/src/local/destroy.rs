@@ -26,7 +26,10 @@ pub(super) fn destroy(backend: &LocalBackend, id: &str) -> Result<(), Error> {
     let live = backend.lock().remove(id);
     match live {
         Some(l) => {
-            let root = l.info.root.clone();
+            // The owner's handle on the overlay goes first: with the
+            // anchor's namespace gone, nothing holds it.
+            drop(l.root);
+            let root = backend.sandbox_dir(id).join("root");
             teardown_checked(backend, id, Some(l.anchor), &l.cgroups, &root)
         }
         None if backend.sandbox_dir(id).exists() => teardown_stale(backend, id),

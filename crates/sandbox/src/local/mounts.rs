@@ -5,7 +5,7 @@
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
-use nix::mount::{MntFlags, MsFlags};
+use nix::mount::MntFlags;
 
 use crate::Error;
 
@@ -233,10 +233,7 @@ impl HostView {
             .iter()
             .try_for_each(std::fs::create_dir_all)
             .is_ok()
-            && mount_overlay(sandbox, &lowers, &upper, &work, &at).is_ok();
-        if stacks {
-            let _ = nix::mount::umount2(&at, MntFlags::MNT_DETACH);
-        }
+            && make_overlay(sandbox, &lowers, &upper, &work, &at, None).is_ok();
         let _ = std::fs::remove_dir_all(scratch);
         stacks
     }
@@ -308,37 +305,29 @@ pub(crate) fn prepare_upper(
     chown(sandbox, upper, owner)
 }
 
-/// Mounts the overlay of `upper` over `lowers` (top first) at `at`.
-pub(crate) fn mount_overlay(
+/// The overlay of `upper` over `lowers` (top first), detached: the anchor
+/// attaches it in the sandbox's own mount namespace, so nothing is added to
+/// the owner's. `scratch` is where a strict sandbox's idmapped layers are
+/// attached while overlayfs takes them (`userns`: the run's namespace).
+pub(crate) fn make_overlay(
     sandbox: &str,
     lowers: &[std::path::PathBuf],
     upper: &Path,
     work: &Path,
-    at: &Path,
-) -> Result<(), Error> {
-    let lowers = lowers
-        .iter()
-        .map(|l| option_path(sandbox, l))
-        .collect::<Result<Vec<_>, _>>()?;
-    let options = format!(
-        "lowerdir={},upperdir={},workdir={}",
-        lowers.join(":"),
-        option_path(sandbox, upper)?,
-        option_path(sandbox, work)?
-    );
-    std::fs::create_dir_all(at).map_err(setup(sandbox, format!("create {}", at.display())))?;
-    nix::mount::mount(
-        Some("overlay"),
-        at,
-        Some("overlay"),
-        MsFlags::empty(),
-        Some(options.as_str()),
-    )
-    .map_err(|e| Error::Setup {
-        sandbox: sandbox.to_owned(),
-        what: format!("mount overlay at {} ({options})", at.display()),
-        source: e.into(),
-    })
+    scratch: &Path,
+    userns: Option<&std::os::fd::OwnedFd>,
+) -> Result<std::os::fd::OwnedFd, Error> {
+    for path in lowers.iter().map(AsRef::as_ref).chain([upper, work]) {
+        option_path(sandbox, path)?;
+    }
+    std::fs::create_dir_all(scratch)
+        .map_err(setup(sandbox, format!("create {}", scratch.display())))?;
+    rollpoint_proctree::isolate::overlay::make_overlay(lowers, upper, work, scratch, userns)
+        .map_err(|e| Error::Setup {
+            sandbox: sandbox.to_owned(),
+            what: e.what,
+            source: e.source,
+        })
 }
 
 /// Unmounts the root; a root still busy (a straggler holding it open in the

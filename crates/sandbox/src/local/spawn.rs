@@ -26,6 +26,10 @@ use crate::Error;
 pub(crate) struct AnchorArgs<'a> {
     pub supervisor: &'a Path,
     pub root: &'a Path,
+    /// This process's descriptor of the sandbox's overlay, attached
+    /// nowhere: the anchor takes it (`--owner-root-fd`) and attaches it at
+    /// `root` in the sandbox's own mount namespace.
+    pub root_fd: std::os::fd::BorrowedFd<'a>,
     pub control: &'a Path,
     pub hostname: &'a str,
     pub cgroup_v2: Option<&'a Path>,
@@ -67,7 +71,9 @@ pub(crate) fn spawn_anchor(sandbox: &str, args: AnchorArgs<'_>) -> Result<Child,
         .arg(args.hostname)
         .arg("--owner")
         .arg(std::process::id().to_string())
-        .arg("--enter");
+        .arg("--enter")
+        .arg("--owner-root-fd")
+        .arg(std::os::fd::AsRawFd::as_raw_fd(&args.root_fd).to_string());
     for dir in &args.join {
         cmd.arg("--join").arg(dir);
     }

@@ -1,11 +1,12 @@
-//! Upload and download: files in and out of the overlay the owner has
-//! mounted, confined beneath the sandbox root ([`SandboxRoot`]). Uploads
-//! belong to the sandbox's user.
+//! Upload and download: files in and out of the sandbox's overlay, reached
+//! through the owner's handle on it (attached only in the sandbox's own
+//! mount namespace) and confined beneath it ([`crate::SandboxRoot`]).
+//! Uploads belong to the sandbox's user.
 
 use std::path::Path;
 
 use super::backend::LocalBackend;
-use crate::{Error, SandboxRoot};
+use crate::Error;
 
 pub(super) fn upload(
     backend: &LocalBackend,
@@ -14,9 +15,11 @@ pub(super) fn upload(
     bytes: &[u8],
     mode: u32,
 ) -> Result<(), Error> {
-    let (info, identity) = backend.live(id, |l| (l.info.clone(), l.identity.clone()))?;
+    let identity = backend.live(id, |l| l.identity.clone())?;
     // A file put in for the sandbox's user is that user's.
-    SandboxRoot::open(&info.root)?.upload_owned(path, bytes, mode, identity.owner())
+    backend
+        .root(id)?
+        .upload_owned(path, bytes, mode, identity.owner())
 }
 
 pub(super) fn download(
@@ -25,13 +28,12 @@ pub(super) fn download(
     path: &Path,
     limit: u64,
 ) -> Result<Vec<u8>, Error> {
-    let info = backend.info(id)?;
-    SandboxRoot::open(&info.root)?.download(path, limit)
+    backend.root(id)?.download(path, limit)
 }
 
 pub(super) fn fresh_dir(backend: &LocalBackend, id: &str, path: &Path) -> Result<(), Error> {
-    let (info, identity) = backend.live(id, |l| (l.info.clone(), l.identity.clone()))?;
-    let root = SandboxRoot::open(&info.root)?;
+    let identity = backend.live(id, |l| l.identity.clone())?;
+    let root = backend.root(id)?;
     root.remove_all(path)?;
     root.make_dir(path, identity.owner())
 }

@@ -141,6 +141,10 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
         .owner_userns_fd
         .map(|fd| owner.namespace("--owner-userns-fd", fd, libc::CLONE_NEWUSER))
         .transpose()?;
+    let root = opts
+        .owner_root_fd
+        .map(|fd| owner.root_mount(fd))
+        .transpose()?;
     let mut mask = SigSet::empty();
     for s in [
         Signal::SIGCHLD,
@@ -160,6 +164,7 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
         ForkResult::Parent { child } => {
             drop(alive_rx);
             drop(userns);
+            drop(root);
             // On failure PID 1 reads the pipe's end and goes no further.
             let gateway = network.map(net::HostSide::start).transpose()?;
             nix::unistd::write(&alive_tx, b"1").map_err(sys("let PID 1 serve"))?;
@@ -181,7 +186,7 @@ pub fn anchor(opts: &AnchorOpts) -> Result<i32, Error> {
             drop(network);
             drop(alive_tx);
             tie_to_parent(&alive_rx)?;
-            inner(opts, userns, alive_rx)
+            inner(opts, userns, root, alive_rx)
         }
     }
 }
@@ -353,8 +358,13 @@ fn isolation(opts: &AnchorOpts, given: Option<OwnedFd>) -> Result<Option<Arc<Iso
 }
 
 /// PID 1 of the sandbox.
-fn inner(opts: &AnchorOpts, userns: Option<OwnedFd>, alive: OwnedFd) -> Result<i32, Error> {
-    mounts::enter(opts)?;
+fn inner(
+    opts: &AnchorOpts,
+    userns: Option<OwnedFd>,
+    root: Option<OwnedFd>,
+    alive: OwnedFd,
+) -> Result<i32, Error> {
+    mounts::enter(opts, root)?;
     let signals = reaper::Reaper::signals()?;
     let reaper = Arc::new(reaper::Reaper::default());
     {

@@ -91,7 +91,9 @@ fn bind(source: &Path, target: &Path) -> Result<(), Error> {
 }
 
 /// Builds the view and pivots into it; afterwards `/` is the sandbox root.
-pub fn enter(opts: &AnchorOpts) -> Result<(), Error> {
+/// `overlay`, the root the owner made and attached nowhere, is attached at
+/// the root's path first, in this namespace alone.
+pub fn enter(opts: &AnchorOpts, overlay: Option<std::os::fd::OwnedFd>) -> Result<(), Error> {
     let root = &opts.root;
     // Nothing done here may propagate back to the host.
     mount(
@@ -102,6 +104,15 @@ pub fn enter(opts: &AnchorOpts) -> Result<(), Error> {
         None::<&str>,
     )
     .map_err(nix_err("make private the mounts under", Path::new("/")))?;
+    if let Some(overlay) = overlay {
+        rollpoint_proctree::isolate::overlay::attach(&overlay, root).map_err(|source| {
+            Error::SetupIo {
+                what: "attach the sandbox's root at",
+                path: root.clone(),
+                source,
+            }
+        })?;
+    }
 
     let hidden = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     let proc = mkdir_in(root, "proc")?;

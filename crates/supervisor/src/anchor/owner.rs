@@ -96,23 +96,7 @@ impl Owner {
     /// the pidfd, so it is this owner's, whatever its pid names by then;
     /// `Err` without a pidfd.
     pub fn namespace(&self, option: &str, fd: i32, kind: libc::c_int) -> Result<OwnedFd, Error> {
-        let Some(pidfd) = &self.fd else {
-            return Err(Error::Refused(format!(
-                "{option} {fd}: this kernel has no pidfd to take it with"
-            )));
-        };
-        // SAFETY: pidfd_getfd(2) takes a pidfd, a descriptor number and
-        // flags, and returns a new close-on-exec descriptor or -1.
-        let raw = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
-        let raw = i32::try_from(raw).unwrap_or(-1);
-        if raw < 0 {
-            return Err(Error::Sys {
-                what: "take a namespace from the anchor's owner",
-                source: Errno::last(),
-            });
-        }
-        // SAFETY: a fresh descriptor that nothing else owns.
-        let ns = unsafe { OwnedFd::from_raw_fd(raw) };
+        let ns = self.take(option, fd, "take a namespace from the anchor's owner")?;
         // NS_GET_NSTYPE (linux/nsfs.h): the namespace type of an nsfs file.
         const NS_GET_NSTYPE: libc::Ioctl = 0xb703;
         // SAFETY: ioctl(2) on a descriptor we own, no argument.
@@ -128,6 +112,52 @@ impl Owner {
             )));
         }
         Ok(ns)
+    }
+
+    /// A copy of the owner's descriptor `fd` (`option` named in errors),
+    /// taken through the pidfd, so it is this owner's whatever its pid names
+    /// by then; `Err` without a pidfd.
+    fn take(&self, option: &str, fd: i32, what: &'static str) -> Result<OwnedFd, Error> {
+        let Some(pidfd) = &self.fd else {
+            return Err(Error::Refused(format!(
+                "{option} {fd}: this kernel has no pidfd to take it with"
+            )));
+        };
+        // SAFETY: pidfd_getfd(2) takes a pidfd, a descriptor number and
+        // flags, and returns a new close-on-exec descriptor or -1.
+        let raw = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+        let raw = i32::try_from(raw).unwrap_or(-1);
+        if raw < 0 {
+            return Err(Error::Sys {
+                what,
+                source: Errno::last(),
+            });
+        }
+        // SAFETY: a fresh descriptor that nothing else owns.
+        Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+    }
+
+    /// A copy of the owner's descriptor `fd` of the sandbox's root
+    /// (`--owner-root-fd`): an overlay mount the owner made and attached
+    /// nowhere, which the anchor attaches in the sandbox's own mount
+    /// namespace. Anything but an overlay is refused.
+    pub fn root_mount(&self, fd: i32) -> Result<OwnedFd, Error> {
+        const OPTION: &str = "--owner-root-fd";
+        let root = self.take(
+            OPTION,
+            fd,
+            "take the sandbox's root from the anchor's owner",
+        )?;
+        let fs = nix::sys::statfs::fstatfs(&root).map_err(|source| Error::Sys {
+            what: "read the filesystem of the sandbox's root",
+            source,
+        })?;
+        if fs.filesystem_type() != nix::sys::statfs::OVERLAYFS_SUPER_MAGIC {
+            return Err(Error::Refused(format!(
+                "{OPTION} {fd}: the owner's descriptor {fd} is not an overlay"
+            )));
+        }
+        Ok(root)
     }
 
     /// The pidfd to poll, readable once the owner has exited.
@@ -423,6 +453,7 @@ mod tests {
             userns: None,
             owner_userns_fd: None,
             owner_netns_fd: None,
+            owner_root_fd: None,
             lend: Vec::new(),
             drop_caps: 0,
             no_new_privs: false,
