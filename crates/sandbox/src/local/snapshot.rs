@@ -148,7 +148,7 @@ pub(super) fn snapshot_all(
         })
         .collect();
     let borrowed: Vec<_> = records.iter().map(|(p, r)| (p.clone(), r)).collect();
-    let recorded = record::write_all(&borrowed).and_then(|()| {
+    let recorded = record::write_new(&borrowed).and_then(|()| {
         records
             .iter()
             .try_for_each(|(path, rec)| backend.bases.pin(path, &rec.spec.base))

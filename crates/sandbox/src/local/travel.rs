@@ -51,7 +51,7 @@ pub(super) fn receive(
         spec: spec.clone(),
         received: true,
     };
-    let recorded = record::write_all(&[(path.clone(), &rec)])
+    let recorded = record::write_new(&[(path.clone(), &rec)])
         .and_then(|()| backend.bases.pin(&path, &rec.spec.base))
         .and_then(|()| {
             backend.with_index(|index| index.add_all(checkpoint, &[snapshot]).map_err(store_error))
