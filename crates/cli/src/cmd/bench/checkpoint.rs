@@ -77,7 +77,33 @@ struct Row {
     baseline: Vec<Duration>,
     rss_kib: u64,
     pss_kib: u64,
+    /// The machine's available memory (`MemAvailable`) before the run and
+    /// once every rollout is running.
+    available_before_kib: u64,
+    available_after_kib: u64,
     resumed: Duration,
+}
+
+impl Row {
+    /// What the machine gave each sandbox, kernel memory included: the
+    /// drop in available memory over start-up, per sandbox.
+    fn machine_kib(&self) -> u64 {
+        self.available_before_kib
+            .saturating_sub(self.available_after_kib)
+            / self.n as u64
+    }
+}
+
+/// `MemAvailable` of /proc/meminfo, KiB (0 when unreadable).
+fn available_kib() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 pub fn run(args: &Args) -> anyhow::Result<()> {
@@ -116,16 +142,16 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     println!(
         "| N | isolation | start-up s | checkpoint ms med (min-max) | per rollout ms | prepare ms med | \
          commit ms med | baseline ms med | ratio vs baseline | RSS KiB/sandbox | PSS KiB/sandbox \
-         | resume s |"
+         | machine KiB/sandbox | available after start-up MiB | resume s |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows {
         let total = Summary::of(&r.total).context("no checkpoint")?;
         let prepare = Summary::of(&r.prepare).context("no checkpoint")?;
         let commit = Summary::of(&r.commit).context("no checkpoint")?;
         let base = Summary::of(&r.baseline).context("no baseline")?;
         println!(
-            "| {} | {} | {:.2} | {:.0} ({:.0}-{:.0}) | {:.3} | {:.0} | {:.0} | {:.0} | {:.3} | {} | {} | {:.2} |",
+            "| {} | {} | {:.2} | {:.0} ({:.0}-{:.0}) | {:.3} | {:.0} | {:.0} | {:.0} | {:.3} | {} | {} | {} | {} | {:.2} |",
             r.n,
             r.isolation.name(),
             r.started.as_secs_f64(),
@@ -139,6 +165,8 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
             total.median.as_secs_f64() / base.median.as_secs_f64(),
             r.rss_kib / r.n as u64,
             r.pss_kib / r.n as u64,
+            r.machine_kib(),
+            r.available_after_kib / 1024,
             r.resumed.as_secs_f64(),
         );
     }
@@ -241,7 +269,7 @@ fn print_row(r: &Row) {
     let cell = |s: &[Duration]| Summary::of(s).map_or_else(|| "-".into(), |s| s.ms());
     println!(
         "N={:<5} {:<7} start-up {:.2} s  checkpoint {}  (request {})  prepare {}  commit {}  baseline {}  \
-         RSS {} KiB  PSS {} KiB per sandbox  resume {:.2} s",
+         RSS {} KiB  PSS {} KiB  machine {} KiB per sandbox  available {} MiB  resume {:.2} s",
         r.n,
         r.isolation.name(),
         r.started.as_secs_f64(),
@@ -252,6 +280,8 @@ fn print_row(r: &Row) {
         cell(&r.baseline),
         r.rss_kib / r.n as u64,
         r.pss_kib / r.n as u64,
+        r.machine_kib(),
+        r.available_after_kib / 1024,
         r.resumed.as_secs_f64(),
     );
 }
@@ -306,6 +336,7 @@ fn size(args: &Args, exe: &Path, n: usize, isolation: Isolation) -> anyhow::Resu
     };
     let wait = Duration::from_secs(args.wait_s);
 
+    let available_before_kib = available_kib();
     let started_at = Instant::now();
     let since = SystemTime::now();
     let mut cmd = Command::new(exe);
@@ -325,6 +356,7 @@ fn size(args: &Args, exe: &Path, n: usize, isolation: Isolation) -> anyhow::Resu
     wait_running(&run_dir, n, since, wait, &log)?;
     let started = started_at.elapsed();
     let (rss_kib, pss_kib) = supervisor_memory();
+    let available_after_kib = available_kib();
 
     let mut row = Row {
         n,
@@ -337,6 +369,8 @@ fn size(args: &Args, exe: &Path, n: usize, isolation: Isolation) -> anyhow::Resu
         baseline: Vec::new(),
         rss_kib,
         pss_kib,
+        available_before_kib,
+        available_after_kib,
         resumed: Duration::ZERO,
     };
     for _ in 0..args.rounds {
