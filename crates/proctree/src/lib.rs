@@ -32,6 +32,7 @@ pub mod fdpass;
 pub mod freeze;
 pub mod ident;
 pub mod isolate;
+pub mod limits;
 pub mod members;
 pub mod scan;
 pub mod spawn;

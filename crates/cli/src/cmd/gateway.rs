@@ -216,22 +216,6 @@ async fn bind(addr: SocketAddr, wait: Duration) -> anyhow::Result<tokio::net::Tc
     }
 }
 
-/// Raises the soft limit of open descriptors to the hard one: each sandbox attached holds two
-/// (its listener and its anchor's connection), and a node runs thousands, past the common soft
-/// limit of 1,024.
-fn raise_open_files() {
-    use nix::sys::resource::{Resource, getrlimit, setrlimit};
-    match getrlimit(Resource::RLIMIT_NOFILE) {
-        Ok((soft, hard)) if soft < hard => {
-            if let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
-                tracing::warn!(soft, hard, error = %e, "cannot raise the open-descriptor limit; attached sandboxes past it will not start");
-            }
-        }
-        Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "cannot read the open-descriptor limit"),
-    }
-}
-
 /// Resolves when `owner` is no longer this process's parent (it died; the orphan was
 /// re-parented). Checked before anything starts, so a gateway whose owner is already gone
 /// never serves.
@@ -422,7 +406,9 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
                 .merge(rollpoint_gateway::admin::router(gateway.clone(), token));
         }
         if let Some(path) = &args.attach_socket {
-            raise_open_files();
+            if let Err(e) = rollpoint_proctree::limits::raise_open_files() {
+                tracing::warn!(error = %e, "cannot raise the open-descriptor limit; attached sandboxes past it will not start");
+            }
             let socket = rollpoint_gateway::attach::AttachSocket::bind(path)?;
             tokio::spawn(socket.serve(gateway.model_router()));
         }

@@ -147,6 +147,10 @@ impl LocalBackend {
             .create(dir)
             .map_err(|e| setup("create", e))?;
         let dir = std::fs::canonicalize(dir).map_err(|e| setup("resolve", e))?;
+        // One descriptor per live sandbox: its root's mount.
+        if let Err(e) = rollpoint_proctree::limits::raise_open_files() {
+            tracing::warn!(error = %e, "cannot raise the open-descriptor limit; sandboxes past it will not start");
+        }
         for sub in ["sandboxes", "snapshots", "bases"] {
             std::fs::create_dir_all(dir.join(sub)).map_err(|e| setup("create", e))?;
         }

@@ -442,13 +442,26 @@ fn wait_running(
 ) -> anyhow::Result<()> {
     let deadline = Instant::now() + wait;
     let sandboxes = run_dir.join("owner/sandboxes");
+    // Each sandbox's root as the host reaches it, through its anchor (the
+    // overlay is attached in the sandbox's namespace alone), once recorded.
+    let mut roots: std::collections::HashMap<std::ffi::OsString, PathBuf> = Default::default();
     loop {
         let live = std::fs::read_dir(&sandboxes)
             .map(|entries| {
                 entries
                     .flatten()
                     .filter(|e| {
-                        std::fs::metadata(e.path().join("root/workspace/lines"))
+                        let root = match roots.get(&e.file_name()) {
+                            Some(root) => root.clone(),
+                            None => {
+                                let Some(root) = anchor_root(&e.path()) else {
+                                    return false;
+                                };
+                                roots.insert(e.file_name(), root.clone());
+                                root
+                            }
+                        };
+                        std::fs::metadata(root.join("workspace/lines"))
                             .and_then(|m| m.modified())
                             .is_ok_and(|m| m >= since)
                     })
@@ -538,6 +551,14 @@ fn baseline(run_dir: &Path, scratch: &Path) -> anyhow::Result<Duration> {
     let took = start.elapsed();
     let _ = std::fs::remove_file(&archive);
     Ok(took)
+}
+
+/// `/proc/<anchor>/root` of the sandbox whose directory is `dir`, once its
+/// record names its anchor.
+fn anchor_root(dir: &Path) -> Option<PathBuf> {
+    let bytes = std::fs::read(dir.join("sandbox.json")).ok()?;
+    let record: rollpoint_sandbox::local::SandboxRecord = serde_json::from_slice(&bytes).ok()?;
+    (record.anchor_pid > 0).then(|| PathBuf::from(format!("/proc/{}/root", record.anchor_pid)))
 }
 
 /// RSS and PSS (KiB) of every supervisor process: the anchors (outside
