@@ -106,6 +106,9 @@ fn available_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// Tasks (processes and threads) a bench rollout's sandbox holds, rounded up.
+const TASKS_PER_SANDBOX: usize = 10;
+
 pub fn run(args: &Args) -> anyhow::Result<()> {
     ensure!(
         !args.sizes.is_empty() && args.sizes.iter().all(|n| (1..=4096).contains(n)),
@@ -123,6 +126,20 @@ pub fn run(args: &Args) -> anyhow::Result<()> {
     ensure!(
         root,
         "rollpoint bench checkpoint needs root (sandboxes: mounts, cgroups, namespaces)"
+    );
+    // Each sandbox is about nine tasks (its anchor's two processes and
+    // their threads, its launch's supervisor, the rollout's own processes),
+    // and every task takes a pid.
+    let pid_max: usize = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(usize::MAX);
+    let most = args.sizes.iter().max().copied().unwrap_or(0);
+    ensure!(
+        most.saturating_mul(TASKS_PER_SANDBOX) < pid_max,
+        "--sizes {most}: about {} tasks, past kernel.pid_max {pid_max}; raise it \
+         (sysctl kernel.pid_max=4194304, systemd's default)",
+        most.saturating_mul(TASKS_PER_SANDBOX)
     );
     let exe = std::env::current_exe().context("cannot find the rollpoint binary")?;
     let mut rows = Vec::new();
