@@ -70,21 +70,33 @@ fn unit_result(r: libc::c_long) -> io::Result<()> {
     }
 }
 
-/// A second detached mount of the same filesystem as `tree`, without the
-/// mounts beneath it: the owner's view of a sandbox's root, which never
-/// holds what the sandbox mounts on its own (its `/proc`, `/dev`, the
-/// control directory), so a path the owner follows into the sandbox cannot
-/// cross into them.
-pub fn clone_mount(tree: &OwnedFd) -> io::Result<OwnedFd> {
-    // SAFETY: open_tree(2) reads an empty path relative to the descriptor.
-    fd_result(unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            tree.as_raw_fd(),
-            c"".as_ptr(),
-            OPEN_TREE_CLONE | AT_EMPTY_PATH | libc::O_CLOEXEC.unsigned_abs(),
-        )
-    })
+/// Two detached mounts of the overlay `tree` ([`make_overlay`]'s): the
+/// first for the sandbox's anchor to attach in its own namespace, the
+/// second the owner's own view, which never holds what the sandbox mounts
+/// on the first (its `/proc`, `/dev`, the control directory), so a path the
+/// owner follows into the sandbox cannot cross into them. Linux refuses to
+/// clone a detached mount before 6.15, so `tree` is attached at `at` for the
+/// moment of the two clones and detached again: nothing stays in the
+/// caller's mount table (a crash in between leaves it at `at`, where a
+/// teardown unmounts it).
+pub fn split(tree: OwnedFd, at: &Path) -> io::Result<(OwnedFd, OwnedFd)> {
+    let path = cstring(at)?;
+    attach(&tree, at)?;
+    drop(tree);
+    let clone = || {
+        // SAFETY: open_tree(2) reads a NUL-terminated path.
+        fd_result(unsafe {
+            libc::syscall(
+                libc::SYS_open_tree,
+                libc::AT_FDCWD,
+                path.as_ptr(),
+                OPEN_TREE_CLONE | libc::O_CLOEXEC.unsigned_abs(),
+            )
+        })
+    };
+    let clones = clone().and_then(|anchor| Ok((anchor, clone()?)));
+    detach(at);
+    clones
 }
 
 /// A detached, read-only, idmapped clone of the directory `layer`.

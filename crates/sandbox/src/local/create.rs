@@ -315,9 +315,9 @@ fn bring_up(
     // image; on the host's root the anchor confines instead.
     let idmap = userns.filter(|_| spec.base != crate::Base::HostRoot);
     let overlay = mounts::make_overlay(id, &lower, &dirs.upper, &dirs.work, &root, idmap)?;
-    let view = rollpoint_proctree::isolate::overlay::clone_mount(&overlay).map_err(setup(
-        format!("clone the overlay of {}", dirs.upper.display()),
-    ))?;
+    let (overlay, view) = rollpoint_proctree::isolate::overlay::split(overlay, &root).map_err(
+        setup(format!("clone the overlay of {}", dirs.upper.display())),
+    )?;
     phases.mark("overlay");
     crash::point("start: mounted");
     let sandbox_root = SandboxRoot::from_fd(&root, &view)?;
