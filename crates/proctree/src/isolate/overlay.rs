@@ -1,5 +1,6 @@
-//! A sandbox's overlay, made with the new mount API and attached nowhere
-//! on the host: the sandbox's anchor attaches it in its own mount
+//! A sandbox's overlay, made with the new mount API and left attached
+//! nowhere on the host ([`split`] attaches it only for the moment of
+//! cloning it): the sandbox's anchor attaches it in its own mount
 //! namespace, so the host's mount table does not grow with the sandboxes
 //! (and a new sandbox's `unshare` does not copy the others' overlays). For a
 //! strict sandbox on a rootfs, a tarball or an image, each lower layer is an

@@ -3,7 +3,7 @@
 //! Each sandbox is an overlay of its own upper (kept by a snapshot store)
 //! over a read-only base, entered by `rollpoint-supervisor anchor` in fresh
 //! mount, uts, ipc and pid namespaces and a cgroup of its own. The owner
-//! makes the overlay attached nowhere (the new mount API) and the anchor
+//! makes the overlay (the new mount API) and leaves it attached nowhere; the anchor
 //! attaches it at `sandboxes/<id>/root` in the sandbox's mount namespace
 //! alone, so the owner's mount table, which every new sandbox's namespace
 //! starts as a copy of, holds none of them: a sandbox starts as fast with
