@@ -72,6 +72,10 @@ const BASE64: &str =
 /// A lent host path: absolute, without `..`, `,` or NUL (`check_isolation`
 /// in crates/sandbox/src/local/create.rs; `Path::components` drops `.`).
 const HOST_PATH: &str = r"^/+(?:(?:\.|\.?[^/,\u0000.][^/,\u0000]*|\.\.[^/,\u0000]+)(?:/+(?:\.|\.?[^/,\u0000.][^/,\u0000]*|\.\.[^/,\u0000]+))*/*)?$";
+/// A launch id: the id alphabet, but not `.` or `..`
+/// (`rollpoint_proto::anchor::check_launch_id`).
+const LAUNCH_ID: &str =
+    r"^(?:[A-Za-z0-9_~-][A-Za-z0-9._~-]*|\.[A-Za-z0-9_~-][A-Za-z0-9._~-]*|\.\.[A-Za-z0-9._~-]+)$";
 /// `NAME`, `UID`, `NAME:GROUP` or `UID:GID` (`OwnerTask::validate`).
 const USER: &str = "^(?:[A-Za-z0-9_.-]+(?::[A-Za-z0-9_.-]+)?)?$";
 /// `HOST:PORT`, `IPv4:PORT` or `IPv4/N:PORT`, the port 1..=65535 as `u16`
@@ -93,7 +97,7 @@ const MAX_TICK_MS: u64 = 60_000;
 /// Every versioned body: its schema, its version field and the version its
 /// reader takes. A schema with a `v` that is not listed is an error.
 #[rustfmt::skip]
-const VERSIONS: [(&str, &str, u32); 25] = [
+const VERSIONS: [(&str, &str, u32); 26] = [
     ("CheckpointReply", "v", WIRE_VERSION),
     ("CheckpointRequest", "v", WIRE_VERSION),
     ("CoordinatorRestoreReply", "v", WIRE_VERSION),
@@ -119,6 +123,7 @@ const VERSIONS: [(&str, &str, u32); 25] = [
     ("SessionRecord", "v", RECORD_VERSION),
     ("Trajectory", "v", TRAJECTORY_VERSION),
     ("Manifest", "version", MANIFEST_VERSION),
+    ("Receipt", "v", rollpoint_proto::receipt::RECEIPT_VERSION),
 ];
 
 /// Rules across fields, which a schema does not say: added to the field's
@@ -280,6 +285,10 @@ fn rows() -> anyhow::Result<Vec<(&'static str, &'static str, Value)>> {
         ("ExecRequest", "output_limit", json!({"maximum": MAX_OUTPUT_LIMIT})),
         ("LaunchRequest", "argv", argv_rule),
         ("LaunchRequest", "launch_id", owner_id(LAUNCH_ID_MAX)),
+        // A batch of launches (`LaunchesBody::checked`).
+        ("OwnerLaunchesBody", "launches", json!({"minItems": 1, "maxItems": rollpoint_owner::LAUNCHES_MAX})),
+        ("SessionLaunch", "session", json!({"minLength": 1})),
+        ("SessionLaunch", "launch_id", json!({"minLength": 1, "maxLength": LAUNCH_ID_MAX, "pattern": LAUNCH_ID})),
         ("LaunchRequest", "freeze", json!({"enum": ["auto", "cgroup-v2", "v2", "cgroup-v1", "v1", "sigstop", null]})),
         // Rollout tasks (RolloutTask::validate, each adapter's `validate`).
         ("RolloutTask", "id", json!({

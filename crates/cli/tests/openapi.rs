@@ -35,6 +35,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/owner/sessions/{id}/snapshot"),
     ("post", "/v1/owner/restore"),
     ("delete", "/v1/owner/snapshots/{id}"),
+    ("post", "/v1/owner/launches/pause"),
+    ("post", "/v1/owner/launches/continue"),
     // Agent.
     ("get", "/v1/rollouts"),
     ("post", "/v1/rollouts"),

@@ -8,13 +8,16 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use reqwest::{Method, Url};
 use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
+use rollpoint_proto::receipt::Receipt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::decode::decode_json;
 use crate::errors::OwnerError;
-use crate::http::wire::{CreateBody, ErrorReply, SnapshotBody, client_code};
-use crate::owner::{Access, Launched, Owner, OwnerResult, SessionInfo};
+use crate::http::wire::{
+    ContinuedReply, CreateBody, ErrorReply, LaunchesBody, PausedReply, SnapshotBody, client_code,
+};
+use crate::owner::{Access, Launched, Owner, OwnerResult, SessionInfo, SessionLaunch};
 use crate::record::SessionRecord;
 use crate::task::OwnerTask;
 use crate::verdict::Verdict;
@@ -108,6 +111,20 @@ impl HttpOwner {
             status: 200,
             message: format!("reply could not be read: {e}"),
         })
+    }
+
+    /// `POST launches/<verb>` with `launches`; the URL (for errors) and the reply.
+    async fn batch<T: DeserializeOwned>(
+        &self,
+        verb: &str,
+        launches: &[SessionLaunch],
+    ) -> OwnerResult<(Url, T)> {
+        let payload = Self::body(&LaunchesBody {
+            launches: launches.to_vec(),
+        })?;
+        let url = self.url(&["launches", verb]);
+        let reply = self.call_json(Method::POST, url.clone(), payload).await?;
+        Ok((url, reply))
     }
 
     fn body<T: Serialize>(value: &T) -> OwnerResult<Payload> {
@@ -308,4 +325,41 @@ impl Owner for HttpOwner {
         }
         .boxed()
     }
+
+    fn pause_launches<'a>(
+        &'a self,
+        launches: &'a [SessionLaunch],
+    ) -> BoxFuture<'a, OwnerResult<Vec<Option<Receipt>>>> {
+        async move {
+            let (url, reply) = self.batch::<PausedReply>("pause", launches).await?;
+            same_length(&url, launches.len(), reply.receipts)
+        }
+        .boxed()
+    }
+
+    fn continue_launches<'a>(
+        &'a self,
+        launches: &'a [SessionLaunch],
+    ) -> BoxFuture<'a, OwnerResult<Vec<Receipt>>> {
+        async move {
+            let (url, reply) = self.batch::<ContinuedReply>("continue", launches).await?;
+            same_length(&url, launches.len(), reply.receipts)
+        }
+        .boxed()
+    }
+}
+
+/// A batch's reply must answer every launch asked, in order.
+fn same_length<T>(url: &Url, asked: usize, receipts: Vec<T>) -> OwnerResult<Vec<T>> {
+    if receipts.len() == asked {
+        return Ok(receipts);
+    }
+    Err(OwnerError::Remote {
+        url: url.to_string(),
+        status: 200,
+        message: format!(
+            "{} receipts for {asked} launches: a batch answers each launch",
+            receipts.len()
+        ),
+    })
 }

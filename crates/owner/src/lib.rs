@@ -32,7 +32,7 @@ pub mod verdict;
 
 pub use client::HttpOwner;
 pub use errors::OwnerError;
-pub use http::{BODY_LIMIT, OwnerApi, router, serve};
+pub use http::{BODY_LIMIT, LAUNCHES_MAX, OwnerApi, router, serve};
 pub use local::{LiveSession, LocalOwner};
 pub use owner::{Access, Launched, Owner, OwnerCounts, OwnerResult, SessionInfo, SessionLaunch};
 pub use participant::ResourcesParticipant;

@@ -55,7 +55,8 @@ pub struct Launched {
 }
 
 /// A launch of a session, as a batch of pauses names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SessionLaunch {
     pub session: String,
     pub launch_id: String,

@@ -56,6 +56,16 @@ fn routes(session: &str) -> Vec<(Method, String, Option<&'static str>)> {
         ),
         (Method::POST, "/v1/owner/restore".into(), Some("{}")),
         (Method::DELETE, "/v1/owner/snapshots/snap".into(), None),
+        (
+            Method::POST,
+            "/v1/owner/launches/pause".into(),
+            Some(r#"{"launches":[{"session":"s","launch_id":"l"}]}"#),
+        ),
+        (
+            Method::POST,
+            "/v1/owner/launches/continue".into(),
+            Some(r#"{"launches":[{"session":"s","launch_id":"l"}]}"#),
+        ),
     ]
 }
 
@@ -192,6 +202,40 @@ async fn bad_create_bodies_name_the_field() {
             field,
             "{body}"
         );
+    }
+    assert!(s.fake.calls().is_empty(), "no bad body reached the backend");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bad_batches_of_launches_name_the_field() {
+    let s = Served::start().await;
+    let too_many = format!(
+        r#"{{"launches":[{}]}}"#,
+        vec![r#"{"session":"s","launch_id":"l"}"#; 65_537].join(",")
+    );
+    let cases = [
+        (r#"{"launches":[]}"#.to_owned(), "launches"),
+        (too_many, "launches"),
+        (r#"{}"#.to_owned(), "launches"),
+        (
+            r#"{"launches":[{"session":"s","launch_id":"l"},{"session":"s","launch_id":"../x"}]}"#
+                .to_owned(),
+            "launches[1].launch_id",
+        ),
+        (
+            r#"{"launches":[{"session":"","launch_id":"l"}]}"#.to_owned(),
+            "launches[0].session",
+        ),
+        (
+            r#"{"launches":[{"session":"s","launch_id":"l","pid":1}]}"#.to_owned(),
+            "launches[0].pid",
+        ),
+    ];
+    for path in ["/v1/owner/launches/pause", "/v1/owner/launches/continue"] {
+        for (body, field) in &cases {
+            let named = bad_field(&s, Method::POST, path, body).await;
+            assert_eq!(&named, field, "{path} {}", &body[..body.len().min(120)]);
+        }
     }
     assert!(s.fake.calls().is_empty(), "no bad body reached the backend");
 }

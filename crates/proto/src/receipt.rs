@@ -12,6 +12,7 @@ pub const RECEIPT_VERSION: u32 = 1;
 
 /// The operation a receipt is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     Pause,
@@ -23,6 +24,7 @@ pub enum Op {
 
 /// How processes were frozen or signalled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
     CgroupV2,
@@ -46,6 +48,7 @@ impl Method {
 
 /// The outcome of an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     /// Done and confirmed.
@@ -60,6 +63,7 @@ pub enum Outcome {
 
 /// One process of the launch as last seen.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Member {
     pub pid: u32,
@@ -75,6 +79,7 @@ pub struct Member {
 /// A receipt, appended as one line to `receipts.jsonl` and returned on the
 /// control socket.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Receipt {
     pub v: u32,

@@ -8,17 +8,21 @@
 
 mod access;
 mod close;
+mod continue_launches;
 mod create;
 mod delete_snapshot;
 mod download;
 mod exec;
 mod launch;
+mod pause;
 mod restore;
 mod snapshot;
 mod upload;
 mod usage;
 mod verify;
 pub(crate) mod wire;
+
+pub use wire::LAUNCHES_MAX;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -55,6 +59,8 @@ pub const BODY_LIMIT: usize = 64 << 20;
         snapshot::handle,
         restore::handle,
         delete_snapshot::handle,
+        pause::handle,
+        continue_launches::handle,
     ),
     tags((
         name = "owner",
@@ -90,6 +96,20 @@ impl utoipa::IntoResponses for SessionErrors {
         rollpoint_api::responses::error_replies::<wire::ErrorReply>(&[
             (401, doc::UNAUTHORIZED),
             (404, doc::NOT_FOUND),
+            (500, doc::FAILED),
+        ])
+    }
+}
+
+/// The error replies of a batch of launches.
+struct BatchErrors;
+
+impl utoipa::IntoResponses for BatchErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::Response>> {
+        rollpoint_api::responses::error_replies::<wire::ErrorReply>(&[
+            (400, doc::BAD_REQUEST),
+            (401, doc::UNAUTHORIZED),
+            (413, doc::TOO_LARGE),
             (500, doc::FAILED),
         ])
     }
@@ -133,6 +153,11 @@ pub fn router(owner: Arc<dyn Owner>, token: &str) -> Router {
         .route("/v1/owner/sessions/{id}/snapshot", post(snapshot::handle))
         .route("/v1/owner/restore", post(restore::handle))
         .route("/v1/owner/snapshots/{id}", delete(delete_snapshot::handle))
+        .route("/v1/owner/launches/pause", post(pause::handle))
+        .route(
+            "/v1/owner/launches/continue",
+            post(continue_launches::handle),
+        )
         .route("/metrics", get(metrics))
         .with_state(owner);
     rollpoint_api::require_bearer(routes, token, unauthorized)

@@ -6,7 +6,10 @@ use axum::response::Response;
 use rollpoint_api::{HttpError, Reply};
 use serde::{Deserialize, Serialize};
 
+use rollpoint_proto::receipt::Receipt;
+
 use crate::errors::OwnerError;
+use crate::owner::SessionLaunch;
 use crate::task::OwnerTask;
 
 /// Body of `POST /v1/owner/sessions`.
@@ -23,6 +26,61 @@ pub(crate) struct CreateBody {
 #[serde(deny_unknown_fields)]
 pub(crate) struct SnapshotBody {
     pub checkpoint: String,
+}
+
+/// Most launches one batched pause or continue names.
+pub const LAUNCHES_MAX: usize = 65_536;
+
+/// Body of `POST /v1/owner/launches/pause` and `/continue`.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = OwnerLaunchesBody)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LaunchesBody {
+    /// 1 to 65,536 launches, each of a session of this owner.
+    pub launches: Vec<SessionLaunch>,
+}
+
+impl LaunchesBody {
+    /// The launches, refused by field when there are none, too many, or
+    /// one names an empty session or a launch id the anchor would refuse.
+    pub(crate) fn checked(self) -> Result<Vec<SessionLaunch>, OwnerError> {
+        let n = self.launches.len();
+        if n == 0 || n > LAUNCHES_MAX {
+            return Err(OwnerError::bad(
+                "launches",
+                format!("{n} launches: must be 1 to {LAUNCHES_MAX}"),
+            ));
+        }
+        for (i, l) in self.launches.iter().enumerate() {
+            if l.session.is_empty() {
+                return Err(OwnerError::bad(
+                    format!("launches[{i}].session"),
+                    "must not be empty",
+                ));
+            }
+            rollpoint_proto::anchor::check_launch_id(&l.launch_id)
+                .map_err(|e| OwnerError::bad(format!("launches[{i}].launch_id"), e))?;
+        }
+        Ok(self.launches)
+    }
+}
+
+/// Reply of `POST /v1/owner/launches/pause`: per launch, in order, its
+/// receipt, or `null` for one left to its supervisor.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = OwnerPausedReply)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PausedReply {
+    pub receipts: Vec<Option<Receipt>>,
+}
+
+/// Reply of `POST /v1/owner/launches/continue`: a receipt per launch, in
+/// order.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
+#[schema(as = OwnerContinuedReply)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ContinuedReply {
+    pub receipts: Vec<Receipt>,
 }
 
 /// A setup command that failed, in an error body.

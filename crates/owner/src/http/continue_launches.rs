@@ -1,0 +1,31 @@
+//! `POST /v1/owner/launches/continue` (`{"launches": [..]}`): continue
+//! launches a batched pause froze, as one step.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+
+use super::wire::{ApiError, ContinuedReply, LaunchesBody, json};
+use super::{Shared, read_json};
+
+/// Continue launches a batched pause froze, as one step.
+///
+/// A receipt per launch, in order; a launch whose session or sandbox is
+/// gone has `already_ended`.
+#[utoipa::path(
+    post,
+    path = "/v1/owner/launches/continue",
+    operation_id = "owner_continue_launches",
+    tag = "owner",
+    request_body = LaunchesBody,
+    responses(
+        (status = 200, description = "A receipt per launch, in order.", body = ContinuedReply),
+        super::BatchErrors,
+    ),
+    security(("bearer" = [])),
+)]
+pub(super) async fn handle(State(owner): Shared, body: Body) -> Result<Response, ApiError> {
+    let launches = read_json::<LaunchesBody>(body).await?.checked()?;
+    let receipts = owner.continue_launches(&launches).await?;
+    json(&ContinuedReply { receipts })
+}
