@@ -155,3 +155,101 @@ async fn root_refused_spec_fields_are_bad_requests_and_long_ids_fit() {
     assert!(left.sandboxes.is_empty(), "{left:?}");
     server.abort();
 }
+
+/// Bytes of `/tmp/ticks` in the session's sandbox (0 before the first).
+async fn ticks(client: &HttpOwner, session: &str) -> usize {
+    client
+        .download(session, "/tmp/ticks", 1 << 20)
+        .await
+        .map_or(0, |b| b.len())
+}
+
+/// A checkpoint's batched pause over HTTP: the launches of several sessions
+/// are frozen in one call and confirmed per launch, a session not open here
+/// is left to its supervisor, and one call continues them.
+#[tokio::test(flavor = "multi_thread")]
+async fn root_launches_of_many_sessions_pause_and_continue_over_http() {
+    use rollpoint_owner::SessionLaunch;
+    use rollpoint_proto::receipt::{Method, Outcome};
+
+    let (_dir, _backend, server, client) = owner_over_http().await;
+    let mut launches = Vec::new();
+    for i in 0..3 {
+        let task: OwnerTask = serde_json::from_value(serde_json::json!({
+            "id": format!("tick{i}"), "verify": {"command": ["true"]}
+        }))
+        .unwrap();
+        let info = client.create_session(task).await.unwrap();
+        let req = rollpoint_proto::anchor::LaunchRequest {
+            launch_id: "ticker".into(),
+            argv: vec![
+                "sh".into(),
+                "-c".into(),
+                "while :; do echo x >> /tmp/ticks; sleep 0.02; done".into(),
+            ],
+            env: std::collections::BTreeMap::new(),
+            cwd: String::new(),
+            freeze: None,
+            options: Vec::new(),
+        };
+        client.launch(&info.session, req).await.unwrap();
+        launches.push(SessionLaunch {
+            session: info.session,
+            launch_id: "ticker".into(),
+        });
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for l in &launches {
+        while ticks(&client, &l.session).await == 0 {
+            assert!(std::time::Instant::now() < deadline, "{l:?} never ticked");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    let mut asked = launches.clone();
+    asked.push(SessionLaunch {
+        session: "no-such-session".into(),
+        launch_id: "ticker".into(),
+    });
+
+    let receipts = client.pause_launches(&asked).await.unwrap();
+    assert_eq!(receipts.len(), 4);
+    for (l, r) in launches.iter().zip(&receipts) {
+        let r = r.as_ref().unwrap_or_else(|| panic!("{l:?}: no receipt"));
+        assert_eq!(r.outcome, Outcome::Confirmed, "{r:?}");
+        assert!(matches!(r.method, Method::CgroupV2 | Method::CgroupV1));
+        assert!(!r.members.is_empty() && r.members.iter().all(|m| m.state == 'F'));
+    }
+    assert!(receipts[3].is_none(), "{:?}", receipts[3]);
+    let mut before = Vec::new();
+    for l in &launches {
+        before.push(ticks(&client, &l.session).await);
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    for (l, n) in launches.iter().zip(&before) {
+        assert_eq!(
+            ticks(&client, &l.session).await,
+            *n,
+            "{l:?} ticked while paused"
+        );
+    }
+
+    let continued = client.continue_launches(&asked).await.unwrap();
+    assert_eq!(continued.len(), 4);
+    assert!(
+        continued[..3]
+            .iter()
+            .all(|r| r.outcome == Outcome::Confirmed),
+        "{continued:?}"
+    );
+    assert_eq!(continued[3].outcome, Outcome::AlreadyEnded);
+    for (l, n) in launches.iter().zip(&before) {
+        while ticks(&client, &l.session).await <= *n {
+            assert!(std::time::Instant::now() < deadline + std::time::Duration::from_secs(30));
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    for l in &launches {
+        client.close(&l.session).await.unwrap();
+    }
+    server.abort();
+}
