@@ -399,24 +399,46 @@ impl SandboxCgroups {
                     message: format!("processes {pids:?} survived SIGKILL for {DRAIN:?}"),
                 });
             }
-            match self.v2.as_deref().filter(|d| cgroup::has_kill(d)) {
-                Some(dir) => {
-                    let _ = std::fs::write(dir.join("cgroup.kill"), "1");
-                }
-                None => {
-                    for pid in &pids {
-                        if let Ok(pid) = i32::try_from(*pid) {
-                            let _ = nix::sys::signal::kill(
-                                nix::unistd::Pid::from_raw(pid),
-                                nix::sys::signal::Signal::SIGKILL,
-                            );
-                        }
+            self.send_kill(Some(&pids));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Sends the kill once without waiting for it: many sandboxes torn
+    /// down together are all signalled first, so the kernel ends their
+    /// processes at once while each [`Self::kill`] then mostly confirms.
+    pub fn start_kill(&self) {
+        self.send_kill(None);
+    }
+
+    /// One round of the kill: `cgroup.kill`, else SIGKILL to each member
+    /// (`pids` when the caller has just listed them); then every cgroup
+    /// thawed so frozen tasks take it.
+    fn send_kill(&self, pids: Option<&[u32]>) {
+        match self.v2.as_deref().filter(|d| cgroup::has_kill(d)) {
+            Some(dir) => {
+                let _ = std::fs::write(dir.join("cgroup.kill"), "1");
+            }
+            None => {
+                let listed;
+                let pids = match pids {
+                    Some(p) => p,
+                    None => {
+                        listed = self.pids_left();
+                        &listed
+                    }
+                };
+                for pid in pids {
+                    if let Ok(pid) = i32::try_from(*pid) {
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
                     }
                 }
             }
-            self.thaw_all();
-            std::thread::sleep(Duration::from_millis(5));
         }
+        self.thaw_all();
     }
 
     /// Thaws every cgroup of the sandbox, launch cgroups included, without

@@ -190,11 +190,19 @@ pub(super) fn teardown_stale(backend: &LocalBackend, id: &str) -> Result<(), Err
 /// mounted. Each on a bounded pool (its steps mostly wait on the kernel);
 /// the first error is returned after every sandbox was tried.
 pub(super) fn teardown_stale_all(backend: &LocalBackend, ids: &[String]) -> Result<(), Error> {
-    let stopped = parallel(ids, |id: &String| {
-        let cgroups = SandboxCgroups::locate(&backend.cgroup_name(id));
+    let all: Vec<(&String, SandboxCgroups)> = ids
+        .iter()
+        .map(|id| (id, SandboxCgroups::locate(&backend.cgroup_name(id))))
+        .collect();
+    // Every sandbox is signalled before any is waited on: the kernel ends
+    // them all at once rather than one pool's worth at a time.
+    for (_, cgroups) in &all {
+        cgroups.start_kill();
+    }
+    let stopped = parallel(&all, |(id, cgroups): &(&String, SandboxCgroups)| {
         let root = backend.sandbox_dir(id).join("root");
         let mut phases = Phases::new();
-        stop(id, None, &cgroups, &root, &mut phases).map(|()| (id.clone(), phases))
+        stop(id, None, cgroups, &root, &mut phases).map(|()| ((*id).clone(), phases))
     });
     let mut first_error = None;
     let mut removable = Vec::new();
