@@ -45,9 +45,23 @@ impl std::fmt::Display for Phases {
 /// sandboxes do not contend for two cores.
 const BATCH_WORKERS: usize = 16;
 
+/// Workers for a batch's snapshots. btrfs commits the snapshots pending in
+/// one transaction together, and a worker spends nearly all its time
+/// waiting on that commit, so more of them waiting means fewer commits.
+pub(super) const SNAPSHOT_WORKERS: usize = 256;
+
 /// `f` over every item on up to [`BATCH_WORKERS`] threads; results in order.
 pub(super) fn parallel<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let workers = BATCH_WORKERS.min(items.len());
+    parallel_on(BATCH_WORKERS, items, f)
+}
+
+/// `f` over every item on up to `workers` threads; results in order.
+pub(super) fn parallel_on<T: Sync, R: Send>(
+    workers: usize,
+    items: &[T],
+    f: impl Fn(&T) -> R + Sync,
+) -> Vec<R> {
+    let workers = workers.min(items.len());
     if workers <= 1 {
         return items.iter().map(f).collect();
     }

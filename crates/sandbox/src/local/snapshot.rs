@@ -14,7 +14,7 @@
 use std::time::Instant;
 
 use super::backend::{LocalBackend, store_error};
-use super::batch::{Phases, parallel};
+use super::batch::{Phases, SNAPSHOT_WORKERS, parallel_on};
 use super::cgroups::SandboxCgroups;
 use super::crash;
 use super::record::{self, SnapshotRecord};
@@ -95,7 +95,7 @@ pub(super) fn snapshot_all(
     });
     phases.mark("syncfs");
     let taken = match synced {
-        Ok(()) => parallel(&live, |(info, _, snapshot)| {
+        Ok(()) => parallel_on(SNAPSHOT_WORKERS, &live, |(info, _, snapshot)| {
             backend
                 .store
                 .snapshot(&info.id, snapshot)
@@ -121,17 +121,15 @@ pub(super) fn snapshot_all(
             }
         }
     };
-    let taken = first_error(taken).inspect(|_| crash::point("snapshot: taken"));
-    let thawed = thaw(&was_frozen);
-    let bytes = match (taken, thawed) {
-        (Ok(bytes), Ok(_)) => bytes,
-        (Err(e), _) | (Ok(_), Err(e)) => {
+    let bytes = match first_error(taken) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            let _ = thaw(&was_frozen);
             undo(&made);
             return Err(e);
         }
     };
-    phases.mark("thaw");
-    crash::point("snapshot: thawed");
+    crash::point("snapshot: taken");
     let records: Vec<(std::path::PathBuf, SnapshotRecord)> = live
         .iter()
         .map(|(info, _, snapshot)| {
@@ -147,18 +145,28 @@ pub(super) fn snapshot_all(
             )
         })
         .collect();
-    let borrowed: Vec<_> = records.iter().map(|(p, r)| (p.clone(), r)).collect();
-    let recorded = record::write_new(&borrowed).and_then(|()| {
-        records
-            .iter()
-            .try_for_each(|(path, rec)| backend.bases.pin(path, &rec.spec.base))
+    // The records need the snapshots taken, not the sandboxes frozen: they
+    // are written while the sandboxes thaw.
+    let (thawed, recorded) = std::thread::scope(|scope| {
+        let thawing = scope.spawn(|| thaw(&was_frozen));
+        let borrowed: Vec<_> = records.iter().map(|(p, r)| (p.clone(), r)).collect();
+        let recorded = record::write_new(&borrowed).and_then(|()| {
+            records
+                .iter()
+                .try_for_each(|(path, rec)| backend.bases.pin(path, &rec.spec.base))
+        });
+        let thawed = thawing
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        (thawed, recorded)
     });
-    if let Err(e) = recorded {
+    if let Err(e) = thawed.and(recorded) {
         // Nothing names the snapshots yet.
         undo(&made);
         return Err(e);
     }
-    phases.mark("records");
+    crash::point("snapshot: thawed");
+    phases.mark("thaw and records");
     crash::point("snapshot: recorded");
     // A failure here may still have named them (a rename that landed before
     // its directory's fsync failed): the sweep decides, from the index.
