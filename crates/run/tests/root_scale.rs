@@ -84,7 +84,11 @@ fn root_256_rollouts_through_two_checkpoints_a_crash_and_a_resume() {
         let scope = reply["scope"].as_array().map_or(0, Vec::len);
         assert_eq!(scope, N, "checkpoint {round} held every rollout: {reply}");
     }
-    // Each checkpoint paused all N launches as one batch, in one file.
+    // Each checkpoint paused all N launches as one batch, in one file; a
+    // run that had not yet gone back to waiting on its launch when the
+    // second came (the first had just continued it) is paused by its
+    // supervisor, which writes the receipt in the launch's own log.
+    let by_supervisor = supervisor_pauses(&sandboxes);
     let receipts = run_dir.join("owner/receipts");
     let mut batches: Vec<String> = std::fs::read_dir(&receipts)
         .expect("the batches' receipts")
@@ -94,7 +98,7 @@ fn root_256_rollouts_through_two_checkpoints_a_crash_and_a_resume() {
         .collect();
     batches.sort();
     assert_eq!(batches.len(), 2, "{batches:?}");
-    for batch in &batches {
+    for (round, batch) in batches.iter().enumerate() {
         let text = std::fs::read_to_string(receipts.join(batch)).expect("a batch");
         let confirmed = text
             .lines()
@@ -102,8 +106,46 @@ fn root_256_rollouts_through_two_checkpoints_a_crash_and_a_resume() {
             .filter(|r| r.confirmed() && !r.members.is_empty())
             .map(|r| r.launch_id)
             .collect::<std::collections::BTreeSet<_>>();
-        assert_eq!(confirmed.len(), N, "{batch}: every launch confirmed once");
+        if round == 0 {
+            assert_eq!(confirmed.len(), N, "{batch}: every launch confirmed once");
+        } else {
+            let missing: Vec<&String> = by_supervisor
+                .iter()
+                .filter(|l| !confirmed.contains(*l))
+                .collect();
+            assert_eq!(
+                confirmed.len() + missing.len(),
+                N,
+                "{batch}: every launch confirmed once, in the batch or by its supervisor \
+                 ({} in the batch)",
+                confirmed.len()
+            );
+            assert!(
+                confirmed.len() * 2 > N,
+                "{batch}: most launches were paused in the batch, {} were",
+                confirmed.len()
+            );
+        }
     }
+    // Every rollout went on in place through both checkpoints: one launch each.
+    let relaunched: Vec<String> = std::fs::read_dir(&sandboxes)
+        .expect("sandboxes")
+        .flatten()
+        .filter(|s| {
+            std::fs::read_dir(
+                s.path()
+                    .join("control")
+                    .join(rollpoint_proto::anchor::LAUNCHES_DIR),
+            )
+            .map_or(0, Iterator::count)
+                != 1
+        })
+        .map(|s| s.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        relaunched.is_empty(),
+        "relaunched, not continued in place: {relaunched:?}"
+    );
     child.kill().expect("SIGKILL");
     let _ = child.wait();
 
@@ -123,4 +165,28 @@ fn root_256_rollouts_through_two_checkpoints_a_crash_and_a_resume() {
     wait_nothing_left(&tag, &run_dir, Duration::from_secs(60)).unwrap_or_else(|e| panic!("{e}"));
     let left = std::fs::read_dir(&sandboxes).map_or(0, |d| d.count());
     assert_eq!(left, 0, "sandboxes left in {}", sandboxes.display());
+}
+
+/// The launches whose supervisors confirmed a pause (their own
+/// `receipts.jsonl`), over every sandbox under `sandboxes`.
+fn supervisor_pauses(sandboxes: &std::path::Path) -> std::collections::BTreeSet<String> {
+    use rollpoint_proto::receipt::{Op, Receipt};
+    let mut paused = std::collections::BTreeSet::new();
+    for sandbox in std::fs::read_dir(sandboxes).expect("sandboxes").flatten() {
+        let launches = sandbox
+            .path()
+            .join("control")
+            .join(rollpoint_proto::anchor::LAUNCHES_DIR);
+        for launch in std::fs::read_dir(launches).into_iter().flatten().flatten() {
+            let log = launch.path().join(rollpoint_proto::session::RECEIPTS_FILE);
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            paused.extend(
+                text.lines()
+                    .filter_map(|l| Receipt::decode(l.as_bytes()).ok())
+                    .filter(|r| r.op == Op::Pause && r.confirmed())
+                    .map(|r| r.launch_id),
+            );
+        }
+    }
+    paused
 }
