@@ -27,18 +27,26 @@ fn ok(out: &ExecOutput) -> &str {
     &out.stdout
 }
 
+/// Bytes the files under `dir` take on disk, each inode once (as `du`
+/// counts them), directories left out: a directory's own blocks grow with
+/// the entries it ever held (temporaries of concurrent pulls) and never
+/// shrink, which says nothing about how many copies of the content exist.
 fn disk_use(dir: &Path) -> u64 {
-    let out = std::process::Command::new("du")
-        .args(["-s", "-B1"])
-        .arg(dir)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
+    use std::os::unix::fs::MetadataExt as _;
+    fn walk(dir: &Path, seen: &mut std::collections::HashSet<(u64, u64)>) -> u64 {
+        let mut total = 0;
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                total += walk(&path, seen);
+            } else if seen.insert((meta.dev(), meta.ino())) {
+                total += meta.blocks() * 512;
+            }
+        }
+        total
+    }
+    walk(dir, &mut std::collections::HashSet::new())
 }
 
 struct Setup {
