@@ -13,8 +13,7 @@
 
 mod common;
 
-use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, UpstreamApi};
-use rollpoint_model_script::{Script, ScriptServer, Step};
+use rollpoint_gateway::CaptureKey;
 
 use common::{Setup, print_table, round};
 
@@ -29,23 +28,9 @@ fn parse_args() -> Setup {
 }
 
 async fn scenario(setup: Setup) {
-    let step = Step {
-        text: Some("The test fails because the fixture path is wrong; fixing it now.".into()),
-        ..Step::default()
-    };
-    let mut script = Script::new(vec![step]);
-    script.stream_chunks = setup.chunks;
-    script.chunk_delay_ms = setup.chunk_delay_ms;
-    let model = ScriptServer::start(script, "127.0.0.1:0".parse().unwrap(), None)
-        .await
-        .unwrap();
+    let model = common::scripted_model(setup.chunks, setup.chunk_delay_ms).await;
     let dir = tempfile::tempdir().unwrap();
-    let config = GatewayConfig::new(
-        model.base_url(),
-        UpstreamApi::OpenAi,
-        dir.path().join("l.db"),
-    );
-    let gateway = Gateway::new(config).unwrap();
+    let gateway = common::gateway_to(&model, dir.path());
     for c in 0..setup.clients {
         gateway
             .register(&CaptureKey::of(&format!("b{c}"), 0).unwrap())

@@ -153,3 +153,34 @@ where
         .await;
     });
 }
+
+/// The scripted model every call of a benchmark asks: one answer of a coding agent, streamed
+/// in `chunks` deltas `chunk_delay_ms` apart, on loopback.
+pub async fn scripted_model(
+    chunks: usize,
+    chunk_delay_ms: u64,
+) -> rollpoint_model_script::ScriptServer {
+    let step = rollpoint_model_script::Step {
+        text: Some("The test fails because the fixture path is wrong; fixing it now.".into()),
+        ..rollpoint_model_script::Step::default()
+    };
+    let mut script = rollpoint_model_script::Script::new(vec![step]);
+    script.stream_chunks = chunks;
+    script.chunk_delay_ms = chunk_delay_ms;
+    rollpoint_model_script::ScriptServer::start(script, "127.0.0.1:0".parse().unwrap(), None)
+        .await
+        .unwrap()
+}
+
+/// A gateway to `model` (OpenAI's API) with its ledger in `dir`.
+pub fn gateway_to(
+    model: &rollpoint_model_script::ScriptServer,
+    dir: &std::path::Path,
+) -> rollpoint_gateway::Gateway {
+    let config = rollpoint_gateway::GatewayConfig::new(
+        model.base_url(),
+        rollpoint_gateway::UpstreamApi::OpenAi,
+        dir.join("l.db"),
+    );
+    rollpoint_gateway::Gateway::new(config).unwrap()
+}
