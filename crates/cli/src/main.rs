@@ -19,8 +19,15 @@ struct Cli {
     #[arg(long, global = true)]
     backtrace: bool,
     /// How log events are printed on stderr: `text` lines or `json` objects (one per line,
-    /// for files). Which events: `RUST_LOG` (default `info`), e.g. `RUST_LOG=rollpoint_gateway=debug`.
-    #[arg(long, global = true, value_enum, default_value = "text")]
+    /// for files; also `ROLLPOINT_LOG_FORMAT`, which the processes a command starts inherit).
+    /// Which events: `RUST_LOG` (default `info`), e.g. `RUST_LOG=rollpoint_gateway=debug`.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value = "text",
+        env = "ROLLPOINT_LOG_FORMAT"
+    )]
     log_format: logging::LogFormat,
     #[command(subcommand)]
     command: cmd::Command,

@@ -207,6 +207,8 @@ pub async fn resume(
     env: BTreeMap<String, String>,
     inputs: Inputs,
 ) -> Result<Ending, RunError> {
+    let began = std::time::Instant::now();
+    let ms = |since: std::time::Instant| since.elapsed().as_millis();
     let run_dir = std::fs::canonicalize(run_dir).map_err(|e| RunError::io(run_dir, e))?;
     let _lock = crate::lock::RunLock::acquire(&run_dir)?;
     let mut state = RunState::load(&run_dir)?;
@@ -259,25 +261,43 @@ pub async fn resume(
     )
     .await?;
     fetch_published(&run_dir, &state.config).await?;
+    let read_ms = ms(began);
     let source = choose_source(&run_dir, checkpoint)?;
+    let chosen_ms = ms(began);
     let supervisor = supervisor
         .or_else(|| state.config.supervisor.clone())
         .ok_or_else(|| RunError::setup("supervisor", "no supervisor binary given"))?;
     let backend = open_backend(&run_dir, &state.config, supervisor)?;
-    let swept = backend
-        .sweep_orphans()
+    let opened_ms = ms(began);
+    // Nothing of the crashed run's sandboxes runs past this point; what they
+    // leave on disk and in the cgroup trees is removed once the forks are
+    // made, off their path (the kernel's cgroup lock and btrfs's
+    // transactions are theirs meanwhile).
+    let orphans = backend
+        .stop_orphans()
         .map_err(|e| RunError::setup("sweep", e))?;
-    if !swept.is_empty() {
+    if !orphans.ids().is_empty() {
         tracing::info!(
-            sandboxes = swept.len(),
-            "swept the sandboxes of the crashed run"
+            sandboxes = orphans.ids().len(),
+            "stopped the sandboxes of the crashed run"
         );
     }
+    let remove_orphans = {
+        let backend = std::sync::Arc::clone(&backend);
+        move || tokio::task::spawn_blocking(move || orphans.finish(&backend))
+    };
     let retained: Vec<String> = retained_checkpoints(&run_dir)?;
     let keep: Vec<&str> = retained.iter().map(String::as_str).collect();
     backend
         .sweep_snapshots(&keep)
         .map_err(|e| RunError::setup("sweep", e))?;
+    tracing::debug!(
+        read_ms,
+        chosen_ms,
+        opened_ms,
+        swept_ms = ms(began),
+        "resume: state read, checkpoint chosen, sandboxes opened, the crashed run swept"
+    );
 
     let mut plan = plan_resume(
         &order,
@@ -371,6 +391,7 @@ pub async fn resume(
             "restored rollouts from a checkpoint"
         );
     }
+    let behind = remove_orphans();
     if !plan.retire.is_empty() {
         lp.stack
             .coordinator
@@ -450,6 +471,15 @@ pub async fn resume(
     drop(serving);
     if let Some(keeper) = keeper {
         keeper.release().await;
+    }
+    match behind.await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(
+            error = %e,
+            "the crashed run's sandboxes were stopped but not all removed; the next sweep \
+             removes the rest"
+        ),
+        Err(e) => tracing::warn!(error = %e, "removing the crashed run's sandboxes failed"),
     }
     ending
 }

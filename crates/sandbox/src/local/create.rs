@@ -478,9 +478,15 @@ fn wait_ready(
             });
         }
         std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(20));
+        // Short: every millisecond a ready anchor waits here is one more
+        // the start holds one of the owner's few start slots. A look
+        // before the socket exists is one `stat`.
+        pause = (pause * 2).min(READY_POLL_MAX);
     }
 }
+
+/// The longest pause between two looks for a starting anchor's socket.
+const READY_POLL_MAX: Duration = Duration::from_millis(2);
 
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "tests")]

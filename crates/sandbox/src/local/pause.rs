@@ -26,6 +26,7 @@ use rollpoint_proctree::freeze::batch::{Outcome as Done, freeze_many, thaw_many}
 use rollpoint_proto::receipt::{Member, Method, Op, Outcome, RECEIPT_VERSION, Receipt};
 
 use super::backend::LocalBackend;
+use super::batch::Phases;
 use crate::{Error, LaunchRef};
 
 /// Where the batches' receipts are kept, one file per batch.
@@ -96,8 +97,10 @@ pub(super) fn pause_launches(
     launches: &[LaunchRef],
 ) -> Result<Vec<Option<Receipt>>, Error> {
     let start = Instant::now();
+    let mut phases = Phases::new();
     let found: Vec<Option<(Kind, PathBuf)>> =
         launches.iter().map(|l| launch_cgroup(backend, l)).collect();
+    phases.mark("found");
     let taken: Vec<(usize, Kind, &Path)> = found
         .iter()
         .enumerate()
@@ -105,6 +108,7 @@ pub(super) fn pause_launches(
         .collect();
     let targets: Vec<(Kind, &Path)> = taken.iter().map(|(_, k, d)| (*k, *d)).collect();
     let done = freeze_many(&RealFs, &targets, Budgets::default());
+    phases.mark("frozen");
     // A launch whose cgroup is gone or empty has ended: no receipt here.
     let mut out: Vec<Option<Receipt>> = vec![None; launches.len()];
     let mut ended: Vec<(Kind, &Path)> = Vec::new();
@@ -117,6 +121,7 @@ pub(super) fn pause_launches(
     }
     thaw_many(&RealFs, &ended, Budgets::default());
     let written: Vec<&Receipt> = out.iter().flatten().collect();
+    phases.mark("receipts");
     if let Err(e) = write_batch(backend, "pause", &written) {
         // Without its receipts the batch proves nothing: undo it.
         let frozen: Vec<(Kind, &Path)> = taken
@@ -127,10 +132,12 @@ pub(super) fn pause_launches(
         thaw_many(&RealFs, &frozen, Budgets::default());
         return Err(e);
     }
+    phases.mark("written");
     tracing::debug!(
         launches = launches.len(),
         confirmed = written.iter().filter(|r| r.confirmed()).count(),
         ms = start.elapsed().as_secs_f64() * 1e3,
+        phases = %phases,
         "launches paused in one batch"
     );
     Ok(out)
