@@ -269,23 +269,15 @@ pub async fn resume(
         .ok_or_else(|| RunError::setup("supervisor", "no supervisor binary given"))?;
     let backend = open_backend(&run_dir, &state.config, supervisor)?;
     let opened_ms = ms(began);
-    // Nothing of the crashed run's sandboxes runs past this point; what they
-    // leave on disk and in the cgroup trees is removed once the forks are
-    // made, off their path (the kernel's cgroup lock and btrfs's
-    // transactions are theirs meanwhile).
-    let orphans = backend
-        .stop_orphans()
+    let swept = backend
+        .sweep_orphans()
         .map_err(|e| RunError::setup("sweep", e))?;
-    if !orphans.ids().is_empty() {
+    if !swept.is_empty() {
         tracing::info!(
-            sandboxes = orphans.ids().len(),
-            "stopped the sandboxes of the crashed run"
+            sandboxes = swept.len(),
+            "swept the sandboxes of the crashed run"
         );
     }
-    let remove_orphans = {
-        let backend = std::sync::Arc::clone(&backend);
-        move || tokio::task::spawn_blocking(move || orphans.finish(&backend))
-    };
     let retained: Vec<String> = retained_checkpoints(&run_dir)?;
     let keep: Vec<&str> = retained.iter().map(String::as_str).collect();
     backend
@@ -391,7 +383,6 @@ pub async fn resume(
             "restored rollouts from a checkpoint"
         );
     }
-    let behind = remove_orphans();
     if !plan.retire.is_empty() {
         lp.stack
             .coordinator
@@ -471,15 +462,6 @@ pub async fn resume(
     drop(serving);
     if let Some(keeper) = keeper {
         keeper.release().await;
-    }
-    match behind.await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(
-            error = %e,
-            "the crashed run's sandboxes were stopped but not all removed; the next sweep \
-             removes the rest"
-        ),
-        Err(e) => tracing::warn!(error = %e, "removing the crashed run's sandboxes failed"),
     }
     ending
 }

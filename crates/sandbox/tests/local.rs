@@ -813,63 +813,6 @@ fn root_orphans_of_a_crashed_owner_are_swept() {
     );
 }
 
-/// The sweep a resume makes in two halves: nothing of the crashed owner's
-/// sandbox runs once the first returns, while its directory, upper and
-/// cgroups are still there; the second removes them while a new sandbox
-/// starts and runs a command.
-#[test]
-fn root_a_sweep_stops_first_and_removes_behind_new_sandboxes() {
-    require_root();
-    let dir = tempfile::tempdir().unwrap();
-    let status = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crashing_owner", "--ignored", "--nocapture"])
-        .env("ROLLPOINT_TEST_CRASH_DIR", dir.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let sbdir = dir.path().join("owner/sandboxes/orphan");
-    let record: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(sbdir.join("sandbox.json")).unwrap()).unwrap();
-    let anchor = record["anchor_pid"].as_u64().unwrap();
-    let orphan_cgroups = || sandbox_cgroups(|name| name.ends_with("-orphan"));
-    assert!(!orphan_cgroups().is_empty(), "the orphan has its cgroups");
-
-    let b = std::sync::Arc::new(open(dir.path(), Kind::Btrfs));
-    let orphans = b.stop_orphans().unwrap();
-    assert_eq!(orphans.ids(), ["orphan"]);
-    // Stopped: no process in any of its cgroups, its anchor gone (or a
-    // zombie its dead parent left to init); its remains still there.
-    for cgroup in orphan_cgroups() {
-        let procs = std::fs::read_to_string(cgroup.join("cgroup.procs")).unwrap_or_default();
-        assert!(procs.trim().is_empty(), "{}: {procs}", cgroup.display());
-    }
-    let stat = std::fs::read_to_string(format!("/proc/{anchor}/stat")).unwrap_or_default();
-    assert!(
-        stat.is_empty() || stat.contains(") Z"),
-        "anchor {anchor}: {stat}"
-    );
-    assert!(
-        sbdir.exists(),
-        "the directory goes last, in the second half"
-    );
-
-    let behind = {
-        let b = std::sync::Arc::clone(&b);
-        std::thread::spawn(move || orphans.finish(&b))
-    };
-    b.create("fresh", &spec()).unwrap();
-    assert_eq!(stdout(&b, "fresh", "echo up"), "up");
-    behind.join().unwrap().unwrap();
-
-    assert!(!sbdir.exists(), "{} removed", sbdir.display());
-    assert!(orphan_cgroups().is_empty(), "{:?}", orphan_cgroups());
-    assert_eq!(b.list().unwrap().sandboxes, ["fresh"]);
-    assert_eq!(stdout(&b, "fresh", "echo still"), "still");
-    // A sweep after it finds nothing more of the crashed owner.
-    assert!(b.sweep_orphans().unwrap().is_empty());
-    b.destroy("fresh").unwrap();
-}
-
 #[test]
 fn open_resolves_the_supervisor_and_names_a_missing_one() {
     let dir = tempfile::tempdir().unwrap();

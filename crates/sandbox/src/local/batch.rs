@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::crash;
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(super) struct Phases {
     last: Instant,
     done: Vec<(&'static str, f64)>,
@@ -43,7 +43,7 @@ impl std::fmt::Display for Phases {
 /// Workers for the per-sandbox steps of a batch (freeze, snapshot, thaw):
 /// enough to overlap their waits on the kernel, few enough that a thousand
 /// sandboxes do not contend for two cores.
-pub(super) const BATCH_WORKERS: usize = 16;
+const BATCH_WORKERS: usize = 16;
 
 /// Workers for a batch's snapshots. btrfs commits the snapshots pending in
 /// one transaction together, and a worker spends nearly all its time

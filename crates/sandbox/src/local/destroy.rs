@@ -15,7 +15,7 @@ use nix::unistd::Pid;
 use rollpoint_snapshot::OverlayMounts;
 
 use super::backend::LocalBackend;
-use super::batch::{Phases, parallel, parallel_on};
+use super::batch::{Phases, parallel};
 use super::cgroups::SandboxCgroups;
 use super::crash;
 use super::mounts;
@@ -69,11 +69,11 @@ fn teardown_checked(
 ) -> Result<(), Error> {
     let mut phases = Phases::new();
     stop(id, anchor, cgroups, root, &mut phases)?;
-    remove(backend, id, cgroups, None, phases)
+    remove(backend, id, None, phases)
 }
 
-/// The first half of a teardown: the sandbox's processes ended and its
-/// overlay unmounted. Nothing of the sandbox runs after it.
+/// The first half of a teardown: the sandbox's processes ended, its
+/// overlay unmounted and its cgroups removed.
 fn stop(
     id: &str,
     anchor: Option<Child>,
@@ -101,22 +101,20 @@ fn stop(
     mounts::unmount(id, root)?;
     phases.mark("unmount");
     crash::point("teardown: unmounted");
-    Ok(())
-}
-
-/// The second half: the cgroups removed, the upper deleted (checked against
-/// `seen`, the overlay mounts a batch read once, or read now), then the
-/// sandbox's directory.
-fn remove(
-    backend: &LocalBackend,
-    id: &str,
-    cgroups: &SandboxCgroups,
-    seen: Option<&OverlayMounts>,
-    mut phases: Phases,
-) -> Result<(), Error> {
     cgroups.remove(id)?;
     phases.mark("cgroups");
     crash::point("teardown: cgroups removed");
+    Ok(())
+}
+
+/// The second half: the upper deleted (checked against `seen`, the overlay
+/// mounts a batch read once, or read now), then the sandbox's directory.
+fn remove(
+    backend: &LocalBackend,
+    id: &str,
+    seen: Option<&OverlayMounts>,
+    mut phases: Phases,
+) -> Result<(), Error> {
     let destroyed = match seen {
         Some(mounts) => backend.store.destroy_upper_seen(id, mounts),
         None => backend.store.destroy_upper(id),
@@ -185,80 +183,52 @@ pub(super) fn teardown_stale(backend: &LocalBackend, id: &str) -> Result<(), Err
     teardown_checked(backend, id, None, &cgroups, &root)
 }
 
-/// Sandboxes a sweep has stopped: nothing of them runs, and what they leave
-/// (cgroups, uppers, directories) is removed by [`Stopped::remove`], which
-/// may run while new sandboxes start (their ids are new).
-#[derive(Debug, Default)]
-pub(super) struct Stopped {
-    /// Each stopped sandbox, its cgroups and the time its stop took.
-    stopped: Vec<(String, SandboxCgroups, Phases)>,
-    /// The first sandbox that could not be stopped.
-    failed: Option<Error>,
-}
-
-/// Stops many sandboxes this process did not start: every one signalled
-/// before any is waited on, so the kernel ends them all at once rather
-/// than one pool's worth at a time, then each confirmed ended and
-/// unmounted on a bounded pool (its steps mostly wait on the kernel).
-pub(super) fn stop_stale_all(backend: &LocalBackend, ids: &[String]) -> Stopped {
+/// Tears down many sandboxes this process did not start, as a sweep does
+/// (nothing starts meanwhile): all stopped and unmounted first, then the
+/// overlay mounts read once and every upper checked against that read, so
+/// the cost per sandbox does not grow with the number of sandboxes
+/// mounted. Each on a bounded pool (its steps mostly wait on the kernel);
+/// the first error is returned after every sandbox was tried.
+pub(super) fn teardown_stale_all(backend: &LocalBackend, ids: &[String]) -> Result<(), Error> {
     let all: Vec<(&String, SandboxCgroups)> = ids
         .iter()
         .map(|id| (id, SandboxCgroups::locate(&backend.cgroup_name(id))))
         .collect();
+    // Every sandbox is signalled before any is waited on: the kernel ends
+    // them all at once rather than one pool's worth at a time.
     for (_, cgroups) in &all {
         cgroups.start_kill();
     }
-    let results = parallel(&all, |(id, cgroups): &(&String, SandboxCgroups)| {
+    let stopped = parallel(&all, |(id, cgroups): &(&String, SandboxCgroups)| {
         let root = backend.sandbox_dir(id).join("root");
         let mut phases = Phases::new();
-        stop(id, None, cgroups, &root, &mut phases)
-            .map(|()| ((*id).clone(), cgroups.clone(), phases))
+        stop(id, None, cgroups, &root, &mut phases).map(|()| ((*id).clone(), phases))
     });
-    let mut out = Stopped::default();
-    for result in results {
+    let mut first_error = None;
+    let mut removable = Vec::new();
+    for result in stopped {
         match result {
-            Ok(stopped) => out.stopped.push(stopped),
+            Ok(stopped) => removable.push(stopped),
             Err(e) => {
-                out.failed.get_or_insert(e);
-            }
-        }
-    }
-    out
-}
-
-impl Stopped {
-    /// Whether every sandbox was stopped; else the first that was not.
-    pub(super) fn check(&mut self) -> Result<(), Error> {
-        self.failed.take().map_or(Ok(()), Err)
-    }
-
-    /// Removes what the stopped sandboxes left, on up to `workers` threads:
-    /// the overlay mounts read once and every upper checked against that
-    /// read, so the cost per sandbox does not grow with the sandboxes
-    /// mounted. The first error (a stop's first) is returned after every
-    /// sandbox was tried.
-    pub(super) fn remove(self, backend: &LocalBackend, workers: usize) -> Result<(), Error> {
-        let mut first_error = self.failed;
-        let seen = OverlayMounts::read().map_err(|source| Error::Store {
-            sandbox: "-".into(),
-            source,
-        })?;
-        let removed = parallel_on(
-            workers,
-            &self.stopped,
-            |(id, cgroups, phases): &(String, SandboxCgroups, Phases)| {
-                let mut phases = phases.clone();
-                phases.mark("batch");
-                remove(backend, id, cgroups, Some(&seen), phases)
-            },
-        );
-        for result in removed {
-            if let Err(e) = result {
                 first_error.get_or_insert(e);
             }
         }
-        first_error.map_or(Ok(()), Err)
     }
+    let seen = OverlayMounts::read().map_err(|source| Error::Store {
+        sandbox: "-".into(),
+        source,
+    })?;
+    let removed = parallel(&removable, |(id, phases): &(String, Phases)| {
+        let mut phases = phases.clone();
+        phases.mark("batch");
+        remove(backend, id, Some(&seen), phases)
+    });
+    for result in removed {
+        if let Err(e) = result {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
 }
 
 impl LocalBackend {

@@ -73,7 +73,6 @@ pub use backend::{LocalBackend, LocalOptions, OUTPUT_DIR, Tool};
 pub use base::TOOLS_DIR;
 pub use record::{SandboxRecord, SnapshotRecord};
 pub use shell::Terminal;
-pub use sweep::OrphanSweep;
 
 impl Backend for LocalBackend {
     fn create(&self, id: &str, spec: &SandboxSpec) -> Result<SandboxInfo, Error> {

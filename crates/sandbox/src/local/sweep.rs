@@ -14,9 +14,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::backend::{LocalBackend, store_error};
-use super::batch::BATCH_WORKERS;
 use super::cgroups::SandboxCgroups;
-use super::destroy::Stopped;
 use super::record::{self, SandboxRecord};
 use super::{crash, destroy, list, snapshot};
 use crate::Error;
@@ -119,14 +117,6 @@ fn names(dir: &Path) -> Result<Vec<String>, Error> {
 
 pub(super) fn sweep_orphans(backend: &LocalBackend) -> Result<Vec<String>, Error> {
     let _sweeping = backend.sweeping();
-    let (stale, stopped) = stop_orphans(backend)?;
-    stopped.remove(backend, BATCH_WORKERS)?;
-    Ok(stale)
-}
-
-/// Every crashed owner's sandbox and every leftover found and stopped:
-/// their ids, and what is left to remove.
-fn stop_orphans(backend: &LocalBackend) -> Result<(Vec<String>, Stopped), Error> {
     let directories = list::list(backend)?.sandboxes;
     // Uppers and cgroups are made after their sandbox's directory and
     // removed before it: one without a directory is a crash's leftover.
@@ -142,53 +132,15 @@ fn stop_orphans(backend: &LocalBackend) -> Result<(Vec<String>, Stopped), Error>
         .filter(|id| !backend.lock().contains_key(id))
         .filter(|id| !(directories.contains(id) && owner_alive(backend, id)))
         .collect();
-    let stopped = destroy::stop_stale_all(backend, &stale);
+    destroy::teardown_stale_all(backend, &stale)?;
     if !stale.is_empty() {
         tracing::debug!(
             sandboxes = stale.len(),
             ms = started.elapsed().as_millis(),
-            "stopped a crashed owner's sandboxes"
+            "swept a crashed owner's sandboxes"
         );
     }
-    Ok((stale, stopped))
-}
-
-/// A sweep of a crashed owner's sandboxes whose processes are all gone and
-/// whose remains (cgroups, uppers, directories) are still to be removed:
-/// [`OrphanSweep::finish`] removes them, and may run while this backend
-/// starts new sandboxes, whose ids are new. Until it has, a crash leaves
-/// them where the next sweep finds them: the directories go last.
-#[derive(Debug)]
-pub struct OrphanSweep {
-    stale: Vec<String>,
-    stopped: Stopped,
-}
-
-/// Workers that remove a sweep's remains behind new sandboxes' starts: few,
-/// so the starts keep the cores and the kernel's cgroup lock.
-const BEHIND_WORKERS: usize = 2;
-
-impl OrphanSweep {
-    /// The sandboxes swept.
-    pub fn ids(&self) -> &[String] {
-        &self.stale
-    }
-
-    /// Removes what the stopped sandboxes left; the first error after every
-    /// one was tried.
-    pub fn finish(self, backend: &LocalBackend) -> Result<(), Error> {
-        let started = std::time::Instant::now();
-        let count = self.stale.len();
-        let removed = self.stopped.remove(backend, BEHIND_WORKERS);
-        if count > 0 {
-            tracing::debug!(
-                sandboxes = count,
-                ms = started.elapsed().as_millis(),
-                "removed what a crashed owner's sandboxes left"
-            );
-        }
-        removed
-    }
+    Ok(stale)
 }
 
 /// Whether the sandbox's record names an owner process other than this one
@@ -218,16 +170,6 @@ impl LocalBackend {
     /// directory names (a crash's leftovers). Returns their ids.
     pub fn sweep_orphans(&self) -> Result<Vec<String>, Error> {
         sweep_orphans(self)
-    }
-
-    /// [`LocalBackend::sweep_orphans`] up to the point where nothing of
-    /// those sandboxes runs; the rest is [`OrphanSweep::finish`]'s. Fails
-    /// when a sandbox could not be stopped.
-    pub fn stop_orphans(&self) -> Result<OrphanSweep, Error> {
-        let _sweeping = self.sweeping();
-        let (stale, mut stopped) = stop_orphans(self)?;
-        stopped.check()?;
-        Ok(OrphanSweep { stale, stopped })
     }
 }
 
