@@ -478,9 +478,8 @@ fn wait_ready(
             });
         }
         std::thread::sleep(pause);
-        // Short: every millisecond a ready anchor waits here is one more
-        // the start holds one of the owner's few start slots. A look
-        // before the socket exists is one `stat`.
+        // Short: a ready anchor not yet seen holds one of the owner's few
+        // start slots; a look before the socket exists costs one `stat`.
         pause = (pause * 2).min(READY_POLL_MAX);
     }
 }
