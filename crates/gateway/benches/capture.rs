@@ -17,10 +17,11 @@
 
 mod common;
 
+use rollpoint_proto::key::AttemptKey;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, TokenSource, UpstreamApi};
+use rollpoint_gateway::{Gateway, GatewayConfig, TokenSource, UpstreamApi};
 use rollpoint_model_script::tokens::TokenMode;
 use rollpoint_model_script::{Script, ScriptServer, Step};
 use serde_json::json;
@@ -153,7 +154,7 @@ impl Gw {
         let own = tids().difference(&before).copied().collect();
         for c in 0..clients {
             gateway
-                .register(&CaptureKey::of(&format!("b{c}"), 0).unwrap())
+                .register(&AttemptKey::of(&format!("b{c}"), 0).unwrap())
                 .unwrap();
         }
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

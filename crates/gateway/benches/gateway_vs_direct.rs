@@ -13,9 +13,8 @@
 
 mod common;
 
-use rollpoint_gateway::CaptureKey;
-
 use common::{Setup, print_table, round};
+use rollpoint_proto::key::AttemptKey;
 
 fn parse_args() -> Setup {
     Setup::from_args(Setup {
@@ -33,7 +32,7 @@ async fn scenario(setup: Setup) {
     let gateway = common::gateway_to(&model, dir.path());
     for c in 0..setup.clients {
         gateway
-            .register(&CaptureKey::of(&format!("b{c}"), 0).unwrap())
+            .register(&AttemptKey::of(&format!("b{c}"), 0).unwrap())
             .unwrap();
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

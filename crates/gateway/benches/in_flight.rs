@@ -11,10 +11,10 @@
 
 mod common;
 
+use rollpoint_proto::key::AttemptKey;
 use std::time::Instant;
 
 use futures_util::StreamExt as _;
-use rollpoint_gateway::CaptureKey;
 
 use common::{body, stats};
 
@@ -95,7 +95,7 @@ fn main() {
                     let (gateway, client) = (gateway.clone(), client.clone());
                     async move {
                         gateway
-                            .register(&CaptureKey::of(&format!("b{r}"), 0).unwrap())
+                            .register(&AttemptKey::of(&format!("b{r}"), 0).unwrap())
                             .unwrap();
                         let url = format!("http://{gw}/r/b{r}/v1/chat/completions");
                         for k in 0..a.history {

@@ -12,8 +12,9 @@
 
 mod common;
 
-use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, UpstreamApi};
+use rollpoint_gateway::{Gateway, GatewayConfig, UpstreamApi};
 use rollpoint_model_script::{Script, ScriptServer, Step};
+use rollpoint_proto::key::AttemptKey;
 
 use common::{Round, Setup, print_table, round};
 
@@ -48,7 +49,7 @@ async fn gateway(
     config.replicas = replicas[1..].iter().map(ScriptServer::base_url).collect();
     let gw = Gateway::new(config).unwrap();
     for c in 0..setup.clients {
-        gw.register(&CaptureKey::of(&format!("b{c}"), 0).unwrap())
+        gw.register(&AttemptKey::of(&format!("b{c}"), 0).unwrap())
             .unwrap();
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -14,9 +14,10 @@ mod common;
 
 use rollpoint_gateway::tito::TitoConfig;
 use rollpoint_gateway::tito::chat::ToolParser;
-use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, TokenSource, UpstreamApi};
+use rollpoint_gateway::{Gateway, GatewayConfig, TokenSource, UpstreamApi};
 use rollpoint_model_script::tokens::TokenMode;
 use rollpoint_model_script::{Script, ScriptServer, Step};
+use rollpoint_proto::key::AttemptKey;
 
 use common::{Round, Setup, print_table, round};
 
@@ -39,7 +40,7 @@ async fn gateway(
     }
     let gw = Gateway::new(config).unwrap();
     for c in 0..clients {
-        gw.register(&CaptureKey::of(&format!("b{c}"), 0).unwrap())
+        gw.register(&AttemptKey::of(&format!("b{c}"), 0).unwrap())
             .unwrap();
     }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

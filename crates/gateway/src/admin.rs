@@ -29,9 +29,9 @@ use serde::{Deserialize, Serialize};
 
 use rollpoint_api::wire::{FleetContinueRequest, FleetPauseRequest};
 
-use crate::capture::CaptureKey;
 use crate::errors::GatewayError;
 use crate::gateway::Gateway;
+use rollpoint_proto::key::AttemptKey;
 
 /// Version of the admin bodies.
 pub const ADMIN_VERSION: u32 = 1;
@@ -42,7 +42,7 @@ pub const ADMIN_VERSION: u32 = 1;
 #[serde(deny_unknown_fields)]
 pub struct KeysRequest {
     pub v: u32,
-    pub keys: Vec<CaptureKey>,
+    pub keys: Vec<AttemptKey>,
 }
 
 /// The reply to [`KeysRequest`].
@@ -51,7 +51,7 @@ pub struct KeysRequest {
 #[serde(deny_unknown_fields)]
 pub struct KeysReply {
     pub v: u32,
-    pub registered: Vec<CaptureKey>,
+    pub registered: Vec<AttemptKey>,
 }
 
 /// `GET /v1/gateway/status`.
@@ -102,9 +102,9 @@ pub struct StallsReply {
     /// Bumped by every change; ask again with `after` set to it to wait for the next.
     pub generation: u64,
     /// Attempts with a call waiting out an outage past the retry budget.
-    pub stalled: Vec<CaptureKey>,
+    pub stalled: Vec<AttemptKey>,
     /// Attempts with a call that outlasted the outage bound.
-    pub given_up: Vec<CaptureKey>,
+    pub given_up: Vec<AttemptKey>,
 }
 
 /// The query of `GET /v1/gateway/stalls`.
@@ -391,7 +391,7 @@ impl GatewayClient {
     }
 
     /// Registers `keys` in order.
-    pub async fn register(&self, keys: &[CaptureKey]) -> Result<(), GatewayError> {
+    pub async fn register(&self, keys: &[AttemptKey]) -> Result<(), GatewayError> {
         let route = "/v1/gateway/keys";
         let body = KeysRequest {
             v: ADMIN_VERSION,
@@ -402,7 +402,10 @@ impl GatewayClient {
     }
 
     /// The records a trajectory of `rollout` reads.
-    pub async fn records(&self, rollout: &str) -> Result<Vec<crate::LedgerRecord>, GatewayError> {
+    pub async fn records(
+        &self,
+        rollout: &str,
+    ) -> Result<Vec<crate::ledger::record::LedgerRecord>, GatewayError> {
         let route = format!("/v1/gateway/rollouts/{rollout}/records");
         let request = self.client.get(format!("{}{route}", self.base));
         let bytes = self.fetch(&route, request).await?;

@@ -9,13 +9,13 @@ use axum::response::IntoResponse as _;
 use axum::routing::any;
 use tokio::net::TcpListener;
 
-use crate::capture::CaptureKey;
 use crate::config::GatewayConfig;
 use crate::errors::GatewayError;
 use crate::gate::{CloseReport, TailPolicy};
 use crate::ledger::record::{CallRecord, LedgerRecord};
 use crate::ledger::{self, InstallReport, Ledger};
 use crate::shared::Shared;
+use rollpoint_proto::key::AttemptKey;
 
 /// A recording, gated model gateway.
 #[derive(Debug, Clone)]
@@ -42,7 +42,7 @@ impl Gateway {
     /// The HTTP routes: `/r/<capture key>/v1/...` and `/metrics`.
     pub fn router(&self) -> Router {
         Router::new()
-            .route("/r/{key}/{*rest}", any(crate::proxy::handle))
+            .route("/r/{key}/{*rest}", any(crate::call::handle))
             .route("/metrics", axum::routing::get(metrics))
             .with_state(self.shared.clone())
     }
@@ -51,7 +51,7 @@ impl Gateway {
     /// attached listener serves.
     pub fn model_router(&self) -> Router {
         Router::new()
-            .route("/r/{key}/{*rest}", any(crate::proxy::handle))
+            .route("/r/{key}/{*rest}", any(crate::call::handle))
             .with_state(self.shared.clone())
     }
 
@@ -61,7 +61,7 @@ impl Gateway {
     }
 
     /// Lets `key`'s attempt write into the ledger; an older attempt of the rollout is fenced.
-    pub fn register(&self, key: &CaptureKey) -> Result<(), GatewayError> {
+    pub fn register(&self, key: &AttemptKey) -> Result<(), GatewayError> {
         self.shared.register(key)
     }
 
@@ -172,7 +172,7 @@ impl Gateway {
             .run(move |c| ledger::install(c, &records, attempt))
             .await?;
         for rollout in &report.rollouts {
-            self.shared.register(&CaptureKey::of(rollout, attempt)?)?;
+            self.shared.register(&AttemptKey::of(rollout, attempt)?)?;
         }
         Ok(report)
     }

@@ -4,38 +4,43 @@
 //! while a checkpoint has its admission gate closed, and after a restore answers a repeated
 //! conversation from the ledger instead of the model, so no model call is paid for twice.
 //!
-//! Modules:
+//! Modules, from the ground up: each imports only modules listed before it (the structure
+//! test in `crates/cli/tests/structure.rs` keeps them free of circles).
 //!
-//! - [`attach`]: sandboxes' gateway listeners handed over by their anchors on this node, served
-//!   in the sandboxes' own namespaces (no relay).
-//! - [`capture`]: capture keys, the attempt keys that name a rollout's attempt in each URL.
-//! - [`control`]: the gateway's own control routes (keys, status) and their client, for a
-//!   controller in another process.
-//! - [`config`]: the upstream, its API family, the ledger path and limits.
-//! - [`credential`]: the upstream's key, held by the gateway and never by a sandbox.
-//! - [`conversation`]: routes, and reading a request's conversation (digests, fingerprints).
-//! - [`digest`]: SHA-256 and canonical JSON.
-//! - [`errors`]: the library's error type.
-//! - [`gate`]: the admission gate and its registry of requests in flight.
-//! - `gateway`: the [`Gateway`] value: its router and the in-process control API.
-//! - [`ledger`]: the SQLite call ledger, its writer thread and one file per verb.
-//! - [`lineage`]: resolving a call's parent from candidate calls (pure).
-//! - `openapi`: [`GatewayApi`], the OpenAPI description of the control and model routes.
-//! - `metrics`: the Prometheus metrics served at `GET /metrics`.
-//! - `participant`: [`ModelParticipant`], the gateway as a checkpoint participant.
-//! - `proxy`: the path of one request: checks, admission, forward or replay, delivery.
-//! - [`route_key`]: the run's route key file, from which each attempt's route secret comes.
-//! - [`response`]: reading a recorded reply for its usage and model turn.
-//! - `shared`: the state every request shares (config, client, ledger, gate, keys).
-//! - `upstream`: the upstream's client: TLS roots, HTTP/2, connect retries, the limit of calls.
-//! - [`sse`]: reading the events of a recorded server-sent event stream.
+//! - [`digest`]: SHA-256 and canonical JSON; [`sse`]: reading the events of a recorded
+//!   server-sent event stream; [`lineage`]: resolving a call's parent from candidate calls
+//!   (pure).
+//! - [`tito`]: the model's chat template, tokenizer and tool-call parser, for token-in/token-out
+//!   (a leaf).
+//! - [`conversation`]: routes, and reading a request's conversation (digests, fingerprints);
+//!   [`response`]: reading a recorded reply for its usage and model turn.
 //! - [`tokens`]: token capture: the ids and logprobs of each call from a token-returning
 //!   upstream, taken out of what the harness sees.
+//! - [`errors`]: the library's error type; [`route_key`]: the run's route key file, from which
+//!   each attempt's route secret comes; [`credential`]: the upstream's key, held by the gateway
+//!   and never by a sandbox; [`fleet`]: the policy version and the fleet's pause.
+//! - [`config`]: the upstreams, their API family, the ledger path and limits.
+//! - [`ledger`]: the SQLite call ledger, its writer thread, one file per verb, and the
+//!   [`CallId`](ledger::CallId) that names a call from its admission to its row.
+//! - [`gate`]: the admission gate and its registry of requests in flight; [`stalls`]: attempts
+//!   whose model is away; `metrics`: the Prometheus metrics served at `GET /metrics`;
+//!   [`attach`]: sandboxes' gateway listeners handed over by their anchors on this node,
+//!   served in the sandboxes' own namespaces (no relay).
+//! - `upstream`: the upstreams' clients and replicas: TLS roots, HTTP/2, stickiness, the limit
+//!   of calls.
+//! - `shared`: the state every call shares (config, upstreams, ledger, gate, registered keys).
+//! - `call`: the pipeline of one model call, one stage per file: route, admit, hold, send,
+//!   forward or tito, record, deliver, reply.
+//! - `gateway`: the [`Gateway`] value: its router and the in-process admin API;
+//!   [`admin`]: the gateway's admin routes (`/v1/gateway/*`: keys, status, records, fleet) and
+//!   their client, for a run in another process; `participant`: [`ModelParticipant`], the
+//!   gateway as a checkpoint participant; `openapi`: [`GatewayApi`], the OpenAPI description
+//!   of the admin and model routes.
 #![forbid(unsafe_code)]
 
 pub mod admin;
 pub mod attach;
-pub mod capture;
+mod call;
 pub mod config;
 pub mod conversation;
 pub mod credential;
@@ -49,7 +54,6 @@ pub mod lineage;
 mod metrics;
 mod openapi;
 mod participant;
-mod proxy;
 pub mod response;
 pub mod route_key;
 mod shared;
@@ -60,13 +64,12 @@ pub mod tokens;
 mod upstream;
 
 pub use admin::GatewayClient;
-pub use capture::CaptureKey;
 pub use config::{GatewayConfig, UpstreamApi};
 pub use errors::GatewayError;
 pub use gate::{CloseReport, InFlight, Phase, TailPolicy};
 pub use gateway::Gateway;
 pub use ledger::record::{CallRecord, LedgerRecord, RECORD_VERSION, decode_jsonl, encode_jsonl};
-pub use ledger::{CallStatus, InstallReport, SCHEMA_VERSION};
+pub use ledger::{CallId, CallStatus, InstallReport, SCHEMA_VERSION};
 pub use openapi::GatewayApi;
 pub use participant::ModelParticipant;
 pub use tokens::{CallTokens, TokenFault, TokenSource};

@@ -9,8 +9,8 @@ use utoipa::openapi::schema::{ObjectBuilder, Ref, Type};
 use utoipa::openapi::tag::TagBuilder;
 use utoipa::openapi::{Content, HttpMethod, Required, ResponseBuilder};
 
-use crate::capture::CaptureKey;
-use crate::proxy::reply::ErrorReply;
+use crate::call::reply::ErrorReply;
+use rollpoint_proto::key::AttemptKey;
 
 /// The OpenAPI description of the gateway: its control routes and its model routes
 /// (`GET /metrics` and the checkpoint control routes are described apart).
@@ -51,7 +51,7 @@ impl utoipa::OpenApi for GatewayApi {
         let components = doc.components.get_or_insert_with(Default::default);
         let mut schemas = vec![(ErrorReply::name().into_owned(), ErrorReply::schema())];
         ErrorReply::schemas(&mut schemas);
-        schemas.push((CaptureKey::name().into_owned(), CaptureKey::schema()));
+        schemas.push((AttemptKey::name().into_owned(), AttemptKey::schema()));
         components.schemas.extend(schemas);
         doc.tags.get_or_insert_with(Vec::new).push(
             TagBuilder::new()
@@ -119,7 +119,7 @@ fn model_operation(method: HttpMethod, route: &str, summary: &str) -> Operation 
              gateway (or any key with `--open-keys`), followed by `@` and the attempt's route \
              secret when the gateway holds a route key.",
         ))
-        .schema(Some(Ref::from_schema_name(CaptureKey::name())));
+        .schema(Some(Ref::from_schema_name(AttemptKey::name())));
     let mut operation = OperationBuilder::new()
         .tag("gateway")
         .operation_id(Some(format!(

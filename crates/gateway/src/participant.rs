@@ -22,11 +22,11 @@ use rollpoint_checkpoint::participant::{
 };
 use serde_json::Value;
 
-use crate::capture::CaptureKey;
 use crate::errors::GatewayError;
 use crate::gate::{Phase, TailPolicy};
 use crate::gateway::Gateway;
 use crate::ledger::record::{LedgerRecord, decode_jsonl};
+use rollpoint_proto::key::AttemptKey;
 
 /// A [`Gateway`] seen by the checkpoint control plane.
 #[derive(Debug, Clone)]
@@ -77,14 +77,14 @@ impl ModelParticipant {
 }
 
 /// A ledger record as JSON, tagged with the attempt key it was exported for.
-fn tagged(record: &LedgerRecord, key: &CaptureKey) -> HookResult<Value> {
+fn tagged(record: &LedgerRecord, key: &AttemptKey) -> HookResult<Value> {
     let value: Value = serde_json::from_str(&record.to_json()).map_err(HookError::new)?;
     tag_record(value, key)
 }
 
 /// Strips the attempt tag and decodes the ledger record (version and body
 /// digest checked).
-fn untagged(value: Value) -> HookResult<(CaptureKey, LedgerRecord)> {
+fn untagged(value: Value) -> HookResult<(AttemptKey, LedgerRecord)> {
     let (key, mut records) = untag_decode(value, Kind::Model, decode_jsonl)?;
     let record = records
         .pop()
@@ -133,7 +133,7 @@ impl Participant for ModelParticipant {
     fn export<'a>(
         &'a self,
         _checkpoint: &'a str,
-        scope: &'a [CaptureKey],
+        scope: &'a [AttemptKey],
     ) -> BoxFuture<'a, HookResult<Vec<Value>>> {
         async move {
             self.gateway.flush().await.map_err(HookError::new)?;
@@ -157,8 +157,8 @@ impl Participant for ModelParticipant {
         &'a self,
         _checkpoint: &'a str,
         records: Vec<Value>,
-        scope: &'a [CaptureKey],
-    ) -> BoxFuture<'a, HookResult<Vec<CaptureKey>>> {
+        scope: &'a [AttemptKey],
+    ) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
             // Records go in per next attempt: each rollout continues as the
             // attempt after the one the checkpoint exported.
@@ -205,9 +205,9 @@ impl Participant for ModelParticipant {
         &'a self,
         _checkpoint: &'a str,
         records: Vec<Value>,
-        from: &'a CaptureKey,
-        to: &'a [CaptureKey],
-    ) -> BoxFuture<'a, HookResult<Vec<CaptureKey>>> {
+        from: &'a AttemptKey,
+        to: &'a [AttemptKey],
+    ) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
             let mut source = Vec::with_capacity(records.len());
             for value in records {
@@ -243,7 +243,7 @@ impl Participant for ModelParticipant {
         .boxed()
     }
 
-    fn retire<'a>(&'a self, keys: &'a [CaptureKey]) -> BoxFuture<'a, HookResult<Vec<CaptureKey>>> {
+    fn retire<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         async move {
             // Registering the next attempt fences this one and every earlier
             // attempt of the rollout: their calls are refused from now on.
@@ -260,7 +260,7 @@ impl Participant for ModelParticipant {
         .boxed()
     }
 
-    fn forget<'a>(&'a self, keys: &'a [CaptureKey]) -> BoxFuture<'a, HookResult<Vec<CaptureKey>>> {
+    fn forget<'a>(&'a self, keys: &'a [AttemptKey]) -> BoxFuture<'a, HookResult<Vec<AttemptKey>>> {
         // The fence is the registration of a later attempt, which stays
         // valid; nothing else is remembered per rollout outside the ledger.
         async move { Ok(keys.to_vec()) }.boxed()

@@ -5,15 +5,16 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::http::StatusCode;
+use rollpoint_proto::key::{AttemptKey, RolloutId};
 
-use crate::capture::CaptureKey;
 use crate::config::GatewayConfig;
 use crate::errors::GatewayError;
+use crate::fleet::Fleet;
 use crate::gate::Gate;
-use crate::ledger::{self, CallStatus, Ledger};
+use crate::ledger::{self, CallId, Ledger};
 use crate::metrics::Metrics;
-use crate::proxy::types::Refusal;
+use crate::stalls::Stalls;
+use crate::tito::prompt::Tito;
 use crate::upstream::Upstreams;
 
 pub(crate) struct Shared {
@@ -23,24 +24,33 @@ pub(crate) struct Shared {
     pub ledger: Ledger,
     pub gate: Arc<Gate>,
     /// Registered rollouts and their current attempt.
-    keys: Mutex<HashMap<String, u32>>,
+    keys: Mutex<HashMap<RolloutId, u32>>,
     /// Each registered attempt's route secret, to name the sender of a
     /// forbidden call in one lookup (filled only with a route key).
-    senders: Mutex<HashMap<String, String>>,
-    /// Next sequence number per capture key, loaded from the ledger on first use, so a
+    senders: Mutex<HashMap<String, AttemptKey>>,
+    /// Next sequence number per attempt, loaded from the ledger on first use, so a
     /// call's id is known without waiting for the ledger.
-    seqs: Mutex<HashMap<String, i64>>,
+    seqs: Mutex<HashMap<AttemptKey, i64>>,
     /// Calls sent upstream whose reply is not yet committed to the ledger.
     recording: tokio::sync::watch::Sender<usize>,
     /// Set when the gateway takes no new call (its run's controller is gone).
     closed: AtomicBool,
     pub metrics: Metrics,
     /// Attempts whose calls wait out an outage past the retry budget.
-    pub stalls: Arc<crate::stalls::Stalls>,
+    pub stalls: Arc<Stalls>,
     /// The policy version and the fleet's pause.
-    pub fleet: crate::fleet::Fleet,
+    pub fleet: Fleet,
     /// The model's tokenizer and chat template, with token-in/token-out.
-    pub tito: Option<crate::tito::prompt::Tito>,
+    pub tito: Option<Tito>,
+}
+
+/// Why an attempt's calls may not write into the ledger.
+#[derive(Debug)]
+pub(crate) enum KeyRefused {
+    /// No such rollout, or an attempt later than the registered one.
+    Unknown(String),
+    /// An attempt earlier than the registered one.
+    Fenced(String),
 }
 
 /// One call sent upstream and not yet recorded; dropping it says the recording ended.
@@ -69,12 +79,12 @@ impl Shared {
         upstreams: Upstreams,
         ledger: Ledger,
         metrics: Metrics,
-        tito: Option<crate::tito::prompt::Tito>,
+        tito: Option<Tito>,
     ) -> Self {
         Self {
             tito,
-            stalls: Arc::new(crate::stalls::Stalls::new(metrics.stalled.clone())),
-            fleet: crate::fleet::Fleet::new(config.policy_version.clone(), config.fleet_paused),
+            stalls: Arc::new(Stalls::new(metrics.stalled.clone())),
+            fleet: Fleet::new(config.policy_version.clone(), config.fleet_paused),
             config,
             upstreams,
             ledger,
@@ -130,63 +140,61 @@ impl Shared {
         self.closed.load(Ordering::SeqCst)
     }
 
-    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<RolloutId, u32>> {
         self.keys.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn register(&self, key: &CaptureKey) -> Result<(), GatewayError> {
-        let rollout = key.rollout().to_string();
+    pub(crate) fn register(&self, key: &AttemptKey) -> Result<(), GatewayError> {
         let mut keys = self.keys();
-        let known = keys.get(&rollout).copied();
+        let known = keys.get(key.rollout()).copied();
         if let Some(current) = known
             && key.attempt() < current
         {
             return Err(GatewayError::StaleAttempt {
-                rollout,
+                rollout: key.rollout().to_string(),
                 attempt: key.attempt(),
                 current,
             });
         }
-        keys.insert(rollout, key.attempt());
+        keys.insert(key.rollout().clone(), key.attempt());
         drop(keys);
         // Once per attempt: with open keys every call registers its key.
         if known != Some(key.attempt())
             && let Some(route_key) = &self.config.route_key
         {
-            let attempt = key.to_string();
             self.senders
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .insert(route_key.secret(&attempt), attempt);
+                .insert(route_key.secret(&key.to_string()), key.clone());
         }
         Ok(())
     }
 
-    fn take_seq(&self, capture_key: &str) -> Option<i64> {
+    fn take_seq(&self, key: &AttemptKey) -> Option<i64> {
         let mut seqs = self.seqs.lock().unwrap_or_else(PoisonError::into_inner);
-        let next = seqs.get_mut(capture_key)?;
+        let next = seqs.get_mut(key)?;
         let seq = *next;
         *next += 1;
         Some(seq)
     }
 
-    /// The next sequence number of `capture_key`: its call id is `<capture_key>#<seq>`.
-    pub(crate) async fn next_seq(&self, capture_key: &str) -> Result<i64, GatewayError> {
-        if let Some(seq) = self.take_seq(capture_key) {
-            return Ok(seq);
+    /// The id of `key`'s next call.
+    pub(crate) async fn next_call(&self, key: &AttemptKey) -> Result<CallId, GatewayError> {
+        if let Some(seq) = self.take_seq(key) {
+            return Ok(CallId::new(key.clone(), seq));
         }
-        let key = capture_key.to_owned();
-        let stored = self.ledger.run(move |c| ledger::next_seq(c, &key)).await?;
+        let row = ledger::RowKey::Attempt(key.clone());
+        let stored = self.ledger.run(move |c| ledger::next_seq(c, &row)).await?;
         let mut seqs = self.seqs.lock().unwrap_or_else(PoisonError::into_inner);
-        let next = seqs.entry(capture_key.to_owned()).or_insert(stored);
+        let next = seqs.entry(key.clone()).or_insert(stored);
         let seq = *next;
         *next += 1;
-        Ok(seq)
+        Ok(CallId::new(key.clone(), seq))
     }
 
     /// The registered attempt whose route secret is `secret`, if any (to
     /// name the sandbox that sent a forbidden call).
-    pub(crate) fn attempt_of_secret(&self, secret: &str) -> Option<String> {
+    pub(crate) fn attempt_of_secret(&self, secret: &str) -> Option<AttemptKey> {
         self.senders
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -195,34 +203,24 @@ impl Shared {
     }
 
     /// Whether requests of `key` may write into the ledger.
-    pub(crate) fn check_key(&self, key: &CaptureKey) -> Result<(), Refusal> {
+    pub(crate) fn check_key(&self, key: &AttemptKey) -> Result<(), KeyRefused> {
         if self.config.open_keys && self.register(key).is_ok() {
             return Ok(());
         }
-        match self.keys().get(key.rollout().as_str()) {
-            None => Err(Refusal::new(
-                StatusCode::NOT_FOUND,
-                CallStatus::UnknownCaptureKey,
-                format!("capture key {key} names no registered rollout"),
-            )),
-            Some(&current) if key.attempt() < current => Err(Refusal::new(
-                StatusCode::CONFLICT,
-                CallStatus::AttemptFenced,
-                format!(
-                    "capture key {key} is attempt {} of rollout {}, fenced by attempt {current}",
-                    key.attempt(),
-                    key.rollout().as_str()
-                ),
-            )),
-            Some(&current) if key.attempt() > current => Err(Refusal::new(
-                StatusCode::NOT_FOUND,
-                CallStatus::UnknownCaptureKey,
-                format!(
-                    "capture key {key}: attempt {} of rollout {} is not registered (current {current})",
-                    key.attempt(),
-                    key.rollout().as_str()
-                ),
-            )),
+        match self.keys().get(key.rollout()) {
+            None => Err(KeyRefused::Unknown(format!(
+                "capture key {key} names no registered rollout"
+            ))),
+            Some(&current) if key.attempt() < current => Err(KeyRefused::Fenced(format!(
+                "capture key {key} is attempt {} of rollout {}, fenced by attempt {current}",
+                key.attempt(),
+                key.rollout().as_str()
+            ))),
+            Some(&current) if key.attempt() > current => Err(KeyRefused::Unknown(format!(
+                "capture key {key}: attempt {} of rollout {} is not registered (current {current})",
+                key.attempt(),
+                key.rollout().as_str()
+            ))),
             Some(_) => Ok(()),
         }
     }

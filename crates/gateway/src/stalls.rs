@@ -12,13 +12,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 
-use crate::capture::CaptureKey;
+use rollpoint_proto::key::AttemptKey;
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// Attempt key → its calls stalled now.
-    stalled: BTreeMap<String, usize>,
-    given_up: BTreeSet<String>,
+    /// Attempt → its calls stalled now.
+    stalled: BTreeMap<AttemptKey, usize>,
+    given_up: BTreeSet<AttemptKey>,
 }
 
 /// The registry of stalled attempts; every change bumps the generation.
@@ -33,7 +33,7 @@ pub(crate) struct Stalls {
 #[derive(Debug)]
 pub(crate) struct Stall {
     stalls: Arc<Stalls>,
-    attempt: String,
+    attempt: AttemptKey,
 }
 
 impl Drop for Stall {
@@ -53,8 +53,8 @@ impl Drop for Stall {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StallView {
     pub generation: u64,
-    pub stalled: Vec<CaptureKey>,
-    pub given_up: Vec<CaptureKey>,
+    pub stalled: Vec<AttemptKey>,
+    pub given_up: Vec<AttemptKey>,
 }
 
 impl Stalls {
@@ -77,38 +77,35 @@ impl Stalls {
     }
 
     /// Marks a call of `attempt` stalled until the returned guard is dropped.
-    pub(crate) fn stall(self: &Arc<Self>, attempt: &str) -> Stall {
+    pub(crate) fn stall(self: &Arc<Self>, attempt: &AttemptKey) -> Stall {
         let mut inner = self.lock();
-        *inner.stalled.entry(attempt.to_owned()).or_default() += 1;
+        *inner.stalled.entry(attempt.clone()).or_default() += 1;
         self.changed(&inner);
         Stall {
             stalls: Arc::clone(self),
-            attempt: attempt.to_owned(),
+            attempt: attempt.clone(),
         }
     }
 
     /// A call of `attempt` outlasted the outage bound.
-    pub(crate) fn give_up(&self, attempt: &str) {
+    pub(crate) fn give_up(&self, attempt: &AttemptKey) {
         let mut inner = self.lock();
-        if inner.given_up.insert(attempt.to_owned()) {
+        if inner.given_up.insert(attempt.clone()) {
             self.changed(&inner);
         }
     }
 
-    pub(crate) fn is_given_up(&self, attempt: &str) -> bool {
+    pub(crate) fn is_given_up(&self, attempt: &AttemptKey) -> bool {
         self.lock().given_up.contains(attempt)
     }
 
     /// The registry now.
     pub(crate) fn view(&self) -> StallView {
         let inner = self.lock();
-        let keys = |list: &mut dyn Iterator<Item = &String>| {
-            list.filter_map(|k| CaptureKey::parse(k).ok()).collect()
-        };
         StallView {
             generation: *self.generation.borrow(),
-            stalled: keys(&mut inner.stalled.keys()),
-            given_up: keys(&mut inner.given_up.iter()),
+            stalled: inner.stalled.keys().cloned().collect(),
+            given_up: inner.given_up.iter().cloned().collect(),
         }
     }
 

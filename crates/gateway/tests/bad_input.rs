@@ -6,9 +6,9 @@
 mod common;
 
 use common::*;
-use rollpoint_gateway::CaptureKey;
 use rollpoint_gateway::conversation::Route;
 use rollpoint_model_script::{Fail, Step};
+use rollpoint_proto::key::AttemptKey;
 use std::time::Duration;
 
 fn chat_body(stream: bool) -> Vec<u8> {
@@ -126,7 +126,7 @@ async fn upstream_down_is_a_502_and_recorded() {
     })
     .await;
     gw.gateway
-        .register(&CaptureKey::of("down", 0).unwrap())
+        .register(&AttemptKey::of("down", 0).unwrap())
         .unwrap();
     let reply = post(
         &client(),

@@ -6,10 +6,10 @@
 
 mod common;
 
+use rollpoint_proto::key::AttemptKey;
 use std::time::Duration;
 
 use common::*;
-use rollpoint_gateway::CaptureKey;
 use rollpoint_gateway::conversation::Route;
 use rollpoint_gateway::fleet::InFlightCalls;
 use rollpoint_model_script::Step;
@@ -45,7 +45,7 @@ async fn a_pause_finishes_calls_under_the_old_version_and_holds_new_ones_for_the
     let m = slow(600).await;
     let gw = gateway_with(&m.base_url(), |c| c.policy_version = Some("1".into())).await;
     for k in ["a", "b"] {
-        gw.gateway.register(&CaptureKey::parse(k).unwrap()).unwrap();
+        gw.gateway.register(&AttemptKey::parse(k).unwrap()).unwrap();
     }
     let generating = spawn_call(&gw, "a");
     until("the call reached the model", || m.requests() == 1).await;
@@ -82,7 +82,7 @@ async fn an_aborting_pause_asks_a_call_again_under_the_new_version_as_one_call()
     let m = slow(1500).await;
     let gw = gateway_with(&m.base_url(), |c| c.policy_version = Some("1".into())).await;
     gw.gateway
-        .register(&CaptureKey::parse("a").unwrap())
+        .register(&AttemptKey::parse("a").unwrap())
         .unwrap();
     let generating = spawn_call(&gw, "a");
     until("the call reached the model", || m.requests() == 1).await;
@@ -130,7 +130,7 @@ async fn an_upstream_s_own_version_header_wins_over_the_announced_one() {
     })
     .await;
     gw.gateway
-        .register(&CaptureKey::parse("h").unwrap())
+        .register(&AttemptKey::parse("h").unwrap())
         .unwrap();
     let reply = spawn_call(&gw, "h").await.unwrap();
     assert_eq!(reply.status, 200);

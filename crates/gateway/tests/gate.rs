@@ -6,14 +6,15 @@
 
 mod common;
 
+use rollpoint_proto::key::AttemptKey;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::*;
+use rollpoint_gateway::TailPolicy;
 use rollpoint_gateway::conversation::{Atom, Route};
 use rollpoint_gateway::response::read_response;
-use rollpoint_gateway::{CaptureKey, TailPolicy};
 use rollpoint_model_script::Step;
 
 #[tokio::test]
@@ -159,7 +160,7 @@ async fn nothing_lost_or_reordered_under_64_rollouts_and_a_flapping_gate() {
     let gw = gateway(&model.base_url(), &[]).await;
     for r in 0..ROLLOUTS {
         gw.gateway
-            .register(&CaptureKey::of(&format!("f{r}"), 0).unwrap())
+            .register(&AttemptKey::of(&format!("f{r}"), 0).unwrap())
             .unwrap();
     }
     let stop = Arc::new(AtomicBool::new(false));

@@ -6,10 +6,10 @@
 
 mod common;
 
+use rollpoint_proto::key::AttemptKey;
 use std::time::Duration;
 
 use common::*;
-use rollpoint_gateway::CaptureKey;
 use rollpoint_gateway::config::OutagePolicy;
 use rollpoint_gateway::conversation::Route;
 use rollpoint_model_script::{Outage, ScriptServer};
@@ -37,7 +37,7 @@ async fn ask(gw: &Gw, key: &str) -> Reply {
 
 fn register(gw: &Gw, keys: &[&str]) {
     for k in keys {
-        gw.gateway.register(&CaptureKey::parse(k).unwrap()).unwrap();
+        gw.gateway.register(&AttemptKey::parse(k).unwrap()).unwrap();
     }
 }
 

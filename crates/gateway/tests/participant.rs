@@ -7,13 +7,14 @@
 
 mod common;
 
+use rollpoint_proto::key::AttemptKey;
 use std::sync::Arc;
 use std::time::Duration;
 
 use common::*;
 use rollpoint_checkpoint::participant::{Kind, Participant, record_key};
+use rollpoint_gateway::ModelParticipant;
 use rollpoint_gateway::conversation::Route;
-use rollpoint_gateway::{CaptureKey, ModelParticipant};
 
 #[tokio::test(flavor = "multi_thread")]
 async fn close_export_open_and_install_as_the_model_participant() {
@@ -120,6 +121,6 @@ async fn install_names_a_bad_record() {
     assert!(err.to_string().contains("`key`"), "{err}");
 }
 
-fn key(text: &str) -> CaptureKey {
-    CaptureKey::parse(text).unwrap()
+fn key(text: &str) -> AttemptKey {
+    AttemptKey::parse(text).unwrap()
 }

@@ -9,9 +9,10 @@
 //!  [--rounds 5]`
 #![expect(clippy::unwrap_used, reason = "benchmark harness")]
 
+use rollpoint_proto::key::AttemptKey;
 use std::time::Instant;
 
-use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, TokenSource, UpstreamApi};
+use rollpoint_gateway::{Gateway, GatewayConfig, TokenSource, UpstreamApi};
 use rollpoint_model_script::tokens::TokenMode;
 use rollpoint_model_script::{Script, ScriptServer, Step};
 use rollpoint_trajectory::{BreakPolicy, Grouped, Outcome};
@@ -109,7 +110,7 @@ fn main() {
             let mut tasks = Vec::new();
             for r in 0..n {
                 gateway
-                    .register(&CaptureKey::of(&format!("r{r}"), 0).unwrap())
+                    .register(&AttemptKey::of(&format!("r{r}"), 0).unwrap())
                     .unwrap();
                 let url = format!("http://{addr}/r/r{r}/v1/chat/completions");
                 tasks.push(tokio::spawn(rollout(client.clone(), url, setup.calls)));

@@ -17,8 +17,9 @@ use clap::{Args, ValueEnum};
 use std::sync::Arc;
 
 use rollpoint_checkpoint::{HostConfig, Participant, ParticipantApi, ParticipantHost};
-use rollpoint_gateway::{CaptureKey, Gateway, GatewayConfig, ModelParticipant, UpstreamApi};
+use rollpoint_gateway::{Gateway, GatewayConfig, ModelParticipant, UpstreamApi};
 use rollpoint_model_script::{Script, ScriptServer};
+use rollpoint_proto::key::AttemptKey;
 
 /// The API family of the upstream.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -267,7 +268,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
     let keys = args
         .keys
         .iter()
-        .map(|k| CaptureKey::parse(k))
+        .map(|k| AttemptKey::parse(k))
         .collect::<Result<Vec<_>, _>>()?;
     let route_key = args
         .route_key_file

@@ -3,21 +3,19 @@
 
 use rusqlite::{Connection, params};
 
-use crate::capture::CaptureKey;
 use crate::conversation::{RequestView, Route};
 use crate::errors::GatewayError;
 use crate::ledger::bodies;
+use crate::ledger::call_id::CallId;
 use crate::ledger::parents::{self, LineageColumns};
 use crate::ledger::replay::{self, Replay};
 use crate::ledger::status::CallStatus;
 use crate::lineage::{Lineage, RootReason, resolve};
 
-/// A call the proxy admitted.
+/// A call the pipeline admitted.
 #[derive(Debug)]
 pub struct NewCall {
-    pub key: CaptureKey,
-    /// Sequence number within the capture key (see `lookup::next_seq`).
-    pub seq: i64,
+    pub id: CallId,
     pub route: Route,
     pub request: bytes::Bytes,
     pub view: Option<RequestView>,
@@ -25,20 +23,20 @@ pub struct NewCall {
     pub replay: bool,
 }
 
-/// The admitted call's id, lineage and, if the conversation was answered before, the replay.
+/// The admitted call's lineage and, if the conversation was answered before, the replay.
 #[derive(Debug)]
 pub struct Begun {
-    pub call_id: String,
     pub lineage: Lineage,
     pub replay: Option<Replay>,
 }
 
 /// Admits a call: assigns its id, resolves its parent, looks for a replay, inserts the row.
 pub(crate) fn begin(conn: &Connection, call: &NewCall) -> Result<Begun, GatewayError> {
-    let capture_key = call.key.to_string();
-    let rollout = call.key.rollout().as_str();
-    let seq = call.seq;
-    let call_id = format!("{capture_key}#{seq}");
+    let key = &call.id.key;
+    let capture_key = key.to_string();
+    let rollout = key.rollout().as_str();
+    let seq = call.id.seq;
+    let call_id = call.id.to_string();
     let request_digest = bodies::store(conn, &call.request)?;
     let view = call.view.as_ref();
     let model_fp = view.and_then(RequestView::model_fp);
@@ -53,7 +51,7 @@ pub(crate) fn begin(conn: &Connection, call: &NewCall) -> Result<Begun, GatewayE
         }
     };
     let found = match view {
-        Some(v) if call.replay => replay::find(conn, &call.key, &v.conversation_digest)?,
+        Some(v) if call.replay => replay::find(conn, key, &v.conversation_digest)?,
         _ => None,
     };
     // A parent may still be in flight (its reply not yet recorded): decide when it ends.
@@ -82,7 +80,7 @@ pub(crate) fn begin(conn: &Connection, call: &NewCall) -> Result<Begun, GatewayE
             call_id,
             capture_key,
             rollout,
-            call.key.attempt(),
+            key.attempt(),
             seq,
             call.route.name(),
             view.is_some_and(|v| v.stream),
@@ -107,7 +105,6 @@ pub(crate) fn begin(conn: &Connection, call: &NewCall) -> Result<Begun, GatewayE
     })
     .map_err(GatewayError::ledger("insert call"))?;
     Ok(Begun {
-        call_id,
         lineage,
         replay: found.map(|f| f.replay),
     })

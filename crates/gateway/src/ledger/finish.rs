@@ -4,6 +4,7 @@ use rusqlite::{Connection, OptionalExtension as _, params};
 use serde_json::Value;
 
 use crate::errors::GatewayError;
+use crate::ledger::call_id::CallId;
 use crate::ledger::status::CallStatus;
 use crate::ledger::{bodies, parents};
 
@@ -48,7 +49,9 @@ impl Finish {
 }
 
 /// Records how a call ended.
-pub(crate) fn finish(conn: &Connection, call_id: &str, f: &Finish) -> Result<(), GatewayError> {
+pub(crate) fn finish(conn: &Connection, id: &CallId, f: &Finish) -> Result<(), GatewayError> {
+    let call_id = id.to_string();
+    let call_id = call_id.as_str();
     let response_digest = f
         .response
         .as_deref()
@@ -102,21 +105,25 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::capture::CaptureKey;
+    use rollpoint_proto::key::AttemptKey;
+
     use crate::conversation::{Route, chat_turn, fingerprint, read_request};
     use crate::ledger::begin::{NewCall, begin};
     use crate::ledger::schema::in_memory;
 
     fn call(seq: i64, body: &Value) -> NewCall {
         NewCall {
-            key: CaptureKey::of("r", 0).unwrap(),
-            seq,
+            id: r(seq),
             route: Route::Chat,
             request: bytes::Bytes::from(body.to_string()),
             view: Some(read_request(Route::Chat, body)),
             admitted_ms: 1000 + seq,
             replay: false,
         }
+    }
+
+    fn r(seq: i64) -> CallId {
+        CallId::new(AttemptKey::of("r", 0).unwrap(), seq)
     }
 
     fn lineage_of(c: &Connection, id: &str) -> (String, Option<String>, Option<String>) {
@@ -144,7 +151,7 @@ mod tests {
             output_fp: Some(fingerprint(&[chat_turn(&answer)])),
             ..Finish::ended(CallStatus::Ok, 2000)
         };
-        finish(&c, "r#0", &done).unwrap();
+        finish(&c, &r(0), &done).unwrap();
         assert_eq!(
             lineage_of(&c, "r#1"),
             ("resolved".into(), Some("r#0".into()), None)
@@ -159,7 +166,7 @@ mod tests {
         begin(&c, &call(0, &json!({"messages": [user]}))).unwrap();
         begin(&c, &call(1, &json!({"messages": [user, other, user]}))).unwrap();
         let failed = Finish::ended(CallStatus::UpstreamStatus, 2000);
-        finish(&c, "r#0", &failed).unwrap();
+        finish(&c, &r(0), &failed).unwrap();
         assert_eq!(
             lineage_of(&c, "r#1"),
             ("root".into(), None, Some("no_match".into()))

@@ -2,9 +2,9 @@
 
 use rusqlite::{Connection, Row, params};
 
-use crate::capture::CaptureKey;
 use crate::errors::GatewayError;
 use crate::ledger::bodies;
+use crate::ledger::call_id::RowKey;
 use crate::ledger::record::CallRecord;
 use crate::ledger::status::CallStatus;
 
@@ -16,11 +16,9 @@ pub(crate) const COLUMNS: &str =
     usage, admitted_ms, upstream_ms, first_byte_ms, finished_ms, delivered_ms, tokens_digest,
     tokens_fault, policy_version";
 
-/// The next free sequence number of `capture_key` in the stored rows.
-pub(crate) fn next_seq(conn: &Connection, capture_key: &str) -> Result<i64, GatewayError> {
-    // Rows of a malformed key are filed under the raw key as their rollout.
-    let rollout = CaptureKey::parse(capture_key)
-        .map_or_else(|_| capture_key.to_owned(), |k| k.rollout().to_string());
+/// The next free sequence number of `key` in the stored rows.
+pub(crate) fn next_seq(conn: &Connection, key: &RowKey) -> Result<i64, GatewayError> {
+    let (rollout, capture_key) = (key.rollout(), key.column());
     let max: Option<i64> = conn
         .query_row(
             "SELECT MAX(seq) FROM calls WHERE rollout = ?1 AND capture_key = ?2",

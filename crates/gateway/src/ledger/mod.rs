@@ -6,6 +6,7 @@
 
 mod begin;
 mod bodies;
+mod call_id;
 mod delivered;
 mod export;
 mod finish;
@@ -30,6 +31,7 @@ use crate::errors::GatewayError;
 
 pub(crate) use begin::begin;
 pub use begin::{Begun, NewCall};
+pub use call_id::{CallId, RowKey};
 pub(crate) use delivered::delivered;
 pub(crate) use export::export;
 pub use export::{read_for_trajectories, read_with_requests};

@@ -2,18 +2,19 @@
 
 use rusqlite::{Connection, params};
 
-use crate::capture::CaptureKey;
 use crate::conversation::Route;
 use crate::errors::GatewayError;
 use crate::ledger::bodies;
+use crate::ledger::call_id::RowKey;
+use crate::ledger::lookup::next_seq;
 use crate::ledger::status::CallStatus;
 
 /// A request refused before it became a call.
 #[derive(Debug)]
 pub struct Rejected {
-    pub capture_key: String,
-    pub seq: i64,
-    pub key: Option<CaptureKey>,
+    pub key: RowKey,
+    /// Its sequence number when the caller has taken one; else the next free one.
+    pub seq: Option<i64>,
     pub route: Option<Route>,
     pub request: Option<bytes::Bytes>,
     pub status: CallStatus,
@@ -22,10 +23,14 @@ pub struct Rejected {
     pub admitted_ms: i64,
 }
 
-/// Records a request refused before admission.
+/// Records a request refused before admission; returns its call id.
 pub(crate) fn reject(conn: &Connection, r: &Rejected) -> Result<String, GatewayError> {
-    let seq = r.seq;
-    let call_id = format!("{}#{seq}", r.capture_key);
+    let seq = match r.seq {
+        Some(seq) => seq,
+        None => next_seq(conn, &r.key)?,
+    };
+    let capture_key = r.key.column();
+    let call_id = format!("{capture_key}#{seq}");
     let request_digest = r
         .request
         .as_deref()
@@ -39,11 +44,9 @@ pub(crate) fn reject(conn: &Connection, r: &Rejected) -> Result<String, GatewayE
     .and_then(|mut s| {
         s.execute(params![
             call_id,
-            r.capture_key,
-            r.key
-                .as_ref()
-                .map_or(r.capture_key.as_str(), |k| k.rollout().as_str()),
-            r.key.as_ref().map_or(0, CaptureKey::attempt),
+            capture_key,
+            r.key.rollout(),
+            r.key.attempt(),
             seq,
             r.route.map_or("unknown", Route::name),
             request_digest,

@@ -3,7 +3,8 @@
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 
-use crate::capture::CaptureKey;
+use rollpoint_proto::key::AttemptKey;
+
 use crate::errors::GatewayError;
 use crate::ledger::bodies;
 
@@ -41,7 +42,7 @@ pub(crate) struct Found {
 /// The answer to replay for a call of `key` whose conversation digest is `conversation`.
 pub(crate) fn find(
     conn: &Connection,
-    key: &CaptureKey,
+    key: &AttemptKey,
     conversation: &str,
 ) -> Result<Option<Found>, GatewayError> {
     let hit = conn

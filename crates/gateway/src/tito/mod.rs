@@ -11,9 +11,10 @@
 //! - [`prompt`]: the template, the tokenizer, and the ids of a turn.
 //! - [`chat`]: the completion's text read as a chat turn (a documented tool-call parser per
 //!   template family) and written as the chat reply the harness expects.
-//! - [`call`]: one call through it, recorded in the ledger with its tokens.
+//!
+//! One call through it is a stage of the call pipeline (`call::tito`); this module is a leaf
+//! that imports nothing of the gateway.
 
-pub(crate) mod call;
 pub mod chat;
 pub mod prompt;
 

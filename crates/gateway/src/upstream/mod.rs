@@ -2,10 +2,9 @@
 //! one model: plain http or TLS (rustls, the system's roots plus an optional CA file; no
 //! OpenSSL), HTTP/2 where a replica offers it by ALPN, pooled connections, a connect timeout
 //! and an optional limit of calls upstream at once. Which replica a call goes to is
-//! [`replica`]'s; how a call waits out an outage is [`send`]'s.
+//! [`replica`]'s; how a call waits out an outage is the call pipeline's (`call::send`).
 
 pub(crate) mod replica;
-pub(crate) mod send;
 
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use rollpoint_proto::key::RolloutId;
 use tokio::sync::Notify;
 
 use crate::metrics::{Metrics, ReplicaMetrics};
@@ -91,7 +92,7 @@ pub(crate) struct Replicas {
     list: Vec<Arc<Replica>>,
     sticky: bool,
     /// Rollout → index of the replica its calls go to.
-    assigned: Mutex<HashMap<String, usize>>,
+    assigned: Mutex<HashMap<RolloutId, usize>>,
     /// Where the next scan for the least loaded starts, so ties spread.
     next: AtomicUsize,
     /// Notified when a replica is put back.
@@ -124,7 +125,7 @@ impl Replicas {
     }
 
     /// The replica a call of `rollout` goes to now, or `None` when every one is out.
-    pub(crate) fn pick(&self, rollout: &str) -> Option<Lease> {
+    pub(crate) fn pick(&self, rollout: &RolloutId) -> Option<Lease> {
         let replica = if self.sticky && self.list.len() > 1 {
             let mut assigned = self.assigned.lock().unwrap_or_else(PoisonError::into_inner);
             match assigned.get(rollout).map(|&i| &self.list[i]) {
@@ -134,7 +135,7 @@ impl Replicas {
                     if assigned.len() >= MAX_STICKY {
                         assigned.clear();
                     }
-                    assigned.insert(rollout.to_owned(), r.index);
+                    assigned.insert(rollout.clone(), r.index);
                     r
                 }
             }

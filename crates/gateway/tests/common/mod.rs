@@ -3,12 +3,13 @@
 #![allow(dead_code, reason = "each test binary uses a different part")]
 #![expect(clippy::unwrap_used, reason = "test fixtures")]
 
+use rollpoint_proto::key::AttemptKey;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use rollpoint_gateway::conversation::{Atom, Route};
 use rollpoint_gateway::response::read_response;
-use rollpoint_gateway::{CallRecord, CaptureKey, Gateway, GatewayConfig, UpstreamApi};
+use rollpoint_gateway::{CallRecord, Gateway, GatewayConfig, UpstreamApi};
 use rollpoint_model_script::{Script, ScriptServer, Step};
 use serde_json::{Value, json};
 
@@ -97,7 +98,7 @@ pub async fn gateway_with(upstream: &str, tweak: impl FnOnce(&mut GatewayConfig)
 pub async fn gateway(upstream: &str, rollouts: &[&str]) -> Gw {
     let gw = gateway_with(upstream, |_| {}).await;
     for r in rollouts {
-        gw.gateway.register(&CaptureKey::of(r, 0).unwrap()).unwrap();
+        gw.gateway.register(&AttemptKey::of(r, 0).unwrap()).unwrap();
     }
     gw
 }

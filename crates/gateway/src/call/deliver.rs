@@ -1,4 +1,4 @@
-//! Delivering a reply to the caller through the gate: headers wait until the gate is open,
+//! Stage 7, deliver: a reply reaches the caller through the gate: headers wait until the gate is open,
 //! each later chunk waits only if the closer asked to hold tails. The reply's chunks come from
 //! its pump (which reads and records the upstream reply to its end whatever the caller does)
 //! or from the ledger (a replay). A broken SSE upstream ends the stream with an `error` event
@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use super::reply::{CALL_ID, REPLAYED_FROM, is_hop};
 use super::types::{Chunk, now_ms};
 use crate::gate::Ticket;
-use crate::ledger::{self, CallStatus, Replay};
+use crate::ledger::{self, CallId, CallStatus, Replay};
 use crate::shared::Shared;
 
 /// Most bytes joined into one write when chunks are already waiting.
@@ -27,7 +27,7 @@ struct Delivery {
     stashed: Option<Chunk>,
     ticket: Ticket,
     shared: Arc<Shared>,
-    call_id: String,
+    id: CallId,
     sse: bool,
     done: bool,
 }
@@ -79,7 +79,7 @@ impl Delivery {
                 self.done = true;
                 if self.sse {
                     let data = json!({"type": "error", "error": {"type": CallStatus::UpstreamBroken.as_str(),
-                        "message": message, "call_id": self.call_id}});
+                        "message": message, "call_id": self.id.to_string()}});
                     let event = format!("event: error\ndata: {data}\n\n");
                     Some((Ok(Bytes::from(event)), self))
                 } else {
@@ -87,7 +87,7 @@ impl Delivery {
                 }
             }
             None => {
-                let id = std::mem::take(&mut self.call_id);
+                let id = self.id.clone();
                 let ms = now_ms();
                 self.shared.ledger.post(move |c| {
                     if let Err(e) = ledger::delivered(c, &id, ms) {
@@ -115,7 +115,7 @@ fn response(status: StatusCode, headers: HeaderMap, delivery: Delivery) -> Respo
 pub(crate) async fn upstream(
     shared: &Arc<Shared>,
     ticket: Ticket,
-    call_id: String,
+    id: CallId,
     status: StatusCode,
     upstream_headers: &HeaderMap,
     sse: bool,
@@ -131,7 +131,7 @@ pub(crate) async fn upstream(
             headers.append(name, value.clone());
         }
     }
-    if let Ok(v) = HeaderValue::from_str(&call_id) {
+    if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
         headers.insert(CALL_ID, v);
     }
     let delivery = Delivery {
@@ -139,7 +139,7 @@ pub(crate) async fn upstream(
         stashed: None,
         ticket,
         shared: shared.clone(),
-        call_id,
+        id,
         sse,
         done: false,
     };
@@ -150,7 +150,7 @@ pub(crate) async fn upstream(
 pub(crate) async fn replay(
     shared: &Arc<Shared>,
     ticket: Ticket,
-    call_id: String,
+    id: CallId,
     replay: Replay,
 ) -> Response {
     ticket.deliver().await;
@@ -185,7 +185,7 @@ pub(crate) async fn replay(
     {
         headers.insert(header::CONTENT_TYPE, v);
     }
-    if let Ok(v) = HeaderValue::from_str(&call_id) {
+    if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
         headers.insert(CALL_ID, v);
     }
     if let Ok(v) = HeaderValue::from_str(&replay.source_call_id) {
@@ -197,7 +197,7 @@ pub(crate) async fn replay(
         stashed: None,
         ticket,
         shared: shared.clone(),
-        call_id,
+        id,
         sse,
         done: false,
     };

@@ -1,108 +1,97 @@
-//! Forwarding a call upstream byte-exact: the request bytes go as they came, from a task of
-//! the call's own that no departing caller cancels, and the reply is handed to delivery
-//! while its pump records it.
+//! Stage 5, forward: the call goes upstream byte-exact (the request bytes as they came, with
+//! token capture's fields added when it is on), from a task of the call's own that no
+//! departing caller cancels, and the reply is handed to delivery while its pump records it.
+//! A call the ledger can answer (a repeat after a restore) is replayed instead.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::body::Bytes;
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
 
+use super::admit;
 use super::deliver;
 use super::record::{Recorder, pump};
 use super::reply::{error_response, skip_upstream};
-use super::types::{Chunk, now_ms};
+use super::send::{Outbound, Sent, send};
+use super::types::{Admitted, Chunk, now_ms};
 use crate::conversation::{Route, Turn};
-use crate::gate::Ticket;
-use crate::ledger::{self, CallStatus, Finish};
+use crate::ledger::{self, CallId, CallStatus, Finish};
 use crate::shared::{Recording, Shared};
+use crate::tokens::ask::{Wanted, ask};
 use crate::tokens::reply::Capture;
-use crate::tokens::{FaultKind, Plan, TokenFault};
-use crate::upstream::send::{Outbound, Sent, send};
+use crate::tokens::{FaultKind, Plan, TokenFault, TokenSource};
+use crate::upstream::Upstream;
 
-/// Where and how to send the call.
-pub(crate) struct Target {
-    pub upstream: Arc<crate::upstream::Upstream>,
-    pub rest: String,
-    pub query: Option<String>,
-    pub method: Method,
-    pub headers: HeaderMap,
-}
-
-/// The reply header in which an upstream may name the version of the weights that answered.
-pub(crate) const POLICY_VERSION_HEADER: &str = "x-policy-version";
-
-/// The admitted call being forwarded.
-pub(crate) struct Call {
-    pub ticket: Ticket,
-    /// Counts the call until its reply is recorded.
-    pub recording: Recording,
-    pub call_id: String,
-    pub route: Route,
-    pub stream: bool,
-    /// The model turns of the request, to fingerprint the conversation with the reply.
-    pub model_turns: Vec<Turn>,
-    pub tokens: Plan,
-    /// The attempt key and rollout of the call, for stalls and stickiness.
-    pub attempt: String,
-    pub rollout: String,
-}
-
-/// Sends `body` upstream and delivers the reply through the gate.
-pub(crate) async fn forward(
+/// Sends `call` upstream (or answers it from the ledger) and delivers the reply through the
+/// gate. `parts` are the request's method, path and headers; `rest` its path below the key.
+pub(crate) async fn call(
     shared: &Arc<Shared>,
-    call: Call,
-    target: Target,
-    body: Bytes,
+    call: Admitted,
+    parts: Parts,
+    rest: &str,
 ) -> Response {
-    let Call {
+    let Admitted {
+        id,
         ticket,
         recording,
-        call_id,
         route,
+        request,
         stream,
         model_turns,
-        tokens,
-        attempt,
-        rollout,
+        upstream,
+        row,
     } = call;
-    let path = match &target.query {
-        Some(q) => format!("{}?{q}", target.rest),
-        None => target.rest.clone(),
+    // With capture on the upstream gets the request with the token fields added; the ledger
+    // keeps the harness's bytes.
+    let (body, tokens) = token_plan(shared, &upstream, route, request);
+    // Only a call that may repeat a recorded one waits for its row: the ledger may answer it.
+    if row.replay {
+        match admit::begin(shared, row).await {
+            Ok(ledger::Begun {
+                replay: Some(r), ..
+            }) => return deliver::replay(shared, ticket, id, r).await,
+            Ok(_) => {}
+            Err(refused) => return refused,
+        }
+    } else {
+        admit::post(shared, row);
+    }
+    let path = match parts.uri.query() {
+        Some(q) => format!("{rest}?{q}"),
+        None => rest.to_owned(),
     };
-    let mut headers = axum::http::HeaderMap::with_capacity(target.headers.len());
-    for (name, value) in &target.headers {
+    let mut headers = HeaderMap::with_capacity(parts.headers.len());
+    for (name, value) in &parts.headers {
         if !skip_upstream(name) {
             headers.append(name, value.clone());
         }
     }
-    if let Some(credential) = &target.upstream.credential {
+    if let Some(credential) = &upstream.credential {
         credential.apply(route, &mut headers);
     }
     let outbound = Outbound {
-        method: target.method,
+        method: parts.method,
         path,
         headers,
         body,
     };
-    let upstream_ms = now_ms();
     let (head_tx, head_rx) = tokio::sync::oneshot::channel();
     // The upstream call runs as a task of its own: a caller that leaves (or whose sandbox is
     // swept) before the reply starts does not cancel a call the model is already answering;
     // it is read to its end and recorded all the same.
     let sending = UpstreamCall {
-        target: Arc::clone(&target.upstream),
+        target: upstream,
         shared: shared.clone(),
-        call_id: call_id.clone(),
+        id: id.clone(),
         route,
         stream,
         model_turns,
-        upstream_ms,
+        upstream_ms: now_ms(),
         recording,
         tokens,
-        attempt,
-        rollout,
     };
     tokio::spawn(tracing::Instrument::instrument(
         sending.run(outbound, head_tx),
@@ -113,7 +102,7 @@ pub(crate) async fn forward(
             deliver::upstream(
                 shared,
                 ticket,
-                call_id,
+                id,
                 head.status,
                 &head.headers,
                 head.sse,
@@ -125,14 +114,29 @@ pub(crate) async fn forward(
             StatusCode::BAD_GATEWAY,
             CallStatus::UpstreamUnreachable.as_str(),
             &message,
-            Some(&call_id),
+            Some(&id.to_string()),
         ),
         Err(_) => error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             CallStatus::UpstreamBroken.as_str(),
-            &format!("the upstream task of call {call_id} ended without a reply"),
-            Some(&call_id),
+            &format!("the upstream task of call {id} ended without a reply"),
+            Some(&id.to_string()),
         ),
+    }
+}
+
+/// The body the upstream gets, and what token capture does with the reply.
+fn token_plan(shared: &Shared, upstream: &Upstream, route: Route, request: Bytes) -> (Bytes, Plan) {
+    if shared.config.tokens != Some(TokenSource::Vllm) || route == Route::Models {
+        return (request, Plan::Off);
+    }
+    let wanted = Wanted {
+        logprobs: shared.config.token_logprobs,
+        logprob_ids: !upstream.lists_token_ids.load(Ordering::Relaxed),
+    };
+    match ask(route, &request, wanted) {
+        Some((body, added)) => (body, Plan::Asked(added)),
+        None => (request, Plan::Unsupported),
     }
 }
 
@@ -146,17 +150,15 @@ struct Head {
 
 /// One call on its way upstream.
 struct UpstreamCall {
-    target: Arc<crate::upstream::Upstream>,
+    target: Arc<Upstream>,
     shared: Arc<Shared>,
-    call_id: String,
+    id: CallId,
     route: Route,
     stream: bool,
     model_turns: Vec<Turn>,
     upstream_ms: i64,
     recording: Recording,
     tokens: Plan,
-    attempt: String,
-    rollout: String,
 }
 
 impl UpstreamCall {
@@ -169,37 +171,25 @@ impl UpstreamCall {
         let Self {
             target,
             shared,
-            call_id,
+            id,
             route,
             stream,
             model_turns,
             upstream_ms,
             recording,
             tokens,
-            attempt,
-            rollout,
         } = self;
         // The turn and the replica's lease are held until the reply is read to its end.
         let _turn = target.turn().await;
-        let policy_version;
-        let sent = send(&shared, &target, &outbound, &attempt, &rollout, &call_id).await;
-        let (status, mut headers, chunks, _lease) = match sent {
+        let sent = send(&shared, &target, &outbound, &id).await;
+        let (status, mut headers, chunks, _lease, policy_version) = match sent {
             Sent::Reply {
                 status,
                 headers,
                 chunks,
                 lease,
                 version,
-            } => {
-                // The upstream's own word for the weights that answered wins.
-                let named = headers
-                    .get(POLICY_VERSION_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .filter(|v| rollpoint_proto::limits::name_problem(v).is_none())
-                    .map(str::to_owned);
-                policy_version = named.or(version);
-                (status, headers, chunks, lease)
-            }
+            } => (status, headers, chunks, lease, version),
             Sent::Failed { message } => {
                 let finish = Finish {
                     http_status: Some(StatusCode::BAD_GATEWAY.as_u16()),
@@ -207,13 +197,13 @@ impl UpstreamCall {
                     upstream_ms: Some(upstream_ms),
                     ..Finish::ended(CallStatus::UpstreamUnreachable, now_ms())
                 };
-                let id = call_id.clone();
+                let row = id.clone();
                 if let Err(e) = shared
                     .ledger
-                    .run_committed(move |c| ledger::finish(c, &id, &finish))
+                    .run_committed(move |c| ledger::finish(c, &row, &finish))
                     .await
                 {
-                    tracing::error!(call = %call_id, error = %e, "ledger: failed to record the end of the call");
+                    tracing::error!(call = %id, error = %e, "ledger: failed to record the end of the call");
                 }
                 drop(recording);
                 shared
@@ -236,10 +226,7 @@ impl UpstreamCall {
                 None,
                 Some(Err(TokenFault::new(
                     FaultKind::Unsupported,
-                    format!(
-                        "call {call_id}: capture does not cover route {}",
-                        route.name()
-                    ),
+                    format!("call {id}: capture does not cover route {}", route.name()),
                 ))),
             ),
             Plan::Asked(added) => (
@@ -248,7 +235,7 @@ impl UpstreamCall {
                     added,
                     sse,
                     status.is_success(),
-                    &call_id,
+                    &id.to_string(),
                 )),
                 None,
             ),
@@ -259,7 +246,7 @@ impl UpstreamCall {
         }
         let recorder = Recorder {
             shared,
-            call_id,
+            id,
             route,
             stream: stream || sse,
             model_turns,

@@ -1,4 +1,4 @@
-//! Recording a reply while it streams: the bytes so far, and at its end the ledger's finish
+//! Stage 6, record: a reply recorded while it streams: the bytes so far, and at its end the ledger's finish
 //! (status, usage, output fingerprint). A pump task reads every reply to its end whatever the
 //! caller does (gate closed, caller slow, frozen or gone), so every reply the upstream
 //! completes is in the ledger. The pump keeps one chunk in hand and sends it on only when the
@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 
 use super::types::{Chunk, Chunks, now_ms};
 use crate::conversation::{Route, Turn, fingerprint};
-use crate::ledger::{self, CallStatus, Finish};
+use crate::ledger::{self, CallId, CallStatus, Finish};
 use crate::response::read_response;
 use crate::shared::{Recording, Shared};
 use crate::tokens::Captured;
@@ -23,7 +23,7 @@ use crate::tokens::reply::Capture;
 /// One reply being recorded.
 pub(crate) struct Recorder {
     pub shared: Arc<Shared>,
-    pub call_id: String,
+    pub id: CallId,
     pub route: Route,
     pub stream: bool,
     pub model_turns: Vec<Turn>,
@@ -49,7 +49,7 @@ impl Recorder {
     pub(crate) fn broken(&self, e: &reqwest::Error) -> String {
         format!(
             "upstream broke off the reply of call {} after {} bytes: {e}",
-            self.call_id,
+            self.id,
             self.body.len()
         )
     }
@@ -65,7 +65,7 @@ impl Recorder {
                 CallStatus::UpstreamStatus,
                 Some(format!(
                     "upstream answered {} for call {}",
-                    self.status, self.call_id
+                    self.status, self.id
                 )),
             ),
         };
@@ -100,7 +100,7 @@ impl Recorder {
             tokens: self.tokens,
             policy_version: self.policy_version,
         };
-        let id = self.call_id;
+        let id = self.id;
         let committed = self
             .shared
             .ledger

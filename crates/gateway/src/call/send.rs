@@ -1,10 +1,11 @@
-//! Sending one call upstream so that an outage is waited out, not handed to the harness.
+//! Stage 4, send: one call upstream, so that an outage is waited out, not handed to the
+//! harness.
 //!
 //! A 429, a 503, a connection refused or reset before the reply's head, a reply whose body
 //! fails before its first byte, or no live replica: none of these has reached the harness
 //! nor been answered by the model, so the call is sent again (to another replica where there
 //! is one) with a growing wait, or the wait `Retry-After` asks for. Past the retry budget the
-//! attempt is reported stalled (`crate::stalls`) so its launch is paused in place; past the
+//! attempt is reported stalled ([`hold::stall`]) so its launch is paused in place; past the
 //! outage bound the call ends `upstream_unreachable`. A reply that has started is never sent
 //! again: what the upstream sent from its first byte on is the call's one answer.
 
@@ -14,17 +15,20 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use futures_util::StreamExt as _;
 
-use super::Upstream;
-use super::replica::{Failure, Lease, Replicas};
-use crate::proxy::types::Chunks;
+use super::hold;
+use super::types::Chunks;
+use crate::ledger::CallId;
 use crate::shared::Shared;
 use crate::stalls::Stall;
+use crate::upstream::Upstream;
+use crate::upstream::replica::{Failure, Lease, Replicas};
 
 /// First and longest wait between sends of a call.
 const FIRST_WAIT: Duration = Duration::from_millis(100);
 const MAX_WAIT: Duration = Duration::from_secs(5);
-/// How often a call held by a paused fleet looks whether the gateway is closing.
-const CLOSED_POLL: Duration = Duration::from_millis(250);
+
+/// The reply header in which an upstream may name the version of the weights that answered.
+pub(crate) const POLICY_VERSION_HEADER: &str = "x-policy-version";
 
 /// The request as it goes to every replica.
 pub(crate) struct Outbound {
@@ -44,7 +48,8 @@ pub(crate) enum Sent {
         chunks: Chunks,
         /// The replica answering, counted outstanding until the reply is read.
         lease: Lease,
-        /// The policy version it was sent under.
+        /// The version of the weights that answered: the upstream's own word for it, else
+        /// the version announced when it was sent.
         version: Option<String>,
     },
     /// No reply: the outage bound passed, the attempt was given up, the gateway is closing,
@@ -52,15 +57,12 @@ pub(crate) enum Sent {
     Failed { message: String },
 }
 
-/// The call `call_id` of attempt `attempt` (of rollout `rollout`), sent until it has a
-/// reply or the outage bound passes.
+/// Call `id`, sent until it has a reply or the outage bound passes.
 pub(crate) async fn send(
     shared: &std::sync::Arc<Shared>,
     upstream: &Upstream,
     out: &Outbound,
-    attempt: &str,
-    rollout: &str,
-    call_id: &str,
+    id: &CallId,
 ) -> Sent {
     let policy = upstream.outage;
     let started = Instant::now();
@@ -70,85 +72,77 @@ pub(crate) async fn send(
     let mut stall: Option<Stall> = None;
     let mut last;
     loop {
-        if shared.stalls.is_given_up(attempt) {
+        if hold::given_up(shared, id) {
             return Sent::Failed {
                 message: format!(
-                    "call {call_id}: the model was unreachable for longer than the outage bound \
+                    "call {id}: the model was unreachable for longer than the outage bound \
                      of {}s earlier in this attempt",
                     policy.outage.as_secs()
                 ),
             };
         }
         // A paused fleet sends nothing; a gateway closing for good sends nothing more.
-        let pause_began = Instant::now();
-        while shared.fleet.paused().is_some() {
-            if shared.is_closed() {
-                return Sent::Failed {
-                    message: format!(
-                        "call {call_id}: the gateway closed while the fleet was paused"
-                    ),
-                };
-            }
-            tokio::select! {
-                () = shared.fleet.running() => {}
-                () = tokio::time::sleep(CLOSED_POLL) => {}
-            }
+        match hold::fleet(shared, id).await {
+            Ok(held) => paused_for += held,
+            Err(message) => return Sent::Failed { message },
         }
-        paused_for += pause_began.elapsed();
         let mut retry_after = None;
         let version = shared.fleet.version();
-        let reason = match upstream.replicas.pick(rollout) {
+        let reason = match upstream.replicas.pick(id.key.rollout()) {
             None => {
                 last = format!("no replica of {} is in use", upstream.base);
                 "no_replica"
             }
-            Some(lease) => match aborted_by_pause(shared, try_once(upstream, &lease, out)).await {
-                // Dropped before its first byte for a fleet pause: asked again after it.
-                None => continue,
-                Some(Ok((status, headers, chunks))) => {
-                    upstream.replicas.answered(&lease);
-                    return Sent::Reply {
-                        status,
-                        headers,
-                        chunks,
-                        lease,
-                        version,
-                    };
+            Some(lease) => {
+                match hold::unless_dropped(shared, try_once(upstream, &lease, out)).await {
+                    // Dropped before its first byte for a fleet pause: asked again after it.
+                    None => continue,
+                    Some(Ok((status, headers, chunks))) => {
+                        upstream.replicas.answered(&lease);
+                        let version = named_version(&headers).or(version);
+                        return Sent::Reply {
+                            status,
+                            headers,
+                            chunks,
+                            lease,
+                            version,
+                        };
+                    }
+                    Some(Err(Tried::Retry {
+                        failure,
+                        message,
+                        after,
+                    })) => {
+                        upstream.replicas.failed(&lease, failure, upstream.client());
+                        last = format!("{}: {message}", lease.base());
+                        retry_after = after;
+                        failure.as_str()
+                    }
+                    Some(Err(Tried::Final(message))) => {
+                        Replicas::other_failure(&lease);
+                        return Sent::Failed {
+                            message: format!("upstream {} for call {id}: {message}", lease.base()),
+                        };
+                    }
                 }
-                Some(Err(Tried::Retry {
-                    failure,
-                    message,
-                    after,
-                })) => {
-                    upstream.replicas.failed(&lease, failure, upstream.client());
-                    last = format!("{}: {message}", lease.base());
-                    retry_after = after;
-                    failure.as_str()
-                }
-                Some(Err(Tried::Final(message))) => {
-                    Replicas::other_failure(&lease);
-                    return Sent::Failed {
-                        message: format!("upstream {} for call {call_id}: {message}", lease.base()),
-                    };
-                }
-            },
+            }
         };
         shared.metrics.retried(reason);
         let elapsed = started.elapsed().saturating_sub(paused_for);
         if shared.is_closed() || elapsed >= policy.outage {
             if !shared.is_closed() {
-                shared.stalls.give_up(attempt);
+                hold::give_up(shared, id);
             }
             return Sent::Failed {
                 message: format!(
-                    "upstream unreachable for call {call_id}: no reply within {:.1}s ({last})",
+                    "upstream unreachable for call {id}: no reply within {:.1}s ({last})",
                     elapsed.as_secs_f64()
                 ),
             };
         }
         if elapsed >= policy.retry && stall.is_none() {
-            tracing::warn!(call = %call_id, "the model has not answered for {}s: pausing the attempt in place ({last})", elapsed.as_secs());
-            stall = Some(shared.stalls.stall(attempt));
+            tracing::warn!(call = %id, "the model has not answered for {}s: pausing the attempt in place ({last})", elapsed.as_secs());
+            stall = Some(hold::stall(shared, id));
         }
         let pause = retry_after
             .unwrap_or(wait)
@@ -165,15 +159,13 @@ pub(crate) async fn send(
     }
 }
 
-/// `sending`, or `None` once a fleet pause asks to drop calls whose reply has not started.
-async fn aborted_by_pause<T>(
-    shared: &Shared,
-    sending: impl std::future::Future<Output = T>,
-) -> Option<T> {
-    tokio::select! {
-        out = sending => Some(out),
-        () = shared.fleet.aborting() => None,
-    }
+/// The version of the weights an upstream names in its reply, when it is a valid name.
+fn named_version(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get(POLICY_VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| rollpoint_proto::limits::name_problem(v).is_none())
+        .map(str::to_owned)
 }
 
 /// What one send came to when it was not a usable reply.

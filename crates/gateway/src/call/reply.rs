@@ -1,10 +1,14 @@
-//! The gateway's own replies: JSON errors that name what was wrong, and the header sets
-//! passed between caller and upstream.
+//! The last stage, reply: the gateway's own replies, JSON errors that name what was wrong
+//! and the call they were recorded as, and the header sets passed between caller and
+//! upstream.
 
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use serde::Serialize;
+
+use crate::errors::GatewayError;
+use crate::ledger::CallId;
 
 /// Header naming the ledger row of a call.
 pub(crate) const CALL_ID: &str = "x-rollpoint-call-id";
@@ -82,14 +86,14 @@ pub(crate) fn skip_upstream(name: &HeaderName) -> bool {
     is_hop(name) || name == header::CONTENT_LENGTH || name == header::ACCEPT_ENCODING
 }
 
-/// 500 `ledger_error`: the ledger did not take call `call_id`.
-pub(crate) fn ledger_refused(call_id: &str, e: &crate::errors::GatewayError) -> Response {
-    let msg = format!("ledger refused call {call_id}: {e}");
+/// 500 `ledger_error`: the ledger did not take call `id`.
+pub(crate) fn ledger_refused(id: &CallId, e: &GatewayError) -> Response {
+    let msg = format!("ledger refused call {id}: {e}");
     error_response(
         StatusCode::INTERNAL_SERVER_ERROR,
         "ledger_error",
         &msg,
-        Some(call_id),
+        Some(&id.to_string()),
     )
 }
 
