@@ -1,6 +1,9 @@
 //! The structure the contributor guide promises, checked from the source:
 //! inside each crate no file imports a file that imports it back (through
-//! any chain), and neither do the Python client's modules. A file's imports
+//! any chain); no module does either, a folder counted as one module among
+//! its siblings at every level; no file imports a name through the crate
+//! root's re-exports (`crate::Error`) instead of the module that defines it;
+//! and the Python client's modules import no circle. A file's imports
 //! are the `crate::` and `super::` paths it names (outside its `#[cfg(test)]`
 //! module), each resolved to the module file that defines the name, through
 //! the `pub use` of a module that only hands the name on. A parent naming its
@@ -261,7 +264,66 @@ fn circles<T: Ord + Clone>(edges: &BTreeMap<T, BTreeSet<T>>) -> Vec<Vec<T>> {
     groups
 }
 
+/// A crate's files (paths under `src`) and each one's imports of the others,
+/// with the imports that name a re-export of the crate root.
+struct Graph {
+    edges: BTreeMap<String, BTreeSet<String>>,
+    through_root: Vec<String>,
+}
+
 fn crate_circles(src: &Path) -> Vec<Vec<String>> {
+    circles(&crate_graph(src).edges)
+}
+
+/// The strongly connected sets of modules in every folder of `src`: each
+/// child of the folder (a file, or a subfolder with all under it) is one
+/// node, and an import between files under two children is an arrow between
+/// them.
+fn module_circles(src: &Path) -> Vec<Vec<String>> {
+    let graph = crate_graph(src);
+    let mut folders: BTreeSet<PathBuf> = BTreeSet::new();
+    for file in graph.edges.keys() {
+        let mut dir = Path::new(file).parent();
+        while let Some(d) = dir {
+            folders.insert(d.to_path_buf());
+            dir = d.parent();
+        }
+    }
+    let mut found = Vec::new();
+    for folder in folders {
+        // The child of `folder` that holds `file`, if any.
+        let child = |file: &str| -> Option<String> {
+            let rest = Path::new(file).strip_prefix(&folder).ok()?;
+            let first = rest.iter().next()?.to_string_lossy().into_owned();
+            Some(if rest.iter().count() > 1 {
+                folder.join(&first).display().to_string() + "/"
+            } else {
+                folder.join(&first).display().to_string()
+            })
+        };
+        let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for (from, tos) in &graph.edges {
+            let Some(a) = child(from) else { continue };
+            let entry = edges.entry(a.clone()).or_default();
+            for to in tos {
+                if let Some(b) = child(to)
+                    && b != a
+                {
+                    entry.insert(b);
+                }
+            }
+        }
+        found.extend(circles(&edges));
+    }
+    found
+}
+
+/// Every `crate::Name` in `src` that names a re-export of the crate root.
+fn imports_through_root(src: &Path) -> Vec<String> {
+    crate_graph(src).through_root
+}
+
+fn crate_graph(src: &Path) -> Graph {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let has_lib = src.join("lib.rs").exists();
@@ -302,12 +364,26 @@ fn crate_circles(src: &Path) -> Vec<Vec<String>> {
         }
         krate.reexports.insert(module.clone(), names);
     }
+    let root_names = krate
+        .reexports
+        .get(&Vec::new())
+        .cloned()
+        .unwrap_or_default();
+    let mut through_root = Vec::new();
     let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for (module, (file, text)) in &texts {
         let is_mod_file = file.file_name().is_some_and(|n| n == "mod.rs");
         let name = file.strip_prefix(src).unwrap_or(file).display().to_string();
         let entry = edges.entry(name.clone()).or_default();
-        for (_, path) in references(&code_of(text)) {
+        for (kind, path) in references(&code_of(text)) {
+            if kind == "crate"
+                && !module.is_empty()
+                && let Some(first) = path.first()
+                && root_names.contains_key(first)
+                && !krate.files.contains_key(std::slice::from_ref(first))
+            {
+                through_root.push(format!("{name}: crate::{}", path.join("::")));
+            }
             if let Some(target) = krate.resolve(module, is_mod_file, &path)
                 && &target != module
                 && let Some(target_file) = krate.files.get(&target)
@@ -321,7 +397,10 @@ fn crate_circles(src: &Path) -> Vec<Vec<String>> {
             }
         }
     }
-    circles(&edges)
+    Graph {
+        edges,
+        through_root,
+    }
 }
 
 #[test]
@@ -341,6 +420,50 @@ fn no_file_of_a_crate_imports_one_that_imports_it_back() {
         }
     }
     assert!(found.is_empty(), "file circles:\n{}", found.join("\n"));
+}
+
+/// Each crate's `src`, by crate folder name.
+fn crate_sources() -> Vec<(String, PathBuf)> {
+    let root = workspace().join("crates");
+    let mut out: Vec<(String, PathBuf)> = std::fs::read_dir(&root)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.path().join("src"),
+            )
+        })
+        .filter(|(_, src)| src.is_dir())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn no_module_of_a_crate_imports_one_that_imports_it_back() {
+    let mut found = Vec::new();
+    for (name, src) in crate_sources() {
+        for c in module_circles(&src) {
+            found.push(format!("{name}: {}", c.join(" <-> ")));
+        }
+    }
+    assert!(found.is_empty(), "module circles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn no_file_imports_a_name_through_the_crate_root() {
+    let mut found = Vec::new();
+    for (name, src) in crate_sources() {
+        for f in imports_through_root(&src) {
+            found.push(format!("{name}/src/{f}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "names imported through lib.rs instead of their module:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
@@ -397,4 +520,33 @@ fn the_check_finds_a_circle_it_is_shown() {
         crate_circles(src).is_empty(),
         "a test module's imports do not count"
     );
+}
+
+#[test]
+fn the_check_finds_a_module_circle_and_a_root_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::create_dir(src.join("a")).unwrap();
+    std::fs::write(
+        src.join("lib.rs"),
+        "mod a;\nmod b;\nmod c;\npub use c::C;\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("a/mod.rs"), "mod x;\nmod y;\n").unwrap();
+    // No two files import each other: a/x -> b -> a/y, a circle only between modules.
+    std::fs::write(src.join("a/x.rs"), "use crate::b::B;\npub struct X;\n").unwrap();
+    std::fs::write(src.join("a/y.rs"), "pub struct Y;\n").unwrap();
+    std::fs::write(src.join("b.rs"), "use crate::a::y::Y;\npub struct B;\n").unwrap();
+    std::fs::write(src.join("c.rs"), "pub struct C;\n").unwrap();
+    assert!(crate_circles(src).is_empty(), "no file circle");
+    assert_eq!(
+        module_circles(src),
+        [vec!["a/".to_owned(), "b.rs".to_owned()]],
+        "the folder is one module"
+    );
+    assert!(imports_through_root(src).is_empty());
+    std::fs::write(src.join("a/y.rs"), "use crate::C;\npub struct Y;\n").unwrap();
+    assert_eq!(imports_through_root(src), ["a/y.rs: crate::C"]);
+    std::fs::write(src.join("b.rs"), "pub struct B;\n").unwrap();
+    assert!(module_circles(src).is_empty(), "the circle is gone");
 }

@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use crate::bookmark::Stage;
 use crate::runner::capture_key;
 use crate::runs::{ParkReport, ParkState, RunHandle, Runs};
-use crate::{Bookmark, DriverError, RolloutTask};
+use crate::{bookmark::Bookmark, errors::DriverError, task::RolloutTask};
 
 /// A [`Runs`] registry seen by the checkpoint control plane.
 #[derive(Debug)]

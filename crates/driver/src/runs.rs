@@ -221,7 +221,7 @@ impl Runs {
             if mark.rollout != task.rollout() {
                 return Err(DriverError::Bookmark {
                     rollout: task.rollout().to_owned(),
-                    source: crate::BookmarkError::new(
+                    source: crate::errors::BookmarkError::new(
                         "bookmark.rollout",
                         format!("{:?} is not the task's rollout", mark.rollout),
                     ),

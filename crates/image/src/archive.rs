@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::manifest::{Compression, Document, Parsed, pick_platform};
 use crate::source::{Fetch, LayerBlob, Resolved};
-use crate::{Digest, Error};
+use crate::{digest::Digest, errors::Error};
 
 /// Where blobs are read from: a directory or the members of a tar.
 enum Files {

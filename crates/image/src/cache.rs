@@ -32,7 +32,7 @@ use crate::manifest::{Compression, ImageConfig};
 use crate::registry::{Registry, RegistryOptions};
 use crate::source::{Fetch, LayerBlob, Source};
 use crate::unpack::unpack;
-use crate::{Digest, Error};
+use crate::{digest::Digest, errors::Error};
 
 /// Version of [`ImageRecord`] and of pin files.
 pub const RECORD_VERSION: u32 = 1;

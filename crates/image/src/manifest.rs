@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use crate::Digest;
+use crate::digest::Digest;
 
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";

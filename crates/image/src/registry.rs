@@ -17,7 +17,7 @@ use oci_client::{Client, Reference};
 
 use crate::manifest::{Compression, ImageConfig};
 use crate::source::{Fetch, LayerBlob, Resolved};
-use crate::{Digest, Error, auth};
+use crate::{auth, digest::Digest, errors::Error};
 
 /// How registries are reached.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

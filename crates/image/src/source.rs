@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use crate::manifest::Compression;
-use crate::{Digest, Error};
+use crate::{digest::Digest, errors::Error};
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {

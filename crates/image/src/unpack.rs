@@ -14,7 +14,7 @@ use std::path::{Component, Path, PathBuf};
 use nix::sys::stat::{Mode, SFlag, makedev, mknod};
 use tar::EntryType;
 
-use crate::Digest;
+use crate::digest::Digest;
 use crate::digest::Hashing;
 use crate::manifest::Compression;
 

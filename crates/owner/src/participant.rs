@@ -26,7 +26,7 @@ use serde_json::Value;
 use crate::owner::Owner;
 use crate::record::branch_session;
 use crate::travel::Travel;
-use crate::{LocalOwner, SessionRecord};
+use crate::{local::LocalOwner, record::SessionRecord};
 
 /// Forks a restore makes at once.
 const RESTORE_PARALLELISM: usize = 16;

@@ -30,7 +30,7 @@ use rollpoint_remote::{Chunk, Created, RemoteStore};
 use rollpoint_sandbox::{Backend, SandboxSpec};
 use serde::{Deserialize, Serialize};
 
-use crate::SessionRecord;
+use crate::record::SessionRecord;
 
 /// The snapshot meta and index formats this build writes and reads.
 pub const TRAVEL_VERSION: u32 = 1;

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::Error;
+use crate::errors::Error;
 
 /// Reads and writes cgroup control files.
 pub trait CgroupFs: std::fmt::Debug + Send {

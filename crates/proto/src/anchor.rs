@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::FormatError;
+use crate::version::FormatError;
 
 /// Version of [`AnchorRequest`] and [`AnchorReply`].
 pub const ANCHOR_VERSION: u32 = 1;
@@ -115,7 +115,7 @@ impl AnchorRequest {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        crate::decode("anchor request", ANCHOR_VERSION, bytes)
+        crate::version::decode("anchor request", ANCHOR_VERSION, bytes)
     }
 }
 
@@ -204,7 +204,7 @@ impl AnchorReply {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        crate::decode("anchor reply", ANCHOR_VERSION, bytes)
+        crate::version::decode("anchor reply", ANCHOR_VERSION, bytes)
     }
 }
 

@@ -6,7 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::FormatError;
+use crate::version::FormatError;
 
 /// Version of [`LaunchRecord`].
 pub const LAUNCH_RECORD_VERSION: u32 = 1;
@@ -64,6 +64,6 @@ pub struct LaunchRecord {
 impl LaunchRecord {
     /// Reads a launch record, rejecting unknown versions by name.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        crate::decode("launch record", LAUNCH_RECORD_VERSION, bytes)
+        crate::version::decode("launch record", LAUNCH_RECORD_VERSION, bytes)
     }
 }

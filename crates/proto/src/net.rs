@@ -11,7 +11,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 use serde::{Deserialize, Serialize};
 
-use crate::FormatError;
+use crate::version::FormatError;
 
 /// Version of [`RelayUsage`].
 pub const RELAY_USAGE_VERSION: u32 = 1;
@@ -38,7 +38,7 @@ pub struct RelayUsage {
 impl RelayUsage {
     /// Reads `network.json`; an unknown version is refused by name.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        crate::decode("relay usage", RELAY_USAGE_VERSION, bytes)
+        crate::version::decode("relay usage", RELAY_USAGE_VERSION, bytes)
     }
 }
 
@@ -62,7 +62,7 @@ pub struct GatewayAttach {
 impl GatewayAttach {
     /// Reads one; an unknown version is refused by name.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        crate::decode("gateway attach request", ATTACH_VERSION, bytes)
+        crate::version::decode("gateway attach request", ATTACH_VERSION, bytes)
     }
 }
 
@@ -79,7 +79,7 @@ pub struct AttachReply {
 impl AttachReply {
     /// Reads one; an unknown version is refused by name.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        crate::decode("gateway attach reply", ATTACH_VERSION, bytes)
+        crate::version::decode("gateway attach reply", ATTACH_VERSION, bytes)
     }
 }
 

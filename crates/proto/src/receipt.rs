@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::FormatError;
+use crate::version::FormatError;
 
 /// Version of [`Receipt`].
 pub const RECEIPT_VERSION: u32 = 1;
@@ -102,7 +102,7 @@ pub struct Receipt {
 impl Receipt {
     /// Reads a receipt, rejecting unknown versions by name.
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        crate::decode("receipt", RECEIPT_VERSION, bytes)
+        crate::version::decode("receipt", RECEIPT_VERSION, bytes)
     }
 
     /// A receipt for a request that needed no action: the launch had

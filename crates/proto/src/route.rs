@@ -13,7 +13,7 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use crate::FormatError;
+use crate::version::FormatError;
 
 /// A route key file that cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -72,7 +72,8 @@ impl RouteKey {
     /// Reads the file's text; an unknown version or a key that is not 64
     /// hex digits is refused by name.
     pub fn decode(text: &str) -> Result<Self, RouteKeyError> {
-        let file: RouteKeyFile = crate::decode("route key", ROUTE_KEY_VERSION, text.as_bytes())?;
+        let file: RouteKeyFile =
+            crate::version::decode("route key", ROUTE_KEY_VERSION, text.as_bytes())?;
         unhex(&file.key).map(Self).ok_or(RouteKeyError::NotHex)
     }
 

@@ -42,7 +42,7 @@ pub struct FallbackPause {
 
 impl FallbackPause {
     /// Reads a fallback pause record, rejecting unknown versions by name.
-    pub fn decode(bytes: &[u8]) -> Result<Self, crate::FormatError> {
-        crate::decode("fallback pause", FALLBACK_PAUSE_VERSION, bytes)
+    pub fn decode(bytes: &[u8]) -> Result<Self, crate::version::FormatError> {
+        crate::version::decode("fallback pause", FALLBACK_PAUSE_VERSION, bytes)
     }
 }

@@ -3,9 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::FormatError;
 use crate::launch::LaunchRecord;
 use crate::receipt::Receipt;
+use crate::version::FormatError;
 
 /// Version of [`Request`] and [`Reply`].
 pub const SUPERVISOR_VERSION: u32 = 1;
@@ -39,7 +39,7 @@ impl Request {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        crate::decode("control request", SUPERVISOR_VERSION, bytes)
+        crate::version::decode("control request", SUPERVISOR_VERSION, bytes)
     }
 }
 
@@ -57,6 +57,6 @@ pub struct Reply {
 
 impl Reply {
     pub fn decode(bytes: &[u8]) -> Result<Self, FormatError> {
-        crate::decode("control reply", SUPERVISOR_VERSION, bytes)
+        crate::version::decode("control reply", SUPERVISOR_VERSION, bytes)
     }
 }

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
 use serde::{Deserialize, Serialize};
 
-use crate::Error;
+use crate::errors::Error;
 
 /// An image's identity: the digest of its config.
 pub type ImageId = rollpoint_image::Digest;

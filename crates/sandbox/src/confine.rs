@@ -14,7 +14,7 @@ use std::path::{Component, Path, PathBuf};
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions, Permissions};
 
-use crate::Error;
+use crate::errors::Error;
 
 /// A sandbox's root directory, opened once.
 #[derive(Debug)]

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::str::FromStr;
 
 use crate::errors::Error;
-use crate::{BtrfsStore, CopyStore, ImageOptions, SnapshotStore};
+use crate::{SnapshotStore, btrfs::BtrfsStore, btrfs::ImageOptions, copy::CopyStore};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum StoreChoice {

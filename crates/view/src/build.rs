@@ -8,8 +8,8 @@ use rollpoint_trajectory::Trajectory;
 use crate::live::LiveRollout;
 use crate::turns::CallView;
 use crate::{
-    CheckpointMark, GroupLine, GroupsView, LaunchLine, LaunchOutput, RolloutLine, RolloutView,
-    Summary, TrajectorySummary, VIEW_VERSION,
+    CheckpointMark, GroupLine, GroupsView, LaunchLine, RolloutLine, RolloutView, Summary,
+    TrajectorySummary, VIEW_VERSION, output::LaunchOutput,
 };
 
 /// A row's status as the page names it.

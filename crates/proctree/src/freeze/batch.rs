@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::cgroup::{CgroupFs, Kind, procs};
 use crate::time::Backoff;
-use crate::{Budgets, Error};
+use crate::{budget::Budgets, errors::Error};
 
 use super::cgroup::{freeze, is_frozen, thaw};
 

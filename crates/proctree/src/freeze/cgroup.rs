@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::Budgets;
+use crate::budget::Budgets;
 use crate::cgroup::{CgroupFs, Kind, procs};
 use crate::scan::{read_stat, wchan};
 use crate::time::Backoff;
@@ -69,7 +69,7 @@ pub(super) fn is_frozen(
     kind: Kind,
     dir: &Path,
     want: bool,
-) -> Result<bool, crate::Error> {
+) -> Result<bool, crate::errors::Error> {
     Ok(match kind {
         Kind::V2 => {
             let events = fs.read(dir, "cgroup.events")?;

@@ -26,7 +26,7 @@ use crate::members::{MemberSpec, Membership};
 use crate::scan::Table;
 use crate::stat::Stat;
 use crate::time::micros_since;
-use crate::{Budgets, Error};
+use crate::{budget::Budgets, errors::Error};
 
 use sigstop::continue_ids;
 

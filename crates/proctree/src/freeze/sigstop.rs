@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use rollpoint_proto::receipt::Member;
 
-use crate::Budgets;
+use crate::budget::Budgets;
 use crate::ident::{ProcId, Sent};
 use crate::members::Membership;
 use crate::scan::{Table, read_stat, thread_states, wchan};

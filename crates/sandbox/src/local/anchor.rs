@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rollpoint_proto::anchor::{AnchorReply, AnchorRequest};
 
-use crate::Error;
+use crate::errors::Error;
 
 /// A socket address holds at most 107 bytes of path, and run directories
 /// and sandbox ids can make the socket's path longer: connect through the

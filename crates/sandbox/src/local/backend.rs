@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use super::base::Bases;
 use super::cgroups::{self, SandboxCgroups};
 use super::{anchor, ids, mounts, record, user};
-use crate::{Error, SandboxInfo, SandboxSpec};
+use crate::{SandboxInfo, SandboxSpec, errors::Error};
 
 /// Where the supervisor is lent inside a sandbox not on the host's root.
 pub(super) const SUPERVISOR_TOOL: &str = "bin/rollpoint-supervisor";
@@ -430,12 +430,12 @@ impl LocalBackend {
 
     /// A live sandbox's root, for the owner to reach its files confined
     /// beneath it.
-    pub(super) fn root(&self, id: &str) -> Result<crate::SandboxRoot, Error> {
+    pub(super) fn root(&self, id: &str) -> Result<crate::confine::SandboxRoot, Error> {
         let live = self.lock();
         let l = live.get(id).ok_or_else(|| Error::UnknownSandbox {
             sandbox: id.to_owned(),
         })?;
-        crate::SandboxRoot::from_fd(&l.info.root, &l.root)
+        crate::confine::SandboxRoot::from_fd(&l.info.root, &l.root)
     }
 
     /// A live sandbox's control directory and cgroups.

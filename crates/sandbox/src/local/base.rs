@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rollpoint_image::{ImageCache, ImageRecord, RegistryOptions, Source};
 use sha2::{Digest, Sha256};
 
-use crate::{Base, DEFAULT_WORKDIR, Error, SandboxSpec};
+use crate::{Base, DEFAULT_WORKDIR, SandboxSpec, errors::Error};
 
 /// Where the supervisor mounts the tools (the worker, harnesses) in a
 /// sandbox whose base is not the host's root.

@@ -17,7 +17,7 @@ use rollpoint_proctree::cgroup::RealFs;
 use rollpoint_proctree::cgroup::{self, Kind};
 use rollpoint_proctree::freeze::batch::{freeze_many, thaw_many};
 
-use crate::{Error, Limits};
+use crate::{Limits, errors::Error};
 
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SandboxCgroups {

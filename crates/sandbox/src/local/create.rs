@@ -21,7 +21,9 @@ use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
 use super::user::{self, Identity};
 use super::{anchor, crash, destroy, mounts, network, spawn};
-use crate::{Error, SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxRoot, SandboxSpec};
+use crate::{
+    SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxSpec, confine::SandboxRoot, errors::Error,
+};
 
 pub(super) fn create(
     backend: &LocalBackend,

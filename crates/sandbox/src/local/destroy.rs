@@ -19,7 +19,7 @@ use super::batch::{Phases, parallel};
 use super::cgroups::SandboxCgroups;
 use super::crash;
 use super::mounts;
-use crate::Error;
+use crate::errors::Error;
 
 pub(super) fn destroy(backend: &LocalBackend, id: &str) -> Result<(), Error> {
     let _working = backend.working();

@@ -12,7 +12,7 @@ use rollpoint_proto::anchor::{
 };
 
 use super::backend::{LocalBackend, REPLY_MARGIN};
-use crate::{Error, LaunchHandle, SandboxInfo};
+use crate::{LaunchHandle, SandboxInfo, errors::Error};
 
 pub(super) fn exec(
     backend: &LocalBackend,

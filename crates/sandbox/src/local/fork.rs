@@ -7,7 +7,7 @@ use super::backend::LocalBackend;
 use super::batch::Phases;
 use super::record::{self, SnapshotRecord};
 use super::{crash, create, destroy};
-use crate::{Error, SandboxInfo};
+use crate::{SandboxInfo, errors::Error};
 
 pub(super) fn fork(
     backend: &LocalBackend,

@@ -22,7 +22,7 @@ use rollpoint_proctree::isolate::IdRange;
 use serde::{Deserialize, Serialize};
 
 use super::record;
-use crate::{Error, SPEC_VERSION};
+use crate::{SPEC_VERSION, errors::Error};
 
 /// Where ranges are claimed unless the options name another directory.
 pub const DEFAULT_CLAIMS_DIR: &str = "/var/lib/rollpoint/id-ranges";

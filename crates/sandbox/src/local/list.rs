@@ -2,7 +2,7 @@
 //! store holds.
 
 use super::backend::LocalBackend;
-use crate::{BackendListing, Error};
+use crate::{BackendListing, errors::Error};
 
 pub(super) fn list(backend: &LocalBackend) -> Result<BackendListing, Error> {
     let dir = backend.dir.join("sandboxes");

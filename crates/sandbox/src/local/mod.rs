@@ -67,7 +67,8 @@ use std::path::Path;
 use rollpoint_proto::anchor::{ExecOutput, ExecRequest, LaunchRequest};
 
 use crate::{
-    Backend, BackendListing, Error, LaunchHandle, LaunchRef, SandboxInfo, SandboxSpec, SnapshotRef,
+    Backend, BackendListing, LaunchHandle, LaunchRef, SandboxInfo, SandboxSpec, SnapshotRef,
+    errors::Error,
 };
 pub use backend::{LocalBackend, LocalOptions, OUTPUT_DIR, Tool};
 pub use base::TOOLS_DIR;

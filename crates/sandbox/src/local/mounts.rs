@@ -7,7 +7,7 @@ use std::path::Path;
 
 use nix::mount::MntFlags;
 
-use crate::Error;
+use crate::errors::Error;
 
 fn setup(sandbox: &str, what: String) -> impl FnOnce(std::io::Error) -> Error + '_ {
     move |source| Error::Setup {

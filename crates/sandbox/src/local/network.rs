@@ -8,7 +8,7 @@ use std::path::Path;
 
 use rollpoint_proto::net::Allowed;
 
-use crate::{Error, Network};
+use crate::{Network, errors::Error};
 
 /// Most destinations a sandbox may be allowed.
 pub const MAX_ALLOWED: usize = 64;

@@ -27,7 +27,7 @@ use rollpoint_proto::receipt::{Member, Method, Op, Outcome, RECEIPT_VERSION, Rec
 
 use super::backend::LocalBackend;
 use super::batch::Phases;
-use crate::{Error, LaunchRef};
+use crate::{LaunchRef, errors::Error};
 
 /// Where the batches' receipts are kept, one file per batch.
 pub(crate) const RECEIPTS_DIR: &str = "receipts";

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use rollpoint_snapshot::{StoreChoice, StoreKind, StoreOptions};
 
-use crate::{Error, SPEC_VERSION, SandboxSpec};
+use crate::{SPEC_VERSION, SandboxSpec, errors::Error};
 
 /// A sandbox as its owner made it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

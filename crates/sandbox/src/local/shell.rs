@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use rollpoint_proto::anchor::{ANCHOR_SOCKET, AnchorReply, AnchorRequest, ExecOutput, ExecRequest};
 
 use super::backend::LocalBackend;
-use crate::Error;
+use crate::errors::Error;
 
 /// Longest reply line the anchor sends.
 const REPLY_MAX: u64 = 64 * 1024;

@@ -18,7 +18,7 @@ use super::batch::{Phases, SNAPSHOT_WORKERS, parallel_on};
 use super::cgroups::SandboxCgroups;
 use super::crash;
 use super::record::{self, SnapshotRecord};
-use crate::{Error, SPEC_VERSION, SandboxInfo, SnapshotRef};
+use crate::{SPEC_VERSION, SandboxInfo, SnapshotRef, errors::Error};
 
 pub(super) fn snapshot(
     backend: &LocalBackend,

@@ -21,7 +21,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use crate::Error;
+use crate::errors::Error;
 
 pub(crate) struct AnchorArgs<'a> {
     pub supervisor: &'a Path,

@@ -17,7 +17,7 @@ use super::backend::{LocalBackend, store_error};
 use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
 use super::{crash, destroy, list, snapshot};
-use crate::Error;
+use crate::errors::Error;
 
 pub(super) fn sweep_snapshots(
     backend: &LocalBackend,

@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::backend::LocalBackend;
-use crate::Error;
+use crate::errors::Error;
 
 pub(super) fn upload(
     backend: &LocalBackend,

@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::backend::{LocalBackend, store_error};
 use super::record::{self, SnapshotRecord};
-use crate::{Error, SPEC_VERSION, SandboxSpec};
+use crate::{SPEC_VERSION, SandboxSpec, errors::Error};
 
 pub(super) fn send(
     backend: &LocalBackend,

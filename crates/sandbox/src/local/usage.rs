@@ -9,7 +9,7 @@ use rollpoint_proto::net::{RELAY_USAGE_FILE, RelayUsage};
 
 use super::backend::LocalBackend;
 use super::record::{self, SandboxRecord};
-use crate::{Error, ResourceUsage};
+use crate::{ResourceUsage, errors::Error};
 
 /// Files and directories walked at most to size an upper.
 const MAX_ENTRIES: usize = 1_000_000;

@@ -13,7 +13,7 @@ use std::path::Path;
 use rollpoint_proctree::isolate::IdRange;
 use rollpoint_proctree::spawn::Credentials;
 
-use crate::{Error, SandboxRoot};
+use crate::{confine::SandboxRoot, errors::Error};
 
 /// Largest `/etc/passwd` or `/etc/group` read.
 const DB_LIMIT: u64 = 4 << 20;
