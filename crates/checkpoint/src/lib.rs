@@ -11,7 +11,7 @@
 //! |---|---|
 //! | [`participant`] | the participant contract and record tagging |
 //! | [`phase`] | the pure phase machine |
-//! | `control` | the control verbs, one trait for both sides of the wire |
+//! | `api` | the participant API ([`ParticipantApi`]): the checkpoint verbs, one trait for both sides of the wire |
 //! | `host` | [`ParticipantHost`]: a participant's control plane in process, one verb per file |
 //! | `http` | the control routes, one per file |
 //! | `client` | [`HttpParticipant`], the routes' client |

@@ -7,7 +7,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use rollpoint_proto::key::AttemptKey;
 use tokio::sync::watch;
+
+use crate::ledger::CallId;
 
 /// What a stream already delivering does when the gate closes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,8 +35,8 @@ pub enum Phase {
 /// One in-flight request, as reported by `close`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InFlight {
-    pub capture_key: String,
-    pub call_id: Option<String>,
+    pub capture_key: AttemptKey,
+    pub call_id: Option<CallId>,
     pub phase: Phase,
 }
 
@@ -154,7 +157,7 @@ impl Gate {
     }
 
     /// Waits until the gate is open and admits a request of `capture_key`.
-    pub async fn admit(self: &Arc<Self>, capture_key: &str) -> Ticket {
+    pub async fn admit(self: &Arc<Self>, capture_key: &AttemptKey) -> Ticket {
         let mut rx = self.changed.subscribe();
         let id = {
             let mut inner = self.lock();
@@ -168,7 +171,7 @@ impl Gate {
             inner.entries.insert(
                 id,
                 InFlight {
-                    capture_key: capture_key.to_owned(),
+                    capture_key: capture_key.clone(),
                     call_id: None,
                     phase,
                 },
@@ -199,9 +202,9 @@ pub struct Ticket {
 
 impl Ticket {
     /// Names the call this request became.
-    pub fn set_call(&self, call_id: &str) {
+    pub fn set_call(&self, call_id: &CallId) {
         if let Some(e) = self.gate.lock().entries.get_mut(&self.id) {
-            e.call_id = Some(call_id.to_owned());
+            e.call_id = Some(call_id.clone());
         }
     }
 

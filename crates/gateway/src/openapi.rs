@@ -1,4 +1,4 @@
-//! The OpenAPI description of the gateway: its control routes (from `control`) and its model
+//! The OpenAPI description of the gateway: its admin routes (from `admin`) and its model
 //! routes under `/r/{key}/`, which are one catch-all route in the router and are described here
 //! one by one.
 

@@ -61,7 +61,9 @@ impl ModelParticipant {
                 format!(
                     "{}: reply of {} still delivering",
                     e.capture_key,
-                    e.call_id.as_deref().unwrap_or("a call")
+                    e.call_id
+                        .as_ref()
+                        .map_or_else(|| "a call".to_owned(), ToString::to_string)
                 )
             })
             .collect();

@@ -26,7 +26,7 @@ pub struct Timings {
     pub prepare: Duration,
     pub commit: Duration,
     pub publish: Duration,
-    /// Kept paused on purpose after publishing ([`Coordinator::checkpoint_held`]).
+    /// The hold: kept paused on purpose after publishing ([`Coordinator::checkpoint_held`]).
     pub held: Duration,
     pub resume: Duration,
 }
@@ -50,15 +50,15 @@ impl Coordinator {
         self.checkpoint_held(plan, Duration::ZERO).await
     }
 
-    /// [`Coordinator::checkpoint`], keeping everyone paused for `pause` after
-    /// the checkpoint is published and before resuming, so a frozen rollout
-    /// can be inspected (the wire's `hold_ms`). `pause` must stay well under
-    /// the participants' lease, or they resume on their own.
+    /// [`Coordinator::checkpoint`] with a hold: everyone kept paused for `hold`
+    /// after the checkpoint is published and before resuming, so a frozen
+    /// rollout can be inspected (the wire's `hold_ms`). `hold` must stay well
+    /// under the participants' lease, or they resume on their own.
     #[tracing::instrument(name = "checkpoint", skip_all, fields(checkpoint = %plan.id, scope = plan.scope.len()))]
     pub async fn checkpoint_held(
         &self,
         plan: &Plan,
-        pause: Duration,
+        hold: Duration,
     ) -> Result<Checkpointed, CoordinatorError> {
         let id = plan.id.as_str();
         let mut timings = Timings::default();
@@ -118,9 +118,9 @@ impl Coordinator {
         timings.publish = started.elapsed();
 
         if !plan.stop {
-            if !pause.is_zero() {
-                tokio::time::sleep(pause).await;
-                timings.held = pause;
+            if !hold.is_zero() {
+                tokio::time::sleep(hold).await;
+                timings.held = hold;
             }
             let started = Instant::now();
             self.resume(id)

@@ -28,7 +28,7 @@ pub(crate) async fn admit(
         view,
         upstream,
     } = checked;
-    let ticket = shared.gate.admit(&key.to_string()).await;
+    let ticket = shared.gate.admit(&key).await;
     // Counted from here until its reply is recorded, so a drain waits for it; refused if the
     // drain began while it was read or waited at the gate: it has not gone upstream.
     let Some(recording) = shared.start_recording() else {
@@ -46,9 +46,8 @@ pub(crate) async fn admit(
             ));
         }
     };
-    let call_id = id.to_string();
-    tracing::Span::current().record("call", call_id.as_str());
-    ticket.set_call(&call_id);
+    tracing::Span::current().record("call", id.to_string().as_str());
+    ticket.set_call(&id);
     // Only a later attempt can repeat a recorded call: only then wait for the ledger's answer.
     let replay = shared.config.replay && key.attempt() > 0;
     let stream = view.as_ref().is_some_and(|v| v.stream);

@@ -33,6 +33,24 @@ struct Delivery {
 }
 
 impl Delivery {
+    fn new(
+        chunks: mpsc::UnboundedReceiver<Chunk>,
+        ticket: Ticket,
+        shared: &Arc<Shared>,
+        id: CallId,
+        sse: bool,
+    ) -> Self {
+        Self {
+            chunks,
+            stashed: None,
+            ticket,
+            shared: Arc::clone(shared),
+            id,
+            sse,
+            done: false,
+        }
+    }
+
     /// The next chunk, after any hold of the tail.
     async fn pull(&mut self) -> Option<Chunk> {
         if let Some(stashed) = self.stashed.take() {
@@ -134,15 +152,7 @@ pub(crate) async fn upstream(
     if let Ok(v) = HeaderValue::from_str(&id.to_string()) {
         headers.insert(CALL_ID, v);
     }
-    let delivery = Delivery {
-        chunks,
-        stashed: None,
-        ticket,
-        shared: shared.clone(),
-        id,
-        sse,
-        done: false,
-    };
+    let delivery = Delivery::new(chunks, ticket, shared, id, sse);
     response(status, headers, delivery)
 }
 
@@ -192,14 +202,6 @@ pub(crate) async fn replay(
         headers.insert(REPLAYED_FROM, v);
     }
     let status = StatusCode::from_u16(replay.http_status).unwrap_or(StatusCode::OK);
-    let delivery = Delivery {
-        chunks: rx,
-        stashed: None,
-        ticket,
-        shared: shared.clone(),
-        id,
-        sse,
-        done: false,
-    };
+    let delivery = Delivery::new(rx, ticket, shared, id, sse);
     response(status, headers, delivery)
 }

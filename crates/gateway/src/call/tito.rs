@@ -222,7 +222,7 @@ async fn answer(shared: &Arc<Shared>, tito: &Tito, ask: &Ask<'_>) -> Result<Answ
             .as_deref()
             .map(|ids| tito.decode(ids))
             .transpose()
-            .map_err(Ended::template)?
+            .map_err(|e| Ended::template(e.to_string()))?
             .unwrap_or_default(),
     };
     let finish_reason = choice["finish_reason"]

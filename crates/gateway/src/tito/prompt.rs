@@ -21,6 +21,15 @@ pub struct LoadError {
     pub message: String,
 }
 
+/// Why a prompt could not be rendered or tokenized, or ids not decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum TitoError {
+    #[error("the chat template failed: {0:#}")]
+    Template(#[source] minijinja::Error),
+    #[error("the tokenizer failed: {0}")]
+    Tokenizer(#[source] tokenizers::Error),
+}
+
 /// The model's tokenizer and chat template.
 pub struct Tito {
     tokenizer: Tokenizer,
@@ -119,8 +128,8 @@ impl Tito {
         messages: &[Value],
         tools: Option<&Value>,
         add_generation_prompt: bool,
-    ) -> Result<String, String> {
-        let template = self.env.get_template("chat").map_err(|e| e.to_string())?;
+    ) -> Result<String, TitoError> {
+        let template = self.env.get_template("chat").map_err(TitoError::Template)?;
         let ctx = json!({
             "messages": messages,
             "tools": tools,
@@ -130,22 +139,22 @@ impl Tito {
         });
         template
             .render(minijinja::value::Serde(&ctx))
-            .map_err(|e| format!("the chat template failed: {e:#}"))
+            .map_err(TitoError::Template)
     }
 
     /// `text`'s ids, special tokens written in it included, none added.
-    pub fn encode(&self, text: &str) -> Result<Vec<u32>, String> {
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, TitoError> {
         self.tokenizer
             .encode(text, false)
             .map(|e| e.get_ids().to_vec())
-            .map_err(|e| format!("the tokenizer failed: {e}"))
+            .map_err(TitoError::Tokenizer)
     }
 
     /// `ids` as text, special tokens kept.
-    pub fn decode(&self, ids: &[u32]) -> Result<String, String> {
+    pub fn decode(&self, ids: &[u32]) -> Result<String, TitoError> {
         self.tokenizer
             .decode(ids, false)
-            .map_err(|e| format!("the tokenizer failed: {e}"))
+            .map_err(TitoError::Tokenizer)
     }
 
     /// The prompt of a call with `messages` and `tools` that extends `parent`, if any.
@@ -154,8 +163,8 @@ impl Tito {
         messages: &[Value],
         tools: Option<&Value>,
         parent: Option<&ParentTurn>,
-    ) -> Result<Prompt, String> {
-        let whole = |why: Option<String>| -> Result<Prompt, String> {
+    ) -> Result<Prompt, TitoError> {
+        let whole = |why: Option<String>| -> Result<Prompt, TitoError> {
             Ok(Prompt {
                 ids: self.encode(&self.render(messages, tools, true)?)?,
                 rerendered: why,
