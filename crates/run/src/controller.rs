@@ -15,7 +15,6 @@ use rollpoint_checkpoint::Plan;
 use rollpoint_driver::{
     Bookmark, DriverError, InfraClass, RolloutResult, RolloutTask, RunHandle, RunStatus,
 };
-use rollpoint_gateway::CaptureKey;
 use rollpoint_owner::Owner as _;
 use rollpoint_proto::key::AttemptKey;
 use tokio::sync::{mpsc, watch};
@@ -296,7 +295,7 @@ impl Loop {
 
     pub(crate) async fn register_key(&self, rollout: &str, attempt: u32) -> Result<(), RunError> {
         if let Some(g) = &self.stack.gateway {
-            let key = CaptureKey::of(rollout, attempt)
+            let key = AttemptKey::of(rollout, attempt)
                 .map_err(|e| RunError::rollout(rollout.to_owned(), e))?;
             g.register(&key).await?;
         }

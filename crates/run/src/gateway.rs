@@ -22,7 +22,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use rollpoint_checkpoint::{HttpParticipant, ParticipantApi};
-use rollpoint_gateway::{CaptureKey, GatewayClient};
+use rollpoint_gateway::GatewayClient;
+use rollpoint_proto::key::AttemptKey;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ModelApi, RunConfig};
@@ -438,7 +439,7 @@ impl GatewayProcess {
     }
 
     /// Lets `key`'s attempt call the model (an earlier attempt of the rollout is fenced).
-    pub async fn register(&self, key: &CaptureKey) -> Result<(), RunError> {
+    pub async fn register(&self, key: &AttemptKey) -> Result<(), RunError> {
         self.client
             .register(std::slice::from_ref(key))
             .await
