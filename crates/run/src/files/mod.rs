@@ -1,0 +1,19 @@
+//! The run directory's files, each a format of its own: written atomically or appended a
+//! whole line at a time, versioned, and read back with every field checked, so a crash at
+//! any point leaves something a resume can read.
+//!
+//! | file | what it is for |
+//! |---|---|
+//! | [`state`] | `run.json`: the config, the attempts dispatched, the gateway port |
+//! | [`tasks`] | the tasks file, every line checked before anything runs |
+//! | [`results`] | `results.jsonl`, one row per finished rollout |
+//! | [`events`] | `events.jsonl`: start, resumes, checkpoints and their times, stop, end |
+//! | [`definition`] | the run's definition (run.json, tasks, results) published with each checkpoint |
+//! | `saved` | what a published checkpoint saved, read through the participants' formats |
+
+pub mod definition;
+pub mod events;
+pub mod results;
+pub(crate) mod saved;
+pub mod state;
+pub mod tasks;
