@@ -1,6 +1,7 @@
-//! The run directory's files, each a format of its own: written atomically or appended a
-//! whole line at a time, versioned, and read back with every field checked, so a crash at
-//! any point leaves something a resume can read.
+//! The run's files and their formats: what the run writes to its directory (atomically, or
+//! a whole line at a time) and reads back with every field checked, so a crash at any point
+//! leaves something a resume can read; the tasks file it is given; what a published
+//! checkpoint saved.
 //!
 //! | file | what it is for |
 //! |---|---|
