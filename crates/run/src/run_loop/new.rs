@@ -18,8 +18,10 @@ use crate::files::results::ResultsLog;
 use crate::files::state::RunState;
 use crate::stack::build::Stack;
 
+/// A rollout's attempt that came back: rollout, attempt, its result.
 type Finished = (String, u32, Result<RolloutResult, DriverError>);
 
+/// What the one task that drives the run owns.
 pub(crate) struct Loop {
     pub(crate) run_dir: PathBuf,
     pub(crate) stack: Stack,
