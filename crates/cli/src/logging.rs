@@ -34,7 +34,7 @@ pub fn init(format: LogFormat) {
     let _ = match format {
         LogFormat::Text => builder.event_format(Line).try_init(),
         LogFormat::Json => {
-            rollpoint_run::progress::allow_bars(false);
+            rollpoint_run::run_loop::progress::allow_bars(false);
             builder
                 .json()
                 .flatten_event(true)
@@ -119,7 +119,7 @@ impl Drop for EventBuffer {
             return;
         }
         let bytes = std::mem::take(&mut self.0);
-        rollpoint_run::progress::above_bars(|| {
+        rollpoint_run::run_loop::progress::above_bars(|| {
             // A closed stderr has nowhere to say so.
             let _ = std::io::stderr().lock().write_all(&bytes);
         });

@@ -19,7 +19,8 @@ use bytes::Bytes;
 use fixture::{run_dir, stats};
 use rollpoint_checkpoint::store::remote::Marker;
 use rollpoint_remote::{Options, RemoteStore, StoreUrl};
-use rollpoint_run::{RunState, definition};
+use rollpoint_run::RunState;
+use rollpoint_run::files::definition;
 
 fn parse_args() -> (Vec<usize>, usize) {
     let mut sizes = vec![1000, 4000, 16_000];

@@ -9,9 +9,9 @@ use rollpoint_driver::RolloutResult;
 use rollpoint_trajectory::{BreakPolicy, Breaks, Grouped, Outcome, Trajectory};
 
 use crate::errors::RunError;
-use crate::gateway::LEDGER;
-use crate::results::read_results;
-use crate::state::RunState;
+use crate::files::results::read_results;
+use crate::files::state::RunState;
+use crate::stack::gateway::LEDGER;
 
 /// The trajectories of `rollout`, or of every rollout of the run (by id), under the run's
 /// `token_breaks` and `version_breaks` policies.
@@ -108,7 +108,7 @@ pub fn export(
             .map_err(|message| RunError::setup("export", message))?,
     };
     if let Some(path) = out {
-        crate::state::write_atomic(path, &bytes)?;
+        crate::files::state::write_atomic(path, &bytes)?;
         return Ok((Vec::new(), all.len()));
     }
     Ok((bytes, all.len()))

@@ -11,77 +11,52 @@
 //! | module | what it is for |
 //! |---|---|
 //! | [`config`] | the run configuration file, versioned, every setting checked |
-//! | [`tasks`] | the tasks file, every line checked before anything runs |
-//! | [`state`] | `run.json`: the config, the attempts dispatched, the gateway port |
-//! | [`results`] | `results.jsonl`, one row per finished rollout |
-//! | [`events`] | `events.jsonl`: start, resumes, checkpoints and their times, stop, end |
-//! | `clock` | the run's wall clock (Unix ms), read by the loop and the event log alike |
-//! | [`report`] | `rollpoint report`: one self-contained HTML page of a run |
+//! | [`files`] | the run directory's formats: `run.json`, the tasks, `results.jsonl`, `events.jsonl`, the definition, what a checkpoint saved |
+//! | [`stack`] | builds the participants of the run; the gateway process; stalled calls parked |
+//! | [`run_loop`] | the loop: dispatch, checkpoint, results, forks, the fleet, stop; its input [`Signal`]; progress and metrics |
+//! | `new_run` | `rollpoint run`: a new run, then the loop |
+//! | `inputs` | what feeds the loop besides its rollouts ([`Inputs`]) |
+//! | [`resume`](mod@resume) | `rollpoint resume` (and `--from`): read, choose the source, sweep, plan, restore, start the rest, the loop |
+//! | [`claim`] | `RUN_DIR/lock`, the run's claim on its checkpoint store, a run taken over |
+//! | [`endpoint`] | the run's HTTP control endpoint, the dashboard, exec and shell |
 //! | [`view`] | what the dashboard and the report show, and the one page that draws it |
-//! | [`plan`] | what a resume does with each task (pure) |
-//! | `saved` | what a published checkpoint saved, read through the participants' formats |
-//! | [`gateway`] | the run's gateway process: started, waited for after a crash, stopped |
-//! | [`lock`] | `RUN_DIR/lock`: one process drives a run at a time |
-//! | `metrics` | the run's Prometheus metrics, at `GET /metrics` on the control endpoint |
-//! | [`stack`] | builds the participants of the run |
-//! | [`controller`] | a new run and the loop: dispatch, checkpoint, results |
-//! | [`resume`](mod@resume) | `rollpoint resume`: sweep, plan, restore, then the loop |
-//! | [`definition`] | the run's definition (run.json, tasks, results) published with each checkpoint |
-//! | [`lease`] | the run's claim on its checkpoint store: heartbeat, release, fencing |
-//! | [`takeover`] | `rollpoint resume --from`: a run continued on a machine that has nothing of it |
-//! | [`endpoint`] | the run's HTTP control endpoint and the requests it sends the loop |
-//! | [`dashboard`] | the live dashboard's page, documents and change stream on the endpoint |
-//! | [`exec`] | a command in a live rollout's sandbox, or in a fork of its snapshot |
-//! | [`shell`] | a terminal in a live rollout's sandbox over a WebSocket |
+//! | [`report`] | `rollpoint report`: one self-contained HTML page of a run |
 //! | [`status`] | `rollpoint status` |
-//! | [`progress`] | bars on a terminal, plain lines otherwise |
+//! | [`export`] | trajectories of a run's rollouts (`rollpoint export`) |
 //!
 //! See docs/design/run.md.
 #![forbid(unsafe_code)]
 
+pub mod claim;
 pub mod config;
-pub mod controller;
-pub mod dashboard;
-pub mod definition;
 pub mod endpoint;
 mod errors;
-pub mod events;
-pub mod exec;
 pub mod export;
-mod fleet;
-mod fork;
-pub mod gateway;
-pub mod lease;
-pub mod lock;
-mod metrics;
-pub mod plan;
-pub mod progress;
+pub mod files;
+mod inputs;
+mod new_run;
 pub mod report;
-pub mod results;
 pub mod resume;
-mod saved;
-pub mod shell;
+pub mod run_loop;
 pub mod stack;
-mod stalls;
-pub mod state;
 pub mod status;
-pub mod takeover;
-pub mod tasks;
 pub mod view;
 
+pub use claim::takeover::holds_run;
 pub use config::{
     CONFIG_VERSION, MAX_CHECKPOINT_EVERY_S, MAX_CONCURRENCY, MAX_KEEP, ModelSource, RunConfig,
     StoreKind,
 };
-pub use controller::{Ending, Inputs, run};
-pub use endpoint::{EndpointFile, Listen, Signal};
+pub use endpoint::{EndpointFile, Listen};
 pub use errors::RunError;
-pub use progress::{Progress, Reporter};
-pub use results::{ResultsLog, read_results};
-pub use resume::resume;
-pub use state::{RUN_STATE_VERSION, RunState};
-pub use takeover::{holds_run, resume_from};
-pub use tasks::{TasksFile, load_tasks};
+pub use files::results::{ResultsLog, read_results};
+pub use files::state::{RUN_STATE_VERSION, RunState};
+pub use files::tasks::{TasksFile, load_tasks};
+pub use inputs::Inputs;
+pub use new_run::run;
+pub use resume::{resume, resume_from};
+pub use run_loop::progress::{Progress, Reporter};
+pub use run_loop::{Ending, Signal};
 
 /// Exit code of a run stopped by a signal after a checkpoint (EX_TEMPFAIL).
 pub const EXIT_STOPPED: i32 = 75;

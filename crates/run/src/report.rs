@@ -32,6 +32,6 @@ pub fn report_html(run_dir: &Path) -> Result<String, RunError> {
 pub fn write_report(run_dir: &Path, out: Option<&Path>) -> Result<PathBuf, RunError> {
     let page = report_html(run_dir)?;
     let path = out.map_or_else(|| run_dir.join(REPORT_FILE), Path::to_path_buf);
-    crate::state::write_atomic(&path, page.as_bytes())?;
+    crate::files::state::write_atomic(&path, page.as_bytes())?;
     Ok(path)
 }

@@ -10,8 +10,8 @@ use rollpoint_checkpoint::store;
 use rollpoint_driver::RolloutResult;
 
 use crate::errors::RunError;
-use crate::results::read_results;
-use crate::state::RunState;
+use crate::files::results::read_results;
+use crate::files::state::RunState;
 
 /// A run as it stands on disk.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use rollpoint_checkpoint::store::{self, CheckpointDoc, Member};
 use rollpoint_checkpoint::{AttemptKey, Kind};
 use rollpoint_proto::key::RolloutId;
-use rollpoint_run::plan::plan_resume;
 use rollpoint_run::resume::choose_source;
+use rollpoint_run::resume::plan::plan_resume;
 
 fn key(text: &str) -> AttemptKey {
     AttemptKey::parse(text).unwrap()

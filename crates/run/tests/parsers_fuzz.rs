@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use proptest::prelude::*;
-use rollpoint_run::tasks::parse_tasks;
+use rollpoint_run::files::tasks::parse_tasks;
 use rollpoint_run::{RunConfig, RunState};
 use rollpoint_testkit::fuzz::hostile;
 

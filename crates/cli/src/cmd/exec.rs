@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
-use rollpoint_run::exec::{EXEC_VERSION, ExecBody, ExecReply};
+use rollpoint_run::endpoint::exec::{EXEC_VERSION, ExecBody, ExecReply};
 
 /// A live rollout of a run serving its control endpoint.
 #[derive(Debug, clap::Args)]

@@ -38,7 +38,7 @@ pub fn run(args: &ForkArgs) -> anyhow::Result<()> {
         n: args.n,
     };
     request.check().map_err(|e| anyhow::anyhow!("{e}"))?;
-    if rollpoint_run::lock::RunLock::held_elsewhere(&args.run_dir)? {
+    if rollpoint_run::claim::lock::RunLock::held_elsewhere(&args.run_dir)? {
         return ask_live(args, &request);
     }
     let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;

@@ -75,7 +75,7 @@ struct Row {
 impl Row {
     /// Watches `rollout`'s row; an error when the run has no such rollout.
     fn watch(run_dir: &Path, rollout: &str) -> anyhow::Result<Self> {
-        let state = rollpoint_run::state::RunState::load(run_dir)?;
+        let state = rollpoint_run::files::state::RunState::load(run_dir)?;
         let mut row = Self {
             run_dir: run_dir.to_owned(),
             rollout: rollout.to_owned(),
@@ -93,11 +93,13 @@ impl Row {
     }
 
     fn current(&mut self) -> anyhow::Result<Option<&RolloutLine>> {
-        let path = self.run_dir.join(rollpoint_run::results::RESULTS_FILE);
+        let path = self
+            .run_dir
+            .join(rollpoint_run::files::results::RESULTS_FILE);
         let size = std::fs::metadata(&path).ok().map(|m| m.len());
         if size != self.size {
             self.size = size;
-            self.line = rollpoint_run::results::read_results(&self.run_dir)?
+            self.line = rollpoint_run::files::results::read_results(&self.run_dir)?
                 .iter()
                 .rev()
                 .find(|r| r.rollout == self.rollout)

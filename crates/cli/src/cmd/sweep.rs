@@ -45,7 +45,7 @@ pub fn run(args: &SweepArgs) -> anyhow::Result<()> {
         owner_dir.display()
     );
     // Never under a live run: its sandboxes are not orphans.
-    let _lock = rollpoint_run::lock::RunLock::acquire(&args.run_dir)?;
+    let _lock = rollpoint_run::claim::lock::RunLock::acquire(&args.run_dir)?;
     // Sweeping starts nothing, but the backend checks its supervisor exists.
     let supervisor = locate::supervisor(None)?;
     let backend = LocalBackend::open(&owner_dir, LocalOptions::new(supervisor))

@@ -15,11 +15,11 @@ use rollpoint_view::{
 };
 
 use crate::errors::RunError;
-use crate::events::{Event, EventLine, read_events};
-use crate::gateway::LEDGER;
-use crate::results::read_results;
-use crate::stack::OWNER_DIR;
-use crate::state::RunState;
+use crate::files::events::{Event, EventLine, read_events};
+use crate::files::results::read_results;
+use crate::files::state::RunState;
+use crate::stack::build::OWNER_DIR;
+use crate::stack::gateway::LEDGER;
 use crate::status::unfinished;
 
 /// The document of rollout `id`, or `None` when the run knows nothing of it (no row, not

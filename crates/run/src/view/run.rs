@@ -12,9 +12,9 @@ use rollpoint_view::{
 use serde_json::{Value, json};
 
 use crate::errors::RunError;
-use crate::events::{Event, EventLine, read_events};
-use crate::results::read_results;
-use crate::state::RunState;
+use crate::files::events::{Event, EventLine, read_events};
+use crate::files::results::read_results;
+use crate::files::state::RunState;
 use crate::status::unfinished;
 
 /// The run's document, from `run_dir` and, when the run is live, `live`.

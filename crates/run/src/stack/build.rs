@@ -2,7 +2,7 @@
 //! `resources` and the drivers as `agent`, each behind a `ParticipantHost` in
 //! this process; the gateway (with the scripted model when the config names a
 //! script) as a process of its own on 127.0.0.1, the `model` participant over
-//! its control routes (crate::gateway); and the coordinator over all of them.
+//! its control routes (crate::stack::gateway); and the coordinator over all of them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +17,7 @@ use rollpoint_sandbox::local::{LocalBackend, LocalOptions, Tool};
 
 use crate::config::{ModelSource, RunConfig};
 use crate::errors::RunError;
-use crate::gateway::{GatewayProcess, Upstream};
+use crate::stack::gateway::{GatewayProcess, Upstream};
 use rollpoint_owner::travel::Travel;
 
 /// Where the owner keeps its sandboxes inside a run directory.
@@ -30,7 +30,7 @@ pub struct Stack {
     pub runs: Runs,
     pub agent: Arc<AgentParticipant>,
     pub gateway: Option<GatewayProcess>,
-    /// Parks the runs whose model calls the gateway reports stalled (`crate::stalls`).
+    /// Parks the runs whose model calls the gateway reports stalled (`crate::stack::stalls`).
     stalls: Option<tokio::task::JoinHandle<()>>,
     /// The gateway's port (0 when there is no gateway).
     pub gateway_port: u16,
@@ -136,7 +136,7 @@ impl Stack {
                 port,
             ));
             // The gateway is on this node: each sandbox hands it its listener (no relay).
-            backend.attach_to_gateway(Some(run_dir.join(crate::gateway::ATTACH)));
+            backend.attach_to_gateway(Some(run_dir.join(crate::stack::gateway::ATTACH)));
         }
 
         let owner = Arc::new(LocalOwner::new(Arc::clone(&backend) as Arc<dyn Backend>));
@@ -151,7 +151,11 @@ impl Stack {
         )
         .map_err(|e| RunError::setup("drivers", e))?;
         // A run that crashed while its fleet was paused resumes paused.
-        if gateway.is_some() && crate::gateway::FleetRecord::load(run_dir)?.paused.is_some() {
+        if gateway.is_some()
+            && crate::stack::gateway::FleetRecord::load(run_dir)?
+                .paused
+                .is_some()
+        {
             runs.set_fleet(true);
         }
         let agent = Arc::new(AgentParticipant::new(runs.clone(), "agent0"));
@@ -187,7 +191,7 @@ impl Stack {
             .map_err(|e| RunError::setup("coordinator", e))?;
         let stalls = gateway
             .as_ref()
-            .map(|g| tokio::spawn(crate::stalls::follow(g.client(), runs.clone())));
+            .map(|g| tokio::spawn(crate::stack::stalls::follow(g.client(), runs.clone())));
         Ok(Self {
             backend,
             owner,

@@ -22,8 +22,8 @@ use rollpoint_remote::{RemoteStore, sha256_hex};
 use serde::{Deserialize, Serialize};
 
 use crate::errors::RunError;
-use crate::results::RESULTS_FILE;
-use crate::state::{RunState, write_atomic};
+use crate::files::results::RESULTS_FILE;
+use crate::files::state::{RunState, write_atomic};
 
 /// Version of [`Definition`].
 pub const DEFINITION_VERSION: u32 = 1;

@@ -113,10 +113,12 @@ async fn rollout(State(live): State<Live>, Path(id): Path<String>) -> Result<Res
 fn fingerprint(live: &Live) -> (Marks, [u64; 3]) {
     let size = |p: PathBuf| std::fs::metadata(p).map_or(0, |m| m.len());
     let files = [
-        size(live.run_dir.join(crate::results::RESULTS_FILE)),
-        size(live.run_dir.join(crate::events::EVENTS_FILE)),
-        size(live.run_dir.join(format!("{}-wal", crate::gateway::LEDGER)))
-            + size(live.run_dir.join(crate::gateway::LEDGER)),
+        size(live.run_dir.join(crate::files::results::RESULTS_FILE)),
+        size(live.run_dir.join(crate::files::events::EVENTS_FILE)),
+        size(
+            live.run_dir
+                .join(format!("{}-wal", crate::stack::gateway::LEDGER)),
+        ) + size(live.run_dir.join(crate::stack::gateway::LEDGER)),
     ];
     (live.state().marks(), files)
 }

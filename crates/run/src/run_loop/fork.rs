@@ -14,10 +14,10 @@ use rollpoint_checkpoint::store;
 use rollpoint_driver::RolloutTask;
 use rollpoint_proto::key::{AttemptKey, RolloutId};
 
-use crate::controller::Loop;
 use crate::errors::RunError;
-use crate::events::Event;
-use crate::state::ForkRecord;
+use crate::files::events::Event;
+use crate::files::state::ForkRecord;
+use crate::run_loop::new::Loop;
 use rollpoint_proto::clock::unix_ms;
 
 /// What a fork of `req` would make, checked against the run before anything changes: the
@@ -131,7 +131,7 @@ impl Loop {
         let checkpoint = req.checkpoint.as_str();
         let (doc, from, to) = plan(&self.run_dir, &self.state.attempts, req)?;
         let rollout = from.rollout().clone();
-        let (task, call) = crate::saved::fork_source(&self.run_dir, &doc, &from)?;
+        let (task, call) = crate::files::saved::fork_source(&self.run_dir, &doc, &from)?;
         self.fork_into(checkpoint, &from, &to, &task, call).await?;
         self.progress.total += to.len();
         Ok(ForkReply {

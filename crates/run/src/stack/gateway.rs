@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{ModelApi, RunConfig};
 use crate::errors::RunError;
-use crate::state::write_atomic;
+use crate::files::state::write_atomic;
 
 /// The gateway's directory under the run directory.
 pub const GATEWAY_DIR: &str = "gateway";
@@ -42,7 +42,7 @@ const LOG: &str = "gateway/gateway.log";
 const MODELS: &str = "gateway/models.json";
 /// The run's route key (`rollpoint_proto::route`), made once and kept across resumes.
 pub const ROUTE_KEY: &str = "gateway/route.key";
-/// The fleet's state (`crate::fleet`): the policy version it last continued under and
+/// The fleet's state (`crate::run_loop::fleet`): the policy version it last continued under and
 /// whether it is paused, so a gateway started after a crash tags with that version and holds
 /// its calls until the trainer continues.
 const FLEET: &str = "gateway/fleet.json";
@@ -192,6 +192,214 @@ async fn wait_previous(run_dir: &Path) -> Result<(), RunError> {
     Ok(())
 }
 
+/// The files one start of the gateway is handed: where it writes its port, its control
+/// token and the run's route key.
+struct StartFiles {
+    port: PathBuf,
+    token: PathBuf,
+    route_key: PathBuf,
+}
+
+/// A port file of this start's own: a gateway started by a runner killed before it recorded
+/// it in process.json is not waited for, and may still write a shared file (the same port
+/// number) just before it sees its owner gone and exits. Those of earlier starts (and the
+/// shared `port` of older versions) are dropped.
+fn fresh_port_file(dir: &Path) -> PathBuf {
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let port_file = dir.join(format!("port-{}-{nonce}", std::process::id()));
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name == "port" || name.starts_with("port-") {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    port_file
+}
+
+/// `program gateway` on the run's ledger, listening on 127.0.0.1:`port`, watching this
+/// process as its owner.
+fn base_command(
+    program: &Path,
+    run_dir: &Path,
+    config: &RunConfig,
+    port: u16,
+    files: &StartFiles,
+) -> tokio::process::Command {
+    let api = match config.model_api {
+        ModelApi::All => "all",
+        ModelApi::Openai => "openai",
+        ModelApi::Anthropic => "anthropic",
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.arg("gateway")
+        .arg("--db")
+        .arg(run_dir.join(LEDGER))
+        .args(["--api", api])
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--bind-wait-s")
+        .arg(BIND_WAIT.as_secs().to_string())
+        .arg("--port-file")
+        .arg(&files.port)
+        .arg("--attach-socket")
+        .arg(run_dir.join(ATTACH))
+        .arg("--run-dir")
+        .arg(run_dir)
+        .arg("--control-token-file")
+        .arg(&files.token)
+        .arg("--route-key-file")
+        .arg(&files.route_key)
+        .arg("--owner")
+        .arg(std::process::id().to_string())
+        .arg("--drain-s")
+        .arg(DRAIN.as_secs().to_string());
+    cmd
+}
+
+/// Where the model comes from: the upstream's replicas, or the script the gateway serves.
+fn add_upstream(cmd: &mut tokio::process::Command, run_dir: &Path, upstream: &Upstream) {
+    match upstream {
+        Upstream::Url(urls) => {
+            for url in urls {
+                cmd.arg("--upstream").arg(url);
+            }
+        }
+        Upstream::Script(path) => {
+            cmd.arg("--model-script")
+                .arg(path)
+                .arg("--model-log")
+                .arg(run_dir.join(MODEL_LOG));
+        }
+    }
+}
+
+/// The fleet's state: the policy version it last continued under, and whether it is paused.
+fn add_fleet(cmd: &mut tokio::process::Command, run_dir: &Path) -> Result<(), RunError> {
+    let fleet = FleetRecord::load(run_dir)?;
+    if let Some(version) = &fleet.version {
+        cmd.arg("--policy-version").arg(version);
+    }
+    if let Some(calls) = fleet.paused {
+        cmd.arg("--paused").arg(match calls {
+            rollpoint_api::wire::InFlightCalls::Finish => "finish",
+            rollpoint_api::wire::InFlightCalls::Abort => "abort",
+        });
+    }
+    Ok(())
+}
+
+/// The config's model settings (`[[models]]` written to `models.json`), its checkpoint store
+/// and its cap on upstream calls.
+fn add_options(
+    cmd: &mut tokio::process::Command,
+    run_dir: &Path,
+    config: &RunConfig,
+) -> Result<(), RunError> {
+    if !config.model_sticky {
+        cmd.arg("--no-sticky");
+    }
+    cmd.arg("--retry-s")
+        .arg(config.model_retry_s.to_string())
+        .arg("--outage-s")
+        .arg(config.model_outage_s.to_string());
+    if let Some(ca) = &config.model_ca_file {
+        cmd.arg("--ca-file").arg(ca);
+    }
+    // The key's name or path only: a command line is readable by every user.
+    if let Some(name) = &config.model_credential_env {
+        cmd.arg("--credential-env").arg(name);
+    }
+    if let Some(path) = &config.model_credential_file {
+        cmd.arg("--credential-file").arg(path);
+    }
+    if !config.models.is_empty() {
+        let file = rollpoint_gateway::config::ModelsFile {
+            v: rollpoint_gateway::config::MODELS_VERSION,
+            models: config.models.clone(),
+        };
+        let path = run_dir.join(MODELS);
+        let text =
+            serde_json::to_string_pretty(&file).map_err(|e| RunError::setup("gateway", e))?;
+        write_atomic(&path, text.as_bytes())?;
+        cmd.arg("--models").arg(path);
+    }
+    if let Some(source) = config.model_tokens {
+        cmd.arg("--model-tokens").arg(source.name());
+        if let (Some(tokenizer), Some(template)) =
+            (&config.model_tokenizer, &config.model_chat_template)
+        {
+            cmd.arg("--tokenizer")
+                .arg(tokenizer)
+                .arg("--chat-template")
+                .arg(template);
+        }
+        if !config.model_logprobs {
+            cmd.arg("--no-model-logprobs");
+        }
+    }
+    if let Some(url) = &config.checkpoint_store {
+        cmd.arg("--checkpoint-store").arg(url);
+    }
+    if let Some(path) = &config.checkpoint_store_options {
+        cmd.arg("--checkpoint-store-options").arg(path);
+    }
+    if config.model_max_calls > 0 {
+        cmd.arg("--max-upstream-calls")
+            .arg(config.model_max_calls.to_string());
+    }
+    Ok(())
+}
+
+/// Waits for the port the gateway `child` (pid `pid`) writes to `port_file` once it
+/// listens; an exit before, or no port in time, is an error quoting its log.
+async fn wait_listening(
+    child: &mut tokio::process::Child,
+    pid: u32,
+    port_file: &Path,
+    run_dir: &Path,
+    log_path: &Path,
+) -> Result<u16, RunError> {
+    let until = Instant::now() + START + BIND_WAIT;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(port_file)
+            && let Ok(port) = text.trim().parse::<u16>()
+        {
+            let _ = std::fs::remove_file(port_file);
+            return Ok(port);
+        }
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| RunError::setup("gateway", e))?
+        {
+            return Err(RunError::setup(
+                "gateway",
+                format!(
+                    "the gateway (pid {pid}) exited ({status}) before listening; {}:\n{}",
+                    log_path.display(),
+                    log_tail(run_dir)
+                ),
+            ));
+        }
+        if Instant::now() >= until {
+            let _ = child.start_kill();
+            return Err(RunError::setup(
+                "gateway",
+                format!(
+                    "the gateway (pid {pid}) did not listen within {}s; see {}",
+                    (START + BIND_WAIT).as_secs(),
+                    log_path.display()
+                ),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 impl GatewayProcess {
     /// Starts `program gateway` for the run on 127.0.0.1:`port` (0: any), after any
     /// previous gateway of the run is gone.
@@ -211,132 +419,21 @@ impl GatewayProcess {
         let route_key_file = run_dir.join(ROUTE_KEY);
         let route_key = rollpoint_gateway::route_key::load_or_create(&route_key_file)
             .map_err(|e| RunError::setup("gateway", e))?;
-        // A port file of this start's own: a gateway started by a runner killed before it
-        // recorded it in process.json is not waited for, and may still write a shared file
-        // (the same port number) just before it sees its owner gone and exits.
-        let nonce = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let port_file = dir.join(format!("port-{}-{nonce}", std::process::id()));
-        // Those of earlier starts (and the shared `port` of older versions) are dropped.
-        if let Ok(entries) = std::fs::read_dir(&dir) {
-            for e in entries.flatten() {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                if name == "port" || name.starts_with("port-") {
-                    let _ = std::fs::remove_file(e.path());
-                }
-            }
-        }
+        let files = StartFiles {
+            port: fresh_port_file(&dir),
+            token: token_file,
+            route_key: route_key_file,
+        };
         let log_path = run_dir.join(LOG);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log_path)
             .map_err(|e| RunError::io(&log_path, e))?;
-        let api = match config.model_api {
-            ModelApi::All => "all",
-            ModelApi::Openai => "openai",
-            ModelApi::Anthropic => "anthropic",
-        };
-        let mut cmd = tokio::process::Command::new(program);
-        cmd.arg("gateway")
-            .arg("--db")
-            .arg(run_dir.join(LEDGER))
-            .args(["--api", api])
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--bind-wait-s")
-            .arg(BIND_WAIT.as_secs().to_string())
-            .arg("--port-file")
-            .arg(&port_file)
-            .arg("--attach-socket")
-            .arg(run_dir.join(ATTACH))
-            .arg("--run-dir")
-            .arg(run_dir)
-            .arg("--control-token-file")
-            .arg(&token_file)
-            .arg("--route-key-file")
-            .arg(&route_key_file)
-            .arg("--owner")
-            .arg(std::process::id().to_string())
-            .arg("--drain-s")
-            .arg(DRAIN.as_secs().to_string());
-        match upstream {
-            Upstream::Url(urls) => {
-                for url in urls {
-                    cmd.arg("--upstream").arg(url);
-                }
-            }
-            Upstream::Script(path) => {
-                cmd.arg("--model-script")
-                    .arg(path)
-                    .arg("--model-log")
-                    .arg(run_dir.join(MODEL_LOG));
-            }
-        }
-        let fleet = FleetRecord::load(run_dir)?;
-        if let Some(version) = &fleet.version {
-            cmd.arg("--policy-version").arg(version);
-        }
-        if let Some(calls) = fleet.paused {
-            cmd.arg("--paused").arg(match calls {
-                rollpoint_api::wire::InFlightCalls::Finish => "finish",
-                rollpoint_api::wire::InFlightCalls::Abort => "abort",
-            });
-        }
-        if !config.model_sticky {
-            cmd.arg("--no-sticky");
-        }
-        cmd.arg("--retry-s")
-            .arg(config.model_retry_s.to_string())
-            .arg("--outage-s")
-            .arg(config.model_outage_s.to_string());
-        if let Some(ca) = &config.model_ca_file {
-            cmd.arg("--ca-file").arg(ca);
-        }
-        // The key's name or path only: a command line is readable by every user.
-        if let Some(name) = &config.model_credential_env {
-            cmd.arg("--credential-env").arg(name);
-        }
-        if let Some(path) = &config.model_credential_file {
-            cmd.arg("--credential-file").arg(path);
-        }
-        if !config.models.is_empty() {
-            let file = rollpoint_gateway::config::ModelsFile {
-                v: rollpoint_gateway::config::MODELS_VERSION,
-                models: config.models.clone(),
-            };
-            let path = run_dir.join(MODELS);
-            let text =
-                serde_json::to_string_pretty(&file).map_err(|e| RunError::setup("gateway", e))?;
-            write_atomic(&path, text.as_bytes())?;
-            cmd.arg("--models").arg(path);
-        }
-        if let Some(source) = config.model_tokens {
-            cmd.arg("--model-tokens").arg(source.name());
-            if let (Some(tokenizer), Some(template)) =
-                (&config.model_tokenizer, &config.model_chat_template)
-            {
-                cmd.arg("--tokenizer")
-                    .arg(tokenizer)
-                    .arg("--chat-template")
-                    .arg(template);
-            }
-            if !config.model_logprobs {
-                cmd.arg("--no-model-logprobs");
-            }
-        }
-        if let Some(url) = &config.checkpoint_store {
-            cmd.arg("--checkpoint-store").arg(url);
-        }
-        if let Some(path) = &config.checkpoint_store_options {
-            cmd.arg("--checkpoint-store-options").arg(path);
-        }
-        if config.model_max_calls > 0 {
-            cmd.arg("--max-upstream-calls")
-                .arg(config.model_max_calls.to_string());
-        }
+        let mut cmd = base_command(program, run_dir, config, port, &files);
+        add_upstream(&mut cmd, run_dir, upstream);
+        add_fleet(&mut cmd, run_dir)?;
+        add_options(&mut cmd, run_dir, config)?;
         // Its own process group: a ^C meant for the runner does not stop the gateway; the
         // runner stops it at the end.
         cmd.stdin(Stdio::null())
@@ -352,40 +449,7 @@ impl GatewayProcess {
         let pid = child
             .id()
             .ok_or_else(|| RunError::setup("gateway", "the gateway exited at once"))?;
-        let until = Instant::now() + START + BIND_WAIT;
-        let port = loop {
-            if let Ok(text) = std::fs::read_to_string(&port_file)
-                && let Ok(port) = text.trim().parse::<u16>()
-            {
-                let _ = std::fs::remove_file(&port_file);
-                break port;
-            }
-            if let Some(status) = child
-                .try_wait()
-                .map_err(|e| RunError::setup("gateway", e))?
-            {
-                return Err(RunError::setup(
-                    "gateway",
-                    format!(
-                        "the gateway (pid {pid}) exited ({status}) before listening; {}:\n{}",
-                        log_path.display(),
-                        log_tail(run_dir)
-                    ),
-                ));
-            }
-            if Instant::now() >= until {
-                let _ = child.start_kill();
-                return Err(RunError::setup(
-                    "gateway",
-                    format!(
-                        "the gateway (pid {pid}) did not listen within {}s; see {}",
-                        (START + BIND_WAIT).as_secs(),
-                        log_path.display()
-                    ),
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        };
+        let port = wait_listening(&mut child, pid, &files.port, run_dir, &log_path).await?;
         let record = ProcessRecord {
             v: PROCESS_VERSION,
             pid,

@@ -23,7 +23,7 @@ use rollpoint_api::wire::PhaseTimings;
 use rollpoint_driver::metrics::PauseMetrics;
 use rollpoint_owner::OwnerCounts;
 
-use crate::progress::Progress;
+use crate::run_loop::progress::Progress;
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StateLabel {

@@ -21,8 +21,8 @@ use rollpoint_sandbox::local::{LocalBackend, Terminal};
 use serde::Deserialize;
 use tokio::sync::mpsc;
 
-use crate::events::Event;
-use crate::exec::ExecContext;
+use super::exec::ExecContext;
+use crate::files::events::Event;
 
 /// The longest a shell may stay open.
 pub const SHELL_LIMIT_MS: u64 = 24 * 3_600_000;
@@ -94,25 +94,25 @@ async fn shell(
     let argv = match &q.cmd {
         None => vec!["/bin/sh".to_owned()],
         Some(text) => match serde_json::from_str::<Vec<String>>(text) {
-            Ok(argv) if !argv.is_empty() && argv.len() <= crate::exec::MAX_ARGS => argv,
+            Ok(argv) if !argv.is_empty() && argv.len() <= super::exec::MAX_ARGS => argv,
             _ => {
                 return Err(ApiError::bad(
                     "cmd",
                     format!(
                         "a JSON array of 1 to {} strings, not {text:?}",
-                        crate::exec::MAX_ARGS
+                        super::exec::MAX_ARGS
                     ),
                 ));
             }
         },
     };
-    let session = crate::exec::session_of(&ctx.live, &id, q.while_frozen)?;
+    let session = super::exec::session_of(&ctx.live, &id, q.while_frozen)?;
     let failed = |e: &dyn std::fmt::Display| {
         ApiError::new(ErrorCode::Failed, format!("shell in rollout {id}: {e}"))
     };
     // A fork lives as long as the shell (dropped with it, whatever ends it).
     let (sandbox, fork) = if q.while_frozen {
-        let fork = crate::exec::fork_of(&ctx, &id, &session).await?;
+        let fork = super::exec::fork_of(&ctx, &id, &session).await?;
         (fork.sandbox.clone(), Some(fork))
     } else {
         let access = ctx

@@ -128,6 +128,16 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
     file.commit().map_err(io)
 }
 
+/// Makes `dir` and its parents, mode 0700: a run directory holds its tokens and claims.
+pub(crate) fn create_dir(dir: &Path) -> Result<(), RunError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| RunError::io(dir, e))
+}
+
 #[cfg(test)]
 #[expect(clippy::unwrap_used, reason = "tests")]
 mod tests {

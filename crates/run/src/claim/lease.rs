@@ -19,9 +19,10 @@ use rollpoint_remote::RemoteStore;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use crate::endpoint::Signal;
+use crate::config::RunConfig;
 use crate::errors::RunError;
-use crate::state::write_atomic;
+use crate::files::state::write_atomic;
+use crate::run_loop::signal::Signal;
 
 /// Version of [`LocalClaim`].
 pub const LOCAL_CLAIM_VERSION: u32 = 1;
@@ -199,7 +200,7 @@ pub async fn acquire(
 /// With a checkpoint store in `config`: the run's claim taken as `how` allows and its heartbeat
 /// started, telling the loop through `loop_tx` if it is fenced.
 pub async fn hold(
-    config: &crate::config::RunConfig,
+    config: &RunConfig,
     run_dir: &Path,
     how: Acquire,
     loop_tx: &mpsc::UnboundedSender<Signal>,

@@ -9,9 +9,9 @@
 use rollpoint_api::error::{ApiError, ErrorCode};
 use rollpoint_api::wire::{FleetReport, InFlightCalls};
 
-use crate::controller::Loop;
-use crate::events::Event;
-use crate::gateway::FleetRecord;
+use crate::files::events::Event;
+use crate::run_loop::new::Loop;
+use crate::stack::gateway::FleetRecord;
 
 impl Loop {
     fn has_gateway(&self) -> Result<(), ApiError> {

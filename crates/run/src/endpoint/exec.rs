@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use crate::events::Event;
+use crate::files::events::Event;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -117,7 +117,7 @@ pub type Record = Arc<dyn Fn(Event) + Send + Sync>;
 #[derive(Clone)]
 pub struct ExecContext {
     /// The run directory, the drivers and the owner.
-    pub live: crate::dashboard::Live,
+    pub live: super::dashboard::Live,
     pub record: Record,
 }
 
@@ -143,7 +143,7 @@ fn conflict(message: String) -> ApiError {
 /// no sandbox, or is parked and `while_frozen` was not given (then the command runs in a fork
 /// of its latest snapshot instead).
 pub(crate) fn session_of(
-    live: &crate::dashboard::Live,
+    live: &super::dashboard::Live,
     id: &str,
     while_frozen: bool,
 ) -> Result<String, ApiError> {
@@ -378,7 +378,7 @@ async fn newest_record(
             }
             // A checkpoint whose records cannot be read is passed over for an older one, as
             // a resume does.
-            match crate::saved::saved_session_record(&dir, &ck.id, &session) {
+            match crate::files::saved::saved_session_record(&dir, &ck.id, &session) {
                 Ok(Some(r)) => return Ok(Some((r, ck.id.clone()))),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(checkpoint = %ck.id, error = %e,
