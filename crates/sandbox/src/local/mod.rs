@@ -34,7 +34,7 @@
 //! `exec` (and launch), `pause` (and continue: a batch of launches),
 //! `transfer` (upload, download), `snapshot` (and delete), `destroy` (and
 //! teardown), `list`, `sweep`, `usage`, `shell`, `travel` (a snapshot sent
-//! and received). Each verb file is one `impl LocalBackend` block: its
+//! and received, and the stream's format). Each verb file is one `impl LocalBackend` block: its
 //! methods are the verb and the helpers that need the backend (helpers that
 //! do not stay free functions there). A method serving a [`Backend`] verb
 //! bears the trait method's name, and the trait impl here calls it as
@@ -152,12 +152,7 @@ impl Backend for LocalBackend {
     }
 
     fn snapshot_format(&self) -> Option<&'static str> {
-        Some(match self.store.kind() {
-            rollpoint_snapshot::StoreKind::Btrfs | rollpoint_snapshot::StoreKind::BtrfsImage => {
-                "btrfs"
-            }
-            rollpoint_snapshot::StoreKind::Copy => "copy",
-        })
+        LocalBackend::snapshot_format(self)
     }
 
     fn send_snapshot(

@@ -10,6 +10,16 @@ use super::record::{self, SnapshotRecord};
 use crate::{SPEC_VERSION, SandboxSpec, errors::Error};
 
 impl LocalBackend {
+    /// The format a sent snapshot's stream is in: the store's kind.
+    pub(super) fn snapshot_format(&self) -> Option<&'static str> {
+        Some(match self.store.kind() {
+            rollpoint_snapshot::StoreKind::Btrfs | rollpoint_snapshot::StoreKind::BtrfsImage => {
+                "btrfs"
+            }
+            rollpoint_snapshot::StoreKind::Copy => "copy",
+        })
+    }
+
     /// Writes `snapshot` to `out` (against `parent`, when given); returns the
     /// sandbox it was taken of and that sandbox's spec.
     pub(super) fn send_snapshot(
