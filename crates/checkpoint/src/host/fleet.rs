@@ -9,6 +9,8 @@ use crate::errors::CallError;
 use crate::wire::{FleetReply, FleetRequest, Request as _};
 
 impl Inner {
+    /// Pauses or continues the participant's share of the fleet, as
+    /// `req.paused` says.
     pub(super) async fn fleet(&self, req: FleetRequest) -> CallResult<FleetReply> {
         req.check()?;
         let what = if req.paused { "pause" } else { "continue" };

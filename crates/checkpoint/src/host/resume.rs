@@ -13,6 +13,7 @@ use crate::phase::{Phase, ResumeStep};
 use crate::wire::{Request as _, ResumeReply, ResumeRequest};
 
 impl Inner {
+    /// Ends checkpoint `req.checkpoint` within the call's deadline.
     pub(super) async fn resume(&self, req: ResumeRequest) -> CallResult<ResumeReply> {
         req.check()?;
         let timeout = millis(req.timeout_ms);
