@@ -12,7 +12,7 @@
 //! | [`participant`] | the participant contract and record tagging |
 //! | [`phase`] | the pure phase machine |
 //! | `api` | the participant API ([`ParticipantApi`]): the checkpoint verbs, one trait for both sides of the wire |
-//! | `host` | [`ParticipantHost`]: a participant's control plane in process, one verb per file |
+//! | `host` | [`ParticipantHost`]: a participant's control plane in process, one verb per file (an `impl` block of its state), the lease beside them |
 //! | `http` | the control routes, one per file |
 //! | `client` | [`HttpParticipant`], the routes' client |
 //! | [`wire`] | the control requests and replies |

@@ -6,8 +6,10 @@
 //! - `backend`: the [`Backend`] contract, specs, limits and what verbs return.
 //! - `confine`: [`SandboxRoot`]: uploads and downloads confined beneath a root.
 //! - `errors`: [`Error`]: file transfer, the local backend and its anchor.
-//! - [`local`]: the local backend, one file per verb (`create`, `fork`,
-//!   `exec`, `transfer`, `snapshot`, `destroy`, `list`, `sweep`), beside:
+//! - [`local`]: the local backend, one file per verb, each an
+//!   `impl LocalBackend` block (`create`, `fork`, `exec`, `pause`,
+//!   `transfer`, `snapshot`, `destroy`, `list`, `sweep`, `usage`, `shell`,
+//!   `travel`), beside:
 //!   - `local::spawn`: the anchor started in new namespaces, in its cgroups;
 //!   - `local::anchor`: the owner's side of the anchor socket;
 //!   - `local::mounts`: the overlay mount and its private `/tmp`;

@@ -1,6 +1,7 @@
 //! The local backend's state and the helpers every verb shares. The verbs
-//! live one per file beside it and `mod.rs` holds the trait impl that
-//! delegates to them, so no verb file imports the file that calls it.
+//! live one per file beside it, each an `impl LocalBackend` block, and
+//! `mod.rs` holds the trait impl that delegates to them, so no verb file
+//! imports the file that calls it.
 
 use std::collections::HashMap;
 use std::os::unix::fs::DirBuilderExt;

@@ -20,62 +20,306 @@ use super::batch::Phases;
 use super::cgroups::SandboxCgroups;
 use super::record::{self, SandboxRecord};
 use super::user::{self, Identity};
-use super::{anchor, crash, destroy, mounts, network, spawn};
+use super::{anchor, crash, mounts, network, spawn};
 use crate::{
     SANDBOX_STATE_DIR, SPEC_VERSION, SandboxInfo, SandboxSpec, confine::SandboxRoot, errors::Error,
 };
 
-pub(super) fn create(
-    backend: &LocalBackend,
-    id: &str,
-    spec: &SandboxSpec,
-) -> Result<SandboxInfo, Error> {
-    let _working = backend.working();
-    let mut phases = Phases::new();
-    check_isolation(id, spec)?;
-    if !spec.isolation.is_strict() {
-        tracing::warn!(
-            sandbox = id,
-            "sandbox is TRUSTED: its code runs as the host's root, unconfined"
-        );
-    }
-    if spec.network.is_host() {
-        tracing::warn!(
-            sandbox = id,
-            "sandbox network is HOST: its code reaches everything the host reaches, the \
-             host's loopback services and every rollout's gateway route"
-        );
-    }
-    // Resolve the base (an image pulled, its config applied) before making
-    // anything that would need undoing.
-    let spec = &backend.bases.resolve(id, spec)?;
-    backend
-        .bases
-        .lower(id, &spec.base, &backend.dir.join("bases"))?;
-    phases.mark("base");
-    claim(backend, id)?;
-    phases.mark("claim");
-    crash::point("create: claimed");
-    let made = backend
-        .store
-        .create_upper(id)
-        .map_err(|source| Error::Store {
-            sandbox: id.to_owned(),
-            source,
-        })
-        .and_then(|dirs| {
-            crash::point("create: upper made");
-            // A strict sandbox's root owns its `/` and `/tmp`.
-            let owner = backend.range_for(spec).map(|r| (r.host, r.host));
-            mounts::prepare_upper(id, &dirs.upper, owner).map(|()| dirs)
-        });
-    phases.mark("upper");
-    match made {
-        Ok(dirs) => start(backend, id, spec, &dirs, None, phases),
-        Err(e) => {
-            let _ = destroy::teardown_stale(backend, id);
-            Err(e)
+impl LocalBackend {
+    pub(super) fn create(&self, id: &str, spec: &SandboxSpec) -> Result<SandboxInfo, Error> {
+        let _working = self.working();
+        let mut phases = Phases::new();
+        check_isolation(id, spec)?;
+        if !spec.isolation.is_strict() {
+            tracing::warn!(
+                sandbox = id,
+                "sandbox is TRUSTED: its code runs as the host's root, unconfined"
+            );
         }
+        if spec.network.is_host() {
+            tracing::warn!(
+                sandbox = id,
+                "sandbox network is HOST: its code reaches everything the host reaches, the \
+             host's loopback services and every rollout's gateway route"
+            );
+        }
+        // Resolve the base (an image pulled, its config applied) before making
+        // anything that would need undoing.
+        let spec = &self.bases.resolve(id, spec)?;
+        self.bases.lower(id, &spec.base, &self.dir.join("bases"))?;
+        phases.mark("base");
+        self.claim(id)?;
+        phases.mark("claim");
+        crash::point("create: claimed");
+        let made = self
+            .store
+            .create_upper(id)
+            .map_err(|source| Error::Store {
+                sandbox: id.to_owned(),
+                source,
+            })
+            .and_then(|dirs| {
+                crash::point("create: upper made");
+                // A strict sandbox's root owns its `/` and `/tmp`.
+                let owner = self.range_for(spec).map(|r| (r.host, r.host));
+                mounts::prepare_upper(id, &dirs.upper, owner).map(|()| dirs)
+            });
+        phases.mark("upper");
+        match made {
+            Ok(dirs) => self.start(id, spec, &dirs, None, phases),
+            Err(e) => {
+                let _ = self.teardown_stale(id);
+                Err(e)
+            }
+        }
+    }
+
+    /// Makes `sandboxes/<id>/`, refusing an id in use. Everything a sandbox
+    /// has is made after its directory and removed before it, so a sweep that
+    /// lists these directories finds whatever a crash left of a sandbox.
+    pub(super) fn claim(&self, id: &str) -> Result<(), Error> {
+        let exists = || Error::SandboxExists {
+            sandbox: id.to_owned(),
+        };
+        if self.lock().contains_key(id) {
+            return Err(exists());
+        }
+        let sbdir = self.sandbox_dir(id);
+        match std::fs::DirBuilder::new().mode(0o700).create(&sbdir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(exists()),
+            Err(source) => Err(Error::Setup {
+                sandbox: id.to_owned(),
+                what: format!("create {}", sbdir.display()),
+                source,
+            }),
+        }
+    }
+
+    /// Brings up a sandbox on an upper the store has just made, in the
+    /// directory [`Self::claim`] made.
+    pub(super) fn start(
+        &self,
+        id: &str,
+        spec: &SandboxSpec,
+        dirs: &UpperDirs,
+        forked_from: Option<String>,
+        mut phases: Phases,
+    ) -> Result<SandboxInfo, Error> {
+        let sbdir = self.sandbox_dir(id);
+        let root = sbdir.join("root");
+        let control = sbdir.join("control");
+        let cgroups = SandboxCgroups::locate(&self.cgroup_name(id));
+        let started = self.bring_up(
+            id,
+            spec,
+            dirs,
+            forked_from.as_deref(),
+            &cgroups,
+            &mut phases,
+        );
+        let Started {
+            mut anchor,
+            mut rec,
+            identity,
+            netns: _netns,
+            overlay: _overlay,
+            view,
+        } = match started {
+            Ok(up) => up,
+            Err(e) => {
+                self.teardown(id, None, &cgroups, &root);
+                return Err(e);
+            }
+        };
+        let waited = wait_ready(
+            id,
+            self.options.start_timeout,
+            &control,
+            &mut anchor,
+            &sbdir,
+            &cgroups,
+        );
+        if let Err(e) = waited {
+            self.teardown(id, Some(anchor), &cgroups, &root);
+            return Err(e);
+        }
+        phases.mark("anchor ready");
+        crash::point("start: anchor ready");
+        rec.anchor_pid = anchor.id();
+        let record_path = sbdir.join("sandbox.json");
+        if let Err(e) = record::write(&record_path, &rec) {
+            self.teardown(id, Some(anchor), &cgroups, &root);
+            return Err(e);
+        }
+        let info = SandboxInfo {
+            id: id.to_owned(),
+            root: PathBuf::from(format!("/proc/{}/root", anchor.id())),
+            control,
+            anchor_pid: anchor.id(),
+            spec: spec.clone(),
+            forked_from,
+        };
+        phases.mark("record");
+        tracing::debug!(sandbox = id, phases = %phases, "sandbox started");
+        self.lock().insert(
+            id.to_owned(),
+            Live {
+                info: info.clone(),
+                anchor,
+                cgroups,
+                identity,
+                root: view,
+            },
+        );
+        Ok(info)
+    }
+
+    /// The steps of [`Self::start`] up to a started anchor: the record, the overlay,
+    /// the user resolved in it, the directories, the cgroups and the anchor in
+    /// them.
+    fn bring_up(
+        &self,
+        id: &str,
+        spec: &SandboxSpec,
+        dirs: &UpperDirs,
+        forked_from: Option<&str>,
+        cgroups: &SandboxCgroups,
+        phases: &mut Phases,
+    ) -> Result<Started, Error> {
+        let mut lower = self.bases.lower(id, &spec.base, &self.dir.join("bases"))?;
+        let range = self.range_for(spec);
+        // A strict sandbox on the host's root sees it through the layer that
+        // hides the rest of the host, or where there is none, its upper (fresh
+        // or forked) hides it.
+        if spec.base == crate::Base::HostRoot
+            && let Some(range) = range
+        {
+            match self.host_mask(id)? {
+                Some(mask) => lower.insert(0, mask.to_owned()),
+                None => self
+                    .host_view(id)?
+                    .hide(id, &dirs.upper, (range.host, range.host))?,
+            }
+        }
+        let sbdir = self.sandbox_dir(id);
+        let setup = |what: String| {
+            move |source| Error::Setup {
+                sandbox: id.to_owned(),
+                what,
+                source,
+            }
+        };
+        let rec = SandboxRecord {
+            v: SPEC_VERSION,
+            id: id.to_owned(),
+            spec: spec.clone(),
+            forked_from: forked_from.map(str::to_owned),
+            lower: lower.clone(),
+            upper: dirs.upper.clone(),
+            work: dirs.work.clone(),
+            owner_pid: self.owner.0,
+            owner_start: self.owner.1,
+            anchor_pid: 0,
+        };
+        let record_path = sbdir.join("sandbox.json");
+        record::write(&record_path, &rec)?;
+        self.bases.pin(&record_path, &spec.base)?;
+        phases.mark("first record");
+        crash::point("start: recorded");
+
+        let root = sbdir.join("root");
+        let control = sbdir.join("control");
+        // The run's namespace of `range`: the idmapped overlay's, and the one
+        // the anchor confines in.
+        let userns = range.map(|_| self.ids_userns(id)).transpose()?;
+        // Idmapped layers for a strict sandbox on a rootfs, a tarball or an
+        // image; on the host's root the anchor confines instead.
+        let idmap = userns.filter(|_| spec.base != crate::Base::HostRoot);
+        let overlay = mounts::make_overlay(id, &lower, &dirs.upper, &dirs.work, &root, idmap)?;
+        let (overlay, view) = rollpoint_proctree::isolate::overlay::split(overlay, &root).map_err(
+            setup(format!("clone the overlay of {}", dirs.upper.display())),
+        )?;
+        phases.mark("overlay");
+        crash::point("start: mounted");
+        let sandbox_root = SandboxRoot::from_fd(&root, &view)?;
+        let identity = user::resolve(id, &sandbox_root, &spec.user, range)?;
+        // The workdir and rollpoint's state directory are the user's: the task
+        // and the harness write there.
+        for dir in [spec.workdir.as_str(), SANDBOX_STATE_DIR] {
+            sandbox_root.make_dir(Path::new(dir), identity.owner())?;
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(control.join(LAUNCHES_DIR))
+            .map_err(setup(format!("create {}", control.display())))?;
+        phases.mark("dirs");
+        cgroups.create(id, &spec.limits, &dirs.upper)?;
+        if let Some(bytes) = spec.limits.disk_bytes {
+            self.store
+                .limit_upper(id, bytes)
+                .map_err(|e| Error::Unsupported {
+                    sandbox: id.to_owned(),
+                    field: "sandbox.limits.disk_bytes".to_owned(),
+                    message: e.to_string(),
+                })?;
+        }
+        phases.mark("cgroups");
+        crash::point("start: cgroups made");
+        let log_path = sbdir.join("anchor.log");
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&log_path)
+            .map_err(setup(format!("open {}", log_path.display())))?;
+        let netns = (!spec.network.is_host())
+            .then(|| self.netns.take())
+            .flatten();
+        let anchor = spawn::spawn_anchor(
+            id,
+            spawn::AnchorArgs {
+                supervisor: &self.options.supervisor,
+                root: &root,
+                root_fd: std::os::fd::AsFd::as_fd(&overlay),
+                control: &control,
+                hostname: &spec.hostname,
+                cgroup_v2: cgroups.v2.as_deref(),
+                cgroup_freezer: cgroups.freezer.as_deref(),
+                network: network::anchor_args(
+                    id,
+                    &spec.network,
+                    self.gateway(),
+                    self.gateway_attach().as_deref(),
+                )?,
+                log,
+                join: cgroups.all().cloned().collect(),
+                identity: &identity,
+                // On the host's root the tools are lent at their own paths instead.
+                tools: if spec.base == crate::Base::HostRoot {
+                    &[]
+                } else {
+                    &self.options.tools
+                },
+                userns: range,
+                userns_fd: userns.map(std::os::fd::AsFd::as_fd),
+                netns_fd: netns.as_ref().map(std::os::fd::AsFd::as_fd),
+                lend: &lent(spec, &self.options.tools),
+                drop_capabilities: &spec.drop_capabilities,
+                no_new_privs: spec.no_new_privs,
+            },
+        )?;
+        phases.mark("anchor spawn");
+        crash::point("start: anchor started");
+        Ok(Started {
+            anchor,
+            rec,
+            identity,
+            netns,
+            overlay,
+            view,
+        })
     }
 }
 
@@ -151,259 +395,7 @@ fn check_isolation(id: &str, spec: &SandboxSpec) -> Result<(), Error> {
     Ok(())
 }
 
-/// Makes `sandboxes/<id>/`, refusing an id in use. Everything a sandbox
-/// has is made after its directory and removed before it, so a sweep that
-/// lists these directories finds whatever a crash left of a sandbox.
-pub(super) fn claim(backend: &LocalBackend, id: &str) -> Result<(), Error> {
-    let exists = || Error::SandboxExists {
-        sandbox: id.to_owned(),
-    };
-    if backend.lock().contains_key(id) {
-        return Err(exists());
-    }
-    let sbdir = backend.sandbox_dir(id);
-    match std::fs::DirBuilder::new().mode(0o700).create(&sbdir) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(exists()),
-        Err(source) => Err(Error::Setup {
-            sandbox: id.to_owned(),
-            what: format!("create {}", sbdir.display()),
-            source,
-        }),
-    }
-}
-
-/// Brings up a sandbox on an upper the store has just made, in the
-/// directory [`claim`] made.
-pub(super) fn start(
-    backend: &LocalBackend,
-    id: &str,
-    spec: &SandboxSpec,
-    dirs: &UpperDirs,
-    forked_from: Option<String>,
-    mut phases: Phases,
-) -> Result<SandboxInfo, Error> {
-    let sbdir = backend.sandbox_dir(id);
-    let root = sbdir.join("root");
-    let control = sbdir.join("control");
-    let cgroups = SandboxCgroups::locate(&backend.cgroup_name(id));
-    let started = bring_up(
-        backend,
-        id,
-        spec,
-        dirs,
-        forked_from.as_deref(),
-        &cgroups,
-        &mut phases,
-    );
-    let Started {
-        mut anchor,
-        mut rec,
-        identity,
-        netns: _netns,
-        overlay: _overlay,
-        view,
-    } = match started {
-        Ok(up) => up,
-        Err(e) => {
-            destroy::teardown(backend, id, None, &cgroups, &root);
-            return Err(e);
-        }
-    };
-    let waited = wait_ready(
-        id,
-        backend.options.start_timeout,
-        &control,
-        &mut anchor,
-        &sbdir,
-        &cgroups,
-    );
-    if let Err(e) = waited {
-        destroy::teardown(backend, id, Some(anchor), &cgroups, &root);
-        return Err(e);
-    }
-    phases.mark("anchor ready");
-    crash::point("start: anchor ready");
-    rec.anchor_pid = anchor.id();
-    let record_path = sbdir.join("sandbox.json");
-    if let Err(e) = record::write(&record_path, &rec) {
-        destroy::teardown(backend, id, Some(anchor), &cgroups, &root);
-        return Err(e);
-    }
-    let info = SandboxInfo {
-        id: id.to_owned(),
-        root: PathBuf::from(format!("/proc/{}/root", anchor.id())),
-        control,
-        anchor_pid: anchor.id(),
-        spec: spec.clone(),
-        forked_from,
-    };
-    phases.mark("record");
-    tracing::debug!(sandbox = id, phases = %phases, "sandbox started");
-    backend.lock().insert(
-        id.to_owned(),
-        Live {
-            info: info.clone(),
-            anchor,
-            cgroups,
-            identity,
-            root: view,
-        },
-    );
-    Ok(info)
-}
-
-/// The steps of [`start`] up to a started anchor: the record, the overlay,
-/// the user resolved in it, the directories, the cgroups and the anchor in
-/// them.
-fn bring_up(
-    backend: &LocalBackend,
-    id: &str,
-    spec: &SandboxSpec,
-    dirs: &UpperDirs,
-    forked_from: Option<&str>,
-    cgroups: &SandboxCgroups,
-    phases: &mut Phases,
-) -> Result<Started, Error> {
-    let mut lower = backend
-        .bases
-        .lower(id, &spec.base, &backend.dir.join("bases"))?;
-    let range = backend.range_for(spec);
-    // A strict sandbox on the host's root sees it through the layer that
-    // hides the rest of the host, or where there is none, its upper (fresh
-    // or forked) hides it.
-    if spec.base == crate::Base::HostRoot
-        && let Some(range) = range
-    {
-        match backend.host_mask(id)? {
-            Some(mask) => lower.insert(0, mask.to_owned()),
-            None => backend
-                .host_view(id)?
-                .hide(id, &dirs.upper, (range.host, range.host))?,
-        }
-    }
-    let sbdir = backend.sandbox_dir(id);
-    let setup = |what: String| {
-        move |source| Error::Setup {
-            sandbox: id.to_owned(),
-            what,
-            source,
-        }
-    };
-    let rec = SandboxRecord {
-        v: SPEC_VERSION,
-        id: id.to_owned(),
-        spec: spec.clone(),
-        forked_from: forked_from.map(str::to_owned),
-        lower: lower.clone(),
-        upper: dirs.upper.clone(),
-        work: dirs.work.clone(),
-        owner_pid: backend.owner.0,
-        owner_start: backend.owner.1,
-        anchor_pid: 0,
-    };
-    let record_path = sbdir.join("sandbox.json");
-    record::write(&record_path, &rec)?;
-    backend.bases.pin(&record_path, &spec.base)?;
-    phases.mark("first record");
-    crash::point("start: recorded");
-
-    let root = sbdir.join("root");
-    let control = sbdir.join("control");
-    // The run's namespace of `range`: the idmapped overlay's, and the one
-    // the anchor confines in.
-    let userns = range.map(|_| backend.ids_userns(id)).transpose()?;
-    // Idmapped layers for a strict sandbox on a rootfs, a tarball or an
-    // image; on the host's root the anchor confines instead.
-    let idmap = userns.filter(|_| spec.base != crate::Base::HostRoot);
-    let overlay = mounts::make_overlay(id, &lower, &dirs.upper, &dirs.work, &root, idmap)?;
-    let (overlay, view) = rollpoint_proctree::isolate::overlay::split(overlay, &root).map_err(
-        setup(format!("clone the overlay of {}", dirs.upper.display())),
-    )?;
-    phases.mark("overlay");
-    crash::point("start: mounted");
-    let sandbox_root = SandboxRoot::from_fd(&root, &view)?;
-    let identity = user::resolve(id, &sandbox_root, &spec.user, range)?;
-    // The workdir and rollpoint's state directory are the user's: the task
-    // and the harness write there.
-    for dir in [spec.workdir.as_str(), SANDBOX_STATE_DIR] {
-        sandbox_root.make_dir(Path::new(dir), identity.owner())?;
-    }
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(control.join(LAUNCHES_DIR))
-        .map_err(setup(format!("create {}", control.display())))?;
-    phases.mark("dirs");
-    cgroups.create(id, &spec.limits, &dirs.upper)?;
-    if let Some(bytes) = spec.limits.disk_bytes {
-        backend
-            .store
-            .limit_upper(id, bytes)
-            .map_err(|e| Error::Unsupported {
-                sandbox: id.to_owned(),
-                field: "sandbox.limits.disk_bytes".to_owned(),
-                message: e.to_string(),
-            })?;
-    }
-    phases.mark("cgroups");
-    crash::point("start: cgroups made");
-    let log_path = sbdir.join("anchor.log");
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&log_path)
-        .map_err(setup(format!("open {}", log_path.display())))?;
-    let netns = (!spec.network.is_host())
-        .then(|| backend.netns.take())
-        .flatten();
-    let anchor = spawn::spawn_anchor(
-        id,
-        spawn::AnchorArgs {
-            supervisor: &backend.options.supervisor,
-            root: &root,
-            root_fd: std::os::fd::AsFd::as_fd(&overlay),
-            control: &control,
-            hostname: &spec.hostname,
-            cgroup_v2: cgroups.v2.as_deref(),
-            cgroup_freezer: cgroups.freezer.as_deref(),
-            network: network::anchor_args(
-                id,
-                &spec.network,
-                backend.gateway(),
-                backend.gateway_attach().as_deref(),
-            )?,
-            log,
-            join: cgroups.all().cloned().collect(),
-            identity: &identity,
-            // On the host's root the tools are lent at their own paths instead.
-            tools: if spec.base == crate::Base::HostRoot {
-                &[]
-            } else {
-                &backend.options.tools
-            },
-            userns: range,
-            userns_fd: userns.map(std::os::fd::AsFd::as_fd),
-            netns_fd: netns.as_ref().map(std::os::fd::AsFd::as_fd),
-            lend: &lent(spec, &backend.options.tools),
-            drop_capabilities: &spec.drop_capabilities,
-            no_new_privs: spec.no_new_privs,
-        },
-    )?;
-    phases.mark("anchor spawn");
-    crash::point("start: anchor started");
-    Ok(Started {
-        anchor,
-        rec,
-        identity,
-        netns,
-        overlay,
-        view,
-    })
-}
-
-/// A started anchor, with what [`start`] keeps of its bring-up.
+/// A started anchor, with what [`LocalBackend::start`] keeps of its bring-up.
 struct Started {
     anchor: Child,
     rec: SandboxRecord,

@@ -21,55 +21,187 @@ use super::crash;
 use super::mounts;
 use crate::errors::Error;
 
-pub(super) fn destroy(backend: &LocalBackend, id: &str) -> Result<(), Error> {
-    let _working = backend.working();
-    let live = backend.lock().remove(id);
-    match live {
-        Some(l) => {
-            // The owner's handle on the overlay goes first: with the
-            // anchor's namespace gone, nothing holds it.
-            drop(l.root);
-            let root = backend.sandbox_dir(id).join("root");
-            teardown_checked(backend, id, Some(l.anchor), &l.cgroups, &root)
+impl LocalBackend {
+    pub(super) fn destroy(&self, id: &str) -> Result<(), Error> {
+        let _working = self.working();
+        let live = self.lock().remove(id);
+        match live {
+            Some(l) => {
+                // The owner's handle on the overlay goes first: with the
+                // anchor's namespace gone, nothing holds it.
+                drop(l.root);
+                let root = self.sandbox_dir(id).join("root");
+                self.teardown_checked(id, Some(l.anchor), &l.cgroups, &root)
+            }
+            None if self.sandbox_dir(id).exists() => self.teardown_stale(id),
+            None => Err(Error::UnknownSandbox {
+                sandbox: id.to_owned(),
+            }),
         }
-        None if backend.sandbox_dir(id).exists() => teardown_stale(backend, id),
-        None => Err(Error::UnknownSandbox {
-            sandbox: id.to_owned(),
-        }),
     }
-}
 
-/// Destroys every sandbox this backend started.
-pub(super) fn destroy_all(backend: &LocalBackend) -> Result<(), Error> {
-    let ids: Vec<String> = backend.lock().keys().cloned().collect();
-    for id in ids {
-        destroy(backend, &id)?;
+    /// Destroys every sandbox this backend started. For shutdown.
+    pub fn destroy_all(&self) -> Result<(), Error> {
+        let ids: Vec<String> = self.lock().keys().cloned().collect();
+        for id in ids {
+            self.destroy(&id)?;
+        }
+        Ok(())
     }
-    Ok(())
-}
 
-/// Best-effort removal of everything `start` may have made, used when
-/// start fails half-way.
-pub(super) fn teardown(
-    backend: &LocalBackend,
-    id: &str,
-    anchor: Option<Child>,
-    cgroups: &SandboxCgroups,
-    root: &Path,
-) {
-    let _ = teardown_checked(backend, id, anchor, cgroups, root);
-}
+    /// Best-effort removal of everything `start` may have made, used when
+    /// start fails half-way.
+    pub(super) fn teardown(
+        &self,
+        id: &str,
+        anchor: Option<Child>,
+        cgroups: &SandboxCgroups,
+        root: &Path,
+    ) {
+        let _ = self.teardown_checked(id, anchor, cgroups, root);
+    }
 
-fn teardown_checked(
-    backend: &LocalBackend,
-    id: &str,
-    anchor: Option<Child>,
-    cgroups: &SandboxCgroups,
-    root: &Path,
-) -> Result<(), Error> {
-    let mut phases = Phases::new();
-    stop(id, anchor, cgroups, root, &mut phases)?;
-    remove(backend, id, None, phases)
+    fn teardown_checked(
+        &self,
+        id: &str,
+        anchor: Option<Child>,
+        cgroups: &SandboxCgroups,
+        root: &Path,
+    ) -> Result<(), Error> {
+        let mut phases = Phases::new();
+        stop(id, anchor, cgroups, root, &mut phases)?;
+        self.remove_sandbox(id, None, phases)
+    }
+
+    /// The second half: the upper deleted (checked against `seen`, the overlay
+    /// mounts a batch read once, or read now), then the sandbox's directory.
+    fn remove_sandbox(
+        &self,
+        id: &str,
+        seen: Option<&OverlayMounts>,
+        mut phases: Phases,
+    ) -> Result<(), Error> {
+        let destroyed = match seen {
+            Some(mounts) => self.store.destroy_upper_seen(id, mounts),
+            None => self.store.destroy_upper(id),
+        };
+        match destroyed {
+            Ok(()) => {}
+            Err(rollpoint_snapshot::Error::NoUpper { .. }) => {}
+            Err(source) => {
+                return Err(Error::Store {
+                    sandbox: id.to_owned(),
+                    source,
+                });
+            }
+        }
+        phases.mark("upper");
+        crash::point("teardown: upper destroyed");
+        let sbdir = self.sandbox_dir(id);
+        self.keep_output(id, &sbdir);
+        match std::fs::remove_dir_all(&sbdir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(Error::Setup {
+                    sandbox: id.to_owned(),
+                    what: format!("remove {}", sbdir.display()),
+                    source,
+                });
+            }
+        }
+        phases.mark("directory");
+        tracing::debug!(sandbox = id, phases = %phases, "sandbox torn down");
+        Ok(())
+    }
+
+    /// Tears down a sandbox this process did not start (from its record).
+    pub(super) fn teardown_stale(&self, id: &str) -> Result<(), Error> {
+        let cgroups = SandboxCgroups::locate(&self.cgroup_name(id));
+        let root = self.sandbox_dir(id).join("root");
+        self.teardown_checked(id, None, &cgroups, &root)
+    }
+
+    /// Tears down many sandboxes this process did not start, as a sweep does
+    /// (nothing starts meanwhile): all stopped and unmounted first, then the
+    /// overlay mounts read once and every upper checked against that read, so
+    /// the cost per sandbox does not grow with the number of sandboxes
+    /// mounted. Each on a bounded pool (its steps mostly wait on the kernel);
+    /// the first error is returned after every sandbox was tried.
+    pub(super) fn teardown_stale_all(&self, ids: &[String]) -> Result<(), Error> {
+        let all: Vec<(&String, SandboxCgroups)> = ids
+            .iter()
+            .map(|id| (id, SandboxCgroups::locate(&self.cgroup_name(id))))
+            .collect();
+        // Every sandbox is signalled before any is waited on: the kernel ends
+        // them all at once rather than one pool's worth at a time.
+        for (_, cgroups) in &all {
+            cgroups.start_kill();
+        }
+        let stopped = parallel(&all, |(id, cgroups): &(&String, SandboxCgroups)| {
+            let root = self.sandbox_dir(id).join("root");
+            let mut phases = Phases::new();
+            stop(id, None, cgroups, &root, &mut phases).map(|()| ((*id).clone(), phases))
+        });
+        let mut first_error = None;
+        let mut removable = Vec::new();
+        for result in stopped {
+            match result {
+                Ok(stopped) => removable.push(stopped),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        let seen = OverlayMounts::read().map_err(|source| Error::Store {
+            sandbox: "-".into(),
+            source,
+        })?;
+        let removed = parallel(&removable, |(id, phases): &(String, Phases)| {
+            let mut phases = phases.clone();
+            phases.mark("batch");
+            self.remove_sandbox(id, Some(&seen), phases)
+        });
+        for result in removed {
+            if let Err(e) = result {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+
+    /// Moves each launch's output log out of the sandbox's directory before it is removed, to
+    /// `<backend>/output/<sandbox>/<launch>.log`, so `rollpoint logs` and the report still have
+    /// it. A rename moves a link the sandbox may have planted, never what it points at; a log
+    /// that cannot be kept is said and left to go with the sandbox.
+    fn keep_output(&self, id: &str, sbdir: &Path) {
+        let launches = sbdir
+            .join("control")
+            .join(rollpoint_proto::anchor::LAUNCHES_DIR);
+        let Ok(entries) = std::fs::read_dir(&launches) else {
+            return;
+        };
+        let kept = self.output_dir(id);
+        for entry in entries.flatten() {
+            let log = entry.path().join(rollpoint_proto::anchor::LAUNCH_OUTPUT);
+            if !std::fs::symlink_metadata(&log).is_ok_and(|m| m.is_file()) {
+                continue;
+            }
+            let Some(launch) = entry.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            let to = kept.join(format!("{launch}.log"));
+            let moved = std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(&kept)
+                .and_then(|()| std::fs::rename(&log, &to));
+            if let Err(e) = moved {
+                tracing::warn!(sandbox = %id, from = %log.display(), to = %to.display(), error = %e,
+                "a launch's output was not kept");
+            }
+        }
+    }
 }
 
 /// The first half of a teardown: the sandbox's processes ended, its
@@ -107,48 +239,6 @@ fn stop(
     Ok(())
 }
 
-/// The second half: the upper deleted (checked against `seen`, the overlay
-/// mounts a batch read once, or read now), then the sandbox's directory.
-fn remove(
-    backend: &LocalBackend,
-    id: &str,
-    seen: Option<&OverlayMounts>,
-    mut phases: Phases,
-) -> Result<(), Error> {
-    let destroyed = match seen {
-        Some(mounts) => backend.store.destroy_upper_seen(id, mounts),
-        None => backend.store.destroy_upper(id),
-    };
-    match destroyed {
-        Ok(()) => {}
-        Err(rollpoint_snapshot::Error::NoUpper { .. }) => {}
-        Err(source) => {
-            return Err(Error::Store {
-                sandbox: id.to_owned(),
-                source,
-            });
-        }
-    }
-    phases.mark("upper");
-    crash::point("teardown: upper destroyed");
-    let sbdir = backend.sandbox_dir(id);
-    keep_output(backend, id, &sbdir);
-    match std::fs::remove_dir_all(&sbdir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(source) => {
-            return Err(Error::Setup {
-                sandbox: id.to_owned(),
-                what: format!("remove {}", sbdir.display()),
-                source,
-            });
-        }
-    }
-    phases.mark("directory");
-    tracing::debug!(sandbox = id, phases = %phases, "sandbox torn down");
-    Ok(())
-}
-
 /// How long an anchor may take to end its sandbox when asked.
 const ANCHOR_STOP: Duration = Duration::from_secs(2);
 
@@ -174,99 +264,4 @@ fn ended_on_request(anchor: &mut Child) -> bool {
         pause = (pause * 2).min(Duration::from_millis(50));
     }
     false
-}
-
-/// Tears down a sandbox this process did not start (from its record).
-pub(super) fn teardown_stale(backend: &LocalBackend, id: &str) -> Result<(), Error> {
-    let cgroups = SandboxCgroups::locate(&backend.cgroup_name(id));
-    let root = backend.sandbox_dir(id).join("root");
-    teardown_checked(backend, id, None, &cgroups, &root)
-}
-
-/// Tears down many sandboxes this process did not start, as a sweep does
-/// (nothing starts meanwhile): all stopped and unmounted first, then the
-/// overlay mounts read once and every upper checked against that read, so
-/// the cost per sandbox does not grow with the number of sandboxes
-/// mounted. Each on a bounded pool (its steps mostly wait on the kernel);
-/// the first error is returned after every sandbox was tried.
-pub(super) fn teardown_stale_all(backend: &LocalBackend, ids: &[String]) -> Result<(), Error> {
-    let all: Vec<(&String, SandboxCgroups)> = ids
-        .iter()
-        .map(|id| (id, SandboxCgroups::locate(&backend.cgroup_name(id))))
-        .collect();
-    // Every sandbox is signalled before any is waited on: the kernel ends
-    // them all at once rather than one pool's worth at a time.
-    for (_, cgroups) in &all {
-        cgroups.start_kill();
-    }
-    let stopped = parallel(&all, |(id, cgroups): &(&String, SandboxCgroups)| {
-        let root = backend.sandbox_dir(id).join("root");
-        let mut phases = Phases::new();
-        stop(id, None, cgroups, &root, &mut phases).map(|()| ((*id).clone(), phases))
-    });
-    let mut first_error = None;
-    let mut removable = Vec::new();
-    for result in stopped {
-        match result {
-            Ok(stopped) => removable.push(stopped),
-            Err(e) => {
-                first_error.get_or_insert(e);
-            }
-        }
-    }
-    let seen = OverlayMounts::read().map_err(|source| Error::Store {
-        sandbox: "-".into(),
-        source,
-    })?;
-    let removed = parallel(&removable, |(id, phases): &(String, Phases)| {
-        let mut phases = phases.clone();
-        phases.mark("batch");
-        remove(backend, id, Some(&seen), phases)
-    });
-    for result in removed {
-        if let Err(e) = result {
-            first_error.get_or_insert(e);
-        }
-    }
-    first_error.map_or(Ok(()), Err)
-}
-
-impl LocalBackend {
-    /// Destroys every sandbox this backend started. For shutdown.
-    pub fn destroy_all(&self) -> Result<(), Error> {
-        destroy_all(self)
-    }
-}
-
-/// Moves each launch's output log out of the sandbox's directory before it is removed, to
-/// `<backend>/output/<sandbox>/<launch>.log`, so `rollpoint logs` and the report still have
-/// it. A rename moves a link the sandbox may have planted, never what it points at; a log
-/// that cannot be kept is said and left to go with the sandbox.
-fn keep_output(backend: &LocalBackend, id: &str, sbdir: &Path) {
-    let launches = sbdir
-        .join("control")
-        .join(rollpoint_proto::anchor::LAUNCHES_DIR);
-    let Ok(entries) = std::fs::read_dir(&launches) else {
-        return;
-    };
-    let kept = backend.output_dir(id);
-    for entry in entries.flatten() {
-        let log = entry.path().join(rollpoint_proto::anchor::LAUNCH_OUTPUT);
-        if !std::fs::symlink_metadata(&log).is_ok_and(|m| m.is_file()) {
-            continue;
-        }
-        let Some(launch) = entry.file_name().to_str().map(str::to_owned) else {
-            continue;
-        };
-        let to = kept.join(format!("{launch}.log"));
-        let moved = std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&kept)
-            .and_then(|()| std::fs::rename(&log, &to));
-        if let Err(e) = moved {
-            tracing::warn!(sandbox = %id, from = %log.display(), to = %to.display(), error = %e,
-                "a launch's output was not kept");
-        }
-    }
 }

@@ -14,31 +14,44 @@ use rollpoint_proto::anchor::{
 use super::backend::{LocalBackend, REPLY_MARGIN};
 use crate::{LaunchHandle, SandboxInfo, errors::Error};
 
-pub(super) fn exec(
-    backend: &LocalBackend,
-    id: &str,
-    req: &ExecRequest,
-) -> Result<ExecOutput, Error> {
-    let info = backend.info(id)?;
-    let (env, cwd) = in_sandbox(&info, &req.env, &req.cwd);
-    let request = AnchorRequest::exec(ExecRequest {
-        env,
-        cwd,
-        ..req.clone()
-    });
-    let timeout = Duration::from_millis(req.timeout_ms) + REPLY_MARGIN;
-    let (reply, oom) = backend.ask(id, &request, timeout)?;
-    let mut out = reply.exec.ok_or_else(|| Error::Anchor {
-        sandbox: id.to_owned(),
-        socket: info.control.join(ANCHOR_SOCKET),
-        message: "exec reply without output".into(),
-    })?;
-    if let Some(note) = oom
-        && out.exit_code != Some(0)
-    {
-        note_oom(&mut out, &note);
+impl LocalBackend {
+    pub(super) fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput, Error> {
+        let info = self.info(id)?;
+        let (env, cwd) = in_sandbox(&info, &req.env, &req.cwd);
+        let request = AnchorRequest::exec(ExecRequest {
+            env,
+            cwd,
+            ..req.clone()
+        });
+        let timeout = Duration::from_millis(req.timeout_ms) + REPLY_MARGIN;
+        let (reply, oom) = self.ask(id, &request, timeout)?;
+        let mut out = reply.exec.ok_or_else(|| Error::Anchor {
+            sandbox: id.to_owned(),
+            socket: info.control.join(ANCHOR_SOCKET),
+            message: "exec reply without output".into(),
+        })?;
+        if let Some(note) = oom
+            && out.exit_code != Some(0)
+        {
+            note_oom(&mut out, &note);
+        }
+        Ok(out)
     }
-    Ok(out)
+
+    pub(super) fn launch(&self, id: &str, req: &LaunchRequest) -> Result<LaunchHandle, Error> {
+        let info = self.info(id)?;
+        let (env, cwd) = in_sandbox(&info, &req.env, &req.cwd);
+        let request = AnchorRequest::launch(LaunchRequest {
+            env,
+            cwd,
+            ..req.clone()
+        });
+        self.ask(id, &request, REPLY_MARGIN)?;
+        Ok(LaunchHandle {
+            launch_id: req.launch_id.clone(),
+            session: info.control.join(LAUNCHES_DIR).join(&req.launch_id),
+        })
+    }
 }
 
 /// Adds the OOM note as the last line of the command's stderr (beyond its
@@ -52,25 +65,6 @@ fn note_oom(out: &mut ExecOutput, note: &str) {
         _ => "a process of the command's sandbox was",
     };
     out.stderr.push_str(&format!("rollpoint: {who} {note}\n"));
-}
-
-pub(super) fn launch(
-    backend: &LocalBackend,
-    id: &str,
-    req: &LaunchRequest,
-) -> Result<LaunchHandle, Error> {
-    let info = backend.info(id)?;
-    let (env, cwd) = in_sandbox(&info, &req.env, &req.cwd);
-    let request = AnchorRequest::launch(LaunchRequest {
-        env,
-        cwd,
-        ..req.clone()
-    });
-    backend.ask(id, &request, REPLY_MARGIN)?;
-    Ok(LaunchHandle {
-        launch_id: req.launch_id.clone(),
-        session: info.control.join(LAUNCHES_DIR).join(&req.launch_id),
-    })
 }
 
 /// The environment and working directory a command runs with: the

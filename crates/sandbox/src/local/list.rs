@@ -4,28 +4,30 @@
 use super::backend::LocalBackend;
 use crate::{BackendListing, errors::Error};
 
-pub(super) fn list(backend: &LocalBackend) -> Result<BackendListing, Error> {
-    let dir = backend.dir.join("sandboxes");
-    let mut sandboxes: Vec<String> = std::fs::read_dir(&dir)
-        .map_err(|source| Error::Setup {
-            sandbox: "-".into(),
-            what: format!("list {}", dir.display()),
-            source,
-        })?
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
-    sandboxes.sort();
-    let snapshots = backend
-        .store
-        .list()
-        .map_err(|source| Error::Store {
-            sandbox: "-".into(),
-            source,
-        })?
-        .snapshots;
-    Ok(BackendListing {
-        sandboxes,
-        snapshots,
-    })
+impl LocalBackend {
+    pub(super) fn list(&self) -> Result<BackendListing, Error> {
+        let dir = self.dir.join("sandboxes");
+        let mut sandboxes: Vec<String> = std::fs::read_dir(&dir)
+            .map_err(|source| Error::Setup {
+                sandbox: "-".into(),
+                what: format!("list {}", dir.display()),
+                source,
+            })?
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        sandboxes.sort();
+        let snapshots = self
+            .store
+            .list()
+            .map_err(|source| Error::Store {
+                sandbox: "-".into(),
+                source,
+            })?
+            .snapshots;
+        Ok(BackendListing {
+            sandboxes,
+            snapshots,
+        })
+    }
 }

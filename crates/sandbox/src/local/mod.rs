@@ -31,10 +31,15 @@
 //! sweep finds (`crash` names the steps; docs/design/local-sandboxes.md).
 //!
 //! One verb per file: `create` (and the start a fork shares), `fork`,
-//! `exec` (and launch), `pause` (and continue: a batch of launches), `transfer` (upload, download), `snapshot` (and
-//! delete), `destroy` (and teardown), `list`, `sweep`, `usage`. `backend` keeps the
-//! backend's state and shared helpers; this file the trait impl that
-//! delegates to the verbs.
+//! `exec` (and launch), `pause` (and continue: a batch of launches),
+//! `transfer` (upload, download), `snapshot` (and delete), `destroy` (and
+//! teardown), `list`, `sweep`, `usage`, `shell`, `travel` (a snapshot sent
+//! and received, and the stream's format). Each verb file is one `impl LocalBackend` block: its
+//! methods are the verb and the helpers that need the backend (helpers that
+//! do not stay free functions there). A method serving a [`Backend`] verb
+//! bears the trait method's name, and the trait impl here calls it as
+//! `LocalBackend::name(self, ..)`, which always names the inherent method.
+//! `backend` keeps the backend's state and shared helpers.
 
 mod anchor;
 mod backend;
@@ -77,49 +82,49 @@ pub use shell::Terminal;
 
 impl Backend for LocalBackend {
     fn create(&self, id: &str, spec: &SandboxSpec) -> Result<SandboxInfo, Error> {
-        create::create(self, id, spec)
+        LocalBackend::create(self, id, spec)
     }
 
     fn exec(&self, id: &str, req: &ExecRequest) -> Result<ExecOutput, Error> {
-        exec::exec(self, id, req)
+        LocalBackend::exec(self, id, req)
     }
 
     fn launch(&self, id: &str, req: &LaunchRequest) -> Result<LaunchHandle, Error> {
-        exec::launch(self, id, req)
+        LocalBackend::launch(self, id, req)
     }
 
     fn usage(&self, id: &str) -> Result<crate::ResourceUsage, Error> {
-        usage::usage(self, id)
+        LocalBackend::usage(self, id)
     }
 
     fn pause_launches(
         &self,
         launches: &[LaunchRef],
     ) -> Result<Vec<Option<rollpoint_proto::receipt::Receipt>>, Error> {
-        pause::pause_launches(self, launches)
+        LocalBackend::pause_launches(self, launches)
     }
 
     fn continue_launches(
         &self,
         launches: &[LaunchRef],
     ) -> Result<Vec<rollpoint_proto::receipt::Receipt>, Error> {
-        pause::continue_launches(self, launches)
+        LocalBackend::continue_launches(self, launches)
     }
 
     fn upload(&self, id: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<(), Error> {
-        transfer::upload(self, id, path, bytes, mode)
+        LocalBackend::upload(self, id, path, bytes, mode)
     }
 
     fn download(&self, id: &str, path: &Path, limit: u64) -> Result<Vec<u8>, Error> {
-        transfer::download(self, id, path, limit)
+        LocalBackend::download(self, id, path, limit)
     }
 
     fn fresh_dir(&self, id: &str, path: &Path) -> Result<(), Error> {
-        transfer::fresh_dir(self, id, path)
+        LocalBackend::fresh_dir(self, id, path)
     }
 
     fn snapshot(&self, id: &str, snapshot: &str, checkpoint: &str) -> Result<SnapshotRef, Error> {
-        snapshot::snapshot(self, id, snapshot, checkpoint)
+        LocalBackend::snapshot(self, id, snapshot, checkpoint)
     }
 
     fn snapshot_all(
@@ -127,32 +132,27 @@ impl Backend for LocalBackend {
         items: &[(String, String)],
         checkpoint: &str,
     ) -> Result<Vec<SnapshotRef>, Error> {
-        snapshot::snapshot_all(self, items, checkpoint)
+        LocalBackend::snapshot_all(self, items, checkpoint)
     }
 
     fn fork(&self, snapshot: &str, new_id: &str) -> Result<SandboxInfo, Error> {
-        fork::fork(self, snapshot, new_id)
+        LocalBackend::fork(self, snapshot, new_id)
     }
 
     fn delete_snapshot(&self, snapshot: &str) -> Result<(), Error> {
-        snapshot::delete_snapshot(self, snapshot)
+        LocalBackend::delete_snapshot(self, snapshot)
     }
 
     fn destroy(&self, id: &str) -> Result<(), Error> {
-        destroy::destroy(self, id)
+        LocalBackend::destroy(self, id)
     }
 
     fn list(&self) -> Result<BackendListing, Error> {
-        list::list(self)
+        LocalBackend::list(self)
     }
 
     fn snapshot_format(&self) -> Option<&'static str> {
-        Some(match self.store.kind() {
-            rollpoint_snapshot::StoreKind::Btrfs | rollpoint_snapshot::StoreKind::BtrfsImage => {
-                "btrfs"
-            }
-            rollpoint_snapshot::StoreKind::Copy => "copy",
-        })
+        LocalBackend::snapshot_format(self)
     }
 
     fn send_snapshot(
@@ -161,7 +161,7 @@ impl Backend for LocalBackend {
         parent: Option<&str>,
         out: &Path,
     ) -> Result<(String, SandboxSpec), Error> {
-        travel::send(self, snapshot, parent, out).map(|r| (r.sandbox, r.spec))
+        LocalBackend::send_snapshot(self, snapshot, parent, out)
     }
 
     fn receive_snapshot(
@@ -172,10 +172,10 @@ impl Backend for LocalBackend {
         checkpoint: &str,
         stream: &Path,
     ) -> Result<(), Error> {
-        travel::receive(self, snapshot, sandbox, spec, checkpoint, stream)
+        LocalBackend::receive_snapshot(self, snapshot, sandbox, spec, checkpoint, stream)
     }
 
     fn has_snapshot(&self, snapshot: &str) -> bool {
-        travel::has(self, snapshot)
+        LocalBackend::has_snapshot(self, snapshot)
     }
 }

@@ -34,12 +34,12 @@ pub(crate) const RECEIPTS_DIR: &str = "receipts";
 /// Batches kept; older ones are removed as new ones are written.
 const KEPT_BATCHES: usize = 64;
 
-/// A launch's cgroup as its supervisor made it: `rollpoint/<launch>` under
-/// the sandbox's v2 cgroup, else under its v1 freezer one.
-fn launch_cgroup(backend: &LocalBackend, launch: &LaunchRef) -> Option<(Kind, PathBuf)> {
-    rollpoint_proto::anchor::check_launch_id(&launch.launch_id).ok()?;
-    backend
-        .live(&launch.sandbox, |l| {
+impl LocalBackend {
+    /// A launch's cgroup as its supervisor made it: `rollpoint/<launch>` under
+    /// the sandbox's v2 cgroup, else under its v1 freezer one.
+    fn launch_cgroup(&self, launch: &LaunchRef) -> Option<(Kind, PathBuf)> {
+        rollpoint_proto::anchor::check_launch_id(&launch.launch_id).ok()?;
+        self.live(&launch.sandbox, |l| {
             let at = |d: &Path| d.join("rollpoint").join(&launch.launch_id);
             match (&l.cgroups.v2, &l.cgroups.freezer) {
                 (Some(d), _) => Some((Kind::V2, at(d))),
@@ -49,6 +49,122 @@ fn launch_cgroup(backend: &LocalBackend, launch: &LaunchRef) -> Option<(Kind, Pa
         })
         .ok()
         .flatten()
+    }
+
+    /// Freezes every launch it can take in one batch; see the module docs.
+    pub(super) fn pause_launches(
+        &self,
+        launches: &[LaunchRef],
+    ) -> Result<Vec<Option<Receipt>>, Error> {
+        let start = Instant::now();
+        let mut phases = Phases::new();
+        let found: Vec<Option<(Kind, PathBuf)>> =
+            launches.iter().map(|l| self.launch_cgroup(l)).collect();
+        phases.mark("found");
+        let taken: Vec<(usize, Kind, &Path)> = found
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| f.as_ref().map(|(k, d)| (i, *k, d.as_path())))
+            .collect();
+        let targets: Vec<(Kind, &Path)> = taken.iter().map(|(_, k, d)| (*k, *d)).collect();
+        let done = freeze_many(&RealFs, &targets, Budgets::default());
+        phases.mark("frozen");
+        // A launch whose cgroup is gone or empty has ended: no receipt here.
+        let mut out: Vec<Option<Receipt>> = vec![None; launches.len()];
+        let mut ended: Vec<(Kind, &Path)> = Vec::new();
+        for ((i, kind, dir), d) in taken.iter().zip(&done) {
+            match d {
+                Ok(c) if c.members.is_empty() => ended.push((*kind, dir)),
+                Err(u) if u.gone => {}
+                _ => out[*i] = Some(receipt(Op::Pause, &launches[*i], *kind, d, start)),
+            }
+        }
+        thaw_many(&RealFs, &ended, Budgets::default());
+        let written: Vec<&Receipt> = out.iter().flatten().collect();
+        phases.mark("receipts");
+        if let Err(e) = self.write_batch("pause", &written) {
+            // Without its receipts the batch proves nothing: undo it.
+            let frozen: Vec<(Kind, &Path)> = taken
+                .iter()
+                .filter(|(i, ..)| out[*i].as_ref().is_some_and(Receipt::confirmed))
+                .map(|(_, k, d)| (*k, *d))
+                .collect();
+            thaw_many(&RealFs, &frozen, Budgets::default());
+            return Err(e);
+        }
+        phases.mark("written");
+        tracing::debug!(
+            launches = launches.len(),
+            confirmed = written.iter().filter(|r| r.confirmed()).count(),
+            ms = start.elapsed().as_secs_f64() * 1e3,
+            phases = %phases,
+            "launches paused in one batch"
+        );
+        Ok(out)
+    }
+
+    /// Thaws launches a batch paused, in one batch; a launch whose cgroup is
+    /// gone has ended (`already_ended`).
+    pub(super) fn continue_launches(&self, launches: &[LaunchRef]) -> Result<Vec<Receipt>, Error> {
+        let start = Instant::now();
+        let found: Vec<Option<(Kind, PathBuf)>> =
+            launches.iter().map(|l| self.launch_cgroup(l)).collect();
+        let targets: Vec<(Kind, &Path)> = found
+            .iter()
+            .flatten()
+            .map(|(k, d)| (*k, d.as_path()))
+            .collect();
+        let mut done = thaw_many(&RealFs, &targets, Budgets::default()).into_iter();
+        let out: Vec<Receipt> = launches
+            .iter()
+            .zip(&found)
+            .map(|(l, f)| match (f, done.next()) {
+                (Some((kind, _)), Some(d)) => receipt(Op::Continue, l, *kind, &d, start),
+                _ => {
+                    // Its sandbox is gone: so is everything it paused.
+                    Receipt::no_action(Op::Continue, &l.launch_id, Outcome::AlreadyEnded, None)
+                }
+            })
+            .collect();
+        self.write_batch("continue", &out.iter().collect::<Vec<_>>())?;
+        Ok(out)
+    }
+
+    /// Writes a batch's receipts as one file (`receipts/<op>-<ms>-<n>.jsonl`,
+    /// one receipt a line, mode 0600, atomic) and removes the oldest batches
+    /// past [`KEPT_BATCHES`].
+    fn write_batch(&self, op: &str, receipts: &[&Receipt]) -> Result<(), Error> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        if receipts.is_empty() {
+            return Ok(());
+        }
+        let dir = self.dir.join(RECEIPTS_DIR);
+        let io = |path: &Path, source| Error::Io {
+            what: "write the receipts of a batch",
+            root: self.dir.clone(),
+            path: path.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+        let mut bytes = Vec::with_capacity(receipts.len() * 256);
+        for r in receipts {
+            bytes.extend(r.encode_line().map_err(|e| io(&dir, e.into()))?);
+        }
+        let ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis());
+        let path = dir.join(format!(
+            "{ms:015}-{:06}-{op}.jsonl",
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut file = AtomicWriteFile::open(&path).map_err(|e| io(&path, e))?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(|e| io(&path, e))?;
+        file.write_all(&bytes).map_err(|e| io(&path, e))?;
+        file.commit().map_err(|e| io(&path, e))?;
+        prune(&dir);
+        Ok(())
+    }
 }
 
 fn method(kind: Kind) -> Method {
@@ -89,124 +205,6 @@ fn receipt(op: Op, launch: &LaunchRef, kind: Kind, done: &Done, start: Instant) 
         cleanup_confirmed: None,
         exit_code: None,
     }
-}
-
-/// Freezes every launch it can take in one batch; see the module docs.
-pub(super) fn pause_launches(
-    backend: &LocalBackend,
-    launches: &[LaunchRef],
-) -> Result<Vec<Option<Receipt>>, Error> {
-    let start = Instant::now();
-    let mut phases = Phases::new();
-    let found: Vec<Option<(Kind, PathBuf)>> =
-        launches.iter().map(|l| launch_cgroup(backend, l)).collect();
-    phases.mark("found");
-    let taken: Vec<(usize, Kind, &Path)> = found
-        .iter()
-        .enumerate()
-        .filter_map(|(i, f)| f.as_ref().map(|(k, d)| (i, *k, d.as_path())))
-        .collect();
-    let targets: Vec<(Kind, &Path)> = taken.iter().map(|(_, k, d)| (*k, *d)).collect();
-    let done = freeze_many(&RealFs, &targets, Budgets::default());
-    phases.mark("frozen");
-    // A launch whose cgroup is gone or empty has ended: no receipt here.
-    let mut out: Vec<Option<Receipt>> = vec![None; launches.len()];
-    let mut ended: Vec<(Kind, &Path)> = Vec::new();
-    for ((i, kind, dir), d) in taken.iter().zip(&done) {
-        match d {
-            Ok(c) if c.members.is_empty() => ended.push((*kind, dir)),
-            Err(u) if u.gone => {}
-            _ => out[*i] = Some(receipt(Op::Pause, &launches[*i], *kind, d, start)),
-        }
-    }
-    thaw_many(&RealFs, &ended, Budgets::default());
-    let written: Vec<&Receipt> = out.iter().flatten().collect();
-    phases.mark("receipts");
-    if let Err(e) = write_batch(backend, "pause", &written) {
-        // Without its receipts the batch proves nothing: undo it.
-        let frozen: Vec<(Kind, &Path)> = taken
-            .iter()
-            .filter(|(i, ..)| out[*i].as_ref().is_some_and(Receipt::confirmed))
-            .map(|(_, k, d)| (*k, *d))
-            .collect();
-        thaw_many(&RealFs, &frozen, Budgets::default());
-        return Err(e);
-    }
-    phases.mark("written");
-    tracing::debug!(
-        launches = launches.len(),
-        confirmed = written.iter().filter(|r| r.confirmed()).count(),
-        ms = start.elapsed().as_secs_f64() * 1e3,
-        phases = %phases,
-        "launches paused in one batch"
-    );
-    Ok(out)
-}
-
-/// Thaws launches a batch paused, in one batch; a launch whose cgroup is
-/// gone has ended (`already_ended`).
-pub(super) fn continue_launches(
-    backend: &LocalBackend,
-    launches: &[LaunchRef],
-) -> Result<Vec<Receipt>, Error> {
-    let start = Instant::now();
-    let found: Vec<Option<(Kind, PathBuf)>> =
-        launches.iter().map(|l| launch_cgroup(backend, l)).collect();
-    let targets: Vec<(Kind, &Path)> = found
-        .iter()
-        .flatten()
-        .map(|(k, d)| (*k, d.as_path()))
-        .collect();
-    let mut done = thaw_many(&RealFs, &targets, Budgets::default()).into_iter();
-    let out: Vec<Receipt> = launches
-        .iter()
-        .zip(&found)
-        .map(|(l, f)| match (f, done.next()) {
-            (Some((kind, _)), Some(d)) => receipt(Op::Continue, l, *kind, &d, start),
-            _ => {
-                // Its sandbox is gone: so is everything it paused.
-                Receipt::no_action(Op::Continue, &l.launch_id, Outcome::AlreadyEnded, None)
-            }
-        })
-        .collect();
-    write_batch(backend, "continue", &out.iter().collect::<Vec<_>>())?;
-    Ok(out)
-}
-
-/// Writes a batch's receipts as one file (`receipts/<op>-<ms>-<n>.jsonl`,
-/// one receipt a line, mode 0600, atomic) and removes the oldest batches
-/// past [`KEPT_BATCHES`].
-fn write_batch(backend: &LocalBackend, op: &str, receipts: &[&Receipt]) -> Result<(), Error> {
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    if receipts.is_empty() {
-        return Ok(());
-    }
-    let dir = backend.dir.join(RECEIPTS_DIR);
-    let io = |path: &Path, source| Error::Io {
-        what: "write the receipts of a batch",
-        root: backend.dir.clone(),
-        path: path.to_owned(),
-        source,
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-    let mut bytes = Vec::with_capacity(receipts.len() * 256);
-    for r in receipts {
-        bytes.extend(r.encode_line().map_err(|e| io(&dir, e.into()))?);
-    }
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    let path = dir.join(format!(
-        "{ms:015}-{:06}-{op}.jsonl",
-        SEQ.fetch_add(1, Ordering::Relaxed)
-    ));
-    let mut file = AtomicWriteFile::open(&path).map_err(|e| io(&path, e))?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| io(&path, e))?;
-    file.write_all(&bytes).map_err(|e| io(&path, e))?;
-    file.commit().map_err(|e| io(&path, e))?;
-    prune(&dir);
-    Ok(())
 }
 
 /// Removes the oldest batch files past [`KEPT_BATCHES`] (names sort by time).

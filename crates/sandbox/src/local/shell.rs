@@ -70,55 +70,46 @@ impl LocalBackend {
     /// Starts `req`'s command on a new terminal of `size` (rows, columns) in sandbox `id`,
     /// as an exec runs (the sandbox's user, its isolation).
     pub fn shell(&self, id: &str, req: &ExecRequest, size: (u16, u16)) -> Result<Terminal, Error> {
-        shell(self, id, req, size)
+        let info = self.info(id)?;
+        let socket = info.control.join(ANCHOR_SOCKET);
+        let fail = |message: String| Error::Anchor {
+            sandbox: id.to_owned(),
+            socket: socket.clone(),
+            message,
+        };
+        let (env, cwd) = super::exec::in_sandbox(&info, &req.env, &req.cwd);
+        let request = AnchorRequest::shell(
+            ExecRequest {
+                env,
+                cwd,
+                ..req.clone()
+            },
+            size,
+        );
+        let mut conn = UnixStream::connect(&socket).map_err(|e| fail(format!("connect: {e}")))?;
+        let mut line = serde_json::to_vec(&request).map_err(|e| fail(e.to_string()))?;
+        line.push(b'\n');
+        conn.write_all(&line)
+            .map_err(|e| fail(format!("send the shell request: {e}")))?;
+        let mut buf = vec![0_u8; 8192];
+        let (n, leader) = rollpoint_proctree::fdpass::recv_with_fd(conn.as_fd(), &mut buf)
+            .map_err(|e| fail(format!("read the shell's terminal: {e}")))?;
+        buf.truncate(n);
+        let end = buf.iter().position(|b| *b == b'\n').unwrap_or(buf.len());
+        let reply = AnchorReply::decode(&buf[..end]).map_err(|e| fail(e.to_string()))?;
+        if let Some(e) = reply.error {
+            return Err(fail(e));
+        }
+        let (Some(leader), Some(pid)) = (leader, reply.launched) else {
+            return Err(fail("the anchor sent no terminal".into()));
+        };
+        Ok(Terminal {
+            leader,
+            pid,
+            pending: buf.get(end + 1..).unwrap_or_default().to_vec(),
+            conn,
+            sandbox: id.to_owned(),
+            socket,
+        })
     }
-}
-
-fn shell(
-    backend: &LocalBackend,
-    id: &str,
-    req: &ExecRequest,
-    size: (u16, u16),
-) -> Result<Terminal, Error> {
-    let info = backend.info(id)?;
-    let socket = info.control.join(ANCHOR_SOCKET);
-    let fail = |message: String| Error::Anchor {
-        sandbox: id.to_owned(),
-        socket: socket.clone(),
-        message,
-    };
-    let (env, cwd) = super::exec::in_sandbox(&info, &req.env, &req.cwd);
-    let request = AnchorRequest::shell(
-        ExecRequest {
-            env,
-            cwd,
-            ..req.clone()
-        },
-        size,
-    );
-    let mut conn = UnixStream::connect(&socket).map_err(|e| fail(format!("connect: {e}")))?;
-    let mut line = serde_json::to_vec(&request).map_err(|e| fail(e.to_string()))?;
-    line.push(b'\n');
-    conn.write_all(&line)
-        .map_err(|e| fail(format!("send the shell request: {e}")))?;
-    let mut buf = vec![0_u8; 8192];
-    let (n, leader) = rollpoint_proctree::fdpass::recv_with_fd(conn.as_fd(), &mut buf)
-        .map_err(|e| fail(format!("read the shell's terminal: {e}")))?;
-    buf.truncate(n);
-    let end = buf.iter().position(|b| *b == b'\n').unwrap_or(buf.len());
-    let reply = AnchorReply::decode(&buf[..end]).map_err(|e| fail(e.to_string()))?;
-    if let Some(e) = reply.error {
-        return Err(fail(e));
-    }
-    let (Some(leader), Some(pid)) = (leader, reply.launched) else {
-        return Err(fail("the anchor sent no terminal".into()));
-    };
-    Ok(Terminal {
-        leader,
-        pid,
-        pending: buf.get(end + 1..).unwrap_or_default().to_vec(),
-        conn,
-        sandbox: id.to_owned(),
-        socket,
-    })
 }

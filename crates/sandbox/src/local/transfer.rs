@@ -8,32 +8,28 @@ use std::path::Path;
 use super::backend::LocalBackend;
 use crate::errors::Error;
 
-pub(super) fn upload(
-    backend: &LocalBackend,
-    id: &str,
-    path: &Path,
-    bytes: &[u8],
-    mode: u32,
-) -> Result<(), Error> {
-    let identity = backend.live(id, |l| l.identity.clone())?;
-    // A file put in for the sandbox's user is that user's.
-    backend
-        .root(id)?
-        .upload_owned(path, bytes, mode, identity.owner())
-}
+impl LocalBackend {
+    pub(super) fn upload(
+        &self,
+        id: &str,
+        path: &Path,
+        bytes: &[u8],
+        mode: u32,
+    ) -> Result<(), Error> {
+        let identity = self.live(id, |l| l.identity.clone())?;
+        // A file put in for the sandbox's user is that user's.
+        self.root(id)?
+            .upload_owned(path, bytes, mode, identity.owner())
+    }
 
-pub(super) fn download(
-    backend: &LocalBackend,
-    id: &str,
-    path: &Path,
-    limit: u64,
-) -> Result<Vec<u8>, Error> {
-    backend.root(id)?.download(path, limit)
-}
+    pub(super) fn download(&self, id: &str, path: &Path, limit: u64) -> Result<Vec<u8>, Error> {
+        self.root(id)?.download(path, limit)
+    }
 
-pub(super) fn fresh_dir(backend: &LocalBackend, id: &str, path: &Path) -> Result<(), Error> {
-    let identity = backend.live(id, |l| l.identity.clone())?;
-    let root = backend.root(id)?;
-    root.remove_all(path)?;
-    root.make_dir(path, identity.owner())
+    pub(super) fn fresh_dir(&self, id: &str, path: &Path) -> Result<(), Error> {
+        let identity = self.live(id, |l| l.identity.clone())?;
+        let root = self.root(id)?;
+        root.remove_all(path)?;
+        root.make_dir(path, identity.owner())
+    }
 }

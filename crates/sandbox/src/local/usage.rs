@@ -14,40 +14,40 @@ use crate::{ResourceUsage, errors::Error};
 /// Files and directories walked at most to size an upper.
 const MAX_ENTRIES: usize = 1_000_000;
 
-pub(super) fn usage(backend: &LocalBackend, id: &str) -> Result<ResourceUsage, Error> {
-    let (control, cgroups) = backend.control_and_cgroups(id)?;
-    let rec: SandboxRecord = record::read(
-        "sandbox record",
-        &backend.sandbox_dir(id).join("sandbox.json"),
-    )?;
-    let mut usage = cgroups.usage();
-    usage.disk_bytes = disk_bytes(&rec.upper);
-    if let Some(limit) = rec.spec.limits.disk_bytes
-        && crate::backend::disk_limit_hit(usage.disk_bytes, limit)
-    {
-        usage.limits_hit.push(format!(
+impl LocalBackend {
+    pub(super) fn usage(&self, id: &str) -> Result<ResourceUsage, Error> {
+        let (control, cgroups) = self.control_and_cgroups(id)?;
+        let rec: SandboxRecord =
+            record::read("sandbox record", &self.sandbox_dir(id).join("sandbox.json"))?;
+        let mut usage = cgroups.usage();
+        usage.disk_bytes = disk_bytes(&rec.upper);
+        if let Some(limit) = rec.spec.limits.disk_bytes
+            && crate::backend::disk_limit_hit(usage.disk_bytes, limit)
+        {
+            usage.limits_hit.push(format!(
             "disk: its files take {} bytes of its limit of {limit} (a btrfs qgroup; writes past it fail with EDQUOT)",
             usage.disk_bytes
         ));
-    }
-    // A sandbox on the host's network has no relay and so no file.
-    let path = control.join(RELAY_USAGE_FILE);
-    if let Ok(text) = std::fs::read(&path) {
-        match RelayUsage::decode(&text) {
-            Ok(net) => {
-                usage.net_bytes_in = net.bytes_in;
-                usage.net_bytes_out = net.bytes_out;
-                usage.net_connections = net.connections;
-            }
-            Err(e) => tracing::warn!(
-                sandbox = id,
-                path = %path.display(),
-                error = %e,
-                "the relay's count is unreadable; the usage says no network"
-            ),
         }
+        // A sandbox on the host's network has no relay and so no file.
+        let path = control.join(RELAY_USAGE_FILE);
+        if let Ok(text) = std::fs::read(&path) {
+            match RelayUsage::decode(&text) {
+                Ok(net) => {
+                    usage.net_bytes_in = net.bytes_in;
+                    usage.net_bytes_out = net.bytes_out;
+                    usage.net_connections = net.connections;
+                }
+                Err(e) => tracing::warn!(
+                    sandbox = id,
+                    path = %path.display(),
+                    error = %e,
+                    "the relay's count is unreadable; the usage says no network"
+                ),
+            }
+        }
+        Ok(usage)
     }
-    Ok(usage)
 }
 
 /// Bytes allocated to the files under `dir`, not following links.

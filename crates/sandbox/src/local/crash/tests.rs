@@ -13,7 +13,6 @@ use rollpoint_proto::anchor::ExecRequest;
 use rollpoint_snapshot::{SnapshotIndex, StoreChoice, StoreOptions};
 use rollpoint_testkit::{mounts_under, require_root, sandbox_cgroups, supervisor_bin};
 
-use crate::Backend;
 use crate::SandboxSpec;
 use crate::local::{LocalBackend, LocalOptions};
 
