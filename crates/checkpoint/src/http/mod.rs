@@ -1,11 +1,11 @@
 //! The control plane over HTTP: `/v1/checkpoint/{status,prepare,commit,
 //! restore,resume,retire,forget,fleet}` over any [`ParticipantApi`] (usually a
 //! [`crate::ParticipantHost`] around a participant), behind a bearer token
-//! compared in constant time. Bodies are read as bytes and decoded here so a
-//! bad body gets a 400 naming the field. One route per file: each handler is
-//! its OpenAPI annotation and a line or two (read, call, reply), which is where
-//! the routes look alike; the reading and replying are the shared `body` and
-//! `json` below.
+//! compared in constant time. Every body is taken through `rollpoint_api::Body`
+//! with this surface's limit and error, decoded and checked field by field
+//! ([`Call`]), so a bad body gets a 400 naming the field. One route per file:
+//! each handler is its OpenAPI annotation and one line (call, reply), which is
+//! where the routes look alike; the reply is the shared `json` below.
 
 mod commit;
 mod fleet;
@@ -19,18 +19,19 @@ mod status;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use rollpoint_api::{HttpError, Reply};
+use rollpoint_api::{Format, HttpError, Json, Reply, Surface};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
 
 use crate::api::ParticipantApi;
 use crate::errors::{CallError, Code};
-use crate::wire::ErrorReply;
+use crate::wire::{ErrorReply, Request};
 
 /// Largest request body accepted.
 pub const BODY_LIMIT: usize = 4 << 20;
@@ -142,13 +143,23 @@ impl HttpError for CallError {
     }
 }
 
-/// Reads and checks a request body.
-async fn body<T: DeserializeOwned + crate::wire::Request>(
-    body: axum::body::Body,
-) -> Result<T, ApiError> {
-    let req: T = rollpoint_api::read_json::<T, CallError>(body, BODY_LIMIT).await?;
-    req.check()?;
-    Ok(req)
+impl Surface for CallError {
+    const BODY_LIMIT: usize = BODY_LIMIT;
+}
+
+/// A request body of these routes: JSON, each field checked ([`Request`]).
+type Call<T> = rollpoint_api::Body<T, CallError, Checked>;
+
+/// Decoded, then checked field by field.
+#[derive(Debug)]
+struct Checked;
+
+impl<T: DeserializeOwned + Request> Format<T, CallError> for Checked {
+    fn decode(bytes: Bytes) -> Result<T, CallError> {
+        let req: T = <Json as Format<T, CallError>>::decode(bytes)?;
+        req.check()?;
+        Ok(req)
+    }
 }
 
 /// A JSON reply.

@@ -2,13 +2,14 @@
 //! harness launch under its own supervisor; replies with its session
 //! directory.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use rollpoint_proto::anchor::LaunchRequest;
 
+use super::Shared;
+use super::body::Json;
 use super::wire::{ApiError, json};
-use super::{Shared, read_json};
+use rollpoint_api::Body;
 
 /// Start a harness launch under its own supervisor.
 #[utoipa::path(
@@ -29,8 +30,7 @@ use super::{Shared, read_json};
 pub(super) async fn handle(
     State(owner): Shared,
     Path(session): Path<String>,
-    body: Body,
+    Body(req, _): Json<LaunchRequest>,
 ) -> Result<Response, ApiError> {
-    let req: LaunchRequest = read_json(body).await?;
     json(&owner.launch(&session, req).await?)
 }

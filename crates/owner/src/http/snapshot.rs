@@ -1,12 +1,13 @@
 //! `POST /v1/owner/sessions/{id}/snapshot` `{"checkpoint": ..}`: snapshot the
 //! session's sandbox for a checkpoint; replies with the session record.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::Response;
 
+use super::Shared;
+use super::body::Json;
 use super::wire::{ApiError, SnapshotBody, json};
-use super::{Shared, read_json};
+use rollpoint_api::Body;
 
 /// Snapshot the session's sandbox for a checkpoint.
 ///
@@ -34,8 +35,7 @@ use super::{Shared, read_json};
 pub(super) async fn handle(
     State(owner): Shared,
     Path(session): Path<String>,
-    body: Body,
+    Body(body, _): Json<SnapshotBody>,
 ) -> Result<Response, ApiError> {
-    let body: SnapshotBody = read_json(body).await?;
     json(&owner.snapshot(&session, &body.checkpoint).await?)
 }

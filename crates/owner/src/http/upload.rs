@@ -1,16 +1,34 @@
 //! `PUT /v1/owner/sessions/{id}/files?path=..&mode=..` (raw body): write a
 //! file in the session's sandbox. `mode` is octal, default 644.
 
-use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse as _, Response};
 
+use super::Shared;
+use super::body::{File, FileParam, FileQuery};
 use super::wire::ApiError;
-use super::{Shared, query, read_body};
 use crate::errors::OwnerError;
+use rollpoint_api::Body;
 
 const DEFAULT_MODE: u32 = 0o644;
+
+/// `?mode=`: the file's mode, octal.
+#[derive(Debug)]
+pub(super) struct Mode(u32);
+
+impl FileParam for Mode {
+    const NAME: &'static str = "mode";
+
+    fn parse(value: Option<&str>) -> Result<Self, OwnerError> {
+        match value {
+            None => Ok(Self(DEFAULT_MODE)),
+            Some(m) => u32::from_str_radix(m, 8)
+                .map(Self)
+                .map_err(|e| OwnerError::bad("mode", format!("{m:?} is not an octal mode: {e}"))),
+        }
+    }
+}
 
 /// Write a file in the session's sandbox.
 #[utoipa::path(
@@ -33,19 +51,12 @@ const DEFAULT_MODE: u32 = 0o644;
 pub(super) async fn handle(
     State(owner): Shared,
     Path(session): Path<String>,
-    RawQuery(raw): RawQuery,
-    body: Body,
+    query: FileQuery<Mode>,
+    Body(bytes, _): File,
 ) -> Result<Response, ApiError> {
-    let params = query(raw.as_deref(), &["path", "mode"])?;
-    let path = params
-        .get("path")
-        .ok_or_else(|| OwnerError::bad("path", "missing query parameter"))?;
-    let mode = match params.get("mode") {
-        None => DEFAULT_MODE,
-        Some(m) => u32::from_str_radix(m, 8)
-            .map_err(|e| OwnerError::bad("mode", format!("{m:?} is not an octal mode: {e}")))?,
-    };
-    let bytes = read_body(body).await?;
-    owner.upload(&session, path, bytes.to_vec(), mode).await?;
+    let Mode(mode) = query.param;
+    owner
+        .upload(&session, &query.path, bytes.to_vec(), mode)
+        .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -208,7 +208,7 @@ impl Shared {
         match self.runs.register(task) {
             Ok(handle) => {
                 self.watch(handle, 0);
-                let seen = self.table.get(&rollout).ok_or_else(|| unknown(&rollout))?;
+                let seen = self.seen(&rollout)?;
                 Ok(self.status(&rollout, &seen))
             }
             Err(e) => {
@@ -271,6 +271,11 @@ impl Shared {
         for k in keys {
             self.table.retire(k.rollout().as_str(), k.attempt());
         }
+    }
+
+    /// Rollout `id` as the table holds it; 404 when it is not known here.
+    fn seen(&self, id: &str) -> Result<Seen, ApiError> {
+        self.table.get(id).ok_or_else(|| unknown(id))
     }
 
     fn status(&self, rollout: &str, seen: &Seen) -> RolloutStatus {

@@ -8,8 +8,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::Shared;
 use super::table::Outcome;
-use super::{Shared, unknown};
 use rollpoint_api::error::{ApiError, json};
 use rollpoint_api::wire::RolloutStatus;
 use rollpoint_driver::RolloutResult;
@@ -35,7 +35,7 @@ pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
+    let seen = shared.seen(&id)?;
     Ok(match &seen.outcome {
         Some(Outcome::Done(result)) => json(StatusCode::OK, &Answer::Result(result.as_ref())),
         _ => json(StatusCode::OK, &Answer::Status(shared.status(&id, &seen))),

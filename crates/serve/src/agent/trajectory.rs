@@ -8,8 +8,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::Shared;
 use super::table::Outcome as Held;
-use super::{Shared, unknown};
 use rollpoint_api::error::{ApiError, ErrorCode, json};
 use rollpoint_trajectory::{Outcome, Trajectory, build};
 
@@ -32,7 +32,7 @@ pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
+    let seen = shared.seen(&id)?;
     let gateway = shared.gateway.as_ref().ok_or_else(|| {
         ApiError::new(
             ErrorCode::Failed,

@@ -19,8 +19,8 @@ use rollpoint_view::{
     groups_view, summarize_rows,
 };
 
+use super::Shared;
 use super::table::Outcome;
-use super::{Shared, unknown};
 
 /// The documents' title.
 pub(super) const TITLE: &str = "rollpoint agent";
@@ -87,7 +87,7 @@ pub(super) async fn rollout(
     State(shared): State<Arc<Shared>>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
+    let seen = shared.seen(&id)?;
     let row = match &seen.outcome {
         Some(Outcome::Done(r)) => Some(Arc::clone(r)),
         _ => None,
