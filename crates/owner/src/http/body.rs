@@ -1,8 +1,9 @@
-//! How the owner's routes take their input: the body limit and error the
-//! owner names once as its surface, so every route takes its body through
+//! How the owner's routes take their input: the session of a session route
+//! (its `{id}`, described once), the body limit and error the owner names
+//! once as its surface, so every route takes its body through
 //! `rollpoint_api::Body` (a too-large body is the owner's 413 with `limit`, a
 //! bad field its 400 naming the field), and the query of the file routes,
-//! read before the body as before.
+//! read before the body.
 
 use std::collections::HashMap;
 
@@ -15,6 +16,15 @@ use crate::errors::OwnerError;
 use crate::record::SessionRecord;
 
 use super::wire::ApiError;
+
+/// The `{id}` of a session route: `Path(SessionId { id })`, and
+/// `params(SessionId)` in its OpenAPI description.
+#[derive(Debug, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+pub(super) struct SessionId {
+    /// The session id.
+    pub id: String,
+}
 
 /// Largest request body accepted (a task with its files, an upload).
 pub const BODY_LIMIT: usize = 64 << 20;

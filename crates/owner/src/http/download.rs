@@ -6,7 +6,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 
 use super::Shared;
-use super::body::{BODY_LIMIT, FileParam, FileQuery};
+use super::body::{BODY_LIMIT, FileParam, FileQuery, SessionId};
 use super::wire::ApiError;
 use crate::errors::OwnerError;
 
@@ -35,7 +35,7 @@ impl FileParam for Limit {
     operation_id = "owner_download",
     tag = "owner",
     params(
-        ("id" = String, Path, description = "The session id."),
+        SessionId,
         ("path" = String, Query, description = "The file; a relative path is under the workdir."),
         ("limit" = Option<u64>, Query, description = "Most bytes to read (default: the body limit)."),
     ),
@@ -49,7 +49,7 @@ impl FileParam for Limit {
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
+    Path(SessionId { id: session }): Path<SessionId>,
     query: FileQuery<Limit>,
 ) -> Result<Response, ApiError> {
     let Limit(limit) = query.param;

@@ -6,7 +6,7 @@ use axum::response::Response;
 use rollpoint_proto::anchor::ExecRequest;
 
 use super::Shared;
-use super::body::Json;
+use super::body::{Json, SessionId};
 use super::wire::{ApiError, json};
 use rollpoint_api::Body;
 
@@ -16,9 +16,7 @@ use rollpoint_api::Body;
     path = "/v1/owner/sessions/{id}/exec",
     operation_id = "owner_exec",
     tag = "owner",
-    params(
-        ("id" = String, Path, description = "The session id."),
-    ),
+    params(SessionId),
     request_body = ExecRequest,
     responses(
         (status = 200, description = "How the command ended and its output.", body = rollpoint_proto::anchor::ExecOutput),
@@ -28,7 +26,7 @@ use rollpoint_api::Body;
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
+    Path(SessionId { id: session }): Path<SessionId>,
     Body(req, _): Json<ExecRequest>,
 ) -> Result<Response, ApiError> {
     json(&owner.exec(&session, req).await?)

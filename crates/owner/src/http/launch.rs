@@ -7,7 +7,7 @@ use axum::response::Response;
 use rollpoint_proto::anchor::LaunchRequest;
 
 use super::Shared;
-use super::body::Json;
+use super::body::{Json, SessionId};
 use super::wire::{ApiError, json};
 use rollpoint_api::Body;
 
@@ -17,9 +17,7 @@ use rollpoint_api::Body;
     path = "/v1/owner/sessions/{id}/launch",
     operation_id = "owner_launch",
     tag = "owner",
-    params(
-        ("id" = String, Path, description = "The session id."),
-    ),
+    params(SessionId),
     request_body = LaunchRequest,
     responses(
         (status = 200, description = "The launch and its session directory.", body = crate::owner::Launched),
@@ -29,7 +27,7 @@ use rollpoint_api::Body;
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
+    Path(SessionId { id: session }): Path<SessionId>,
     Body(req, _): Json<LaunchRequest>,
 ) -> Result<Response, ApiError> {
     json(&owner.launch(&session, req).await?)

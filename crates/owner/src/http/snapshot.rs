@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 
 use super::Shared;
-use super::body::Json;
+use super::body::{Json, SessionId};
 use super::wire::{ApiError, SnapshotBody, json};
 use rollpoint_api::Body;
 
@@ -17,9 +17,7 @@ use rollpoint_api::Body;
     path = "/v1/owner/sessions/{id}/snapshot",
     operation_id = "owner_snapshot",
     tag = "owner",
-    params(
-        ("id" = String, Path, description = "The session id."),
-    ),
+    params(SessionId),
     request_body = SnapshotBody,
     responses(
         (status = 200, description = "The session record a restore takes.", body = crate::record::SessionRecord),
@@ -34,7 +32,7 @@ use rollpoint_api::Body;
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
+    Path(SessionId { id: session }): Path<SessionId>,
     Body(body, _): Json<SnapshotBody>,
 ) -> Result<Response, ApiError> {
     json(&owner.snapshot(&session, &body.checkpoint).await?)

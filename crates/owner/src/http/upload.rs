@@ -2,12 +2,11 @@
 //! file in the session's sandbox. `mode` is octal, default 644.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse as _, Response};
+use axum::response::Response;
 
 use super::Shared;
-use super::body::{File, FileParam, FileQuery};
-use super::wire::ApiError;
+use super::body::{File, FileParam, FileQuery, SessionId};
+use super::wire::{ApiError, no_content};
 use crate::errors::OwnerError;
 use rollpoint_api::Body;
 
@@ -37,7 +36,7 @@ impl FileParam for Mode {
     operation_id = "owner_upload",
     tag = "owner",
     params(
-        ("id" = String, Path, description = "The session id."),
+        SessionId,
         ("path" = String, Query, description = "The file; a relative path is under the workdir."),
         ("mode" = Option<String>, Query, description = "Octal file mode (default 644)."),
     ),
@@ -50,7 +49,7 @@ impl FileParam for Mode {
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
+    Path(SessionId { id: session }): Path<SessionId>,
     query: FileQuery<Mode>,
     Body(bytes, _): File,
 ) -> Result<Response, ApiError> {
@@ -58,5 +57,5 @@ pub(super) async fn handle(
     owner
         .upload(&session, &query.path, bytes.to_vec(), mode)
         .await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    no_content()
 }

@@ -6,10 +6,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::response::Response;
 
 use super::Shared;
+use super::known::{Known, RolloutId};
 use super::result::ended;
 use rollpoint_api::error::{ApiError, ErrorCode};
 
@@ -26,9 +27,7 @@ const SETTLE: Duration = Duration::from_secs(30);
     path = "/v1/rollouts/{id}",
     operation_id = "agent_cancel",
     tag = "agent",
-    params(
-        ("id" = String, Path, description = "The rollout id."),
-    ),
+    params(RolloutId),
     responses(
         (status = 200, description = "The rollout's result.", body = rollpoint_driver::RolloutResult),
         (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
@@ -41,9 +40,8 @@ const SETTLE: Duration = Duration::from_secs(30);
 )]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    Known { id, seen }: Known,
 ) -> Result<Response, ApiError> {
-    let seen = shared.seen(&id)?;
     if seen.outcome.is_some() {
         return Err(ApiError::new(
             ErrorCode::Conflict,

@@ -21,6 +21,7 @@
 mod cancel;
 mod forget;
 mod host;
+mod known;
 mod list;
 mod metrics;
 mod result;

@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::Shared;
+use super::known::RolloutId;
 use super::table::{Outcome, Seen};
 use rollpoint_api::error::{ApiError, ErrorCode, json};
 
@@ -46,7 +47,7 @@ fn wait_ms(query: Option<&str>) -> Result<u64, ApiError> {
     operation_id = "agent_result",
     tag = "agent",
     params(
-        ("id" = String, Path, description = "The rollout id."),
+        RolloutId,
         ("wait_ms" = Option<u64>, Query, maximum = 600_000, description = "How long to wait for the result, ms (default 0)."),
     ),
     responses(
@@ -61,7 +62,7 @@ fn wait_ms(query: Option<&str>) -> Result<u64, ApiError> {
 )]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    Path(RolloutId { id }): Path<RolloutId>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let wait = Duration::from_millis(wait_ms(query.as_deref())?);
