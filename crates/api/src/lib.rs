@@ -29,7 +29,7 @@ pub mod vocab;
 pub mod wire;
 
 pub use auth::{BearerToken, require_bearer};
-pub use body::{FieldError, TooLarge, decode_json, read_json, read_limited, read_with};
+pub use body::{FieldError, TooLarge, decode_json, read_limited, read_with};
 pub use error::{ApiError, ErrorCode, HttpError, Reply, encoded, json};
 pub use extract::{Body, Format, Json, Raw, Surface, VersionFirst, Versioned, VersionedBody};
 pub use serving::{serve, with_fallbacks};

@@ -4,7 +4,8 @@ use axum::extract::State;
 use axum::response::Response;
 use rollpoint_api::Body;
 
-use super::{ApiError, Call, CallErrors, Shared, json};
+use super::body::Call;
+use super::{ApiError, CallErrors, Shared, json};
 use crate::wire::{CommitReply, CommitRequest};
 
 /// Export the scope's records and write them durably.

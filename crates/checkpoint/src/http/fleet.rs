@@ -4,7 +4,8 @@ use axum::extract::State;
 use axum::response::Response;
 use rollpoint_api::Body;
 
-use super::{ApiError, Call, CallErrors, Shared, json};
+use super::body::Call;
+use super::{ApiError, CallErrors, Shared, json};
 use crate::wire::{FleetReply, FleetRequest};
 
 /// Pause this participant's share of the fleet for a weight update, or continue it.

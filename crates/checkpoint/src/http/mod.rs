@@ -3,10 +3,11 @@
 //! [`crate::ParticipantHost`] around a participant), behind a bearer token
 //! compared in constant time. Every body is taken through `rollpoint_api::Body`
 //! with this surface's limit and error, decoded and checked field by field
-//! ([`Call`]), so a bad body gets a 400 naming the field. One route per file:
+//! ([`body`]), so a bad body gets a 400 naming the field. One route per file:
 //! each handler is its OpenAPI annotation and one line (call, reply), which is
 //! where the routes look alike; the reply is the shared `json` below.
 
+mod body;
 mod commit;
 mod fleet;
 mod forget;
@@ -19,22 +20,19 @@ mod status;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use rollpoint_api::{Format, HttpError, Json, Reply, Surface};
+use rollpoint_api::{HttpError, Reply};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
 
 use crate::api::ParticipantApi;
 use crate::errors::{CallError, Code};
-use crate::wire::{ErrorReply, Request};
+use crate::wire::ErrorReply;
 
-/// Largest request body accepted.
-pub const BODY_LIMIT: usize = 4 << 20;
+pub use body::BODY_LIMIT;
 
 /// The OpenAPI description of these routes.
 #[derive(Debug, utoipa::OpenApi)]
@@ -140,25 +138,6 @@ impl HttpError for CallError {
             error: self.clone(),
         })
         .unwrap_or_default()
-    }
-}
-
-impl Surface for CallError {
-    const BODY_LIMIT: usize = BODY_LIMIT;
-}
-
-/// A request body of these routes: JSON, each field checked ([`Request`]).
-type Call<T> = rollpoint_api::Body<T, CallError, Checked>;
-
-/// Decoded, then checked field by field.
-#[derive(Debug)]
-struct Checked;
-
-impl<T: DeserializeOwned + Request> Format<T, CallError> for Checked {
-    fn decode(bytes: Bytes) -> Result<T, CallError> {
-        let req: T = <Json as Format<T, CallError>>::decode(bytes)?;
-        req.check()?;
-        Ok(req)
     }
 }
 

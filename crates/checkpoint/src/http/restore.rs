@@ -4,7 +4,8 @@ use axum::extract::State;
 use axum::response::Response;
 use rollpoint_api::Body;
 
-use super::{ApiError, Call, CallErrors, Shared, json};
+use super::body::Call;
+use super::{ApiError, CallErrors, Shared, json};
 use crate::wire::{RestoreReply, RestoreRequest};
 
 /// Install a published checkpoint's records as the next attempts.

@@ -1,6 +1,7 @@
 //! The rollout a route is about: its `{id}`, described once for the OpenAPI
-//! description ([`RolloutId`]), and what the table holds of it ([`Known`]),
-//! so a route on one rollout starts with it in hand or answers 404.
+//! description ([`RolloutId`]), and what the table holds of it (`seen`,
+//! [`Known`]), so a route on one rollout starts with it in hand or answers
+//! 404.
 
 use std::sync::Arc;
 
@@ -8,8 +9,16 @@ use axum::extract::{FromRequestParts, Path};
 use axum::http::request::Parts;
 use axum::response::{IntoResponse as _, Response};
 
-use super::Shared;
 use super::table::Seen;
+use super::{Shared, unknown};
+use rollpoint_api::error::ApiError;
+
+impl Shared {
+    /// Rollout `id` as the table holds it; 404 when it is not known here.
+    pub(super) fn seen(&self, id: &str) -> Result<Seen, ApiError> {
+        self.table.get(id).ok_or_else(|| unknown(id))
+    }
+}
 
 /// The `{id}` of a rollout route: `params(RolloutId)` in its OpenAPI
 /// description.

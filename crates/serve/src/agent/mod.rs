@@ -274,11 +274,6 @@ impl Shared {
         }
     }
 
-    /// Rollout `id` as the table holds it; 404 when it is not known here.
-    fn seen(&self, id: &str) -> Result<Seen, ApiError> {
-        self.table.get(id).ok_or_else(|| unknown(id))
-    }
-
     fn status(&self, rollout: &str, seen: &Seen) -> RolloutStatus {
         let (state, error) = match &seen.outcome {
             Some(Outcome::Done(_)) => (RolloutState::Done, None),
