@@ -3,7 +3,7 @@
 //! [`crate::ParticipantHost`] around a participant), behind a bearer token
 //! compared in constant time. Every body is taken through `rollpoint_api::Body`
 //! with this surface's limit and error, decoded and checked field by field
-//! ([`body`]), so a bad body gets a 400 naming the field. One route per file:
+//! (`body`), so a bad body gets a 400 naming the field. One route per file:
 //! each handler is its OpenAPI annotation and one line (call, reply), which is
 //! where the routes look alike; the reply is the shared `json` below.
 

@@ -1,9 +1,9 @@
 //! The owner over HTTP: every [`Owner`] call as a route under `/v1/owner/`,
 //! behind a bearer token. Every body is taken through `rollpoint_api::Body`
-//! with the owner's limit and error ([`body`]), so a bad body gets a 400
+//! with the owner's limit and error (`body`), so a bad body gets a 400
 //! naming the field path rather than a framework message. One route per
 //! file: a handler is its OpenAPI annotation and a line or two, so the
-//! session routes look alike; taking a body ([`body`]) and replying
+//! session routes look alike; taking a body (`body`) and replying
 //! (`wire::json`) are shared.
 
 mod access;
