@@ -4,7 +4,7 @@
 //! `bad_request` 400 naming it), decoded and then checked field by field.
 
 use axum::body::Bytes;
-use rollpoint_api::{Format, Json, Surface};
+use rollpoint_api::{Format, Surface, decode_json};
 use serde::de::DeserializeOwned;
 
 use crate::errors::CallError;
@@ -26,7 +26,7 @@ pub(super) struct Checked;
 
 impl<T: DeserializeOwned + Request> Format<T, CallError> for Checked {
     fn decode(bytes: Bytes) -> Result<T, CallError> {
-        let req: T = <Json as Format<T, CallError>>::decode(bytes)?;
+        let req: T = decode_json(&bytes)?;
         req.check()?;
         Ok(req)
     }

@@ -13,9 +13,10 @@ use axum::http::request::Parts;
 use rollpoint_api::{Format, Raw, Surface};
 
 use crate::errors::OwnerError;
+use crate::owner::SessionLaunch;
 use crate::record::SessionRecord;
 
-use super::wire::ApiError;
+use super::wire::{ApiError, LaunchesBody};
 
 /// The `{id}` of a session route: `Path(SessionId { id })`, and
 /// `params(SessionId)` in its OpenAPI description.
@@ -41,6 +42,19 @@ pub(super) type File = rollpoint_api::Body<Bytes, OwnerError, Raw>;
 
 /// A session record, its version checked first ([`SessionRecord::decode`]).
 pub(super) type Record = rollpoint_api::Body<SessionRecord, OwnerError, RecordFormat>;
+
+/// The launches of a batched pause or continue, checked
+/// ([`LaunchesBody::checked`]).
+pub(super) type Launches = rollpoint_api::Body<Vec<SessionLaunch>, OwnerError, LaunchesFormat>;
+
+#[derive(Debug)]
+pub(super) struct LaunchesFormat;
+
+impl Format<Vec<SessionLaunch>, OwnerError> for LaunchesFormat {
+    fn decode(bytes: Bytes) -> Result<Vec<SessionLaunch>, OwnerError> {
+        rollpoint_api::decode_json::<LaunchesBody>(&bytes)?.checked()
+    }
+}
 
 #[derive(Debug)]
 pub(super) struct RecordFormat;

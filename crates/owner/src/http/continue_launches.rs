@@ -5,7 +5,7 @@ use axum::extract::State;
 use axum::response::Response;
 
 use super::Shared;
-use super::body::Json;
+use super::body::Launches;
 use super::wire::{ApiError, ContinuedReply, LaunchesBody, json};
 use rollpoint_api::Body;
 
@@ -27,9 +27,8 @@ use rollpoint_api::Body;
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Body(body, _): Json<LaunchesBody>,
+    Body(launches, _): Launches,
 ) -> Result<Response, ApiError> {
-    let launches = body.checked()?;
     let receipts = owner.continue_launches(&launches).await?;
     json(&ContinuedReply { receipts })
 }
