@@ -31,9 +31,9 @@ pub async fn read_limited(
 }
 
 /// Reads a request body of at most `limit` bytes and decodes it with
-/// `decode`: the one way every surface takes a body, so each refuses an
-/// oversized one with its own 413 and a malformed one with its own 400
-/// naming the field.
+/// `decode`, refusing an oversized one with the surface's own 413 and a
+/// malformed one with its own 400 naming the field. A route takes its body
+/// through the extractor built on the same reading, `extract::Body`.
 pub async fn read_with<T, E: From<TooLarge>>(
     body: axum::body::Body,
     limit: usize,
@@ -41,14 +41,6 @@ pub async fn read_with<T, E: From<TooLarge>>(
 ) -> Result<T, E> {
     let bytes = read_limited(body, limit).await?;
     decode(&bytes)
-}
-
-/// [`read_with`] for a plain JSON body.
-pub async fn read_json<T: DeserializeOwned, E: From<TooLarge> + From<FieldError>>(
-    body: axum::body::Body,
-    limit: usize,
-) -> Result<T, E> {
-    read_with(body, limit, |bytes| Ok(decode_json(bytes)?)).await
 }
 
 /// Decodes `bytes` as one JSON value of type `T` (nothing may follow it);

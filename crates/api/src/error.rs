@@ -201,7 +201,9 @@ pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
 /// task with its files).
 pub const BODY_LIMIT: usize = 16 << 20;
 
-/// Reads and decodes a versioned body (`v` checked first, then every field).
+/// Reads and decodes a versioned body (`v` checked first, then every field),
+/// for a caller that names what the body is and its version itself; a route
+/// takes a body whose type names them through `extract::Versioned`.
 pub async fn versioned<T: serde::de::DeserializeOwned>(
     what: &'static str,
     version: u32,

@@ -6,6 +6,7 @@
 //! |---|---|
 //! | [`auth`] | bearer tokens compared in constant time, and the layer that requires one |
 //! | [`body`] | request bodies read to a limit and decoded with the bad field named by its path |
+//! | [`extract`] | [`Body`]: the extractor every route takes its body through, read to its surface's limit, each rejection that surface's error reply |
 //! | [`error`] | [`ApiError`] and [`ErrorCode`]: the one error reply, `{"error": {code, message, field?}}` |
 //! | [`metrics`] | the OpenMetrics reply of `GET /metrics` and the checkpoint metrics |
 //! | [`responses`] | a surface's error replies for the OpenAPI description, named once |
@@ -18,6 +19,7 @@
 pub mod auth;
 pub mod body;
 pub mod error;
+pub mod extract;
 pub mod metrics;
 pub mod process_metrics;
 pub mod query;
@@ -27,7 +29,8 @@ pub mod vocab;
 pub mod wire;
 
 pub use auth::{BearerToken, require_bearer};
-pub use body::{FieldError, TooLarge, decode_json, read_json, read_limited, read_with};
+pub use body::{FieldError, TooLarge, decode_json, read_limited, read_with};
 pub use error::{ApiError, ErrorCode, HttpError, Reply, encoded, json};
+pub use extract::{Body, Format, Json, Raw, Surface, VersionFirst, Versioned, VersionedBody};
 pub use serving::{serve, with_fallbacks};
 pub use vocab::{Kind, Phase};

@@ -10,6 +10,7 @@ use rollpoint_proto::key::{AttemptKey, KeyError};
 use serde::{Deserialize, Serialize};
 
 use crate::error::ApiError;
+use crate::extract::VersionedBody;
 use crate::vocab::{Kind, Phase};
 
 /// Version of every body defined here.
@@ -90,6 +91,11 @@ pub struct CheckpointRequest {
     pub hold_ms: u64,
 }
 
+impl VersionedBody for CheckpointRequest {
+    const WHAT: &'static str = "coordinator checkpoint request";
+    const VERSION: u32 = WIRE_VERSION;
+}
+
 /// Checks a caller-given checkpoint id, naming the field (each key of a
 /// scope was checked when it was decoded).
 pub fn check_id(id: Option<&str>) -> Result<(), ApiError> {
@@ -144,6 +150,11 @@ pub struct ForkRequest {
     pub rollout: String,
     /// How many branches, 1..=[`MAX_FORK_N`].
     pub n: u32,
+}
+
+impl VersionedBody for ForkRequest {
+    const WHAT: &'static str = "fork request";
+    const VERSION: u32 = WIRE_VERSION;
 }
 
 impl ForkRequest {
@@ -237,6 +248,11 @@ pub struct RestoreRequest {
     pub moves: Vec<MoveSpec>,
 }
 
+impl VersionedBody for RestoreRequest {
+    const WHAT: &'static str = "coordinator restore request";
+    const VERSION: u32 = WIRE_VERSION;
+}
+
 /// A lost participant's share installed into a live one of the same kind.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -325,6 +341,11 @@ pub struct FleetPauseRequest {
     pub calls: Option<InFlightCalls>,
 }
 
+impl VersionedBody for FleetPauseRequest {
+    const WHAT: &'static str = "fleet pause request";
+    const VERSION: u32 = WIRE_VERSION;
+}
+
 /// `POST /v1/fleet/continue`: the replicas serve `version` now; the rollouts go on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -334,6 +355,11 @@ pub struct FleetContinueRequest {
     /// absent keeps the last one.
     #[serde(default)]
     pub version: Option<String>,
+}
+
+impl VersionedBody for FleetContinueRequest {
+    const WHAT: &'static str = "fleet continue request";
+    const VERSION: u32 = WIRE_VERSION;
 }
 
 impl FleetContinueRequest {

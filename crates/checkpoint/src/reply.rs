@@ -53,6 +53,12 @@ impl From<&CoordinatorError> for ApiError {
     }
 }
 
+impl From<CoordinatorError> for ApiError {
+    fn from(e: CoordinatorError) -> Self {
+        Self::from(&e)
+    }
+}
+
 fn error_code(e: &CoordinatorError) -> ErrorCode {
     match e {
         CoordinatorError::NotPrepared { .. } => ErrorCode::NotPrepared,

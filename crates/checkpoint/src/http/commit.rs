@@ -1,10 +1,11 @@
 //! `POST /v1/checkpoint/commit`: export and write the scope's records.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
+use rollpoint_api::Body;
 
-use super::{ApiError, CallErrors, Shared, body, json};
+use super::body::Call;
+use super::{ApiError, CallErrors, Shared, json};
 use crate::wire::{CommitReply, CommitRequest};
 
 /// Export the scope's records and write them durably.
@@ -22,7 +23,9 @@ use crate::wire::{CommitReply, CommitRequest};
     ),
     security(("bearer" = [])),
 )]
-pub(super) async fn handle(State(control): Shared, raw: Body) -> Result<Response, ApiError> {
-    let req: CommitRequest = body(raw).await?;
+pub(super) async fn handle(
+    State(control): Shared,
+    Body(req, _): Call<CommitRequest>,
+) -> Result<Response, ApiError> {
     json(&control.commit(req).await?)
 }

@@ -1,10 +1,11 @@
 //! `POST /v1/checkpoint/fleet`: pause or continue a participant's share of the fleet.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
+use rollpoint_api::Body;
 
-use super::{ApiError, CallErrors, Shared, body, json};
+use super::body::Call;
+use super::{ApiError, CallErrors, Shared, json};
 use crate::wire::{FleetReply, FleetRequest};
 
 /// Pause this participant's share of the fleet for a weight update, or continue it.
@@ -23,7 +24,9 @@ use crate::wire::{FleetReply, FleetRequest};
     ),
     security(("bearer" = [])),
 )]
-pub(super) async fn handle(State(control): Shared, raw: Body) -> Result<Response, ApiError> {
-    let req: FleetRequest = body(raw).await?;
+pub(super) async fn handle(
+    State(control): Shared,
+    Body(req, _): Call<FleetRequest>,
+) -> Result<Response, ApiError> {
     json(&control.fleet(req).await?)
 }

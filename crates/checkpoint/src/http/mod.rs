@@ -1,12 +1,13 @@
 //! The control plane over HTTP: `/v1/checkpoint/{status,prepare,commit,
 //! restore,resume,retire,forget,fleet}` over any [`ParticipantApi`] (usually a
 //! [`crate::ParticipantHost`] around a participant), behind a bearer token
-//! compared in constant time. Bodies are read as bytes and decoded here so a
-//! bad body gets a 400 naming the field. One route per file: each handler is
-//! its OpenAPI annotation and a line or two (read, call, reply), which is where
-//! the routes look alike; the reading and replying are the shared `body` and
-//! `json` below.
+//! compared in constant time. Every body is taken through `rollpoint_api::Body`
+//! with this surface's limit and error, decoded and checked field by field
+//! (`body`), so a bad body gets a 400 naming the field. One route per file:
+//! each handler is its OpenAPI annotation and one line (call, reply), which is
+//! where the routes look alike; the reply is the shared `json` below.
 
+mod body;
 mod commit;
 mod fleet;
 mod forget;
@@ -25,15 +26,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use rollpoint_api::{HttpError, Reply};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 use tokio::net::TcpListener;
 
 use crate::api::ParticipantApi;
 use crate::errors::{CallError, Code};
 use crate::wire::ErrorReply;
 
-/// Largest request body accepted.
-pub const BODY_LIMIT: usize = 4 << 20;
+pub use body::BODY_LIMIT;
 
 /// The OpenAPI description of these routes.
 #[derive(Debug, utoipa::OpenApi)]
@@ -140,15 +139,6 @@ impl HttpError for CallError {
         })
         .unwrap_or_default()
     }
-}
-
-/// Reads and checks a request body.
-async fn body<T: DeserializeOwned + crate::wire::Request>(
-    body: axum::body::Body,
-) -> Result<T, ApiError> {
-    let req: T = rollpoint_api::read_json::<T, CallError>(body, BODY_LIMIT).await?;
-    req.check()?;
-    Ok(req)
 }
 
 /// A JSON reply.

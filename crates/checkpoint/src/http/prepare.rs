@@ -1,10 +1,11 @@
 //! `POST /v1/checkpoint/prepare`: close admission and wait for a cut.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
+use rollpoint_api::Body;
 
-use super::{ApiError, CallErrors, Shared, body, json};
+use super::body::Call;
+use super::{ApiError, CallErrors, Shared, json};
 use crate::wire::{PrepareReply, PrepareRequest};
 
 /// Close admission and wait for a consistent cut.
@@ -20,7 +21,9 @@ use crate::wire::{PrepareReply, PrepareRequest};
     ),
     security(("bearer" = [])),
 )]
-pub(super) async fn handle(State(control): Shared, raw: Body) -> Result<Response, ApiError> {
-    let req: PrepareRequest = body(raw).await?;
+pub(super) async fn handle(
+    State(control): Shared,
+    Body(req, _): Call<PrepareRequest>,
+) -> Result<Response, ApiError> {
     json(&control.prepare(req).await?)
 }

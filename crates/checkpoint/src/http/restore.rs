@@ -1,10 +1,11 @@
 //! `POST /v1/checkpoint/restore`: install a published checkpoint's records as next attempts.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
+use rollpoint_api::Body;
 
-use super::{ApiError, CallErrors, Shared, body, json};
+use super::body::Call;
+use super::{ApiError, CallErrors, Shared, json};
 use crate::wire::{RestoreReply, RestoreRequest};
 
 /// Install a published checkpoint's records as the next attempts.
@@ -20,7 +21,9 @@ use crate::wire::{RestoreReply, RestoreRequest};
     ),
     security(("bearer" = [])),
 )]
-pub(super) async fn handle(State(control): Shared, raw: Body) -> Result<Response, ApiError> {
-    let req: RestoreRequest = body(raw).await?;
+pub(super) async fn handle(
+    State(control): Shared,
+    Body(req, _): Call<RestoreRequest>,
+) -> Result<Response, ApiError> {
     json(&control.restore(req).await?)
 }

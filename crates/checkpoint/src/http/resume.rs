@@ -1,10 +1,11 @@
 //! `POST /v1/checkpoint/resume`: end or abort a checkpoint.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
+use rollpoint_api::Body;
 
-use super::{ApiError, CallErrors, Shared, body, json};
+use super::body::Call;
+use super::{ApiError, CallErrors, Shared, json};
 use crate::wire::{ResumeReply, ResumeRequest};
 
 /// End (or abort) a checkpoint or restore.
@@ -20,7 +21,9 @@ use crate::wire::{ResumeReply, ResumeRequest};
     ),
     security(("bearer" = [])),
 )]
-pub(super) async fn handle(State(control): Shared, raw: Body) -> Result<Response, ApiError> {
-    let req: ResumeRequest = body(raw).await?;
+pub(super) async fn handle(
+    State(control): Shared,
+    Body(req, _): Call<ResumeRequest>,
+) -> Result<Response, ApiError> {
     json(&control.resume(req).await?)
 }

@@ -1,10 +1,11 @@
 //! `POST /v1/checkpoint/retire`: stop and refuse attempts.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
+use rollpoint_api::Body;
 
-use super::{ApiError, CallErrors, Shared, body, json};
+use super::body::Call;
+use super::{ApiError, CallErrors, Shared, json};
 use crate::wire::{KeysReply, KeysRequest};
 
 /// Stop and refuse attempts, and every earlier one of their rollouts.
@@ -20,7 +21,9 @@ use crate::wire::{KeysReply, KeysRequest};
     ),
     security(("bearer" = [])),
 )]
-pub(super) async fn handle(State(control): Shared, raw: Body) -> Result<Response, ApiError> {
-    let req: KeysRequest = body(raw).await?;
+pub(super) async fn handle(
+    State(control): Shared,
+    Body(req, _): Call<KeysRequest>,
+) -> Result<Response, ApiError> {
     json(&control.retire(req).await?)
 }

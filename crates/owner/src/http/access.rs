@@ -4,6 +4,7 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 
 use super::Shared;
+use super::body::SessionId;
 use super::wire::{ApiError, json};
 
 /// The session's current sandbox (after a restore, a fork).
@@ -12,9 +13,7 @@ use super::wire::{ApiError, json};
     path = "/v1/owner/sessions/{id}",
     operation_id = "owner_access",
     tag = "owner",
-    params(
-        ("id" = String, Path, description = "The session id."),
-    ),
+    params(SessionId),
     responses(
         (status = 200, description = "Where the current sandbox lives on the host.", body = crate::owner::Access),
         super::SessionErrors,
@@ -23,7 +22,7 @@ use super::wire::{ApiError, json};
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
+    Path(SessionId { id: session }): Path<SessionId>,
 ) -> Result<Response, ApiError> {
     json(&owner.access(&session).await?)
 }

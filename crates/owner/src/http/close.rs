@@ -2,11 +2,11 @@
 //! session.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse as _, Response};
+use axum::response::Response;
 
 use super::Shared;
-use super::wire::ApiError;
+use super::body::SessionId;
+use super::wire::{ApiError, no_content};
 
 /// Destroy the session's sandbox and forget the session.
 #[utoipa::path(
@@ -14,9 +14,7 @@ use super::wire::ApiError;
     path = "/v1/owner/sessions/{id}",
     operation_id = "owner_close",
     tag = "owner",
-    params(
-        ("id" = String, Path, description = "The session id."),
-    ),
+    params(SessionId),
     responses(
         (status = 204, description = "Closed."),
         super::SessionErrors,
@@ -25,8 +23,8 @@ use super::wire::ApiError;
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
+    Path(SessionId { id: session }): Path<SessionId>,
 ) -> Result<Response, ApiError> {
     owner.close(&session).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    no_content()
 }

@@ -1,12 +1,13 @@
 //! `POST /v1/owner/launches/continue` (`{"launches": [..]}`): continue
 //! launches a batched pause froze, as one step.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 
+use super::Shared;
+use super::body::Launches;
 use super::wire::{ApiError, ContinuedReply, LaunchesBody, json};
-use super::{Shared, read_json};
+use rollpoint_api::Body;
 
 /// Continue launches a batched pause froze, as one step.
 ///
@@ -24,8 +25,10 @@ use super::{Shared, read_json};
     ),
     security(("bearer" = [])),
 )]
-pub(super) async fn handle(State(owner): Shared, body: Body) -> Result<Response, ApiError> {
-    let launches = read_json::<LaunchesBody>(body).await?.checked()?;
+pub(super) async fn handle(
+    State(owner): Shared,
+    Body(launches, _): Launches,
+) -> Result<Response, ApiError> {
     let receipts = owner.continue_launches(&launches).await?;
     json(&ContinuedReply { receipts })
 }

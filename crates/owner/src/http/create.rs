@@ -1,11 +1,12 @@
 //! `POST /v1/owner/sessions` `{"task": ...}`: seed a session.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 
+use super::Shared;
+use super::body::Json;
 use super::wire::{ApiError, CreateBody, json};
-use super::{Shared, read_json};
+use rollpoint_api::Body;
 
 /// Seed a session: a sandbox from the task's spec, its files, its setup.
 #[utoipa::path(
@@ -24,7 +25,9 @@ use super::{Shared, read_json};
     ),
     security(("bearer" = [])),
 )]
-pub(super) async fn handle(State(owner): Shared, body: Body) -> Result<Response, ApiError> {
-    let body: CreateBody = read_json(body).await?;
+pub(super) async fn handle(
+    State(owner): Shared,
+    Body(body, _): Json<CreateBody>,
+) -> Result<Response, ApiError> {
     json(&owner.create_session(body.task).await?)
 }

@@ -1,11 +1,10 @@
 //! `DELETE /v1/owner/snapshots/{id}`: delete a snapshot no checkpoint keeps.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse as _, Response};
+use axum::response::Response;
 
 use super::Shared;
-use super::wire::ApiError;
+use super::wire::{ApiError, no_content};
 
 /// Delete a snapshot no checkpoint keeps.
 #[utoipa::path(
@@ -30,5 +29,5 @@ pub(super) async fn handle(
     Path(snapshot): Path<String>,
 ) -> Result<Response, ApiError> {
     owner.delete_snapshot(&snapshot).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    no_content()
 }

@@ -1,13 +1,32 @@
 //! `GET /v1/owner/sessions/{id}/files?path=..&limit=..`: read a file of the
 //! session's sandbox; the reply body is its bytes.
 
-use axum::extract::{Path, RawQuery, State};
+use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse as _, Response};
 
+use super::Shared;
+use super::body::{BODY_LIMIT, FileParam, FileQuery, SessionId};
 use super::wire::ApiError;
-use super::{BODY_LIMIT, Shared, query};
 use crate::errors::OwnerError;
+
+/// `?limit=`: most bytes to read, the body limit when absent.
+#[derive(Debug)]
+pub(super) struct Limit(u64);
+
+impl FileParam for Limit {
+    const NAME: &'static str = "limit";
+
+    fn parse(value: Option<&str>) -> Result<Self, OwnerError> {
+        match value {
+            None => Ok(Self(BODY_LIMIT as u64)),
+            Some(l) => l
+                .parse::<u64>()
+                .map(Self)
+                .map_err(|e| OwnerError::bad("limit", format!("{l:?} is not a byte count: {e}"))),
+        }
+    }
+}
 
 /// Read a file of the session's sandbox.
 #[utoipa::path(
@@ -16,7 +35,7 @@ use crate::errors::OwnerError;
     operation_id = "owner_download",
     tag = "owner",
     params(
-        ("id" = String, Path, description = "The session id."),
+        SessionId,
         ("path" = String, Query, description = "The file; a relative path is under the workdir."),
         ("limit" = Option<u64>, Query, description = "Most bytes to read (default: the body limit)."),
     ),
@@ -30,20 +49,11 @@ use crate::errors::OwnerError;
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
-    RawQuery(raw): RawQuery,
+    Path(SessionId { id: session }): Path<SessionId>,
+    query: FileQuery<Limit>,
 ) -> Result<Response, ApiError> {
-    let params = query(raw.as_deref(), &["path", "limit"])?;
-    let path = params
-        .get("path")
-        .ok_or_else(|| OwnerError::bad("path", "missing query parameter"))?;
-    let limit = match params.get("limit") {
-        None => BODY_LIMIT as u64,
-        Some(l) => l
-            .parse::<u64>()
-            .map_err(|e| OwnerError::bad("limit", format!("{l:?} is not a byte count: {e}")))?,
-    };
-    let bytes = owner.download(&session, path, limit).await?;
+    let Limit(limit) = query.param;
+    let bytes = owner.download(&session, &query.path, limit).await?;
     Ok((
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/octet-stream")],

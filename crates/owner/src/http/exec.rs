@@ -1,13 +1,14 @@
 //! `POST /v1/owner/sessions/{id}/exec` (an `ExecRequest`): run a command to
 //! completion in the session's sandbox.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use rollpoint_proto::anchor::ExecRequest;
 
+use super::Shared;
+use super::body::{Json, SessionId};
 use super::wire::{ApiError, json};
-use super::{Shared, read_json};
+use rollpoint_api::Body;
 
 /// Run a command to completion in the session's sandbox.
 #[utoipa::path(
@@ -15,9 +16,7 @@ use super::{Shared, read_json};
     path = "/v1/owner/sessions/{id}/exec",
     operation_id = "owner_exec",
     tag = "owner",
-    params(
-        ("id" = String, Path, description = "The session id."),
-    ),
+    params(SessionId),
     request_body = ExecRequest,
     responses(
         (status = 200, description = "How the command ended and its output.", body = rollpoint_proto::anchor::ExecOutput),
@@ -27,9 +26,8 @@ use super::{Shared, read_json};
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
-    body: Body,
+    Path(SessionId { id: session }): Path<SessionId>,
+    Body(req, _): Json<ExecRequest>,
 ) -> Result<Response, ApiError> {
-    let req: ExecRequest = read_json(body).await?;
     json(&owner.exec(&session, req).await?)
 }

@@ -2,13 +2,14 @@
 //! harness launch under its own supervisor; replies with its session
 //! directory.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::Response;
 use rollpoint_proto::anchor::LaunchRequest;
 
+use super::Shared;
+use super::body::{Json, SessionId};
 use super::wire::{ApiError, json};
-use super::{Shared, read_json};
+use rollpoint_api::Body;
 
 /// Start a harness launch under its own supervisor.
 #[utoipa::path(
@@ -16,9 +17,7 @@ use super::{Shared, read_json};
     path = "/v1/owner/sessions/{id}/launch",
     operation_id = "owner_launch",
     tag = "owner",
-    params(
-        ("id" = String, Path, description = "The session id."),
-    ),
+    params(SessionId),
     request_body = LaunchRequest,
     responses(
         (status = 200, description = "The launch and its session directory.", body = crate::owner::Launched),
@@ -28,9 +27,8 @@ use super::{Shared, read_json};
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
-    body: Body,
+    Path(SessionId { id: session }): Path<SessionId>,
+    Body(req, _): Json<LaunchRequest>,
 ) -> Result<Response, ApiError> {
-    let req: LaunchRequest = read_json(body).await?;
     json(&owner.launch(&session, req).await?)
 }

@@ -1,12 +1,13 @@
 //! The owner over HTTP: every [`Owner`] call as a route under `/v1/owner/`,
-//! behind a bearer token. Bodies are read as bytes and decoded here, so a
-//! bad body gets a 400 naming the field path rather than a framework
-//! message. One route per file: a handler is its OpenAPI annotation and a
-//! line or two, so the session routes look alike; reading a body
-//! ([`read_json`], the one reader in `rollpoint_api::body`) and replying
+//! behind a bearer token. Every body is taken through `rollpoint_api::Body`
+//! with the owner's limit and error (`body`), so a bad body gets a 400
+//! naming the field path rather than a framework message. One route per
+//! file: a handler is its OpenAPI annotation and a line or two, so the
+//! session routes look alike; taking a body (`body`) and replying
 //! (`wire::json`) are shared.
 
 mod access;
+mod body;
 mod close;
 mod continue_launches;
 mod create;
@@ -22,9 +23,10 @@ mod usage;
 mod verify;
 pub(crate) mod wire;
 
+pub use body::BODY_LIMIT;
 pub use wire::LAUNCHES_MAX;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use axum::Router;
@@ -37,10 +39,6 @@ use utoipa::openapi::RefOr;
 
 use crate::errors::OwnerError;
 use crate::owner::Owner;
-use wire::ApiError;
-
-/// Largest request body accepted (a task with its files, an upload).
-pub const BODY_LIMIT: usize = 64 << 20;
 
 /// The OpenAPI description of these routes (`GET /metrics` is described
 /// with every service's).
@@ -192,30 +190,4 @@ async fn metrics(State(owner): Shared) -> Response {
 
 fn unauthorized() -> Response {
     Reply(OwnerError::Unauthorized).into_response()
-}
-
-/// Reads and decodes a JSON request body of at most [`BODY_LIMIT`] bytes.
-pub(crate) async fn read_json<T: serde::de::DeserializeOwned>(
-    body: axum::body::Body,
-) -> Result<T, ApiError> {
-    Ok(rollpoint_api::read_json::<T, OwnerError>(body, BODY_LIMIT).await?)
-}
-
-/// Reads a whole request body, at most [`BODY_LIMIT`] bytes.
-pub(crate) async fn read_body(body: axum::body::Body) -> Result<bytes::Bytes, ApiError> {
-    // A request whose body cannot be read in full is either over the limit
-    // or from a client that went away (and reads no reply); both are the
-    // limit's answer.
-    rollpoint_api::read_limited(body, BODY_LIMIT)
-        .await
-        .map_err(|e| Reply(e.into()))
-}
-
-/// Query parameters, each at most once and each one of `allowed`.
-pub(crate) fn query(
-    raw: Option<&str>,
-    allowed: &[&str],
-) -> Result<HashMap<String, String>, ApiError> {
-    rollpoint_api::query::params(raw, allowed)
-        .map_err(|(name, message)| Reply(OwnerError::bad(name, message)))
 }

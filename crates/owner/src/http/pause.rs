@@ -1,12 +1,13 @@
 //! `POST /v1/owner/launches/pause` (`{"launches": [..]}`): pause the
 //! launches of many sessions as one step, a checkpoint's prepare.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 
+use super::Shared;
+use super::body::Launches;
 use super::wire::{ApiError, LaunchesBody, PausedReply, json};
-use super::{Shared, read_json};
+use rollpoint_api::Body;
 
 /// Pause the launches of many sessions as one step.
 ///
@@ -26,8 +27,10 @@ use super::{Shared, read_json};
     ),
     security(("bearer" = [])),
 )]
-pub(super) async fn handle(State(owner): Shared, body: Body) -> Result<Response, ApiError> {
-    let launches = read_json::<LaunchesBody>(body).await?.checked()?;
+pub(super) async fn handle(
+    State(owner): Shared,
+    Body(launches, _): Launches,
+) -> Result<Response, ApiError> {
     let receipts = owner.pause_launches(&launches).await?;
     json(&PausedReply { receipts })
 }

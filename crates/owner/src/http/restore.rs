@@ -1,13 +1,14 @@
 //! `POST /v1/owner/restore` (a session record): fork the record's snapshot
 //! into the session's new current sandbox.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
 
 use super::Shared;
+use super::body::Record;
 use super::wire::{ApiError, json};
 use crate::record::SessionRecord;
+use rollpoint_api::Body;
 
 /// Fork a session record's snapshot into the session's new current sandbox.
 #[utoipa::path(
@@ -27,7 +28,9 @@ use crate::record::SessionRecord;
     ),
     security(("bearer" = [])),
 )]
-pub(super) async fn handle(State(owner): Shared, body: Body) -> Result<Response, ApiError> {
-    let record = rollpoint_api::read_with(body, super::BODY_LIMIT, SessionRecord::decode).await?;
+pub(super) async fn handle(
+    State(owner): Shared,
+    Body(record, _): Record,
+) -> Result<Response, ApiError> {
     json(&owner.restore(record).await?)
 }

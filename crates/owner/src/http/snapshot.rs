@@ -1,12 +1,13 @@
 //! `POST /v1/owner/sessions/{id}/snapshot` `{"checkpoint": ..}`: snapshot the
 //! session's sandbox for a checkpoint; replies with the session record.
 
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::response::Response;
 
+use super::Shared;
+use super::body::{Json, SessionId};
 use super::wire::{ApiError, SnapshotBody, json};
-use super::{Shared, read_json};
+use rollpoint_api::Body;
 
 /// Snapshot the session's sandbox for a checkpoint.
 ///
@@ -16,9 +17,7 @@ use super::{Shared, read_json};
     path = "/v1/owner/sessions/{id}/snapshot",
     operation_id = "owner_snapshot",
     tag = "owner",
-    params(
-        ("id" = String, Path, description = "The session id."),
-    ),
+    params(SessionId),
     request_body = SnapshotBody,
     responses(
         (status = 200, description = "The session record a restore takes.", body = crate::record::SessionRecord),
@@ -33,9 +32,8 @@ use super::{Shared, read_json};
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
-    body: Body,
+    Path(SessionId { id: session }): Path<SessionId>,
+    Body(body, _): Json<SnapshotBody>,
 ) -> Result<Response, ApiError> {
-    let body: SnapshotBody = read_json(body).await?;
     json(&owner.snapshot(&session, &body.checkpoint).await?)
 }

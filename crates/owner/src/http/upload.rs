@@ -1,16 +1,33 @@
 //! `PUT /v1/owner/sessions/{id}/files?path=..&mode=..` (raw body): write a
 //! file in the session's sandbox. `mode` is octal, default 644.
 
-use axum::body::Body;
-use axum::extract::{Path, RawQuery, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse as _, Response};
+use axum::extract::{Path, State};
+use axum::response::Response;
 
-use super::wire::ApiError;
-use super::{Shared, query, read_body};
+use super::Shared;
+use super::body::{File, FileParam, FileQuery, SessionId};
+use super::wire::{ApiError, no_content};
 use crate::errors::OwnerError;
+use rollpoint_api::Body;
 
 const DEFAULT_MODE: u32 = 0o644;
+
+/// `?mode=`: the file's mode, octal.
+#[derive(Debug)]
+pub(super) struct Mode(u32);
+
+impl FileParam for Mode {
+    const NAME: &'static str = "mode";
+
+    fn parse(value: Option<&str>) -> Result<Self, OwnerError> {
+        match value {
+            None => Ok(Self(DEFAULT_MODE)),
+            Some(m) => u32::from_str_radix(m, 8)
+                .map(Self)
+                .map_err(|e| OwnerError::bad("mode", format!("{m:?} is not an octal mode: {e}"))),
+        }
+    }
+}
 
 /// Write a file in the session's sandbox.
 #[utoipa::path(
@@ -19,7 +36,7 @@ const DEFAULT_MODE: u32 = 0o644;
     operation_id = "owner_upload",
     tag = "owner",
     params(
-        ("id" = String, Path, description = "The session id."),
+        SessionId,
         ("path" = String, Query, description = "The file; a relative path is under the workdir."),
         ("mode" = Option<String>, Query, description = "Octal file mode (default 644)."),
     ),
@@ -32,20 +49,13 @@ const DEFAULT_MODE: u32 = 0o644;
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
-    RawQuery(raw): RawQuery,
-    body: Body,
+    Path(SessionId { id: session }): Path<SessionId>,
+    query: FileQuery<Mode>,
+    Body(bytes, _): File,
 ) -> Result<Response, ApiError> {
-    let params = query(raw.as_deref(), &["path", "mode"])?;
-    let path = params
-        .get("path")
-        .ok_or_else(|| OwnerError::bad("path", "missing query parameter"))?;
-    let mode = match params.get("mode") {
-        None => DEFAULT_MODE,
-        Some(m) => u32::from_str_radix(m, 8)
-            .map_err(|e| OwnerError::bad("mode", format!("{m:?} is not an octal mode: {e}")))?,
-    };
-    let bytes = read_body(body).await?;
-    owner.upload(&session, path, bytes.to_vec(), mode).await?;
-    Ok(StatusCode::NO_CONTENT.into_response())
+    let Mode(mode) = query.param;
+    owner
+        .upload(&session, &query.path, bytes.to_vec(), mode)
+        .await?;
+    no_content()
 }

@@ -4,6 +4,7 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 
 use super::Shared;
+use super::body::SessionId;
 use super::wire::{ApiError, json};
 
 /// CPU time, peak memory, disk, the relay's bytes and the limits hit.
@@ -12,9 +13,7 @@ use super::wire::{ApiError, json};
     path = "/v1/owner/sessions/{id}/usage",
     operation_id = "owner_usage",
     tag = "owner",
-    params(
-        ("id" = String, Path, description = "The session id."),
-    ),
+    params(SessionId),
     responses(
         (status = 200, description = "What the current sandbox has used so far.", body = rollpoint_sandbox::ResourceUsage),
         super::SessionErrors,
@@ -23,7 +22,7 @@ use super::wire::{ApiError, json};
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
+    Path(SessionId { id: session }): Path<SessionId>,
 ) -> Result<Response, ApiError> {
     json(&owner.usage(&session).await?)
 }

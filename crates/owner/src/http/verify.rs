@@ -4,6 +4,7 @@ use axum::extract::{Path, State};
 use axum::response::Response;
 
 use super::Shared;
+use super::body::SessionId;
 use super::wire::{ApiError, json};
 
 /// Grade the session with the task's verify command, then end it.
@@ -14,9 +15,7 @@ use super::wire::{ApiError, json};
     path = "/v1/owner/sessions/{id}/verify",
     operation_id = "owner_verify",
     tag = "owner",
-    params(
-        ("id" = String, Path, description = "The session id."),
-    ),
+    params(SessionId),
     responses(
         (status = 200, description = "The grade.", body = crate::verdict::Verdict),
         super::SessionErrors,
@@ -25,7 +24,7 @@ use super::wire::{ApiError, json};
 )]
 pub(super) async fn handle(
     State(owner): Shared,
-    Path(session): Path<String>,
+    Path(SessionId { id: session }): Path<SessionId>,
 ) -> Result<Response, ApiError> {
     json(&owner.verify(&session).await?)
 }

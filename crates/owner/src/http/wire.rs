@@ -2,7 +2,7 @@
 //! the JSON error every failed call answers with.
 
 use axum::http::StatusCode;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use rollpoint_api::{HttpError, Reply};
 use serde::{Deserialize, Serialize};
 
@@ -296,4 +296,9 @@ pub(crate) fn json<T: Serialize>(value: &T) -> Result<Response, ApiError> {
             message: format!("reply could not be encoded: {e}"),
         })
     })
+}
+
+/// The empty reply (204) of a call that answers nothing.
+pub(crate) fn no_content() -> Result<Response, ApiError> {
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -6,13 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::extract::State;
 use axum::response::Response;
 
-use super::table::Outcome;
-use super::{Shared, unknown};
-use rollpoint_api::error::{ApiError, ErrorCode, json};
+use super::Shared;
+use super::known::{Known, RolloutId};
+use super::result::ended;
+use rollpoint_api::error::{ApiError, ErrorCode};
 
 /// How long the result of a cancelled run may take to arrive after the
 /// run ended.
@@ -27,9 +27,7 @@ const SETTLE: Duration = Duration::from_secs(30);
     path = "/v1/rollouts/{id}",
     operation_id = "agent_cancel",
     tag = "agent",
-    params(
-        ("id" = String, Path, description = "The rollout id."),
-    ),
+    params(RolloutId),
     responses(
         (status = 200, description = "The rollout's result.", body = rollpoint_driver::RolloutResult),
         (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
@@ -42,9 +40,8 @@ const SETTLE: Duration = Duration::from_secs(30);
 )]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    Known { id, seen }: Known,
 ) -> Result<Response, ApiError> {
-    let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
     if seen.outcome.is_some() {
         return Err(ApiError::new(
             ErrorCode::Conflict,
@@ -61,19 +58,14 @@ pub(super) async fn handle(
     let _arrived = tokio::time::timeout(SETTLE, seen.changes.wait_for(Option::is_some))
         .await
         .is_ok_and(|r| r.is_ok());
-    let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
-    match &seen.outcome {
-        Some(Outcome::Done(result)) => Ok(json(StatusCode::OK, result.as_ref())),
-        Some(Outcome::Lost(e)) => Err(ApiError::new(
-            ErrorCode::Lost,
-            format!("rollout {id} attempt {}: {e}", seen.attempt),
-        )),
-        None => Err(ApiError::new(
+    let seen = shared.seen(&id)?;
+    ended(&id, &seen).unwrap_or_else(|| {
+        Err(ApiError::new(
             ErrorCode::Failed,
             format!(
                 "rollout {id}: cancelled, but no result within {} s",
                 SETTLE.as_secs()
             ),
-        )),
-    }
+        ))
+    })
 }

@@ -21,6 +21,7 @@
 mod cancel;
 mod forget;
 mod host;
+mod known;
 mod list;
 mod metrics;
 mod result;
@@ -208,7 +209,7 @@ impl Shared {
         match self.runs.register(task) {
             Ok(handle) => {
                 self.watch(handle, 0);
-                let seen = self.table.get(&rollout).ok_or_else(|| unknown(&rollout))?;
+                let seen = self.seen(&rollout)?;
                 Ok(self.status(&rollout, &seen))
             }
             Err(e) => {

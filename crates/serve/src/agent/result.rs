@@ -10,8 +10,9 @@ use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::table::Outcome;
-use super::{Shared, unknown};
+use super::Shared;
+use super::known::RolloutId;
+use super::table::{Outcome, Seen};
 use rollpoint_api::error::{ApiError, ErrorCode, json};
 
 /// Longest wait one request may ask for: ten minutes.
@@ -46,7 +47,7 @@ fn wait_ms(query: Option<&str>) -> Result<u64, ApiError> {
     operation_id = "agent_result",
     tag = "agent",
     params(
-        ("id" = String, Path, description = "The rollout id."),
+        RolloutId,
         ("wait_ms" = Option<u64>, Query, maximum = 600_000, description = "How long to wait for the result, ms (default 0)."),
     ),
     responses(
@@ -61,26 +62,32 @@ fn wait_ms(query: Option<&str>) -> Result<u64, ApiError> {
 )]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    Path(RolloutId { id }): Path<RolloutId>,
     RawQuery(query): RawQuery,
 ) -> Result<Response, ApiError> {
     let wait = Duration::from_millis(wait_ms(query.as_deref())?);
-    let mut seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
+    let mut seen = shared.seen(&id)?;
     if seen.outcome.is_none() {
         // A restore may replace the attempt meanwhile; the wait goes on for
         // whichever attempt is current.
         let _arrived = tokio::time::timeout(wait, seen.changes.wait_for(Option::is_some))
             .await
             .is_ok_and(|r| r.is_ok());
-        seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
+        seen = shared.seen(&id)?;
     }
+    ended(&id, &seen).unwrap_or_else(|| Ok(json(StatusCode::ACCEPTED, &shared.status(&id, &seen))))
+}
+
+/// The reply of a rollout that has ended: its result, or `lost` when its
+/// run ended without one; `None` while it has not.
+pub(super) fn ended(id: &str, seen: &Seen) -> Option<Result<Response, ApiError>> {
     match &seen.outcome {
-        Some(Outcome::Done(result)) => Ok(json(StatusCode::OK, result.as_ref())),
-        Some(Outcome::Lost(e)) => Err(ApiError::new(
+        Some(Outcome::Done(result)) => Some(Ok(json(StatusCode::OK, result.as_ref()))),
+        Some(Outcome::Lost(e)) => Some(Err(ApiError::new(
             ErrorCode::Lost,
             format!("rollout {id} attempt {}: {e}", seen.attempt),
-        )),
-        None => Ok(json(StatusCode::ACCEPTED, &shared.status(&id, &seen))),
+        ))),
+        None => None,
     }
 }
 

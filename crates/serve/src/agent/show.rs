@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::Shared;
+use super::known::{Known, RolloutId};
 use super::table::Outcome;
-use super::{Shared, unknown};
 use rollpoint_api::error::{ApiError, json};
 use rollpoint_api::wire::RolloutStatus;
 use rollpoint_driver::RolloutResult;
@@ -21,9 +22,7 @@ use serde::Serialize;
     path = "/v1/rollouts/{id}",
     operation_id = "agent_show",
     tag = "agent",
-    params(
-        ("id" = String, Path, description = "The rollout id."),
-    ),
+    params(RolloutId),
     responses(
         (status = 200, description = "The `RolloutResult` v1 when done, else the rollout's status.", body = Answer),
         (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
@@ -33,9 +32,8 @@ use serde::Serialize;
 )]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    Known { id, seen }: Known,
 ) -> Result<Response, ApiError> {
-    let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
     Ok(match &seen.outcome {
         Some(Outcome::Done(result)) => json(StatusCode::OK, &Answer::Result(result.as_ref())),
         _ => json(StatusCode::OK, &Answer::Status(shared.status(&id, &seen))),

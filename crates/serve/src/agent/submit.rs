@@ -4,14 +4,30 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use rollpoint_driver::{DriverError, RolloutTask};
 
 use super::Shared;
-use rollpoint_api::error::{ApiError, BODY_LIMIT, json};
+use rollpoint_api::error::{ApiError, json};
+use rollpoint_api::{Body, Format};
+
+/// A rollout task as its body: `RolloutTask::decode`, a bad field named
+/// by its path under `task`.
+#[derive(Debug)]
+pub(super) struct Task;
+
+impl Format<RolloutTask, ApiError> for Task {
+    fn decode(bytes: axum::body::Bytes) -> Result<RolloutTask, ApiError> {
+        RolloutTask::decode(&bytes).map_err(|e| match e {
+            DriverError::Task { field, message } => {
+                ApiError::bad(name_missing(&field, &message), message)
+            }
+            other => ApiError::bad("task", other),
+        })
+    }
+}
 
 /// Start a rollout task as attempt 0.
 #[utoipa::path(
@@ -32,17 +48,8 @@ use rollpoint_api::error::{ApiError, BODY_LIMIT, json};
 )]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
-    body: Body,
+    Body(task, _): Body<RolloutTask, ApiError, Task>,
 ) -> Result<Response, ApiError> {
-    let task = rollpoint_api::body::read_with(body, BODY_LIMIT, |bytes| {
-        RolloutTask::decode(bytes).map_err(|e| match e {
-            DriverError::Task { field, message } => {
-                ApiError::bad(name_missing(&field, &message), message)
-            }
-            other => ApiError::bad("task", other),
-        })
-    })
-    .await?;
     let status = shared.submit(task)?;
     Ok(json(StatusCode::ACCEPTED, &status))
 }

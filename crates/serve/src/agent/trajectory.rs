@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
+use super::Shared;
+use super::known::{Known, RolloutId};
 use super::table::Outcome as Held;
-use super::{Shared, unknown};
 use rollpoint_api::error::{ApiError, ErrorCode, json};
 use rollpoint_trajectory::{Outcome, Trajectory, build};
 
@@ -19,7 +20,7 @@ use rollpoint_trajectory::{Outcome, Trajectory, build};
     path = "/v1/rollouts/{id}/trajectory",
     operation_id = "agent_trajectory",
     tag = "agent",
-    params(("id" = String, Path, description = "The rollout id.")),
+    params(RolloutId),
     responses(
         (status = 200, description = "The trajectory document (v 1).", body = Trajectory),
         (status = 401, description = rollpoint_api::error::doc::UNAUTHORIZED, body = rollpoint_api::error::ErrorBody),
@@ -30,9 +31,8 @@ use rollpoint_trajectory::{Outcome, Trajectory, build};
 )]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    Known { id, seen }: Known,
 ) -> Result<Response, ApiError> {
-    let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
     let gateway = shared.gateway.as_ref().ok_or_else(|| {
         ApiError::new(
             ErrorCode::Failed,

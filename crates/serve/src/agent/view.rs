@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::response::sse::{Event, Sse};
@@ -19,8 +19,9 @@ use rollpoint_view::{
     groups_view, summarize_rows,
 };
 
+use super::Shared;
+use super::known::Known;
 use super::table::Outcome;
-use super::{Shared, unknown};
 
 /// The documents' title.
 pub(super) const TITLE: &str = "rollpoint agent";
@@ -85,9 +86,8 @@ pub(super) async fn run(State(shared): State<Arc<Shared>>) -> Response {
 /// One rollout of this agent in full.
 pub(super) async fn rollout(
     State(shared): State<Arc<Shared>>,
-    Path(id): Path<String>,
+    Known { id, seen }: Known,
 ) -> Result<Response, ApiError> {
-    let seen = shared.table.get(&id).ok_or_else(|| unknown(&id))?;
     let row = match &seen.outcome {
         Some(Outcome::Done(r)) => Some(Arc::clone(r)),
         _ => None,

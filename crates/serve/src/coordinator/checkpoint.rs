@@ -9,15 +9,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use rollpoint_checkpoint::Plan;
 
 use super::{Shared, coordinator_error, fresh_id};
-use rollpoint_api::error::{ApiError, json, versioned};
-use rollpoint_api::wire::{CheckpointRequest, WIRE_VERSION};
+use rollpoint_api::error::{ApiError, json};
+use rollpoint_api::wire::CheckpointRequest;
+use rollpoint_api::{Body, Versioned};
 
 /// Take a checkpoint of every rollout in flight (or of `scope`).
 ///
@@ -43,10 +43,8 @@ use rollpoint_api::wire::{CheckpointRequest, WIRE_VERSION};
 )]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
-    body: Body,
+    Body(req, _): Versioned<CheckpointRequest>,
 ) -> Result<Response, ApiError> {
-    let req: CheckpointRequest =
-        versioned("coordinator checkpoint request", WIRE_VERSION, body).await?;
     req.check()?;
     let _held = shared.hold()?;
     let id = req.id.clone().unwrap_or_else(|| fresh_id("ck"));

@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::response::Response;
-use rollpoint_api::error::{ApiError, json, versioned};
-use rollpoint_api::wire::{FleetContinueRequest, FleetPauseRequest, FleetReport, WIRE_VERSION};
+use rollpoint_api::error::{ApiError, json};
+use rollpoint_api::wire::{FleetContinueRequest, FleetPauseRequest, FleetReport, InFlightCalls};
+use rollpoint_api::{Body, Versioned};
 
-use super::{Shared, coordinator_error};
+use super::Shared;
 
 /// Pause the fleet for a weight update.
 ///
@@ -36,15 +36,9 @@ use super::{Shared, coordinator_error};
 )]
 pub(super) async fn pause(
     State(shared): State<Arc<Shared>>,
-    body: Body,
+    Body(req, _): Versioned<FleetPauseRequest>,
 ) -> Result<Response, ApiError> {
-    let req: FleetPauseRequest = versioned("fleet pause request", WIRE_VERSION, body).await?;
-    let report = shared
-        .coordinator
-        .fleet(true, req.calls.unwrap_or_default(), None)
-        .await
-        .map_err(|e| coordinator_error(&e))?;
-    Ok(json(axum::http::StatusCode::OK, &report))
+    fleet(&shared, true, req.calls.unwrap_or_default(), None).await
 }
 
 /// Continue the fleet after a weight update, under its new policy version.
@@ -67,14 +61,19 @@ pub(super) async fn pause(
 )]
 pub(super) async fn resume(
     State(shared): State<Arc<Shared>>,
-    body: Body,
+    Body(req, _): Versioned<FleetContinueRequest>,
 ) -> Result<Response, ApiError> {
-    let req: FleetContinueRequest = versioned("fleet continue request", WIRE_VERSION, body).await?;
     req.check()?;
-    let report = shared
-        .coordinator
-        .fleet(false, Default::default(), req.version)
-        .await
-        .map_err(|e| coordinator_error(&e))?;
+    fleet(&shared, false, InFlightCalls::default(), req.version).await
+}
+
+/// The fleet paused (`pause`) or continued on every participant, and its report.
+async fn fleet(
+    shared: &Shared,
+    pause: bool,
+    calls: InFlightCalls,
+    version: Option<String>,
+) -> Result<Response, ApiError> {
+    let report = shared.coordinator.fleet(pause, calls, version).await?;
     Ok(json(axum::http::StatusCode::OK, &report))
 }

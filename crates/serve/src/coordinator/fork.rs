@@ -6,16 +6,16 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
-use rollpoint_api::error::{ApiError, ErrorCode, json, versioned};
+use rollpoint_api::error::{ApiError, ErrorCode, json};
 use rollpoint_api::wire::{ForkReply, ForkRequest, WIRE_VERSION};
+use rollpoint_api::{Body, Versioned};
 use rollpoint_checkpoint::store::Unforkable;
 use rollpoint_proto::key::{AttemptKey, RolloutId};
 
-use super::{Shared, coordinator_error, fresh_id};
+use super::{Shared, fresh_id};
 
 /// Fork a rollout of a published checkpoint into `n` new rollouts on every participant.
 ///
@@ -41,9 +41,8 @@ use super::{Shared, coordinator_error, fresh_id};
 )]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
-    body: Body,
+    Body(req, _): Versioned<ForkRequest>,
 ) -> Result<Response, ApiError> {
-    let req: ForkRequest = versioned("fork request", WIRE_VERSION, body).await?;
     req.check()?;
     let _held = shared.hold()?;
     let rollout =
@@ -61,13 +60,8 @@ pub(super) async fn handle(
     shared
         .coordinator
         .fork(&fork_id, &doc.id, &from, &to)
-        .await
-        .map_err(|e| coordinator_error(&e))?;
-    shared
-        .coordinator
-        .resume(&fork_id)
-        .await
-        .map_err(|e| coordinator_error(&e))?;
+        .await?;
+    shared.coordinator.resume(&fork_id).await?;
     let reply = ForkReply {
         v: WIRE_VERSION,
         checkpoint: doc.id,
