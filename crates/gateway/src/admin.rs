@@ -19,12 +19,12 @@
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::{get, post};
-use rollpoint_api::error::{ApiError, ErrorCode, authorized, json, versioned};
+use rollpoint_api::error::{ApiError, ErrorCode, authorized, json};
+use rollpoint_api::extract::{Body, Versioned, VersionedBody};
 use serde::{Deserialize, Serialize};
 
 use rollpoint_api::wire::{FleetContinueRequest, FleetPauseRequest};
@@ -43,6 +43,11 @@ pub const ADMIN_VERSION: u32 = 1;
 pub struct KeysRequest {
     pub v: u32,
     pub keys: Vec<AttemptKey>,
+}
+
+impl VersionedBody for KeysRequest {
+    const WHAT: &'static str = "gateway keys request";
+    const VERSION: u32 = ADMIN_VERSION;
 }
 
 /// The reply to [`KeysRequest`].
@@ -157,8 +162,10 @@ pub fn router(gateway: Gateway, token: &str) -> Router {
     ),
     security(("bearer" = [])),
 )]
-async fn keys(State(gateway): State<Gateway>, body: Body) -> Result<Response, ApiError> {
-    let req: KeysRequest = versioned("gateway keys request", ADMIN_VERSION, body).await?;
+async fn keys(
+    State(gateway): State<Gateway>,
+    Body(req, _): Versioned<KeysRequest>,
+) -> Result<Response, ApiError> {
     for (i, key) in req.keys.iter().enumerate() {
         gateway.register(key).map_err(|e| {
             let mut error = ApiError::new(ErrorCode::Conflict, e.to_string());
@@ -260,8 +267,10 @@ async fn stalls(
     ),
     security(("bearer" = [])),
 )]
-async fn fleet_pause(State(gateway): State<Gateway>, body: Body) -> Result<Response, ApiError> {
-    let req: FleetPauseRequest = versioned("fleet pause request", ADMIN_VERSION, body).await?;
+async fn fleet_pause(
+    State(gateway): State<Gateway>,
+    Body(req, _): Versioned<FleetPauseRequest>,
+) -> Result<Response, ApiError> {
     let state = gateway.fleet_pause(req.calls.unwrap_or_default());
     Ok(json(StatusCode::OK, &FleetReply::of(state)))
 }
@@ -281,9 +290,10 @@ async fn fleet_pause(State(gateway): State<Gateway>, body: Body) -> Result<Respo
     ),
     security(("bearer" = [])),
 )]
-async fn fleet_continue(State(gateway): State<Gateway>, body: Body) -> Result<Response, ApiError> {
-    let req: FleetContinueRequest =
-        versioned("fleet continue request", ADMIN_VERSION, body).await?;
+async fn fleet_continue(
+    State(gateway): State<Gateway>,
+    Body(req, _): Versioned<FleetContinueRequest>,
+) -> Result<Response, ApiError> {
     req.check()?;
     let state = gateway.fleet_continue(req.version);
     Ok(json(StatusCode::OK, &FleetReply::of(state)))
@@ -319,7 +329,9 @@ async fn records(
     .await
     .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?
     .map_err(|e| ApiError::new(ErrorCode::Failed, e.to_string()))?;
-    let mut resp = Response::new(Body::from(crate::ledger::record::encode_jsonl(&read)));
+    let mut resp = Response::new(axum::body::Body::from(crate::ledger::record::encode_jsonl(
+        &read,
+    )));
     resp.headers_mut().insert(
         axum::http::header::CONTENT_TYPE,
         axum::http::HeaderValue::from_static("application/x-ndjson"),

@@ -2,13 +2,13 @@
 //! checkpoint, a fork, the fleet's pause and continue, the metrics. The handlers never touch
 //! the coordinator themselves: the loop owns it and the rollouts in flight.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use rollpoint_api::error::{ApiError, ErrorCode, json, versioned};
+use rollpoint_api::error::{ApiError, ErrorCode, json};
+use rollpoint_api::extract::{Body, Versioned};
 use rollpoint_api::wire::{
-    CheckpointRequest, FleetContinueRequest, FleetPauseRequest, ForkRequest, WIRE_VERSION,
+    CheckpointRequest, FleetContinueRequest, FleetPauseRequest, ForkRequest,
 };
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
@@ -21,10 +21,8 @@ pub(super) fn ending() -> Response {
 
 pub(super) async fn checkpoint(
     State(loop_tx): State<mpsc::UnboundedSender<Signal>>,
-    body: Body,
+    Body(request, _): Versioned<CheckpointRequest>,
 ) -> Result<Response, ApiError> {
-    let request: CheckpointRequest =
-        versioned("coordinator checkpoint request", WIRE_VERSION, body).await?;
     request.check()?;
     if request.scope.is_some() {
         return Err(ApiError::bad(
@@ -45,9 +43,8 @@ pub(super) async fn checkpoint(
 /// with the coordinator's route of the same path).
 pub(super) async fn fork(
     State(loop_tx): State<mpsc::UnboundedSender<Signal>>,
-    body: Body,
+    Body(request, _): Versioned<ForkRequest>,
 ) -> Result<Response, ApiError> {
-    let request: ForkRequest = versioned("fork request", WIRE_VERSION, body).await?;
     request.check()?;
     let (reply, answer) = oneshot::channel();
     ask_loop(&loop_tx, EndpointRequest::Fork { request, reply }, answer).await
@@ -72,9 +69,8 @@ async fn ask_loop<T: Serialize>(
 /// `POST /v1/fleet/pause` (described with the coordinator's route of the same path).
 pub(super) async fn fleet_pause(
     State(loop_tx): State<mpsc::UnboundedSender<Signal>>,
-    body: Body,
+    Body(request, _): Versioned<FleetPauseRequest>,
 ) -> Result<Response, ApiError> {
-    let request: FleetPauseRequest = versioned("fleet pause request", WIRE_VERSION, body).await?;
     let (reply, answer) = oneshot::channel();
     ask_loop(
         &loop_tx,
@@ -87,10 +83,8 @@ pub(super) async fn fleet_pause(
 /// `POST /v1/fleet/continue` (described with the coordinator's route of the same path).
 pub(super) async fn fleet_continue(
     State(loop_tx): State<mpsc::UnboundedSender<Signal>>,
-    body: Body,
+    Body(request, _): Versioned<FleetContinueRequest>,
 ) -> Result<Response, ApiError> {
-    let request: FleetContinueRequest =
-        versioned("fleet continue request", WIRE_VERSION, body).await?;
     request.check()?;
     let (reply, answer) = oneshot::channel();
     ask_loop(

@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use crate::files::events::Event;
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use axum::routing::post;
-use rollpoint_api::error::{ApiError, ErrorCode, json, versioned};
+use rollpoint_api::error::{ApiError, ErrorCode, json};
+use rollpoint_api::extract::{Body, Versioned, VersionedBody};
 use rollpoint_driver::RunStatus;
 use rollpoint_owner::{LocalOwner, Owner as _};
 use rollpoint_proto::anchor::ExecRequest;
@@ -73,6 +73,11 @@ pub struct ExecReply {
     pub stderr: String,
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
+}
+
+impl VersionedBody for ExecBody {
+    const WHAT: &'static str = "rollout exec request";
+    const VERSION: u32 = EXEC_VERSION;
 }
 
 impl ExecBody {
@@ -209,10 +214,9 @@ pub(crate) fn session_of(
 async fn exec(
     State(ctx): State<ExecContext>,
     Path(id): Path<String>,
-    body: Body,
+    Body(body, _): Versioned<ExecBody>,
 ) -> Result<Response, ApiError> {
     rollpoint_proto::key::RolloutId::new(&id).map_err(|e| ApiError::bad("id", e.to_string()))?;
-    let body: ExecBody = versioned("rollout exec request", EXEC_VERSION, body).await?;
     body.check()?;
     let session = session_of(&ctx.live, &id, body.while_frozen)?;
     let request = ExecRequest {
