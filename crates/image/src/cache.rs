@@ -262,8 +262,11 @@ impl ImageCache {
                 Compression::sniff(head)
             }
         };
-        let got = unpack(&mut reader, compression, partial)
-            .map_err(|m| layer_err(format!("{m} (truncated or corrupt?)")))?;
+        let got = unpack(&mut reader, compression, partial).map_err(|source| Error::Unpack {
+            image: image.to_owned(),
+            layer: blob.name.clone(),
+            source,
+        })?;
         if let Some(want) = &blob.digest
             && &got.blob != want
         {

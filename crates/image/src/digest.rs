@@ -8,20 +8,20 @@ use std::io::{self, Read};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
+use crate::errors::FormatError;
+
 /// A validated `sha256:` digest.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct Digest(String);
 
 impl Digest {
-    pub fn parse(s: &str) -> Result<Self, String> {
+    pub fn parse(s: &str) -> Result<Self, FormatError> {
         let hex = s
             .strip_prefix("sha256:")
-            .ok_or_else(|| format!("{s:?} is not a sha256 digest (sha256:<64 hex digits>)"))?;
+            .ok_or_else(|| FormatError::NotSha256(s.to_owned()))?;
         if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-            return Err(format!(
-                "{s:?} is not a sha256 digest (sha256:<64 lowercase hex digits>)"
-            ));
+            return Err(FormatError::DigestHex(s.to_owned()));
         }
         Ok(Self(s.to_owned()))
     }
@@ -46,8 +46,8 @@ impl Digest {
 }
 
 impl TryFrom<String> for Digest {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = FormatError;
+    fn try_from(s: String) -> Result<Self, FormatError> {
         Self::parse(&s)
     }
 }
@@ -106,10 +106,16 @@ mod tests {
 
     #[test]
     fn digests_are_checked_and_hash_what_passes() {
-        assert!(Digest::parse("sha256:abc").unwrap_err().contains("64"));
+        assert!(
+            Digest::parse("sha256:abc")
+                .unwrap_err()
+                .to_string()
+                .contains("64")
+        );
         assert!(
             Digest::parse("md5:00")
                 .unwrap_err()
+                .to_string()
                 .contains("not a sha256")
         );
         let d = Digest::of(b"hello");

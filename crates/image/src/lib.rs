@@ -18,6 +18,6 @@ pub mod unpack;
 
 pub use cache::{ImageCache, ImageRecord, Pruned, RECORD_VERSION};
 pub use digest::Digest;
-pub use errors::Error;
+pub use errors::{Error, FormatError, UnpackError};
 pub use registry::RegistryOptions;
 pub use source::Source;

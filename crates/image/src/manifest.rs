@@ -6,6 +6,7 @@
 use serde::Deserialize;
 
 use crate::digest::Digest;
+use crate::errors::FormatError;
 
 pub const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
 pub const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
@@ -23,17 +24,14 @@ pub enum Compression {
 
 impl Compression {
     /// The compression a layer media type names, or why it is refused.
-    pub fn of_media_type(media_type: &str) -> Result<Self, String> {
+    pub fn of_media_type(media_type: &str) -> Result<Self, FormatError> {
         match media_type {
             "application/vnd.oci.image.layer.v1.tar"
             | "application/vnd.docker.image.rootfs.diff.tar" => Ok(Self::None),
             "application/vnd.oci.image.layer.v1.tar+gzip"
             | "application/vnd.docker.image.rootfs.diff.tar.gzip" => Ok(Self::Gzip),
             "application/vnd.oci.image.layer.v1.tar+zstd" => Ok(Self::Zstd),
-            other => Err(format!(
-                "unsupported layer media type {other:?} (supported: OCI and Docker tar layers, \
-                 uncompressed, gzip or zstd)"
-            )),
+            other => Err(FormatError::LayerMediaType(other.to_owned())),
         }
     }
 
@@ -95,14 +93,10 @@ pub enum Parsed {
 }
 
 impl Document {
-    pub fn parse(bytes: &[u8]) -> Result<Parsed, String> {
-        let doc: Document = serde_json::from_slice(bytes)
-            .map_err(|e| format!("not JSON of a manifest or index: {e}"))?;
+    pub fn parse(bytes: &[u8]) -> Result<Parsed, FormatError> {
+        let doc: Document = serde_json::from_slice(bytes).map_err(FormatError::NotDocument)?;
         if doc.schema_version != 2 {
-            return Err(format!(
-                "schemaVersion {}: only 2 is supported",
-                doc.schema_version
-            ));
+            return Err(FormatError::SchemaVersion(doc.schema_version));
         }
         match (
             doc.media_type.as_deref(),
@@ -116,18 +110,14 @@ impl Document {
             (Some(OCI_MANIFEST | DOCKER_MANIFEST) | None, None, Some(config), Some(layers)) => {
                 Ok(Parsed::Manifest { config, layers })
             }
-            (Some(other), ..) => Err(format!(
-                "unsupported media type {other:?} (supported: OCI index and manifest, Docker manifest list and v2 manifest)"
-            )),
-            (None, ..) => {
-                Err("neither an index (manifests) nor a manifest (config and layers)".into())
-            }
+            (Some(other), ..) => Err(FormatError::MediaType(other.to_owned())),
+            (None, ..) => Err(FormatError::NeitherIndexNorManifest),
         }
     }
 }
 
 /// The entry of an index for linux/amd64, the platform sandboxes run on.
-pub fn pick_platform(manifests: &[Descriptor]) -> Result<&Descriptor, String> {
+pub fn pick_platform(manifests: &[Descriptor]) -> Result<&Descriptor, FormatError> {
     let on = |d: &&Descriptor| {
         d.platform
             .as_ref()
@@ -150,14 +140,7 @@ pub fn pick_platform(manifests: &[Descriptor]) -> Result<&Descriptor, String> {
                 .map(|p| format!("{}/{}", p.os, p.architecture))
         })
         .collect();
-    Err(format!(
-        "no linux/amd64 image in the index (it offers: {})",
-        if offered.is_empty() {
-            "none".to_owned()
-        } else {
-            offered.join(", ")
-        }
-    ))
+    Err(FormatError::NoPlatform(offered))
 }
 
 /// An image config, as far as sandboxes use it.
@@ -191,26 +174,16 @@ pub struct RootFs {
 }
 
 impl ImageConfig {
-    pub fn parse(bytes: &[u8]) -> Result<Self, String> {
-        let config: ImageConfig =
-            serde_json::from_slice(bytes).map_err(|e| format!("not an image config: {e}"))?;
+    pub fn parse(bytes: &[u8]) -> Result<Self, FormatError> {
+        let config: ImageConfig = serde_json::from_slice(bytes).map_err(FormatError::NotConfig)?;
         if config.rootfs.kind != "layers" {
-            return Err(format!(
-                "rootfs.type {:?}: only \"layers\" is supported",
-                config.rootfs.kind
-            ));
+            return Err(FormatError::RootfsType(config.rootfs.kind));
         }
         if !config.os.is_empty() && config.os != "linux" {
-            return Err(format!(
-                "os {:?}: only linux images run in sandboxes",
-                config.os
-            ));
+            return Err(FormatError::Os(config.os));
         }
         if !config.architecture.is_empty() && config.architecture != "amd64" {
-            return Err(format!(
-                "architecture {:?}: only amd64 images run on this machine",
-                config.architecture
-            ));
+            return Err(FormatError::Architecture(config.architecture));
         }
         Ok(config)
     }

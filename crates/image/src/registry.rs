@@ -17,7 +17,7 @@ use oci_client::{Client, Reference};
 
 use crate::manifest::{Compression, ImageConfig};
 use crate::source::{Fetch, LayerBlob, Resolved};
-use crate::{auth, digest::Digest, errors::Error};
+use crate::{auth, digest::Digest, errors::Error, errors::FormatError};
 
 /// How registries are reached.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -160,10 +160,10 @@ impl Fetch for Registry {
             .layers
             .iter()
             .map(|l| {
-                let layer = |message: String| Error::Layer {
+                let layer = |source: FormatError| Error::Layer {
                     image: self.image.clone(),
                     layer: l.digest.clone(),
-                    source: message.into(),
+                    source: source.into(),
                 };
                 Ok(LayerBlob {
                     digest: Some(Digest::parse(&l.digest).map_err(layer)?),

@@ -16,6 +16,7 @@ use tar::EntryType;
 
 use crate::digest::Digest;
 use crate::digest::Hashing;
+use crate::errors::UnpackError;
 use crate::manifest::Compression;
 
 const OPAQUE: &str = ".wh..wh..opq";
@@ -31,14 +32,18 @@ pub struct Unpacked {
 
 /// Unpacks `blob` into `into` (an empty directory) and returns the digests
 /// of what it read, both through the end of their streams.
-pub fn unpack(blob: impl Read, compression: Compression, into: &Path) -> Result<Unpacked, String> {
+pub fn unpack(
+    blob: impl Read,
+    compression: Compression,
+    into: &Path,
+) -> Result<Unpacked, UnpackError> {
     let mut stored = Hashing::new(blob);
     let decoded: Box<dyn Read + '_> = match compression {
         Compression::None => Box::new(&mut stored),
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(&mut stored)),
-        Compression::Zstd => Box::new(
-            zstd::stream::read::Decoder::new(&mut stored).map_err(|e| format!("zstd: {e}"))?,
-        ),
+        Compression::Zstd => {
+            Box::new(zstd::stream::read::Decoder::new(&mut stored).map_err(UnpackError::Zstd)?)
+        }
     };
     let mut tarball = Hashing::new(decoded);
     {
@@ -48,20 +53,14 @@ pub fn unpack(blob: impl Read, compression: Compression, into: &Path) -> Result<
         archive.set_preserve_mtime(true);
         archive.set_unpack_xattrs(true);
         archive.set_overwrite(true);
-        let entries = archive
-            .entries()
-            .map_err(|e| format!("not a tar archive: {e}"))?;
+        let entries = archive.entries().map_err(UnpackError::NotTar)?;
         for entry in entries {
-            let mut entry = entry.map_err(|e| format!("reading the tar: {e}"))?;
+            let mut entry = entry.map_err(UnpackError::ReadTar)?;
             entry_into(&mut entry, into)?;
         }
     }
-    let (diff_id, _) = tarball
-        .finish()
-        .map_err(|e| format!("reading the tar: {e}"))?;
-    let (blob, blob_bytes) = stored
-        .finish()
-        .map_err(|e| format!("reading the blob: {e}"))?;
+    let (diff_id, _) = tarball.finish().map_err(UnpackError::ReadTar)?;
+    let (blob, blob_bytes) = stored.finish().map_err(UnpackError::ReadBlob)?;
     Ok(Unpacked {
         blob,
         blob_bytes,
@@ -69,13 +68,15 @@ pub fn unpack(blob: impl Read, compression: Compression, into: &Path) -> Result<
     })
 }
 
-fn entry_into<R: Read>(entry: &mut tar::Entry<'_, R>, into: &Path) -> Result<(), String> {
-    let raw = entry
-        .path()
-        .map_err(|e| format!("an entry's path: {e}"))?
-        .into_owned();
-    let name = format!("entry {}", raw.display());
-    let rel = relative(&raw).ok_or_else(|| format!("{name}: the path leaves the layer"))?;
+fn entry_into<R: Read>(entry: &mut tar::Entry<'_, R>, into: &Path) -> Result<(), UnpackError> {
+    let name = entry.path().map_err(UnpackError::EntryPath)?.into_owned();
+    let write = |source| UnpackError::Write {
+        entry: name.clone(),
+        source,
+    };
+    let rel = relative(&name).ok_or_else(|| UnpackError::Leaves {
+        entry: name.clone(),
+    })?;
     let Some(file) = rel.file_name().and_then(|f| f.to_str()).map(str::to_owned) else {
         return Ok(()); // The layer's root itself.
     };
@@ -83,26 +84,36 @@ fn entry_into<R: Read>(entry: &mut tar::Entry<'_, R>, into: &Path) -> Result<(),
     let kind = entry.header().entry_type();
     if file == OPAQUE {
         let dir = inside(into, parent, &name)?;
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{name}: {e}"))?;
-        return xattr::set(&dir, "trusted.overlay.opaque", b"y")
-            .map_err(|e| format!("{name}: mark {} opaque: {e}", dir.display()));
+        std::fs::create_dir_all(&dir).map_err(write)?;
+        return xattr::set(&dir, "trusted.overlay.opaque", b"y").map_err(|source| {
+            UnpackError::Step {
+                what: format!("mark {} opaque", dir.display()),
+                entry: name.clone(),
+                source,
+            }
+        });
     }
     if let Some(hidden) = file.strip_prefix(WHITEOUT) {
         let dir = inside(into, parent, &name)?;
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{name}: {e}"))?;
+        std::fs::create_dir_all(&dir).map_err(write)?;
         let at = dir.join(hidden);
-        remove_any(&at).map_err(|e| format!("{name}: {e}"))?;
-        return mknod(&at, SFlag::S_IFCHR, Mode::empty(), makedev(0, 0))
-            .map_err(|e| format!("{name}: make the whiteout {}: {e}", at.display()));
+        remove_any(&at).map_err(write)?;
+        return mknod(&at, SFlag::S_IFCHR, Mode::empty(), makedev(0, 0)).map_err(|source| {
+            UnpackError::Node {
+                what: format!("make the whiteout {}", at.display()),
+                entry: name.clone(),
+                source,
+            }
+        });
     }
     match kind {
         EntryType::Char | EntryType::Block | EntryType::Fifo => {
             special(entry, into, parent, &file, &name)
         }
         _ => {
-            let unpacked = entry.unpack_in(into).map_err(|e| format!("{name}: {e}"))?;
+            let unpacked = entry.unpack_in(into).map_err(write)?;
             if !unpacked {
-                return Err(format!("{name}: the path leaves the layer"));
+                return Err(UnpackError::Leaves { entry: name });
             }
             if kind == EntryType::Directory {
                 dir_xattrs(entry, &into.join(rel), &name)?;
@@ -127,16 +138,16 @@ fn relative(path: &Path) -> Option<PathBuf> {
 
 /// `into/parent`, refusing a parent that a symlink of the layer points out
 /// of it.
-fn inside(into: &Path, parent: &Path, name: &str) -> Result<PathBuf, String> {
+fn inside(into: &Path, parent: &Path, name: &Path) -> Result<PathBuf, UnpackError> {
     let dir = into.join(parent);
     let mut at = into.to_path_buf();
     for part in parent.components() {
         at.push(part);
         if std::fs::symlink_metadata(&at).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(format!(
-                "{name}: its directory {} is a symlink",
-                parent.display()
-            ));
+            return Err(UnpackError::SymlinkDir {
+                entry: name.to_owned(),
+                dir: parent.to_owned(),
+            });
         }
     }
     Ok(dir)
@@ -156,15 +167,19 @@ fn special<R: Read>(
     into: &Path,
     parent: &Path,
     file: &str,
-    name: &str,
-) -> Result<(), String> {
+    name: &Path,
+) -> Result<(), UnpackError> {
     let header = entry.header();
     let kind = match header.entry_type() {
         EntryType::Char => SFlag::S_IFCHR,
         EntryType::Block => SFlag::S_IFBLK,
         _ => SFlag::S_IFIFO,
     };
-    let bad = |what: &str, e: std::io::Error| format!("{name}: {what}: {e}");
+    let bad = |what: &str, source: std::io::Error| UnpackError::Step {
+        entry: name.to_owned(),
+        what: what.to_owned(),
+        source,
+    };
     let major = header
         .device_major()
         .map_err(|e| bad("device major", e))?
@@ -186,8 +201,17 @@ fn special<R: Read>(
         Mode::empty(),
         makedev(major.into(), minor.into()),
     )
-    .map_err(|e| format!("{name}: mknod: {e}"))?;
-    let id = |v: u64| u32::try_from(v).map_err(|_| format!("{name}: owner id {v} out of range"));
+    .map_err(|source| UnpackError::Node {
+        entry: name.to_owned(),
+        what: "mknod".to_owned(),
+        source,
+    })?;
+    let id = |id: u64| {
+        u32::try_from(id).map_err(|_| UnpackError::OwnerId {
+            entry: name.to_owned(),
+            id,
+        })
+    };
     std::os::unix::fs::lchown(&at, Some(id(uid)?), Some(id(gid)?)).map_err(|e| bad("chown", e))?;
     std::fs::set_permissions(&at, std::fs::Permissions::from_mode(mode & 0o7777))
         .map_err(|e| bad("chmod", e))?;
@@ -196,20 +220,30 @@ fn special<R: Read>(
 
 /// The `SCHILY.xattr.` records of an entry the tar crate does not apply
 /// them to (it does so for regular files only).
-fn dir_xattrs<R: Read>(entry: &mut tar::Entry<'_, R>, at: &Path, name: &str) -> Result<(), String> {
+fn dir_xattrs<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    at: &Path,
+    name: &Path,
+) -> Result<(), UnpackError> {
+    let step = |what: String| {
+        move |source| UnpackError::Step {
+            entry: name.to_owned(),
+            what,
+            source,
+        }
+    };
     let Some(exts) = entry
         .pax_extensions()
-        .map_err(|e| format!("{name}: pax records: {e}"))?
+        .map_err(step("pax records".to_owned()))?
     else {
         return Ok(());
     };
     for ext in exts {
-        let ext = ext.map_err(|e| format!("{name}: pax record: {e}"))?;
+        let ext = ext.map_err(step("pax record".to_owned()))?;
         let Some(attr) = ext.key().ok().and_then(|k| k.strip_prefix("SCHILY.xattr.")) else {
             continue;
         };
-        xattr::set(at, attr, ext.value_bytes())
-            .map_err(|e| format!("{name}: xattr {attr}: {e}"))?;
+        xattr::set(at, attr, ext.value_bytes()).map_err(step(format!("xattr {attr}")))?;
     }
     Ok(())
 }

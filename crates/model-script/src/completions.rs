@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokenizers::Tokenizer;
 
 use crate::answer::{Reply, answer};
+use crate::errors::{CompletionError, ScriptError};
 use crate::request::Request;
 use crate::script::Script;
 
@@ -42,12 +43,17 @@ pub struct Completion {
 
 impl Completer {
     /// Loads `tokenizer.json`, which must know [`END_OF_TURN`].
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let tokenizer =
-            Tokenizer::from_file(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Self, ScriptError> {
+        let tokenizer = Tokenizer::from_file(path).map_err(|source| ScriptError::Tokenizer {
+            path: path.to_owned(),
+            source,
+        })?;
         let end = tokenizer
             .token_to_id(END_OF_TURN)
-            .ok_or_else(|| format!("{}: no {END_OF_TURN} token", path.display()))?;
+            .ok_or_else(|| ScriptError::NoEndToken {
+                path: path.to_owned(),
+                token: END_OF_TURN,
+            })?;
         Ok(Self { tokenizer, end })
     }
 
@@ -57,24 +63,24 @@ impl Completer {
         script: &Script,
         body: &Value,
         seq: usize,
-    ) -> Result<Completion, String> {
+    ) -> Result<Completion, CompletionError> {
         let prompt_ids: Vec<u32> = body["prompt"]
             .as_array()
-            .ok_or("`prompt` is not a list of token ids")?
+            .ok_or(CompletionError::PromptNotList)?
             .iter()
             .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
             .collect::<Option<_>>()
-            .ok_or("`prompt` holds something that is not a token id")?;
+            .ok_or(CompletionError::PromptNotIds)?;
         let prompt = self
             .tokenizer
             .decode(&prompt_ids, false)
-            .map_err(|e| format!("the prompt does not decode: {e}"))?;
+            .map_err(CompletionError::Decode)?;
         let model = body["model"].as_str().unwrap_or("scripted-model");
         let req = Request::from_rendered(model, &prompt);
         let digest_source = serde_json::to_vec(&prompt_ids).unwrap_or_default();
         let ans = answer(script, &req, &digest_source, seq, 0);
         let Reply::Turn { turn, .. } = ans.reply else {
-            return Err("the script fails this step".to_owned());
+            return Err(CompletionError::ScriptFails);
         };
         let mut text = format!("<think>step {}</think>\n", ans.step);
         if let Some(t) = &turn.text {
@@ -90,7 +96,7 @@ impl Completer {
         let mut ids = self
             .tokenizer
             .encode(text.as_str(), false)
-            .map_err(|e| format!("the answer does not encode: {e}"))?
+            .map_err(CompletionError::Encode)?
             .get_ids()
             .to_vec();
         ids.push(self.end);

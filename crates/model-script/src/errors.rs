@@ -1,4 +1,5 @@
-//! Errors of the scripted model server: script loading and binding.
+//! Errors of the scripted model server: script loading and binding, the tokenizer of the
+//! completions route, a completion request, and an outage given on the command line.
 
 use std::path::PathBuf;
 
@@ -30,5 +31,43 @@ pub enum ScriptError {
         path: PathBuf,
         #[source]
         source: std::io::Error,
+    },
+    #[error("{}: {source}", .path.display())]
+    Tokenizer {
+        path: PathBuf,
+        #[source]
+        source: tokenizers::Error,
+    },
+    #[error("{}: no {token} token", .path.display())]
+    NoEndToken { path: PathBuf, token: &'static str },
+    #[error("completions are served already")]
+    CompletionsServed,
+}
+
+/// Why a `/v1/completions` request got no completion; its text is the reply's message.
+#[derive(Debug, thiserror::Error)]
+pub enum CompletionError {
+    #[error("`prompt` is not a list of token ids")]
+    PromptNotList,
+    #[error("`prompt` holds something that is not a token id")]
+    PromptNotIds,
+    #[error("the prompt does not decode: {0}")]
+    Decode(#[source] tokenizers::Error),
+    #[error("the script fails this step")]
+    ScriptFails,
+    #[error("the answer does not encode: {0}")]
+    Encode(#[source] tokenizers::Error),
+}
+
+/// An outage spec (`cut`, `STATUS` or `STATUS:SECONDS`) that does not read; names the spec.
+#[derive(Debug, thiserror::Error)]
+pub enum OutageError {
+    #[error("{0:?}: give `cut`, a status 400..=599, or STATUS:SECONDS")]
+    Spec(String),
+    #[error("{spec:?}: Retry-After seconds: {source}")]
+    RetryAfter {
+        spec: String,
+        #[source]
+        source: std::num::ParseIntError,
     },
 }

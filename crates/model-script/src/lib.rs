@@ -14,7 +14,7 @@
 //! | [`server`] | the HTTP routes |
 //! | [`tokens`] | token mode: vLLM's token fields from a byte-level tokenizer |
 //! | [`completions`] | token-in/token-out: `/v1/completions` on token ids under a real tokenizer |
-//! | [`errors`] | loading and binding errors |
+//! | [`errors`] | loading, binding, completion-request and outage-spec errors |
 #![forbid(unsafe_code)]
 
 pub mod answer;

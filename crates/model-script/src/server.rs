@@ -21,7 +21,7 @@ use serde_json::json;
 use tokio::net::TcpListener;
 
 use crate::answer::{Answer, Reply, answer, sha256_hex};
-use crate::errors::ScriptError;
+use crate::errors::{OutageError, ScriptError};
 use crate::render::render;
 use crate::request::{Api, Request};
 use crate::script::Script;
@@ -70,10 +70,10 @@ pub enum Outage {
 }
 
 impl std::str::FromStr for Outage {
-    type Err = String;
+    type Err = OutageError;
 
     /// `cut`, `STATUS` or `STATUS:RETRY_AFTER_S` (e.g. `429:1`).
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, OutageError> {
         if s == "cut" {
             return Ok(Self::Cut);
         }
@@ -85,11 +85,13 @@ impl std::str::FromStr for Outage {
             .parse()
             .ok()
             .filter(|s| (400..600).contains(s))
-            .ok_or_else(|| format!("{s:?}: give `cut`, a status 400..=599, or STATUS:SECONDS"))?;
+            .ok_or_else(|| OutageError::Spec(s.to_owned()))?;
         let retry_after_s = after
             .map(|a| {
-                a.parse()
-                    .map_err(|e| format!("{s:?}: Retry-After seconds: {e}"))
+                a.parse().map_err(|source| OutageError::RetryAfter {
+                    spec: s.to_owned(),
+                    source,
+                })
             })
             .transpose()?;
         Ok(Self::Status {
@@ -218,12 +220,12 @@ impl ScriptServer {
 
     /// Serves `POST /v1/completions` on token ids under the tokenizer at `path`
     /// ([`crate::completions`]).
-    pub fn serve_completions(&self, path: &std::path::Path) -> Result<(), String> {
+    pub fn serve_completions(&self, path: &std::path::Path) -> Result<(), ScriptError> {
         let completer = crate::completions::Completer::load(path)?;
         self.shared
             .completer
             .set(completer)
-            .map_err(|_| "completions are served already".to_owned())
+            .map_err(|_| ScriptError::CompletionsServed)
     }
 
     /// Requests answered with an outage so far.
@@ -410,8 +412,8 @@ async fn complete(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
             );
             json_response(StatusCode::OK, done.body.to_string())
         }
-        Err(message) => {
-            let msg = json!({"error": {"type": "invalid_request_error", "message": message}});
+        Err(e) => {
+            let msg = json!({"error": {"type": "invalid_request_error", "message": e.to_string()}});
             json_response(StatusCode::BAD_REQUEST, msg.to_string())
         }
     }

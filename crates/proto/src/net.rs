@@ -7,7 +7,9 @@
 //! gateway accepts in the sandbox's namespace itself).
 
 use std::fmt;
-use std::net::{Ipv4Addr, SocketAddrV4};
+use std::net::{AddrParseError, Ipv4Addr, SocketAddrV4};
+use std::num::ParseIntError;
+use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
@@ -107,18 +109,9 @@ impl Allowed {
     }
 
     /// `IPv4[/N]:PORT`, the network's host bits zero; the error says why
-    /// not.
+    /// not, as text ([`FromStr`] gives it typed).
     pub fn parse(text: &str) -> Result<Self, String> {
-        let allowed = Self::parse_written(text)?;
-        if allowed.has_host_bits() {
-            return Err(format!(
-                "host bits are set after /{} (the network is {}/{})",
-                allowed.prefix,
-                Ipv4Addr::from(u32::from(allowed.net) & allowed.mask()),
-                allowed.prefix
-            ));
-        }
-        Ok(allowed)
+        text.parse().map_err(|e: AllowedError| e.to_string())
     }
 
     /// Whether the address has bits set past the prefix (`10.0.0.5/24`):
@@ -129,24 +122,60 @@ impl Allowed {
     }
 
     /// `IPv4[/N]:PORT` as written, host bits and all.
-    pub fn parse_written(text: &str) -> Result<Self, String> {
-        let (host, port) = text
-            .rsplit_once(':')
-            .ok_or("expected IPv4:PORT or IPv4/N:PORT")?;
-        let port = port
-            .parse::<u16>()
-            .ok()
-            .filter(|p| *p > 0)
-            .ok_or("the port must be 1..=65535")?;
+    pub fn parse_written(text: &str) -> Result<Self, AllowedError> {
+        let (host, port) = text.rsplit_once(':').ok_or(AllowedError::Shape)?;
+        let port = match port.parse::<u16>() {
+            Ok(0) => return Err(AllowedError::Port { source: None }),
+            Ok(p) => p,
+            Err(e) => return Err(AllowedError::Port { source: Some(e) }),
+        };
         let (ip, prefix) = host.split_once('/').unwrap_or((host, "32"));
-        let net: Ipv4Addr = ip.parse().map_err(|_| "not an IPv4 address")?;
-        let prefix = prefix
-            .parse::<u8>()
-            .ok()
-            .filter(|p| *p <= 32)
-            .ok_or("the prefix length must be 0..=32")?;
+        let net: Ipv4Addr = ip.parse().map_err(AllowedError::Address)?;
+        let prefix = match prefix.parse::<u8>() {
+            Ok(p) if p <= 32 => p,
+            Ok(_) => return Err(AllowedError::Prefix { source: None }),
+            Err(e) => return Err(AllowedError::Prefix { source: Some(e) }),
+        };
         Ok(Self { net, prefix, port })
     }
+}
+
+impl FromStr for Allowed {
+    type Err = AllowedError;
+
+    /// `IPv4[/N]:PORT`, the network's host bits zero.
+    fn from_str(text: &str) -> Result<Self, AllowedError> {
+        let allowed = Self::parse_written(text)?;
+        if allowed.has_host_bits() {
+            return Err(AllowedError::HostBits {
+                prefix: allowed.prefix,
+                network: Ipv4Addr::from(u32::from(allowed.net) & allowed.mask()),
+            });
+        }
+        Ok(allowed)
+    }
+}
+
+/// Why a destination is not `IPv4[/N]:PORT`: each variant names the part
+/// (port, address, prefix) at fault; the caller names the text and field.
+#[derive(Debug, thiserror::Error)]
+pub enum AllowedError {
+    #[error("expected IPv4:PORT or IPv4/N:PORT")]
+    Shape,
+    #[error("the port must be 1..=65535")]
+    Port {
+        #[source]
+        source: Option<ParseIntError>,
+    },
+    #[error("not an IPv4 address")]
+    Address(#[source] AddrParseError),
+    #[error("the prefix length must be 0..=32")]
+    Prefix {
+        #[source]
+        source: Option<ParseIntError>,
+    },
+    #[error("host bits are set after /{prefix} (the network is {network}/{prefix})")]
+    HostBits { prefix: u8, network: Ipv4Addr },
 }
 
 /// Whether `name` may be an allowed host's name (and a line of a sandbox's

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::engine::{Engine, Phase, Running, exit, log, millis, write_result};
-use crate::errors::ModelError;
+use crate::errors::{InternalError, ModelError};
 use crate::input::WorkerInput;
 use crate::journal::record::{ModelResponse, Record, ToolFinished, ToolStarted};
 use crate::model::{self, client::Client};
@@ -74,14 +74,11 @@ impl<'a> Loop<'a> {
     }
 
     /// Applies `records` to the state and makes them durable: one boundary.
-    fn commit(&self, records: &[Record], running: Option<Running>) -> Result<(), String> {
+    fn commit(&self, records: &[Record], running: Option<Running>) -> Result<(), InternalError> {
         let mut guard = self.engine.lock_running();
         let shared = &mut *guard;
         for record in records {
-            shared
-                .state
-                .apply(record)
-                .map_err(|e| format!("internal error: {}", e.0))?;
+            shared.state.apply(record).map_err(InternalError)?;
         }
         shared.running = running;
         if let Err(e) = shared.journal.append(records, &shared.state) {
@@ -220,9 +217,9 @@ impl<'a> Loop<'a> {
     }
 }
 
-fn fatal(message: String) -> (Termination, Option<RunError>) {
+fn fatal(e: InternalError) -> (Termination, Option<RunError>) {
     (
         Termination::Error,
-        Some(RunError::new(ErrorKind::Fatal, message)),
+        Some(RunError::new(ErrorKind::Fatal, e.to_string())),
     )
 }

@@ -121,3 +121,42 @@ pub enum ModelError {
     #[error("model call to {url}: the rollout deadline passed")]
     Deadline { url: String },
 }
+
+/// A model reply body that is not a reply of its API; each variant names the field at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplyError {
+    #[error("reply is not json: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("reply has no {field}")]
+    Absent { field: &'static str },
+    #[error("{field} is missing")]
+    Missing { field: String },
+    #[error("{field} is not text: {value}")]
+    NotText {
+        field: &'static str,
+        value: serde_json::Value,
+    },
+    #[error("{field} is not a list")]
+    NotList { field: &'static str },
+}
+
+/// What the loop needs besides the input file is not there: each variant names the input field
+/// or the environment it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("input field `workdir`: {} is not a directory", .0.display())]
+    Workdir(PathBuf),
+    #[error("cannot read the current directory: {0}")]
+    CurrentDir(#[source] std::io::Error),
+    #[error("input field `model.api_key_env`: environment variable {name} is not set")]
+    ApiKeyEnv {
+        name: String,
+        #[source]
+        source: std::env::VarError,
+    },
+}
+
+/// A record the loop made that its own transcript refused: a fault of the worker itself.
+#[derive(Debug, thiserror::Error)]
+#[error("internal error: {0}")]
+pub struct InternalError(#[source] pub ApplyError);

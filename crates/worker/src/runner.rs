@@ -13,7 +13,7 @@ use crate::agent::Loop;
 use crate::atomic;
 use crate::cancel;
 use crate::engine::{Engine, Phase, Shared, log, write_result};
-use crate::errors::JournalError;
+use crate::errors::{JournalError, SetupError};
 use crate::input::{self, WorkerInput};
 use crate::journal::record::{Header, Launch, Record};
 use crate::journal::{self, Journal};
@@ -61,7 +61,7 @@ pub fn run(inv: &Invocation) -> i32 {
     let rollout = Some(input.rollout_id.clone());
     let setup = match Setup::new(&input) {
         Ok(s) => s,
-        Err(message) => return fail_early(inv, rollout, message),
+        Err(e) => return fail_early(inv, rollout, e.to_string()),
     };
     let mut stats = LaunchStats::default();
     let (journal, state) = match open_checkpoint(&inv.checkpoint, &input, &mut stats) {
@@ -90,21 +90,16 @@ struct Setup {
 }
 
 impl Setup {
-    fn new(input: &WorkerInput) -> Result<Self, String> {
+    fn new(input: &WorkerInput) -> Result<Self, SetupError> {
         let workdir = match &input.workdir {
             Some(w) if w.is_dir() => w.clone(),
-            Some(w) => {
-                return Err(format!(
-                    "input field `workdir`: {} is not a directory",
-                    w.display()
-                ));
-            }
-            None => std::env::current_dir()
-                .map_err(|e| format!("cannot read the current directory: {e}"))?,
+            Some(w) => return Err(SetupError::Workdir(w.clone())),
+            None => std::env::current_dir().map_err(SetupError::CurrentDir)?,
         };
         let bearer = match &input.model.api_key_env {
-            Some(name) => Some(std::env::var(name).map_err(|_| {
-                format!("input field `model.api_key_env`: environment variable {name} is not set")
+            Some(name) => Some(std::env::var(name).map_err(|source| SetupError::ApiKeyEnv {
+                name: name.clone(),
+                source,
             })?),
             None => None,
         };

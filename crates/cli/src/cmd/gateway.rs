@@ -343,9 +343,7 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
                 let url = server.base_url();
                 // The scripted model stands in for the token-in/token-out upstream.
                 if let Some(t) = &tito {
-                    server
-                        .serve_completions(&t.tokenizer)
-                        .map_err(anyhow::Error::msg)?;
+                    server.serve_completions(&t.tokenizer)?;
                 }
                 (Some(server), url)
             }

@@ -52,7 +52,7 @@ pub fn run(args: ModelScriptArgs) -> anyhow::Result<()> {
         let server = ScriptServer::start(script, addr, args.log).await?;
         server.queue_outages(args.outages.iter().copied());
         if let Some(path) = &args.tokenizer {
-            server.serve_completions(path).map_err(anyhow::Error::msg)?;
+            server.serve_completions(path)?;
         }
         if let Some(file) = &args.port_file {
             write_port_file(file, server.addr().port())?;

@@ -1,10 +1,21 @@
 //! Parsers for numeric flags: each takes any integer (negative included, as
 //! the command line allows negative numbers) and refuses one outside its
 //! range with the range, so `--keep -1` reads "must be a whole number in
-//! 1..=1000", never clap's "unexpected argument".
+//! 1..=1000", never clap's "unexpected argument". clap prefixes the flag
+//! and the value to the error's text.
+
+/// A flag's value outside its range, or no number at all: the message is
+/// the range either way, which is what the user needs to fix it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RangeError {
+    #[error("must be a whole number in {lo}..={hi}")]
+    Whole { lo: u64, hi: u64 },
+    #[error("must be a number of seconds in {lo}..={hi}")]
+    Seconds { lo: f64, hi: f64 },
+}
 
 /// A whole number in `lo..=hi`, as `T`.
-pub fn whole<T>(lo: u64, hi: u64) -> impl Fn(&str) -> Result<T, String> + Clone + Send + Sync
+pub fn whole<T>(lo: u64, hi: u64) -> impl Fn(&str) -> Result<T, RangeError> + Clone + Send + Sync
 where
     T: TryFrom<u64>,
 {
@@ -12,18 +23,18 @@ where
         let n = text.trim().parse::<i128>().ok();
         match n.and_then(|n| u64::try_from(n).ok()) {
             Some(n) if (lo..=hi).contains(&n) => {
-                T::try_from(n).map_err(|_| format!("must be a whole number in {lo}..={hi}"))
+                T::try_from(n).map_err(|_| RangeError::Whole { lo, hi })
             }
-            _ => Err(format!("must be a whole number in {lo}..={hi}")),
+            _ => Err(RangeError::Whole { lo, hi }),
         }
     }
 }
 
 /// A finite number of seconds in `lo..=hi`.
-pub fn seconds(lo: f64, hi: f64) -> impl Fn(&str) -> Result<f64, String> + Clone + Send + Sync {
+pub fn seconds(lo: f64, hi: f64) -> impl Fn(&str) -> Result<f64, RangeError> + Clone + Send + Sync {
     move |text: &str| match text.trim().parse::<f64>() {
         Ok(s) if s.is_finite() && (lo..=hi).contains(&s) => Ok(s),
-        _ => Err(format!("must be a number of seconds in {lo}..={hi}")),
+        _ => Err(RangeError::Seconds { lo, hi }),
     }
 }
 
@@ -45,7 +56,7 @@ mod tests {
         assert_eq!(keep("7"), Ok(7));
         for bad in ["-1", "0", "1001", "x", "1.5", "99999999999999999999999"] {
             assert_eq!(
-                keep(bad),
+                keep(bad).map_err(|e| e.to_string()),
                 Err("must be a whole number in 1..=1000".into()),
                 "{bad}"
             );

@@ -3,6 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{Reply, call_usage};
+use crate::errors::ReplyError;
 use crate::tools::ToolSpec;
 use crate::transcript::{AssistantMessage, Message, ToolCall};
 
@@ -46,25 +47,34 @@ pub fn request(model: &str, messages: &[Message], tools: &[ToolSpec]) -> Value {
     json!({"model": model, "messages": messages, "tools": tools, "stream": false})
 }
 
-pub fn parse(value: &Value) -> Result<Reply, String> {
+pub fn parse(value: &Value) -> Result<Reply, ReplyError> {
     let message = value
         .pointer("/choices/0/message")
-        .ok_or("reply has no choices[0].message")?;
+        .ok_or(ReplyError::Absent {
+            field: "choices[0].message",
+        })?;
     let content = match message.get("content") {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) => Some(s.clone()),
-        Some(other) => return Err(format!("choices[0].message.content is not text: {other}")),
+        Some(other) => {
+            return Err(ReplyError::NotText {
+                field: "choices[0].message.content",
+                value: other.clone(),
+            });
+        }
     };
     let mut tool_calls = Vec::new();
     if let Some(calls) = message.get("tool_calls").filter(|v| !v.is_null()) {
-        let calls = calls
-            .as_array()
-            .ok_or("choices[0].message.tool_calls is not a list")?;
+        let calls = calls.as_array().ok_or(ReplyError::NotList {
+            field: "choices[0].message.tool_calls",
+        })?;
         for (i, call) in calls.iter().enumerate() {
             let name = call
                 .pointer("/function/name")
                 .and_then(Value::as_str)
-                .ok_or_else(|| format!("tool_calls[{i}].function.name is missing"))?;
+                .ok_or_else(|| ReplyError::Missing {
+                    field: format!("tool_calls[{i}].function.name"),
+                })?;
             let arguments = match call.pointer("/function/arguments") {
                 Some(Value::String(s)) => s.clone(),
                 None | Some(Value::Null) => "{}".to_owned(),

@@ -8,6 +8,7 @@ pub mod retry;
 
 use serde_json::Value;
 
+use crate::errors::ReplyError;
 use crate::input::Api;
 use crate::tools::ToolSpec;
 use crate::transcript::{AssistantMessage, CallUsage, Message, ToolCall};
@@ -39,9 +40,8 @@ pub fn request_body(api: Api, model: &str, messages: &[Message], tools: &[ToolSp
 }
 
 /// Parses a reply body; `call` numbers generated tool-call ids.
-pub fn parse_reply(api: Api, body: &[u8], call: u32) -> Result<Reply, String> {
-    let value: Value =
-        serde_json::from_slice(body).map_err(|e| format!("reply is not json: {e}"))?;
+pub fn parse_reply(api: Api, body: &[u8], call: u32) -> Result<Reply, ReplyError> {
+    let value: Value = serde_json::from_slice(body).map_err(ReplyError::NotJson)?;
     let mut reply = match api {
         Api::ChatCompletions => chat::parse(&value)?,
         Api::Responses => responses::parse(&value)?,

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::{Reply, call_usage};
+use crate::errors::ReplyError;
 use crate::tools::ToolSpec;
 use crate::transcript::{AssistantMessage, Message, ToolCall};
 
@@ -47,11 +48,13 @@ pub fn request(model: &str, messages: &[Message], tools: &[ToolSpec]) -> Value {
     json!({"model": model, "input": input, "tools": tools, "store": false, "stream": false})
 }
 
-pub fn parse(value: &Value) -> Result<Reply, String> {
+pub fn parse(value: &Value) -> Result<Reply, ReplyError> {
     let output = value
         .get("output")
         .and_then(Value::as_array)
-        .ok_or("reply has no output list")?;
+        .ok_or(ReplyError::Absent {
+            field: "output list",
+        })?;
     let mut text = String::new();
     let mut has_text = false;
     let mut tool_calls = Vec::new();
@@ -71,10 +74,11 @@ pub fn parse(value: &Value) -> Result<Reply, String> {
                 }
             }
             Some("function_call") => {
-                let name = item
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| format!("output[{i}].name is missing"))?;
+                let name = item.get("name").and_then(Value::as_str).ok_or_else(|| {
+                    ReplyError::Missing {
+                        field: format!("output[{i}].name"),
+                    }
+                })?;
                 tool_calls.push(ToolCall {
                     id: item
                         .get("call_id")
