@@ -1,8 +1,9 @@
 //! The rollout and coordinator routes in process, on 127.0.0.1:0 (no root):
 //! a wrong token on every route, bad bodies naming their field, unknown
 //! versions by name, unknown ids, a conflicting rollout id, a result
-//! delivered by long poll, and a checkpoint and restore driven over HTTP
-//! whose published checkpoint verifies.
+//! delivered by long poll, a checkpoint and restore driven over HTTP
+//! whose published checkpoint verifies, and a restore whose moves name
+//! participants that are not there refused by field.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
 use std::collections::BTreeMap;
@@ -436,4 +437,60 @@ async fn coordinator_routes_check_bodies_and_publish_a_verified_checkpoint() {
     )
     .await;
     assert_eq!(value["continues"], json!(last), "{value}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restore_moving_participants_that_are_not_there_is_refused_by_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path();
+    let agent = agent(run_dir).await;
+    let coord = coordinator(run_dir, &agent).await;
+    let http = Client::new();
+    let restore = format!("{coord}/v1/coordinator/restore");
+    let post = |url: &str, body: &str| {
+        let (http, url, body) = (http.clone(), url.to_owned(), body.to_owned());
+        async move { call(&http, Method::POST, &url, Some(TOKEN), Some(&body)).await }
+    };
+    let (status, value) = post(
+        &format!("{coord}/v1/coordinator/checkpoint"),
+        r#"{"v":1,"id":"ck-1"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+
+    let move_of = |from: &str, to: &str| {
+        json!({"v": 1, "scope": ["gone"], "moves": [{"kind": "agent", "from": from, "to": to}]})
+            .to_string()
+    };
+    // No such participant wrote to the checkpoint.
+    assert_bad(
+        &post(&restore, &move_of("ghost", "agent0")).await,
+        "moves[0].from",
+        "agent/ghost: it wrote nothing to this checkpoint",
+    );
+    // The second move is the one named.
+    let two = json!({"v": 1, "moves": [
+        {"kind": "agent", "from": "agent0", "to": "agent0"},
+        {"kind": "agent", "from": "nobody", "to": "agent0"},
+    ]});
+    assert_bad(
+        &post(&restore, &two.to_string()).await,
+        "moves[0].from",
+        "agent/agent0: it is still a participant here",
+    );
+    let (_, value) = post(
+        &restore,
+        &json!({"v": 1, "moves": [two["moves"][1].clone()]}).to_string(),
+    )
+    .await;
+    assert_eq!(value["error"]["field"], "moves[0].from", "{value}");
+
+    // Nothing was changed: the checkpoint is not continued, and restores.
+    let status_url = format!("{coord}/v1/coordinator/status");
+    let (_, value) = call(&http, Method::GET, &status_url, Some(TOKEN), None).await;
+    assert_eq!(value["continues"], Value::Null, "{value}");
+    let (status, value) = post(&restore, r#"{"v":1}"#).await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+    let (_, value) = call(&http, Method::GET, &status_url, Some(TOKEN), None).await;
+    assert_eq!(value["continues"], json!("ck-1"), "{value}");
 }

@@ -6,7 +6,10 @@
 //! ones of the same kind, from the checkpoint store; without `scope`, the
 //! attempts the moved agents held.
 //! Later checkpoints record that they continue it. 404 when there is no
-//! such checkpoint; 409 `busy` while another checkpoint or restore runs.
+//! such checkpoint; 409 `busy` while another checkpoint or restore runs;
+//! 400 naming `moves[i].from` (or `.to`) for a move from a participant that
+//! did not write to the checkpoint or is still here (or to one not here),
+//! before anything is changed.
 
 use std::sync::Arc;
 
@@ -59,6 +62,12 @@ pub(super) async fn handle(
             to: m.to.clone(),
         })
         .collect();
+    // A move naming a participant that is not there is refused before any
+    // attempt is retired.
+    shared
+        .coordinator
+        .check_moves(&doc, &moves)
+        .map_err(|e| coordinator_error(&e))?;
     let scope = match req.scope {
         Some(scope) => scope,
         None if moves.is_empty() => doc.scope.clone(),
