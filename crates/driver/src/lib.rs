@@ -12,8 +12,8 @@
 //! |---|---|
 //! | [`task`] | the rollout task, checked field by field |
 //! | [`bookmark`] | the versioned bookmark, recorded before every effect |
-//! | [`machine`] | the pure stage machine: events in, effects out |
-//! | [`runner`] | performs one rollout's effects |
+//! | [`machine`] | the pure stage machine: events in, effects out; its state (`machine::state`) and a file per kind of step (`step`, `launch`, `park`, `stop`, `finish`) |
+//! | [`runner`] | performs one rollout's effects: the runner (`runner::context`), `drive`, a file per kind of effect (`perform`, `launch`, `wait`, `pause`, `stop`, `verify`), a launch's environment (`env`) |
 //! | [`runs`] | the registry of runs: slots, parking, export and install |
 //! | [`ctl`] | the control state a run shares with the registry |
 //! | [`metrics`] | pauses by outcome and their confirm times, for `/metrics` |
