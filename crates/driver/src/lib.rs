@@ -17,7 +17,7 @@
 //! | [`runs`] | the registry of runs: slots, parking, export and install |
 //! | [`ctl`] | the control state a run shares with the registry |
 //! | [`metrics`] | pauses by outcome and their confirm times, for `/metrics` |
-//! | [`adapter`] | everything harness-specific, one file per adapter |
+//! | [`adapter`] | everything harness-specific, one file per adapter; the contract (`adapter::contract`), the adapter a task names (`select`), shared readers (`fields`) |
 //! | `supervisor` | the host side of a launch's supervisor: its socket, record, pause file |
 //! | `participant` | the drivers as the `agent` participant, and [`AgentRecord`] |
 //! | [`launchlog`], [`result`], [`store`] | the launch log, the result format, bookmark files |
