@@ -104,22 +104,36 @@ async fn metrics(http: &Client, base: &str) -> String {
     reply.text().await.unwrap()
 }
 
-/// Asserts a 400 naming `field`, with `text` in the message.
-fn assert_bad(reply: &(StatusCode, Value), field: &str, text: &str) {
-    assert_eq!(reply.0, StatusCode::BAD_REQUEST, "{}", reply.1);
-    assert_eq!(reply.1["error"]["code"], "bad_request", "{}", reply.1);
+/// Asserts a refusal with `status` and `code`, naming `field`, with `text`
+/// in the message.
+fn assert_refused(
+    reply: &(StatusCode, Value),
+    status: StatusCode,
+    code: &str,
+    field: &str,
+    text: &str,
+) {
+    assert_eq!(reply.0, status, "{}", reply.1);
+    assert_eq!(reply.1["error"]["code"], code, "{}", reply.1);
     assert_eq!(reply.1["error"]["field"], field, "{}", reply.1);
     let message = reply.1["error"]["message"].as_str().unwrap();
     assert!(message.contains(text), "{message}");
 }
 
+/// Asserts a 400 naming `field`, with `text` in the message.
+fn assert_bad(reply: &(StatusCode, Value), field: &str, text: &str) {
+    assert_refused(reply, StatusCode::BAD_REQUEST, "bad_request", field, text);
+}
+
 /// Asserts a 422 naming `field`, with `text` in the message.
 fn assert_unprocessable(reply: &(StatusCode, Value), field: &str, text: &str) {
-    assert_eq!(reply.0, StatusCode::UNPROCESSABLE_ENTITY, "{}", reply.1);
-    assert_eq!(reply.1["error"]["code"], "unprocessable", "{}", reply.1);
-    assert_eq!(reply.1["error"]["field"], field, "{}", reply.1);
-    let message = reply.1["error"]["message"].as_str().unwrap();
-    assert!(message.contains(text), "{message}");
+    assert_refused(
+        reply,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unprocessable",
+        field,
+        text,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

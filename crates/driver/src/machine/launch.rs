@@ -60,17 +60,9 @@ impl Machine {
         let Phase::Launching { resume, reason } = self.phase.clone() else {
             return Vec::new();
         };
-        let attempt = self.mark.attempt;
+        let entry = self.started(launch_id.clone(), resume, reason, tier, now_ms);
         if let Some(p) = self.progress_mut() {
-            p.launches.push(LaunchEntry::started(
-                launch_id.clone(),
-                attempt,
-                p.session.sandbox.clone(),
-                resume,
-                reason,
-                tier,
-                now_ms,
-            ));
+            p.launches.extend(entry);
             // From now on there may be a saved session to continue.
             p.resume = true;
         }
@@ -115,19 +107,14 @@ impl Machine {
         let note = format!("not started: {error}");
         match self.phase.clone() {
             Phase::Launching { resume, reason } => {
-                let attempt = self.mark.attempt;
+                let entry = self
+                    .started(launch_id.clone(), resume, reason, tier, now_ms)
+                    .map(|mut entry| {
+                        entry.close(LaunchEnd::Failed, exit_code, now_ms, Some(note));
+                        entry
+                    });
                 if let Some(p) = self.progress_mut() {
-                    let mut entry = LaunchEntry::started(
-                        launch_id.clone(),
-                        attempt,
-                        p.session.sandbox.clone(),
-                        resume,
-                        reason,
-                        tier,
-                        now_ms,
-                    );
-                    entry.close(LaunchEnd::Failed, exit_code, now_ms, Some(note));
-                    p.launches.push(entry);
+                    p.launches.extend(entry);
                 }
             }
             Phase::Waiting | Phase::Pausing { .. } => {
@@ -148,5 +135,28 @@ impl Machine {
             InfraClass::LaunchFailed,
             format!("launch {launch_id}: {error}"),
         )
+    }
+
+    /// The log entry of launch `launch_id` of this attempt, started now in
+    /// the current sandbox (none before the harness stage).
+    fn started(
+        &self,
+        launch_id: String,
+        resume: bool,
+        reason: String,
+        tier: Option<RecoveryTier>,
+        now_ms: u64,
+    ) -> Option<LaunchEntry> {
+        self.mark.progress().map(|p| {
+            LaunchEntry::started(
+                launch_id,
+                self.mark.attempt,
+                p.session.sandbox.clone(),
+                resume,
+                reason,
+                tier,
+                now_ms,
+            )
+        })
     }
 }
