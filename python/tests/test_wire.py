@@ -29,6 +29,7 @@ from rollpoint import (
     RollpointError,
     TooLarge,
     Unauthorized,
+    Unprocessable,
     UnsupportedVersion,
 )
 from rollpoint._parse import read
@@ -197,6 +198,7 @@ def test_the_answer_of_get_is_a_result_or_a_status() -> None:
         (409, "busy", Busy),
         (409, "not_prepared", NotPrepared),
         (413, "too_large", TooLarge),
+        (422, "unprocessable", Unprocessable),
         (500, "lost", Lost),
         (502, "failed", Failed),
         (418, "teapot", ApiError),

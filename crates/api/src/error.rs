@@ -32,6 +32,8 @@ pub enum ErrorCode {
     NotPrepared,
     /// The request body is over the limit (413).
     TooLarge,
+    /// The request is well formed but names what is not there (422).
+    Unprocessable,
     /// The run of a rollout ended without a result (500).
     Lost,
     /// A participant or the drivers failed (502).
@@ -47,6 +49,7 @@ impl ErrorCode {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Conflict | Self::Busy | Self::NotPrepared => StatusCode::CONFLICT,
             Self::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Lost => StatusCode::INTERNAL_SERVER_ERROR,
             Self::Failed => StatusCode::BAD_GATEWAY,
         }

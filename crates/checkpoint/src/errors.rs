@@ -334,6 +334,14 @@ pub enum CoordinatorError {
         checkpoint: String,
         source: StoreError,
     },
+    /// A restore's move names a participant it cannot move from or to.
+    #[error("checkpoint {checkpoint}: moves[{index}].{field}: {message}")]
+    BadMove {
+        checkpoint: String,
+        index: usize,
+        field: MoveField,
+        message: String,
+    },
     #[error(
         "checkpoint {checkpoint} was written by other participants (not here: [{missing}]; not in it: [{extra}])"
     )]
@@ -360,6 +368,24 @@ pub enum CoordinatorError {
         checkpoint: String,
         failures: Vec<CoordinatorError>,
     },
+}
+
+/// The field of a restore's move an error is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MoveField {
+    /// The participant that is gone.
+    From,
+    /// The participant that takes its share over.
+    To,
+}
+
+impl std::fmt::Display for MoveField {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::From => "from",
+            Self::To => "to",
+        })
+    }
 }
 
 fn join(errors: &[CoordinatorError]) -> String {

@@ -43,7 +43,7 @@ pub use client::{CALL_MARGIN, HttpParticipant};
 pub use coordinator::{
     Checkpointed, Coordinator, CoordinatorConfig, Move, Peer, Plan, Prepared, Restored, Timings,
 };
-pub use errors::{CallError, Code, CoordinatorError, HookError, StoreError};
+pub use errors::{CallError, Code, CoordinatorError, HookError, MoveField, StoreError};
 pub use host::{DEFAULT_LEASE_GRACE, HostConfig, ParticipantHost};
 pub use http::{BODY_LIMIT, CheckpointApi, router, serve};
 pub use participant::{

@@ -43,13 +43,18 @@ impl Checkpointed {
     }
 }
 
-/// A coordinator failure as a reply: a stage not ready or a published
-/// checkpoint of other participants is a conflict; a participant's refusal
+/// A coordinator failure as a reply: a restore's move naming a participant
+/// it cannot move is unprocessable, naming `moves[i].from` or `.to`; a stage
+/// not ready or a published checkpoint of other participants is a conflict; a participant's refusal
 /// keeps its own kind (a stale or conflicting checkpoint id is a conflict, a
 /// share that is not there is not found); the rest a failure.
 impl From<&CoordinatorError> for ApiError {
     fn from(e: &CoordinatorError) -> Self {
-        Self::new(error_code(e), e.to_string())
+        let mut reply = Self::new(error_code(e), e.to_string());
+        if let CoordinatorError::BadMove { index, field, .. } = e {
+            reply.field = Some(format!("moves[{index}].{field}"));
+        }
+        reply
     }
 }
 
@@ -62,6 +67,7 @@ impl From<CoordinatorError> for ApiError {
 fn error_code(e: &CoordinatorError) -> ErrorCode {
     match e {
         CoordinatorError::NotPrepared { .. } => ErrorCode::NotPrepared,
+        CoordinatorError::BadMove { .. } => ErrorCode::Unprocessable,
         CoordinatorError::Members { .. } => ErrorCode::Conflict,
         CoordinatorError::Call { source, .. } | CoordinatorError::Fork { source, .. } => {
             call_code(source.code)

@@ -19,18 +19,19 @@ use utoipa::openapi::{
 /// The name of the bearer-token security scheme the routes refer to.
 const BEARER: &str = "bearer";
 
+/// The document's description: what it covers.
+const DESCRIPTION: &str = "The HTTP APIs of rollpoint's services, one tag per service: the owner, \
+     the agent, the coordinator, the gateway, the run's control endpoint, and the checkpoint \
+     control routes the owner, the agent and the gateway each serve. Error replies are JSON \
+     objects `{\"error\": {...}}`.";
+
 /// The whole document, or why its parts do not fit together (a route or a
 /// schema name described twice, differently).
 pub fn document() -> anyhow::Result<OpenApi> {
     let info = InfoBuilder::new()
         .title("rollpoint")
         .version(env!("CARGO_PKG_VERSION"))
-        .description(Some(
-            "The HTTP APIs of rollpoint's services, one tag per service: the owner, the \
-             agent, the coordinator, the gateway, the run's control endpoint, and the \
-             checkpoint control routes the owner, the agent and the gateway each serve. \
-             Error replies are JSON objects `{\"error\": {...}}`.",
-        ))
+        .description(Some(DESCRIPTION))
         .license(Some(
             LicenseBuilder::new()
                 .name("Apache-2.0")

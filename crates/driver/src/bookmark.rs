@@ -229,25 +229,32 @@ fn from_format(e: FormatError) -> BookmarkError {
     }
 }
 
+/// Whether each field of the harness and verify stages is on the wire.
+fn progress_fields(w: &Wire) -> [(&'static str, bool); 6] {
+    [
+        ("session", w.session.is_some()),
+        ("cookies", w.cookies.is_some()),
+        ("verify_mode", w.verify_mode.is_some()),
+        ("state", w.state.is_some()),
+        ("resume", w.resume.is_some()),
+        ("launches", w.launches.is_some()),
+    ]
+}
+
+/// Refuses the first of `fields` that is present, saying `why`.
+fn refuse_present(fields: &[(&str, bool)], why: &str) -> Result<(), BookmarkError> {
+    match fields.iter().find(|(_, present)| *present) {
+        Some((name, _)) => Err(BookmarkError::new(format!("bookmark.{name}"), why)),
+        None => Ok(()),
+    }
+}
+
 fn from_wire(w: Wire) -> Result<Bookmark, BookmarkError> {
     let stage = match w.next {
         Next::Seed => {
-            for (name, present) in [
-                ("session", w.session.is_some()),
-                ("cookies", w.cookies.is_some()),
-                ("verify_mode", w.verify_mode.is_some()),
-                ("state", w.state.is_some()),
-                ("resume", w.resume.is_some()),
-                ("launches", w.launches.is_some()),
-                ("result", w.result.is_some()),
-            ] {
-                if present {
-                    return Err(BookmarkError::new(
-                        format!("bookmark.{name}"),
-                        "not allowed when `next` is `seed`",
-                    ));
-                }
-            }
+            let why = "not allowed when `next` is `seed`";
+            refuse_present(&progress_fields(&w), why)?;
+            refuse_present(&[("result", w.result.is_some())], why)?;
             Stage::Seed
         }
         Next::Harness | Next::Verify => {
@@ -273,21 +280,10 @@ fn from_wire(w: Wire) -> Result<Bookmark, BookmarkError> {
             }
         }
         Next::Return => {
-            for (name, present) in [
-                ("session", w.session.is_some()),
-                ("cookies", w.cookies.is_some()),
-                ("verify_mode", w.verify_mode.is_some()),
-                ("state", w.state.is_some()),
-                ("resume", w.resume.is_some()),
-                ("launches", w.launches.is_some()),
-            ] {
-                if present {
-                    return Err(BookmarkError::new(
-                        format!("bookmark.{name}"),
-                        "not allowed when `next` is `return` (the result holds it)",
-                    ));
-                }
-            }
+            refuse_present(
+                &progress_fields(&w),
+                "not allowed when `next` is `return` (the result holds it)",
+            )?;
             Stage::Return(
                 w.result
                     .map(|r| Box::new(r.upgraded()))

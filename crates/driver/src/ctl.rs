@@ -3,7 +3,7 @@
 //! it is. Both the registry (`runs`) and the run's loop (`runner`) read it.
 
 use crate::bookmark::Bookmark;
-use crate::machine::ParkKind;
+use crate::machine::event::ParkKind;
 
 /// Where a run is.
 #[derive(Debug, Clone, PartialEq, Eq)]

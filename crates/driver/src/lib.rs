@@ -12,12 +12,12 @@
 //! |---|---|
 //! | [`task`] | the rollout task, checked field by field |
 //! | [`bookmark`] | the versioned bookmark, recorded before every effect |
-//! | [`machine`] | the pure stage machine: events in, effects out |
-//! | [`runner`] | performs one rollout's effects |
+//! | [`machine`] | the pure stage machine: events in, effects out; its state (`machine::state`) and a file per kind of step (`step`, `launch`, `park`, `stop`, `finish`) |
+//! | [`runner`] | performs one rollout's effects: the runner (`runner::context`), `drive`, a file per kind of effect (`perform`, `launch`, `wait`, `pause`, `stop`, `verify`), a launch's environment (`env`) |
 //! | [`runs`] | the registry of runs: slots, parking, export and install |
 //! | [`ctl`] | the control state a run shares with the registry |
 //! | [`metrics`] | pauses by outcome and their confirm times, for `/metrics` |
-//! | [`adapter`] | everything harness-specific, one file per adapter |
+//! | [`adapter`] | everything harness-specific, one file per adapter; the contract (`adapter::contract`), the adapter a task names (`select`), shared readers (`fields`) |
 //! | `supervisor` | the host side of a launch's supervisor: its socket, record, pause file |
 //! | `participant` | the drivers as the `agent` participant, and [`AgentRecord`] |
 //! | [`launchlog`], [`result`], [`store`] | the launch log, the result format, bookmark files |

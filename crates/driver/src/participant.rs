@@ -24,7 +24,7 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 
 use crate::bookmark::Stage;
-use crate::runner::capture_key;
+use crate::runner::env::capture_key;
 use crate::runs::{ParkReport, ParkState, RunHandle, Runs};
 use crate::{bookmark::Bookmark, errors::DriverError, task::RolloutTask};
 

@@ -251,6 +251,16 @@ pub struct TranscriptEntry {
     pub tool_calls: Vec<String>,
 }
 
+impl TranscriptEntry {
+    pub fn new(role: &str, text: String, tool_calls: Vec<String>) -> Self {
+        Self {
+            role: role.to_owned(),
+            text,
+            tool_calls,
+        }
+    }
+}
+
 /// What an adapter read from the harness once it was done: evidence for
 /// the result, not the grade.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -1,8 +1,9 @@
 //! The rollout and coordinator routes in process, on 127.0.0.1:0 (no root):
 //! a wrong token on every route, bad bodies naming their field, unknown
 //! versions by name, unknown ids, a conflicting rollout id, a result
-//! delivered by long poll, and a checkpoint and restore driven over HTTP
-//! whose published checkpoint verifies.
+//! delivered by long poll, a checkpoint and restore driven over HTTP
+//! whose published checkpoint verifies, and a restore whose moves name
+//! participants that are not there refused by field.
 #![expect(clippy::unwrap_used, reason = "tests")]
 
 use std::collections::BTreeMap;
@@ -103,13 +104,36 @@ async fn metrics(http: &Client, base: &str) -> String {
     reply.text().await.unwrap()
 }
 
-/// Asserts a 400 naming `field`, with `text` in the message.
-fn assert_bad(reply: &(StatusCode, Value), field: &str, text: &str) {
-    assert_eq!(reply.0, StatusCode::BAD_REQUEST, "{}", reply.1);
-    assert_eq!(reply.1["error"]["code"], "bad_request", "{}", reply.1);
+/// Asserts a refusal with `status` and `code`, naming `field`, with `text`
+/// in the message.
+fn assert_refused(
+    reply: &(StatusCode, Value),
+    status: StatusCode,
+    code: &str,
+    field: &str,
+    text: &str,
+) {
+    assert_eq!(reply.0, status, "{}", reply.1);
+    assert_eq!(reply.1["error"]["code"], code, "{}", reply.1);
     assert_eq!(reply.1["error"]["field"], field, "{}", reply.1);
     let message = reply.1["error"]["message"].as_str().unwrap();
     assert!(message.contains(text), "{message}");
+}
+
+/// Asserts a 400 naming `field`, with `text` in the message.
+fn assert_bad(reply: &(StatusCode, Value), field: &str, text: &str) {
+    assert_refused(reply, StatusCode::BAD_REQUEST, "bad_request", field, text);
+}
+
+/// Asserts a 422 naming `field`, with `text` in the message.
+fn assert_unprocessable(reply: &(StatusCode, Value), field: &str, text: &str) {
+    assert_refused(
+        reply,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "unprocessable",
+        field,
+        text,
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -436,4 +460,63 @@ async fn coordinator_routes_check_bodies_and_publish_a_verified_checkpoint() {
     )
     .await;
     assert_eq!(value["continues"], json!(last), "{value}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restore_moving_participants_that_are_not_there_is_refused_by_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let run_dir = dir.path();
+    let agent = agent(run_dir).await;
+    let coord = coordinator(run_dir, &agent).await;
+    let http = Client::new();
+    let restore = format!("{coord}/v1/coordinator/restore");
+    let post = |url: &str, body: &str| {
+        let (http, url, body) = (http.clone(), url.to_owned(), body.to_owned());
+        async move { call(&http, Method::POST, &url, Some(TOKEN), Some(&body)).await }
+    };
+    let (status, value) = post(
+        &format!("{coord}/v1/coordinator/checkpoint"),
+        r#"{"v":1,"id":"ck-1"}"#,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+
+    let move_of = |from: &str, to: &str| {
+        json!({"v": 1, "scope": ["gone"], "moves": [{"kind": "agent", "from": from, "to": to}]})
+            .to_string()
+    };
+    // No such participant wrote to the checkpoint.
+    assert_unprocessable(
+        &post(&restore, &move_of("ghost", "agent0")).await,
+        "moves[0].from",
+        "agent/ghost: it wrote nothing to this checkpoint",
+    );
+    // The second move is the one named.
+    let two = json!({"v": 1, "moves": [
+        {"kind": "agent", "from": "agent0", "to": "agent0"},
+        {"kind": "agent", "from": "nobody", "to": "agent0"},
+    ]});
+    assert_unprocessable(
+        &post(&restore, &two.to_string()).await,
+        "moves[0].from",
+        "agent/agent0: it is still a participant here",
+    );
+    assert_unprocessable(
+        &post(
+            &restore,
+            &json!({"v": 1, "moves": [two["moves"][1].clone()]}).to_string(),
+        )
+        .await,
+        "moves[0].from",
+        "agent/nobody: it wrote nothing to this checkpoint",
+    );
+
+    // Nothing was changed: the checkpoint is not continued, and restores.
+    let status_url = format!("{coord}/v1/coordinator/status");
+    let (_, value) = call(&http, Method::GET, &status_url, Some(TOKEN), None).await;
+    assert_eq!(value["continues"], Value::Null, "{value}");
+    let (status, value) = post(&restore, r#"{"v":1}"#).await;
+    assert_eq!(status, StatusCode::OK, "{value}");
+    let (_, value) = call(&http, Method::GET, &status_url, Some(TOKEN), None).await;
+    assert_eq!(value["continues"], json!("ck-1"), "{value}");
 }

@@ -217,173 +217,217 @@ fn dropped(list: &str) -> Result<u64, Error> {
 }
 
 fn parse_anchor(argv: &[String]) -> Result<Parsed, Error> {
-    let usage = |m: String| Error::Usage(m);
-    let (mut root, mut control, mut hostname) = (None, None, None);
-    let (mut cgroup_v2, mut cgroup_freezer) = (None, None);
-    let mut net = crate::anchor::net::NetOpts::default();
-    let mut owner = None;
-    let mut tools = Vec::new();
-    let (mut user, mut home) = (None, None);
-    let (mut enter, mut join) = (false, Vec::new());
-    let (mut userns, mut lend, mut drop_caps, mut no_new_privs) = (None, Vec::new(), 0, false);
-    let mut owner_userns_fd = None;
-    let mut owner_netns_fd = None;
-    let mut owner_root_fd = None;
+    let mut given = AnchorArgs::default();
     let mut it = argv.iter();
     while let Some(arg) = it.next() {
         let mut value = |name: &str| {
             it.next()
                 .cloned()
-                .ok_or_else(|| usage(format!("{name} needs a value")))
+                .ok_or_else(|| Error::Usage(format!("{name} needs a value")))
         };
         match arg.as_str() {
-            "--root" => root = Some(PathBuf::from(value("--root")?)),
-            "--control" => control = Some(PathBuf::from(value("--control")?)),
-            "--hostname" => hostname = Some(value("--hostname")?),
-            "--cgroup-v2" => cgroup_v2 = Some(PathBuf::from(value("--cgroup-v2")?)),
-            "--cgroup-freezer" => cgroup_freezer = Some(PathBuf::from(value("--cgroup-freezer")?)),
-            "--net" | "--gateway" | "--gateway-attach" | "--allow" | "--host" => {
-                let name = arg.clone();
-                let v = value(&name)?;
-                net.set(&name, &v).map_err(usage)?;
+            "-h" | "--help" => return Ok(Parsed::Help),
+            name => given.set(name, &mut value)?,
+        }
+    }
+    given.check().map(Parsed::Anchor)
+}
+
+/// The anchor's options as given, each read on its own; [`AnchorArgs::check`]
+/// then checks them together.
+#[derive(Default)]
+struct AnchorArgs {
+    root: Option<PathBuf>,
+    control: Option<PathBuf>,
+    hostname: Option<String>,
+    cgroup_v2: Option<PathBuf>,
+    cgroup_freezer: Option<PathBuf>,
+    net: crate::anchor::net::NetOpts,
+    owner: Option<i32>,
+    tools: Vec<(String, PathBuf)>,
+    user: Option<Credentials>,
+    home: Option<String>,
+    enter: bool,
+    join: Vec<PathBuf>,
+    userns: Option<IdRange>,
+    lend: Vec<PathBuf>,
+    drop_caps: u64,
+    no_new_privs: bool,
+    owner_userns_fd: Option<i32>,
+    owner_netns_fd: Option<i32>,
+    owner_root_fd: Option<i32>,
+}
+
+impl AnchorArgs {
+    /// Takes option `arg`, reading its value with `value` if it has one.
+    fn set(
+        &mut self,
+        arg: &str,
+        value: &mut dyn FnMut(&str) -> Result<String, Error>,
+    ) -> Result<(), Error> {
+        let usage = |m: String| Error::Usage(m);
+        match arg {
+            "--root" => self.root = Some(PathBuf::from(value("--root")?)),
+            "--control" => self.control = Some(PathBuf::from(value("--control")?)),
+            "--hostname" => self.hostname = Some(value("--hostname")?),
+            "--cgroup-v2" => self.cgroup_v2 = Some(PathBuf::from(value("--cgroup-v2")?)),
+            "--cgroup-freezer" => {
+                self.cgroup_freezer = Some(PathBuf::from(value("--cgroup-freezer")?));
             }
-            "--enter" => enter = true,
-            "--join" => join.push(PathBuf::from(value("--join")?)),
-            "--user" => user = Some(credentials(&value("--user")?)?),
-            "--home" => home = Some(value("--home")?),
+            "--net" | "--gateway" | "--gateway-attach" | "--allow" | "--host" => {
+                let v = value(arg)?;
+                self.net.set(arg, &v).map_err(usage)?;
+            }
+            "--enter" => self.enter = true,
+            "--join" => self.join.push(PathBuf::from(value("--join")?)),
+            "--user" => self.user = Some(credentials(&value("--user")?)?),
+            "--home" => self.home = Some(value("--home")?),
             "--userns" => {
                 let v = value("--userns")?;
-                userns = Some(IdRange::parse(&v).map_err(|e| usage(format!("--userns {e}")))?);
+                self.userns = Some(IdRange::parse(&v).map_err(|e| usage(format!("--userns {e}")))?);
             }
-            "--owner-userns-fd" | "--owner-netns-fd" | "--owner-root-fd" => {
-                let name = arg.clone();
-                let v = value(&name)?;
-                let fd = v.parse::<i32>().ok().filter(|fd| *fd >= 0).ok_or_else(|| {
-                    usage(format!(
-                        "{name} {v:?}: expected a descriptor number (0 or more)"
-                    ))
-                })?;
-                match name.as_str() {
-                    "--owner-userns-fd" => owner_userns_fd = Some(fd),
-                    "--owner-netns-fd" => owner_netns_fd = Some(fd),
-                    _ => owner_root_fd = Some(fd),
-                }
-            }
-            "--drop-caps" => drop_caps = dropped(&value("--drop-caps")?)?,
-            "--no-new-privs" => no_new_privs = true,
-            "--lend" => {
-                let v = value("--lend")?;
-                let fine = v.starts_with('/')
-                    && v.split('/').all(|p| p != "." && p != "..")
-                    && !v.contains('\0');
-                if !fine {
-                    return Err(usage(format!(
-                        "--lend {v:?}: expected an absolute path without `.` or `..`"
-                    )));
-                }
-                lend.push(PathBuf::from(v));
-            }
-            "--tool" => {
-                let v = value("--tool")?;
-                let bad = || {
-                    usage(format!(
-                        "--tool {v:?}: expected AT=HOST, AT relative without `..`, HOST absolute"
-                    ))
-                };
-                let (at, host) = v.split_once('=').ok_or_else(bad)?;
-                let fine = !at.is_empty()
-                    && at
-                        .split('/')
-                        .all(|p| !p.is_empty() && p != "." && p != "..")
-                    && host.starts_with('/');
-                if !fine {
-                    return Err(bad());
-                }
-                tools.push((at.to_owned(), PathBuf::from(host)));
-            }
+            "--owner-userns-fd" => self.owner_userns_fd = Some(owner_fd(arg, &value(arg)?)?),
+            "--owner-netns-fd" => self.owner_netns_fd = Some(owner_fd(arg, &value(arg)?)?),
+            "--owner-root-fd" => self.owner_root_fd = Some(owner_fd(arg, &value(arg)?)?),
+            "--drop-caps" => self.drop_caps = dropped(&value("--drop-caps")?)?,
+            "--no-new-privs" => self.no_new_privs = true,
+            "--lend" => self.lend.push(lent(value("--lend")?)?),
+            "--tool" => self.tools.push(tool(&value("--tool")?)?),
             "--owner" => {
                 let v = value("--owner")?;
                 let pid = v.parse::<i32>().ok().filter(|p| *p > 0);
-                owner = Some(pid.ok_or_else(|| {
+                self.owner = Some(pid.ok_or_else(|| {
                     usage(format!("--owner {v:?}: expected a pid (a positive number)"))
                 })?);
             }
-            "-h" | "--help" => return Ok(Parsed::Help),
             other => return Err(usage(format!("anchor: unknown option {other:?}"))),
         }
+        Ok(())
     }
-    let absolute = |name: &str, p: Option<PathBuf>| match p {
-        Some(p) if p.is_absolute() => Ok(p),
-        Some(p) => Err(usage(format!(
-            "{name} {}: must be an absolute path",
-            p.display()
-        ))),
-        None => Err(usage(format!("anchor needs {name}"))),
-    };
-    let root = absolute("--root", root)?;
-    let control = absolute("--control", control)?;
-    let cgroup_v2 = cgroup_v2
-        .map(|p| absolute("--cgroup-v2", Some(p)))
-        .transpose()?;
-    let cgroup_freezer = cgroup_freezer
-        .map(|p| absolute("--cgroup-freezer", Some(p)))
-        .transpose()?;
-    let join = join
-        .into_iter()
-        .map(|p| absolute("--join", Some(p)))
-        .collect::<Result<Vec<_>, _>>()?;
-    if !join.is_empty() && !enter {
-        return Err(usage("--join needs --enter".into()));
+
+    /// The options checked together: paths absolute, each option with
+    /// those it needs, the hostname one the kernel takes.
+    fn check(self) -> Result<AnchorOpts, Error> {
+        let usage = |m: String| Error::Usage(m);
+        let absolute = |name: &str, p: Option<PathBuf>| match p {
+            Some(p) if p.is_absolute() => Ok(p),
+            Some(p) => Err(usage(format!(
+                "{name} {}: must be an absolute path",
+                p.display()
+            ))),
+            None => Err(usage(format!("anchor needs {name}"))),
+        };
+        let root = absolute("--root", self.root)?;
+        let control = absolute("--control", self.control)?;
+        let cgroup_v2 = self
+            .cgroup_v2
+            .map(|p| absolute("--cgroup-v2", Some(p)))
+            .transpose()?;
+        let cgroup_freezer = self
+            .cgroup_freezer
+            .map(|p| absolute("--cgroup-freezer", Some(p)))
+            .transpose()?;
+        let join = self
+            .join
+            .into_iter()
+            .map(|p| absolute("--join", Some(p)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let enter = self.enter;
+        if !join.is_empty() && !enter {
+            return Err(usage("--join needs --enter".into()));
+        }
+        if self.owner_userns_fd.is_some() && self.userns.is_none() {
+            return Err(usage(
+                "--owner-userns-fd needs --userns (the range it maps)".into(),
+            ));
+        }
+        if self.owner_netns_fd.is_some() && !(enter && self.net.own_namespace()) {
+            return Err(usage(
+                "--owner-netns-fd needs --enter and --net none|gateway|allow".into(),
+            ));
+        }
+        if self.owner_root_fd.is_some() && !enter {
+            return Err(usage(
+                "--owner-root-fd needs --enter: the root is attached in the mount namespace \
+                 the anchor makes"
+                    .to_owned(),
+            ));
+        }
+        let hostname = self
+            .hostname
+            .ok_or_else(|| usage("anchor needs --hostname".into()))?;
+        // The kernel's limit (HOST_NAME_MAX); a NUL would cut the name short.
+        if hostname.is_empty() || hostname.len() > 64 || hostname.contains('\0') {
+            return Err(usage(format!(
+                "--hostname {hostname:?}: must be 1 to 64 bytes without NUL"
+            )));
+        }
+        Ok(AnchorOpts {
+            root,
+            control,
+            hostname,
+            cgroup_v2,
+            cgroup_freezer,
+            net: self.net,
+            owner: self.owner,
+            tools: self.tools,
+            user: self.user,
+            enter,
+            join,
+            userns: self.userns,
+            owner_userns_fd: self.owner_userns_fd,
+            owner_netns_fd: self.owner_netns_fd,
+            owner_root_fd: self.owner_root_fd,
+            lend: self.lend,
+            drop_caps: self.drop_caps,
+            no_new_privs: self.no_new_privs,
+            home: match self.home {
+                Some(h) if h.starts_with('/') && !h.contains('\0') => h,
+                Some(h) => return Err(usage(format!("--home {h:?}: must be an absolute path"))),
+                None => "/root".to_owned(),
+            },
+        })
     }
-    if owner_userns_fd.is_some() && userns.is_none() {
-        return Err(usage(
-            "--owner-userns-fd needs --userns (the range it maps)".into(),
-        ));
-    }
-    if owner_netns_fd.is_some() && !(enter && net.own_namespace()) {
-        return Err(usage(
-            "--owner-netns-fd needs --enter and --net none|gateway|allow".into(),
-        ));
-    }
-    if owner_root_fd.is_some() && !enter {
-        return Err(usage(
-            "--owner-root-fd needs --enter: the root is attached in the mount namespace \
-             the anchor makes"
-                .to_owned(),
-        ));
-    }
-    let hostname = hostname.ok_or_else(|| usage("anchor needs --hostname".into()))?;
-    // The kernel's limit (HOST_NAME_MAX); a NUL would cut the name short.
-    if hostname.is_empty() || hostname.len() > 64 || hostname.contains('\0') {
-        return Err(usage(format!(
-            "--hostname {hostname:?}: must be 1 to 64 bytes without NUL"
+}
+
+/// `--owner-*-fd N`: a descriptor number of the owner's.
+fn owner_fd(name: &str, v: &str) -> Result<i32, Error> {
+    v.parse::<i32>().ok().filter(|fd| *fd >= 0).ok_or_else(|| {
+        Error::Usage(format!(
+            "{name} {v:?}: expected a descriptor number (0 or more)"
+        ))
+    })
+}
+
+/// `--lend PATH`: an absolute path without `.` or `..`.
+fn lent(v: String) -> Result<PathBuf, Error> {
+    let fine =
+        v.starts_with('/') && v.split('/').all(|p| p != "." && p != "..") && !v.contains('\0');
+    if !fine {
+        return Err(Error::Usage(format!(
+            "--lend {v:?}: expected an absolute path without `.` or `..`"
         )));
     }
-    Ok(Parsed::Anchor(AnchorOpts {
-        root,
-        control,
-        hostname,
-        cgroup_v2,
-        cgroup_freezer,
-        net,
-        owner,
-        tools,
-        user,
-        enter,
-        join,
-        userns,
-        owner_userns_fd,
-        owner_netns_fd,
-        owner_root_fd,
-        lend,
-        drop_caps,
-        no_new_privs,
-        home: match home {
-            Some(h) if h.starts_with('/') && !h.contains('\0') => h,
-            Some(h) => return Err(usage(format!("--home {h:?}: must be an absolute path"))),
-            None => "/root".to_owned(),
-        },
-    }))
+    Ok(PathBuf::from(v))
+}
+
+/// `--tool AT=HOST`: AT relative without `..`, HOST absolute.
+fn tool(v: &str) -> Result<(String, PathBuf), Error> {
+    let bad = || {
+        Error::Usage(format!(
+            "--tool {v:?}: expected AT=HOST, AT relative without `..`, HOST absolute"
+        ))
+    };
+    let (at, host) = v.split_once('=').ok_or_else(bad)?;
+    let fine = !at.is_empty()
+        && at
+            .split('/')
+            .all(|p| !p.is_empty() && p != "." && p != "..")
+        && host.starts_with('/');
+    if !fine {
+        return Err(bad());
+    }
+    Ok((at.to_owned(), PathBuf::from(host)))
 }
 
 fn credentials(v: &str) -> Result<Credentials, Error> {

@@ -25,6 +25,7 @@ from .errors import (
     TrajectoryNotTrainable,
     TransportError,
     Unauthorized,
+    Unprocessable,
     UnsupportedVersion,
 )
 from .trajectory import (
@@ -110,6 +111,7 @@ __all__ = [
     "TranscriptEntry",
     "TransportError",
     "Unauthorized",
+    "Unprocessable",
     "UnsupportedVersion",
     "Usage",
     "Verdict",

@@ -106,6 +106,10 @@ class TooLarge(ApiError):
     """``too_large`` (413): the request body is over the service's limit."""
 
 
+class Unprocessable(ApiError):
+    """``unprocessable`` (422): well formed, but names what is not there; ``field`` names it."""
+
+
 class Lost(ApiError):
     """``lost`` (500): the rollout's run ended without a result."""
 
@@ -123,6 +127,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "busy": Busy,
     "not_prepared": NotPrepared,
     "too_large": TooLarge,
+    "unprocessable": Unprocessable,
     "lost": Lost,
     "failed": Failed,
 }
@@ -135,6 +140,7 @@ _CODE_OF_STATUS: dict[int, str] = {
     405: "method_not_allowed",
     409: "conflict",
     413: "too_large",
+    422: "unprocessable",
     500: "lost",
     502: "failed",
 }

@@ -8,9 +8,10 @@ use std::collections::BTreeSet;
 use futures_util::future::join_all;
 
 use super::{CLEANUP_TIMEOUT, Coordinator, blocking, several};
-use crate::errors::{CoordinatorError, StoreError};
+use crate::errors::{CoordinatorError, MoveField, StoreError};
 use crate::participant::{AttemptKey, Kind};
 use crate::store;
+use crate::store::CheckpointDoc;
 use crate::wire::{ForkSpec, RestoreRequest};
 
 /// A restore done everywhere.
@@ -95,6 +96,29 @@ impl Coordinator {
         keys.sort();
         keys.dedup();
         Ok(keys)
+    }
+
+    /// Checks `moves` against published checkpoint `doc` and the participants here, touching
+    /// nothing: each `from` must have written to it and be gone, each `to` must be here and
+    /// take over one share. The error names the move and its field.
+    pub fn check_moves(&self, doc: &CheckpointDoc, moves: &[Move]) -> Result<(), CoordinatorError> {
+        let written: BTreeSet<(Kind, &str)> = doc
+            .participants
+            .iter()
+            .map(|m| (m.kind, m.instance.as_str()))
+            .collect();
+        match move_fault(&written, &self.members(), moves) {
+            Some(fault) => Err(fault.into_error(&doc.id)),
+            None => Ok(()),
+        }
+    }
+
+    /// The participants here, as `(kind, instance)`.
+    fn members(&self) -> BTreeSet<(Kind, &str)> {
+        self.peers
+            .iter()
+            .map(|p| (p.kind, p.instance.as_str()))
+            .collect()
     }
 
     pub(super) async fn restore_or_fork(
@@ -184,47 +208,13 @@ impl Coordinator {
             .iter()
             .map(|m| (m.kind, m.instance.as_str()))
             .collect();
-        let here: BTreeSet<(Kind, &str)> = self
-            .peers
-            .iter()
-            .map(|p| (p.kind, p.instance.as_str()))
-            .collect();
+        let here = self.members();
         let moved_from: BTreeSet<(Kind, &str)> =
             moves.iter().map(|m| (m.kind, m.from.as_str())).collect();
         let moved_to: BTreeSet<(Kind, &str)> =
             moves.iter().map(|m| (m.kind, m.to.as_str())).collect();
-        let bad_move = |message: String| CoordinatorError::Store {
-            checkpoint: source.to_owned(),
-            source: StoreError::invalid(
-                store::checkpoint_dir(&self.config.run_dir, source),
-                message,
-            ),
-        };
-        for m in moves {
-            let (from, to) = ((m.kind, m.from.as_str()), (m.kind, m.to.as_str()));
-            if !written.contains(&from) {
-                return Err(bad_move(format!(
-                    "move {}/{}: it wrote nothing to this checkpoint",
-                    m.kind, m.from
-                )));
-            }
-            if here.contains(&from) {
-                return Err(bad_move(format!(
-                    "move {}/{}: it is still a participant here",
-                    m.kind, m.from
-                )));
-            }
-            if !here.contains(&to) {
-                return Err(bad_move(format!(
-                    "move to {}/{}: no such participant here",
-                    m.kind, m.to
-                )));
-            }
-        }
-        if moved_to.len() != moves.len() {
-            return Err(bad_move(
-                "a participant may take over one lost participant's share per restore".to_owned(),
-            ));
+        if let Some(fault) = move_fault(&written, &here, moves) {
+            return Err(fault.into_error(source));
         }
         let covered: BTreeSet<(Kind, &str)> = here.union(&moved_from).copied().collect();
         let served: BTreeSet<(Kind, &str)> = written.union(&moved_to).copied().collect();
@@ -243,4 +233,70 @@ impl Coordinator {
             extra: name(here.difference(&served).collect()),
         })
     }
+}
+
+/// The first move that cannot be carried out, and why.
+struct MoveFault {
+    index: usize,
+    field: MoveField,
+    message: String,
+}
+
+impl MoveFault {
+    fn into_error(self, checkpoint: &str) -> CoordinatorError {
+        CoordinatorError::BadMove {
+            checkpoint: checkpoint.to_owned(),
+            index: self.index,
+            field: self.field,
+            message: self.message,
+        }
+    }
+}
+
+/// The first of `moves` that names a participant that did not write to the checkpoint
+/// (`written`), one still `here`, one not here to take over, or a taker twice.
+fn move_fault(
+    written: &BTreeSet<(Kind, &str)>,
+    here: &BTreeSet<(Kind, &str)>,
+    moves: &[Move],
+) -> Option<MoveFault> {
+    let mut takers = BTreeSet::new();
+    for (index, m) in moves.iter().enumerate() {
+        let (from, to) = ((m.kind, m.from.as_str()), (m.kind, m.to.as_str()));
+        let fault = |field, message| {
+            Some(MoveFault {
+                index,
+                field,
+                message,
+            })
+        };
+        if !written.contains(&from) {
+            return fault(
+                MoveField::From,
+                format!(
+                    "move {}/{}: it wrote nothing to this checkpoint",
+                    m.kind, m.from
+                ),
+            );
+        }
+        if here.contains(&from) {
+            return fault(
+                MoveField::From,
+                format!("move {}/{}: it is still a participant here", m.kind, m.from),
+            );
+        }
+        if !here.contains(&to) {
+            return fault(
+                MoveField::To,
+                format!("move to {}/{}: no such participant here", m.kind, m.to),
+            );
+        }
+        if !takers.insert(to) {
+            return fault(
+                MoveField::To,
+                "a participant may take over one lost participant's share per restore".to_owned(),
+            );
+        }
+    }
+    None
 }

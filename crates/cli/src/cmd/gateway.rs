@@ -251,6 +251,18 @@ fn read_models(
         .collect()
 }
 
+/// What the arguments name, checked and read before the port or the ledger is touched.
+struct Checked {
+    api: UpstreamApi,
+    keys: Vec<AttemptKey>,
+    route_key: Option<rollpoint_proto::route::RouteKey>,
+    token: Option<String>,
+    credential: Option<rollpoint_gateway::credential::Credential>,
+    models: Vec<rollpoint_gateway::config::ModelUpstream>,
+    tito: Option<rollpoint_gateway::tito::TitoConfig>,
+    script: Option<Script>,
+}
+
 pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
     if let Some(owner) = args.owner {
         let parent = std::os::unix::process::parent_id();
@@ -259,12 +271,18 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
             "--owner {owner}: the gateway's parent is {parent}; the owner is gone or is not the parent"
         );
     }
+    let checked = check(&args)?;
+    let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
+    runtime.block_on(serve(&args, checked))
+}
+
+/// Everything the arguments name, checked before the port or the ledger is touched.
+fn check(args: &GatewayArgs) -> anyhow::Result<Checked> {
     let api = match args.api {
         Api::Openai => UpstreamApi::OpenAi,
         Api::Anthropic => UpstreamApi::Anthropic,
         Api::All => UpstreamApi::All,
     };
-    // Everything the arguments name is checked before the port or the ledger is touched.
     let keys = args
         .keys
         .iter()
@@ -300,157 +318,205 @@ pub fn run(args: GatewayArgs) -> anyhow::Result<()> {
         Some(path) => read_models(path)?,
         None => Vec::new(),
     };
-    let tito = match (
+    Ok(Checked {
+        api,
+        keys,
+        route_key,
+        token,
+        credential,
+        models,
+        tito: tito_config(args)?,
+        script: load_script(args)?,
+    })
+}
+
+/// The token-in/token-out settings, with `--model-tokens tito` only.
+fn tito_config(args: &GatewayArgs) -> anyhow::Result<Option<rollpoint_gateway::tito::TitoConfig>> {
+    match (
         args.model_tokens.as_deref(),
         &args.tokenizer,
         &args.chat_template,
     ) {
         (Some("tito"), Some(tokenizer), Some(template)) => {
-            Some(rollpoint_gateway::tito::TitoConfig {
+            Ok(Some(rollpoint_gateway::tito::TitoConfig {
                 tokenizer: tokenizer.clone(),
                 template: template.clone(),
                 tool_parser: args.tool_parser.parse().map_err(anyhow::Error::msg)?,
-            })
+            }))
         }
         (Some("tito"), _, _) => {
             anyhow::bail!("--model-tokens tito needs --tokenizer and --chat-template")
         }
-        (_, None, None) => None,
+        (_, None, None) => Ok(None),
         _ => anyhow::bail!("--tokenizer and --chat-template go with --model-tokens tito"),
+    }
+}
+
+/// The model script to serve, if one is named.
+fn load_script(args: &GatewayArgs) -> anyhow::Result<Option<Script>> {
+    let Some(path) = &args.model_script else {
+        return Ok(None);
     };
-    let script = match &args.model_script {
-        Some(path) => {
-            let mut script = Script::load(path)?;
-            // The scripted model stands in for the token-returning upstream.
-            if args.model_tokens.as_deref() == Some("vllm") {
-                script.tokens.get_or_insert_default();
-            }
-            Some(script)
+    let mut script = Script::load(path)?;
+    // The scripted model stands in for the token-returning upstream.
+    if args.model_tokens.as_deref() == Some("vllm") {
+        script.tokens.get_or_insert_default();
+    }
+    Ok(Some(script))
+}
+
+/// Binds the port, starts the gateway and serves until it is stopped or its owner is gone.
+async fn serve(args: &GatewayArgs, mut checked: Checked) -> anyhow::Result<()> {
+    // The port first: it keeps a second gateway of the run off the ledger.
+    let listener = bind(args.listen, Duration::from_secs(args.bind_wait_s)).await?;
+    let addr = listener
+        .local_addr()
+        .context("failed to read the bound address")?;
+    let (model, upstream) =
+        start_upstream(args, checked.script.take(), checked.tito.as_ref()).await?;
+    let config = gateway_config(args, upstream, &mut checked)?;
+    let gateway = Gateway::new(config)?;
+    for key in &checked.keys {
+        gateway.register(key)?;
+    }
+    let mut app = gateway.router();
+    if let (Some(run_dir), Some(token)) = (&args.run_dir, checked.token.as_deref()) {
+        app = app.merge(control_routes(args, &gateway, run_dir, token)?);
+    }
+    if let Some(path) = &args.attach_socket {
+        if let Err(e) = rollpoint_proctree::limits::raise_open_files() {
+            tracing::warn!(error = %e, "cannot raise the open-descriptor limit; attached sandboxes past it will not start");
         }
-        None => None,
+        let socket = rollpoint_gateway::attach::AttachSocket::bind(path)?;
+        tokio::spawn(socket.serve(gateway.model_router()));
+    }
+    if let Some(file) = &args.port_file {
+        super::model_script::write_port_file(file, addr.port())?;
+    }
+    tracing::info!(address = %addr, "gateway listening for model calls at /r/<capture key>/v1/");
+    // A task of its own: it goes on serving replies in flight while the gateway drains.
+    let mut serving = tokio::spawn(rollpoint_api::serve(listener, app));
+    let owner = async {
+        match args.owner {
+            Some(pid) => owner_gone(pid).await,
+            None => std::future::pending().await,
+        }
     };
-    let runtime = tokio::runtime::Runtime::new().context("failed to start the async runtime")?;
-    runtime.block_on(async {
-        // The port first: it keeps a second gateway of the run off the ledger.
-        let listener = bind(args.listen, Duration::from_secs(args.bind_wait_s)).await?;
-        let addr = listener
-            .local_addr()
-            .context("failed to read the bound address")?;
-        let (model, upstream) = match (script, args.upstream.first()) {
-            (Some(script), _) => {
-                let local = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
-                let server = ScriptServer::start(script, local, args.model_log.clone()).await?;
-                let url = server.base_url();
-                // The scripted model stands in for the token-in/token-out upstream.
-                if let Some(t) = &tito {
-                    server.serve_completions(&t.tokenizer)?;
-                }
-                (Some(server), url)
+    tokio::select! {
+        r = &mut serving => r.context("gateway server task failed")?.context("gateway server failed")?,
+        r = stop_signal(args.owner) => r?,
+        () = owner => drain(&gateway, args.owner.unwrap_or_default(), args.drain_s).await,
+    }
+    serving.abort();
+    gateway.flush().await?;
+    if let Some(model) = model {
+        model.shutdown().await;
+    }
+    Ok(())
+}
+
+/// The upstream's URL: the model script's, served here, or the first `--upstream`.
+async fn start_upstream(
+    args: &GatewayArgs,
+    script: Option<Script>,
+    tito: Option<&rollpoint_gateway::tito::TitoConfig>,
+) -> anyhow::Result<(Option<ScriptServer>, String)> {
+    match (script, args.upstream.first()) {
+        (Some(script), _) => {
+            let local = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+            let server = ScriptServer::start(script, local, args.model_log.clone()).await?;
+            let url = server.base_url();
+            // The scripted model stands in for the token-in/token-out upstream.
+            if let Some(t) = tito {
+                server.serve_completions(&t.tokenizer)?;
             }
-            (None, Some(url)) => (None, url.clone()),
-            (None, None) => anyhow::bail!("give --upstream or --model-script"),
-        };
-        let mut config = GatewayConfig::new(upstream, api, args.db.clone());
-        config.replicas = args.upstream.iter().skip(1).cloned().collect();
-        config.sticky = !args.no_sticky;
-        config.policy_version.clone_from(&args.policy_version);
-        config.fleet_paused = args.paused.as_deref().map(|p| {
-            if p == "abort" {
-                rollpoint_api::wire::InFlightCalls::Abort
-            } else {
-                rollpoint_api::wire::InFlightCalls::Finish
-            }
-        });
-        config.outage = rollpoint_gateway::config::OutagePolicy {
-            retry: Duration::from_secs(args.retry_s),
-            outage: Duration::from_secs(args.outage_s),
-        };
-        config.max_body_bytes = args.max_body_bytes;
-        config.replay = !args.no_replay;
-        config.open_keys = args.open_keys;
-        config.route_key = route_key;
-        config.ca_file = args.ca_file.clone();
-        config.credential = credential;
-        config.max_upstream_calls = usize::try_from(args.max_upstream_calls)?;
-        config.models = models;
-        config.tokens = args
-            .model_tokens
-            .as_deref()
-            .map(str::parse::<rollpoint_gateway::TokenSource>)
-            .transpose()
-            .map_err(anyhow::Error::msg)?
-            .filter(|s| *s == rollpoint_gateway::TokenSource::Vllm);
-        config.tito = tito.clone();
-        config.token_logprobs = !args.no_model_logprobs;
-        let gateway = Gateway::new(config)?;
-        for key in &keys {
-            gateway.register(key)?;
+            Ok((Some(server), url))
         }
-        let mut app = gateway.router();
-        if let (Some(run_dir), Some(token)) = (&args.run_dir, token.as_deref()) {
-            let participant: Arc<dyn Participant> =
-                Arc::new(ModelParticipant::new(Arc::new(gateway.clone()), "gateway"));
-            let control: Arc<dyn ParticipantApi> = Arc::new(
-                ParticipantHost::new(
-                    participant,
-                    HostConfig {
-                        remote: args.checkpoint_store.open()?,
-                        ..HostConfig::new(run_dir)
-                    },
-                )
-                .context("cannot start the checkpoint control routes")?,
-            );
-            app = app
-                .merge(rollpoint_checkpoint::router(control, token))
-                .merge(rollpoint_gateway::admin::router(gateway.clone(), token));
+        (None, Some(url)) => Ok((None, url.clone())),
+        (None, None) => anyhow::bail!("give --upstream or --model-script"),
+    }
+}
+
+/// The gateway's configuration from the arguments.
+fn gateway_config(
+    args: &GatewayArgs,
+    upstream: String,
+    checked: &mut Checked,
+) -> anyhow::Result<GatewayConfig> {
+    let mut config = GatewayConfig::new(upstream, checked.api, args.db.clone());
+    config.replicas = args.upstream.iter().skip(1).cloned().collect();
+    config.sticky = !args.no_sticky;
+    config.policy_version.clone_from(&args.policy_version);
+    config.fleet_paused = args.paused.as_deref().map(|p| {
+        if p == "abort" {
+            rollpoint_api::wire::InFlightCalls::Abort
+        } else {
+            rollpoint_api::wire::InFlightCalls::Finish
         }
-        if let Some(path) = &args.attach_socket {
-            if let Err(e) = rollpoint_proctree::limits::raise_open_files() {
-                tracing::warn!(error = %e, "cannot raise the open-descriptor limit; attached sandboxes past it will not start");
-            }
-            let socket = rollpoint_gateway::attach::AttachSocket::bind(path)?;
-            tokio::spawn(socket.serve(gateway.model_router()));
-        }
-        if let Some(file) = &args.port_file {
-            super::model_script::write_port_file(file, addr.port())?;
-        }
-        tracing::info!(address = %addr, "gateway listening for model calls at /r/<capture key>/v1/");
-        // A task of its own: it goes on serving replies in flight while the gateway drains.
-        let mut serving = tokio::spawn(rollpoint_api::serve(listener, app));
-        let owner = async {
-            match args.owner {
-                Some(pid) => owner_gone(pid).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            r = &mut serving => r.context("gateway server task failed")?.context("gateway server failed")?,
-            r = stop_signal(args.owner) => r?,
-            () = owner => {
-                let pid = args.owner.unwrap_or_default();
-                tracing::warn!(
-                    owner = pid,
-                    recording = gateway.recording(),
-                    "the gateway's owner is gone: taking no new call, recording the calls sent upstream"
-                );
-                let limit = Duration::from_secs(args.drain_s);
-                let drained = tokio::time::timeout(limit, gateway.drain()).await;
-                if drained.is_ok() {
-                    tracing::info!("every call sent upstream is recorded; the gateway exits");
-                } else {
-                    tracing::error!(
-                        unrecorded = gateway.recording(),
-                        waited_s = limit.as_secs(),
-                        "calls still unrecorded after the drain limit; the gateway exits"
-                    );
-                }
-            }
-        }
-        serving.abort();
-        gateway.flush().await?;
-        if let Some(model) = model {
-            model.shutdown().await;
-        }
-        Ok(())
-    })
+    });
+    config.outage = rollpoint_gateway::config::OutagePolicy {
+        retry: Duration::from_secs(args.retry_s),
+        outage: Duration::from_secs(args.outage_s),
+    };
+    config.max_body_bytes = args.max_body_bytes;
+    config.replay = !args.no_replay;
+    config.open_keys = args.open_keys;
+    config.route_key = checked.route_key.take();
+    config.ca_file = args.ca_file.clone();
+    config.credential = checked.credential.take();
+    config.max_upstream_calls = usize::try_from(args.max_upstream_calls)?;
+    config.models = std::mem::take(&mut checked.models);
+    config.tokens = args
+        .model_tokens
+        .as_deref()
+        .map(str::parse::<rollpoint_gateway::TokenSource>)
+        .transpose()
+        .map_err(anyhow::Error::msg)?
+        .filter(|s| *s == rollpoint_gateway::TokenSource::Vllm);
+    config.tito.clone_from(&checked.tito);
+    config.token_logprobs = !args.no_model_logprobs;
+    Ok(config)
+}
+
+/// The checkpoint control routes (the gateway as the model participant) and the gateway's own.
+fn control_routes(
+    args: &GatewayArgs,
+    gateway: &Gateway,
+    run_dir: &std::path::Path,
+    token: &str,
+) -> anyhow::Result<axum::Router> {
+    let participant: Arc<dyn Participant> =
+        Arc::new(ModelParticipant::new(Arc::new(gateway.clone()), "gateway"));
+    let control: Arc<dyn ParticipantApi> = Arc::new(
+        ParticipantHost::new(
+            participant,
+            HostConfig {
+                remote: args.checkpoint_store.open()?,
+                ..HostConfig::new(run_dir)
+            },
+        )
+        .context("cannot start the checkpoint control routes")?,
+    );
+    Ok(rollpoint_checkpoint::router(control, token)
+        .merge(rollpoint_gateway::admin::router(gateway.clone(), token)))
+}
+
+/// The owner is gone: waits up to `drain_s` for the calls sent upstream to be recorded.
+async fn drain(gateway: &Gateway, owner: u32, drain_s: u64) {
+    tracing::warn!(
+        owner,
+        recording = gateway.recording(),
+        "the gateway's owner is gone: taking no new call, recording the calls sent upstream"
+    );
+    let limit = Duration::from_secs(drain_s);
+    let drained = tokio::time::timeout(limit, gateway.drain()).await;
+    if drained.is_ok() {
+        tracing::info!("every call sent upstream is recorded; the gateway exits");
+    } else {
+        tracing::error!(
+            unrecorded = gateway.recording(),
+            waited_s = limit.as_secs(),
+            "calls still unrecorded after the drain limit; the gateway exits"
+        );
+    }
 }

@@ -24,11 +24,13 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use super::contract::Cx;
 use super::harness::{
     Harness, HarnessSettings, Launch, LaunchFile, MODEL_BASE_PLACEHOLDER, SavedSession, newest_file,
 };
-use super::{Collected, Cx, RecoveryTier};
 use crate::errors::AdapterError;
+use crate::launchlog::RecoveryTier;
+use crate::result::Collected;
 use crate::result::{TranscriptEntry, Usage};
 
 const NAME: &str = "claude-code";
@@ -378,18 +380,22 @@ pub fn parse_session(text: &str, prompt: &str) -> Parsed {
                 let content = &msg["content"];
                 if let Some(s) = content.as_str() {
                     first_user.get_or_insert_with(|| s.to_owned());
-                    transcript.push(entry("user", s.to_owned(), Vec::new()));
+                    transcript.push(TranscriptEntry::new("user", s.to_owned(), Vec::new()));
                     continue;
                 }
                 for part in content.as_array().into_iter().flatten() {
                     match part["type"].as_str() {
                         Some("tool_result") => {
-                            transcript.push(entry("tool", result_text(&part["content"]), vec![]));
+                            transcript.push(TranscriptEntry::new(
+                                "tool",
+                                result_text(&part["content"]),
+                                vec![],
+                            ));
                         }
                         Some("text") => {
                             let s = part["text"].as_str().unwrap_or_default().to_owned();
                             first_user.get_or_insert_with(|| s.clone());
-                            transcript.push(entry("user", s, Vec::new()));
+                            transcript.push(TranscriptEntry::new("user", s, Vec::new()));
                         }
                         _ => {}
                     }
@@ -408,7 +414,7 @@ pub fn parse_session(text: &str, prompt: &str) -> Parsed {
                     }
                 }
                 if id != last_id || transcript.last().is_none_or(|e| e.role != "assistant") {
-                    transcript.push(entry("assistant", String::new(), Vec::new()));
+                    transcript.push(TranscriptEntry::new("assistant", String::new(), Vec::new()));
                     last_id = id;
                 }
                 let Some(e) = transcript.last_mut() else {
@@ -455,14 +461,6 @@ pub fn parse_session(text: &str, prompt: &str) -> Parsed {
     out.collected.usage = Some(usage);
     out.collected.response = last_answer;
     out
-}
-
-fn entry(role: &str, text: String, tool_calls: Vec<String>) -> TranscriptEntry {
-    TranscriptEntry {
-        role: role.to_owned(),
-        text,
-        tool_calls,
-    }
 }
 
 /// A tool result's content: a string or text blocks.

@@ -19,9 +19,11 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 
+use super::contract::Cx;
 use super::harness::{Harness, HarnessSettings, Launch, LaunchFile, SavedSession, newest_file};
-use super::{Collected, Cx, RecoveryTier};
 use crate::errors::AdapterError;
+use crate::launchlog::RecoveryTier;
+use crate::result::Collected;
 use crate::result::{TranscriptEntry, Usage};
 
 const NAME: &str = "codex";
@@ -269,7 +271,7 @@ pub fn parse_session(text: &str, prompt: &str) -> Parsed {
             {
                 let text = join_text(&payload["item"]["content"]);
                 first_user.get_or_insert_with(|| text.clone());
-                transcript.push(entry("user", text, Vec::new()));
+                transcript.push(TranscriptEntry::new("user", text, Vec::new()));
             }
             (Some("event_msg"), Some("task_complete")) => {
                 if let Some(m) = payload["last_agent_message"].as_str() {
@@ -279,13 +281,17 @@ pub fn parse_session(text: &str, prompt: &str) -> Parsed {
             (Some("response_item"), Some("message")) if payload["role"] == "assistant" => {
                 let text = join_text(&payload["content"]);
                 last_answer = Some(text.clone());
-                transcript.push(entry("assistant", text, Vec::new()));
+                transcript.push(TranscriptEntry::new("assistant", text, Vec::new()));
             }
             (Some("response_item"), Some("function_call" | "custom_tool_call")) => {
                 let call = tool_input(payload);
                 match transcript.last_mut() {
                     Some(e) if e.role == "assistant" => e.tool_calls.push(call),
-                    _ => transcript.push(entry("assistant", String::new(), vec![call])),
+                    _ => transcript.push(TranscriptEntry::new(
+                        "assistant",
+                        String::new(),
+                        vec![call],
+                    )),
                 }
             }
             (Some("response_item"), Some("function_call_output" | "custom_tool_call_output")) => {
@@ -293,7 +299,7 @@ pub fn parse_session(text: &str, prompt: &str) -> Parsed {
                     Value::String(s) => s.clone(),
                     other => other.to_string(),
                 };
-                transcript.push(entry("tool", text, Vec::new()));
+                transcript.push(TranscriptEntry::new("tool", text, Vec::new()));
             }
             (Some("token_usage_record"), _) => {
                 let id = payload["response_id"].as_str().unwrap_or_default();
@@ -316,14 +322,6 @@ pub fn parse_session(text: &str, prompt: &str) -> Parsed {
     out.collected.usage = Some(usage);
     out.collected.response = last_answer;
     out
-}
-
-fn entry(role: &str, text: String, tool_calls: Vec<String>) -> TranscriptEntry {
-    TranscriptEntry {
-        role: role.to_owned(),
-        text,
-        tool_calls,
-    }
 }
 
 /// The text parts of a content array, joined.

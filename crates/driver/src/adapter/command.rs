@@ -7,7 +7,8 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use super::{Adapter, Collected, Cx, Decision, LaunchCommand, default_true};
+use super::contract::{Adapter, Cx, Decision, LaunchCommand};
+use super::fields::default_true;
 use crate::errors::AdapterError;
 
 const NAME: &str = "command";
@@ -64,14 +65,6 @@ impl Adapter for CommandAdapter {
         serde_json::json!({})
     }
 
-    fn prepare<'a>(
-        &'a self,
-        _cx: &'a Cx,
-        _state: &'a serde_json::Value,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        futures_util::future::ready(Ok(())).boxed()
-    }
-
     fn resume_decision<'a>(
         &'a self,
         _cx: &'a Cx,
@@ -104,14 +97,6 @@ impl Adapter for CommandAdapter {
             argv,
             env: self.settings.env.clone(),
         })
-    }
-
-    fn collect<'a>(
-        &'a self,
-        _cx: &'a Cx,
-        _state: &'a serde_json::Value,
-    ) -> BoxFuture<'a, Result<Collected, AdapterError>> {
-        futures_util::future::ready(Ok(Collected::default())).boxed()
     }
 
     fn pauses_at_checkpoints(&self) -> bool {

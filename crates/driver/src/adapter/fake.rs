@@ -10,7 +10,8 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use super::{Adapter, Collected, Cx, Decision, LaunchCommand, default_true, state_str};
+use super::contract::{Adapter, Cx, Decision, LaunchCommand};
+use super::fields::{default_true, state_str};
 use crate::errors::AdapterError;
 
 const NAME: &str = "fake";
@@ -69,14 +70,6 @@ impl Adapter for FakeAdapter {
         serde_json::json!({ "dir": format!("{}/.fake-harness", workdir.trim_end_matches('/')) })
     }
 
-    fn prepare<'a>(
-        &'a self,
-        _cx: &'a Cx,
-        _state: &'a serde_json::Value,
-    ) -> BoxFuture<'a, Result<(), AdapterError>> {
-        futures_util::future::ready(Ok(())).boxed()
-    }
-
     fn resume_decision<'a>(
         &'a self,
         cx: &'a Cx,
@@ -133,14 +126,6 @@ impl Adapter for FakeAdapter {
             ],
             env: Default::default(),
         })
-    }
-
-    fn collect<'a>(
-        &'a self,
-        _cx: &'a Cx,
-        _state: &'a serde_json::Value,
-    ) -> BoxFuture<'a, Result<Collected, AdapterError>> {
-        futures_util::future::ready(Ok(Collected::default())).boxed()
     }
 
     fn pauses_at_checkpoints(&self) -> bool {

@@ -17,8 +17,11 @@ use futures_util::future::BoxFuture;
 use rollpoint_proto::anchor::{ExecOutput, ExecRequest};
 use serde::{Deserialize, Serialize};
 
-use super::{Adapter, Collected, Cx, Decision, LaunchCommand, RecoveryTier, default_true};
+use super::contract::{Adapter, Cx, Decision, LaunchCommand};
+use super::fields::{default_true, state_str};
 use crate::errors::AdapterError;
+use crate::launchlog::RecoveryTier;
+use crate::result::{Collected, TranscriptEntry, Usage};
 
 /// Where the pinned harnesses are installed (host and sandbox see the same
 /// path: the sandbox's base is the host root unless the task says
@@ -324,7 +327,7 @@ impl<H: Harness> Adapter for HarnessAdapter<H> {
         state: &'a serde_json::Value,
     ) -> BoxFuture<'a, Result<Decision, AdapterError>> {
         async move {
-            let dir = super::state_str(self.harness.name(), state, "dir")?;
+            let dir = state_str(self.harness.name(), state, "dir")?;
             let saved = self.harness.inspect(cx, &self.settings, dir).await?;
             let mut decision = decide(self.harness.name(), dir, saved.as_ref());
             if decision.resume
@@ -342,7 +345,7 @@ impl<H: Harness> Adapter for HarnessAdapter<H> {
         state: &serde_json::Value,
         resume: bool,
     ) -> Result<LaunchCommand, AdapterError> {
-        let dir = super::state_str(self.harness.name(), state, "dir")?;
+        let dir = state_str(self.harness.name(), state, "dir")?;
         let mut env = self.settings.env.clone();
         env.entry("ROLLPOINT_HARNESS_STATE".to_owned())
             .or_insert_with(|| dir.to_owned());
@@ -365,7 +368,7 @@ impl<H: Harness> Adapter for HarnessAdapter<H> {
         state: &'a serde_json::Value,
     ) -> BoxFuture<'a, Result<Collected, AdapterError>> {
         async move {
-            let dir = super::state_str(self.harness.name(), state, "dir")?;
+            let dir = state_str(self.harness.name(), state, "dir")?;
             self.harness.collect(cx, &self.settings, dir).await
         }
         .boxed()
@@ -502,6 +505,42 @@ async fn download_text(adapter: &'static str, cx: &Cx, path: &str) -> Result<Str
         .await
         .map_err(|e| AdapterError::new(adapter, format!("read {path}: {e}")))?;
     String::from_utf8(bytes).map_err(|_| AdapterError::new(adapter, format!("{path} is not UTF-8")))
+}
+
+/// What a harness's messages add up to: each model call counted with its
+/// tokens, the last answer that said something, and the transcript.
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    usage: Usage,
+    response: Option<String>,
+    transcript: Vec<TranscriptEntry>,
+}
+
+impl Tally {
+    /// One model call that read `input` tokens, wrote `output` and answered `text`.
+    pub(super) fn call(&mut self, input: u64, output: u64, text: &str) {
+        self.usage.model_calls += 1;
+        self.usage.prompt_tokens += input;
+        self.usage.completion_tokens += output;
+        if !text.is_empty() {
+            self.response = Some(text.to_owned());
+        }
+    }
+
+    /// One message of the transcript.
+    pub(super) fn push(&mut self, role: &str, text: String, tool_calls: Vec<String>) {
+        self.transcript
+            .push(TranscriptEntry::new(role, text, tool_calls));
+    }
+
+    pub(super) fn collected(mut self) -> Collected {
+        self.usage.total_tokens = self.usage.prompt_tokens + self.usage.completion_tokens;
+        Collected {
+            usage: Some(self.usage),
+            response: self.response,
+            transcript: self.transcript,
+        }
+    }
 }
 
 #[cfg(test)]

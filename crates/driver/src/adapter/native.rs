@@ -12,8 +12,10 @@ use futures_util::future::BoxFuture;
 use rollpoint_owner::task::resolve;
 use serde::{Deserialize, Serialize};
 
-use super::{Adapter, Collected, Cx, Decision, LaunchCommand, default_true, state_str};
+use super::contract::{Adapter, Cx, Decision, LaunchCommand};
+use super::fields::{default_true, state_str};
 use crate::errors::AdapterError;
+use crate::result::Collected;
 use crate::result::Usage;
 
 const NAME: &str = "native";
@@ -99,19 +101,8 @@ impl Adapter for NativeAdapter {
     ) -> BoxFuture<'a, Result<(), AdapterError>> {
         async move {
             let dir = state_str(NAME, state, "dir")?;
-            let req = rollpoint_proto::anchor::ExecRequest {
-                argv: vec!["mkdir".into(), "-p".into(), dir.into()],
-                env: BTreeMap::new(),
-                cwd: cx.workdir.clone(),
-                timeout_ms: 30_000,
-                output_limit: 4096,
-                stdin: None,
-            };
-            let out = cx
-                .owner
-                .exec(&cx.session, req)
-                .await
-                .map_err(|e| AdapterError::new(NAME, format!("create {dir}: {e}")))?;
+            let argv = vec!["mkdir".into(), "-p".into(), dir.into()];
+            let out = run(cx, argv, BTreeMap::new(), &format!("create {dir}")).await?;
             if out.exit_code != Some(0) {
                 return Err(AdapterError::new(
                     NAME,
@@ -130,27 +121,17 @@ impl Adapter for NativeAdapter {
     ) -> BoxFuture<'a, Result<Option<String>, AdapterError>> {
         async move {
             let input = state_str(NAME, state, "input")?;
-            let req = rollpoint_proto::anchor::ExecRequest {
-                argv: vec![
-                    "/bin/sh".into(),
-                    "-c".into(),
-                    MISSING_SCRIPT.into(),
-                    "native".into(),
-                    input.into(),
-                    self.settings.worker.clone(),
-                ],
-                // The launch's own environment, so PATH is the one it runs with.
-                env: self.settings.env.clone(),
-                cwd: cx.workdir.clone(),
-                timeout_ms: 30_000,
-                output_limit: 4096,
-                stdin: None,
-            };
-            let out = cx
-                .owner
-                .exec(&cx.session, req)
-                .await
-                .map_err(|e| AdapterError::new(NAME, format!("check {input}: {e}")))?;
+            let argv = vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                MISSING_SCRIPT.into(),
+                "native".into(),
+                input.into(),
+                self.settings.worker.clone(),
+            ];
+            // The launch's own environment, so PATH is the one it runs with.
+            let env = self.settings.env.clone();
+            let out = run(cx, argv, env, &format!("check {input}")).await?;
             match out.exit_code {
                 Some(0) => Ok(None),
                 Some(MISSING_EXIT) => Ok(Some(format!(
@@ -272,4 +253,26 @@ impl Adapter for NativeAdapter {
     fn pauses_at_checkpoints(&self) -> bool {
         self.settings.pauses
     }
+}
+
+/// Runs `argv` with `env` in the sandbox (30 s limit, 4 KiB of output); a
+/// failure to run it names `what`.
+async fn run(
+    cx: &Cx,
+    argv: Vec<String>,
+    env: BTreeMap<String, String>,
+    what: &str,
+) -> Result<rollpoint_proto::anchor::ExecOutput, AdapterError> {
+    let req = rollpoint_proto::anchor::ExecRequest {
+        argv,
+        env,
+        cwd: cx.workdir.clone(),
+        timeout_ms: 30_000,
+        output_limit: 4096,
+        stdin: None,
+    };
+    cx.owner
+        .exec(&cx.session, req)
+        .await
+        .map_err(|e| AdapterError::new(NAME, format!("{what}: {e}")))
 }

@@ -20,12 +20,13 @@ use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 use serde::Deserialize;
 
+use super::contract::Cx;
 use super::harness::{
-    Harness, HarnessSettings, Launch, LaunchFile, MODEL_BASE_PLACEHOLDER, exec, read_text,
+    Harness, HarnessSettings, Launch, LaunchFile, MODEL_BASE_PLACEHOLDER, Tally, exec, read_text,
 };
-use super::{Collected, Cx, RecoveryTier};
 use crate::errors::AdapterError;
-use crate::result::{TranscriptEntry, Usage};
+use crate::launchlog::RecoveryTier;
+use crate::result::Collected;
 
 const NAME: &str = "opencode";
 /// The provider id the config declares.
@@ -172,28 +173,18 @@ impl Session {
     }
 
     fn collected(&self) -> Collected {
-        let mut usage = Usage::default();
-        let mut transcript = Vec::new();
-        let mut response = None;
+        let mut tally = Tally::default();
         for m in &self.messages {
             let role = Self::role(m);
             let text = Self::text(m);
             if role == "assistant" {
                 let t = &m.info["tokens"];
-                usage.model_calls += 1;
-                usage.prompt_tokens += t["input"].as_u64().unwrap_or(0);
-                usage.completion_tokens += t["output"].as_u64().unwrap_or(0);
-                if !text.is_empty() {
-                    response = Some(text.clone());
-                }
+                let tokens = |k: &str| t[k].as_u64().unwrap_or(0);
+                tally.call(tokens("input"), tokens("output"), &text);
             }
             let tools: Vec<&serde_json::Value> =
                 m.parts.iter().filter(|p| p["type"] == "tool").collect();
-            transcript.push(TranscriptEntry {
-                role: role.to_owned(),
-                text,
-                tool_calls: tools.iter().map(|p| tool_input(p)).collect(),
-            });
+            tally.push(role, text, tools.iter().map(|p| tool_input(p)).collect());
             for p in tools {
                 let state = &p["state"];
                 let text = match state["status"].as_str() {
@@ -201,19 +192,10 @@ impl Session {
                     Some("error") => state["error"].as_str().unwrap_or_default().to_owned(),
                     other => format!("[{}]", other.unwrap_or("no result")),
                 };
-                transcript.push(TranscriptEntry {
-                    role: "tool".to_owned(),
-                    text,
-                    tool_calls: Vec::new(),
-                });
+                tally.push("tool", text, Vec::new());
             }
         }
-        usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
-        Collected {
-            usage: Some(usage),
-            response,
-            transcript,
-        }
+        tally.collected()
     }
 }
 

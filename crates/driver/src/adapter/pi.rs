@@ -20,12 +20,14 @@
 use futures_util::FutureExt as _;
 use futures_util::future::BoxFuture;
 
+use super::contract::Cx;
 use super::harness::{
-    Harness, HarnessSettings, Launch, LaunchFile, MODEL_BASE_PLACEHOLDER, SavedSession, newest_file,
+    Harness, HarnessSettings, Launch, LaunchFile, MODEL_BASE_PLACEHOLDER, SavedSession, Tally,
+    newest_file,
 };
-use super::{Collected, Cx, RecoveryTier};
 use crate::errors::AdapterError;
-use crate::result::{TranscriptEntry, Usage};
+use crate::launchlog::RecoveryTier;
+use crate::result::Collected;
 
 const NAME: &str = "pi";
 /// The provider id `models.json` declares.
@@ -158,9 +160,7 @@ impl Session {
     }
 
     fn collected(&self) -> Collected {
-        let mut usage = Usage::default();
-        let mut transcript = Vec::new();
-        let mut response = None;
+        let mut tally = Tally::default();
         for m in &self.messages {
             let text = Self::text(m);
             let role = match m["role"].as_str() {
@@ -171,12 +171,8 @@ impl Session {
             let mut tool_calls = Vec::new();
             if role == "assistant" {
                 let u = &m["usage"];
-                usage.model_calls += 1;
-                usage.prompt_tokens += u["input"].as_u64().unwrap_or(0);
-                usage.completion_tokens += u["output"].as_u64().unwrap_or(0);
-                if !text.is_empty() {
-                    response = Some(text.clone());
-                }
+                let tokens = |k: &str| u[k].as_u64().unwrap_or(0);
+                tally.call(tokens("input"), tokens("output"), &text);
                 if let Some(blocks) = m["content"].as_array() {
                     tool_calls = blocks
                         .iter()
@@ -192,18 +188,9 @@ impl Session {
                         .collect();
                 }
             }
-            transcript.push(TranscriptEntry {
-                role: role.to_owned(),
-                text,
-                tool_calls,
-            });
+            tally.push(role, text, tool_calls);
         }
-        usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
-        Collected {
-            usage: Some(usage),
-            response,
-            transcript,
-        }
+        tally.collected()
     }
 }
 

@@ -6,7 +6,10 @@
 //! ones of the same kind, from the checkpoint store; without `scope`, the
 //! attempts the moved agents held.
 //! Later checkpoints record that they continue it. 404 when there is no
-//! such checkpoint; 409 `busy` while another checkpoint or restore runs.
+//! such checkpoint; 409 `busy` while another checkpoint or restore runs;
+//! 422 `unprocessable` naming `moves[i].from` (or `.to`) for a move from a
+//! participant that did not write to the checkpoint or is still here (or to
+//! one not here), before anything is changed.
 
 use std::sync::Arc;
 
@@ -38,6 +41,7 @@ use rollpoint_checkpoint::{Kind, Move};
         (status = 404, description = "No such checkpoint, or none is published (`not_found`).", body = rollpoint_api::error::ErrorBody),
         (status = 409, description = "Another checkpoint or restore is in progress (`busy`), or the participants differ from the checkpoint's (`conflict`).", body = rollpoint_api::error::ErrorBody),
         (status = 413, description = rollpoint_api::error::doc::TOO_LARGE, body = rollpoint_api::error::ErrorBody),
+        (status = 422, description = "A move names a participant that did not write to the checkpoint or is still here, or one not here to take its share over (`unprocessable`, naming `moves[i].from` or `moves[i].to`); nothing was changed.", body = rollpoint_api::error::ErrorBody),
         (status = 502, description = "A participant failed (`failed`).", body = rollpoint_api::error::ErrorBody),
     ),
     security(("bearer" = [])),
@@ -59,6 +63,12 @@ pub(super) async fn handle(
             to: m.to.clone(),
         })
         .collect();
+    // A move naming a participant that is not there is refused before any
+    // attempt is retired.
+    shared
+        .coordinator
+        .check_moves(&doc, &moves)
+        .map_err(|e| coordinator_error(&e))?;
     let scope = match req.scope {
         Some(scope) => scope,
         None if moves.is_empty() => doc.scope.clone(),

@@ -12,7 +12,7 @@
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,6 +34,9 @@ const PIPE_GRACE: Duration = Duration::from_secs(2);
 
 /// How long readers get to see the pipes close after the command exited.
 const PIPE_SETTLE: Duration = Duration::from_millis(100);
+
+/// What the readers kept of stdout and of stderr.
+type Streams = [Arc<Mutex<Kept>>; 2];
 
 /// What a reader kept of one pipe.
 #[derive(Debug, Default)]
@@ -64,16 +67,67 @@ pub fn exec(reaper: &Reaper, run_as: &RunAs, req: &ExecRequest) -> Result<ExecOu
     let Some(program) = req.argv.first() else {
         return Err("exec: argv is empty".into());
     };
-    match std::fs::metadata(&req.cwd) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => {
-            return Ok(not_started(
-                126,
-                format!("exec: cwd {}: not a directory", req.cwd),
-            ));
-        }
-        Err(e) => return Ok(not_started(126, format!("exec: cwd {}: {e}", req.cwd))),
+    if let Some(output) = unusable_cwd(&req.cwd) {
+        return Ok(output);
     }
+    let mut cmd = command(run_as, req, program);
+    let start = Instant::now();
+    // A timeout too large for the clock is as good as none.
+    let deadline = start
+        .checked_add(Duration::from_millis(req.timeout_ms))
+        .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400));
+    let (mut child, exited) = match reaper.spawn(&mut cmd) {
+        Ok(started) => started,
+        Err(e) => {
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            let message = format!("exec: failed to start {program:?} in {}: {e}", req.cwd);
+            return Ok(not_started(code, message));
+        }
+    };
+    let group = Group::of(program, child.id());
+    if let (Some(mut stdin), Some(text)) = (child.stdin.take(), req.stdin.clone()) {
+        // A command that does not read its input must not hold the reply.
+        group.helper(
+            "exec-stdin",
+            Box::new(move || {
+                let _ = stdin.write_all(text.as_bytes());
+            }),
+        )?;
+    }
+    let limit = usize::try_from(req.output_limit).unwrap_or(usize::MAX);
+    let (streams, mut pipes) = group.read_outputs(&mut child, limit)?;
+    // Only the reaper waits on children; this handle is just dropped.
+    drop(child);
+
+    let (exit, mut timed_out) = group.wait_exit(&exited, deadline)?;
+    // Readers see the end of a pipe a moment after its last writer exits.
+    if !pipes.wait(deadline.max(Instant::now() + PIPE_SETTLE)) {
+        timed_out = true;
+        group.kill();
+        pipes.wait(Instant::now() + PIPE_GRACE);
+    }
+    Ok(output(exit, timed_out, &streams, start))
+}
+
+/// `Some` reply of a command not started when its working directory cannot be used.
+fn unusable_cwd(cwd: &str) -> Option<ExecOutput> {
+    match std::fs::metadata(cwd) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some(not_started(
+            126,
+            format!("exec: cwd {cwd}: not a directory"),
+        )),
+        Err(e) => Some(not_started(126, format!("exec: cwd {cwd}: {e}"))),
+    }
+}
+
+/// The command of the request: exactly its environment and working directory,
+/// its own process group, its stdin (or /dev/null) and piped output.
+fn command(run_as: &RunAs, req: &ExecRequest, program: &str) -> Command {
     let mut cmd = Command::new(program);
     cmd.args(&req.argv[1..])
         .env_clear()
@@ -93,112 +147,141 @@ pub fn exec(reaper: &Reaper, run_as: &RunAs, req: &ExecRequest) -> Result<ExecOu
         .credentials(run_as.user.clone())
         .isolate(run_as.isolation.clone())
         .install(&mut cmd);
+    cmd
+}
 
-    let start = Instant::now();
-    // A timeout too large for the clock is as good as none.
-    let deadline = start
-        .checked_add(Duration::from_millis(req.timeout_ms))
-        .unwrap_or_else(|| start + Duration::from_secs(100 * 365 * 86_400));
-    let (mut child, exited) = match reaper.spawn(&mut cmd) {
-        Ok(started) => started,
-        Err(e) => {
-            let code = if e.kind() == std::io::ErrorKind::NotFound {
-                127
-            } else {
-                126
-            };
-            let message = format!("exec: failed to start {program:?} in {}: {e}", req.cwd);
-            return Ok(not_started(code, message));
+/// The started command's process group, and how its errors name it.
+struct Group<'a> {
+    program: &'a str,
+    pid: u32,
+    group: Pid,
+}
+
+impl<'a> Group<'a> {
+    fn of(program: &'a str, pid: u32) -> Self {
+        Self {
+            program,
+            pid,
+            group: Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX)),
         }
-    };
-    let pid = child.id();
-    let group = Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
-    let kill_group = || {
-        let _ = killpg(group, Signal::SIGKILL);
-    };
-    // Without its helper threads the command cannot be served: kill it.
-    let helper = |name: &str, f: Box<dyn FnOnce() + Send>| {
+    }
+
+    fn kill(&self) {
+        let _ = killpg(self.group, Signal::SIGKILL);
+    }
+
+    /// Starts a helper thread; without it the command cannot be served, so
+    /// it is killed.
+    fn helper(&self, name: &str, f: Box<dyn FnOnce() + Send>) -> Result<(), String> {
         std::thread::Builder::new()
             .name(name.into())
             .spawn(f)
             .map(drop)
             .map_err(|e| {
-                kill_group();
-                format!("exec: {program:?} (pid {pid}): cannot start a thread: {e}")
+                self.kill();
+                format!(
+                    "exec: {:?} (pid {}): cannot start a thread: {e}",
+                    self.program, self.pid
+                )
             })
-    };
-    if let (Some(mut stdin), Some(text)) = (child.stdin.take(), req.stdin.clone()) {
-        // A command that does not read its input must not hold the reply.
-        helper(
-            "exec-stdin",
-            Box::new(move || {
-                let _ = stdin.write_all(text.as_bytes());
-            }),
-        )?;
     }
-    let limit = usize::try_from(req.output_limit).unwrap_or(usize::MAX);
-    let (done_tx, done_rx) = channel();
-    let mut streams = Vec::new();
-    for pipe in [
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    ] {
-        let kept = Arc::new(Mutex::new(Kept::default()));
-        if let Some(pipe) = pipe {
-            let kept = Arc::clone(&kept);
-            let done = done_tx.clone();
-            helper(
-                "exec-output",
-                Box::new(move || {
-                    keep(pipe, limit, &kept);
-                    let _ = done.send(());
-                }),
-            )?;
-        } else {
-            let _ = done_tx.send(());
-        }
-        streams.push(kept);
-    }
-    // Only the reaper waits on children; this handle is just dropped.
-    drop(child);
 
-    let mut timed_out = false;
-    let exit = match exited.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-        Ok(exit) => exit,
-        Err(RecvTimeoutError::Timeout) => {
-            timed_out = true;
-            kill_group();
-            exited.recv_timeout(KILL_WAIT).map_err(|_| {
-                format!("exec: {program:?} (pid {pid}) was not reaped {KILL_WAIT:?} after SIGKILL")
-            })?
+    /// Starts a reader on stdout and one on stderr, each keeping the first
+    /// `limit` bytes; each reports on the receiver when its pipe closed.
+    fn read_outputs(
+        &self,
+        child: &mut std::process::Child,
+        limit: usize,
+    ) -> Result<(Streams, Pipes), String> {
+        let (done_tx, done_rx) = channel();
+        let pipes = [
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn Read + Send>),
+        ];
+        let streams = [
+            Arc::new(Mutex::new(Kept::default())),
+            Arc::new(Mutex::new(Kept::default())),
+        ];
+        for (pipe, kept) in pipes.into_iter().zip(&streams) {
+            if let Some(pipe) = pipe {
+                let kept = Arc::clone(kept);
+                let done = done_tx.clone();
+                self.helper(
+                    "exec-output",
+                    Box::new(move || {
+                        keep(pipe, limit, &kept);
+                        let _ = done.send(());
+                    }),
+                )?;
+            } else {
+                let _ = done_tx.send(());
+            }
         }
-        Err(RecvTimeoutError::Disconnected) => {
-            return Err(format!("exec: {program:?} (pid {pid}): its exit was lost"));
+        Ok((
+            streams,
+            Pipes {
+                done: done_rx,
+                open: 2,
+            },
+        ))
+    }
+
+    /// Waits for the command's exit until `deadline`, then kills the group
+    /// and waits [`KILL_WAIT`] more; `true` beside it when it timed out.
+    fn wait_exit(
+        &self,
+        exited: &Receiver<Exit>,
+        deadline: Instant,
+    ) -> Result<(Exit, bool), String> {
+        let (program, pid) = (self.program, self.pid);
+        match exited.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(exit) => Ok((exit, false)),
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill();
+                let exit = exited.recv_timeout(KILL_WAIT).map_err(|_| {
+                    format!(
+                        "exec: {program:?} (pid {pid}) was not reaped {KILL_WAIT:?} after SIGKILL"
+                    )
+                })?;
+                Ok((exit, true))
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                Err(format!("exec: {program:?} (pid {pid}): its exit was lost"))
+            }
         }
-    };
-    let mut open = 2;
-    let mut wait_pipes = |until: Instant| {
-        while open > 0 {
-            match done_rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
-                Ok(()) => open -= 1,
+    }
+}
+
+/// The output readers still to report their pipe closed.
+struct Pipes {
+    done: Receiver<()>,
+    open: usize,
+}
+
+impl Pipes {
+    /// Waits until every pipe closed (`true`) or `until` passed.
+    fn wait(&mut self, until: Instant) -> bool {
+        while self.open > 0 {
+            match self
+                .done
+                .recv_timeout(until.saturating_duration_since(Instant::now()))
+            {
+                Ok(()) => self.open -= 1,
                 Err(_) => return false,
             }
         }
         true
-    };
-    // Readers see the end of a pipe a moment after its last writer exits.
-    if !wait_pipes(deadline.max(Instant::now() + PIPE_SETTLE)) {
-        timed_out = true;
-        kill_group();
-        wait_pipes(Instant::now() + PIPE_GRACE);
     }
+}
 
+/// The reply: how the command ended and what was kept of its output.
+fn output(exit: Exit, timed_out: bool, streams: &Streams, start: Instant) -> ExecOutput {
     let take = |k: &Arc<Mutex<Kept>>| {
         let k = k.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         (String::from_utf8_lossy(&k.bytes).into_owned(), k.truncated)
@@ -209,7 +292,7 @@ pub fn exec(reaper: &Reaper, run_as: &RunAs, req: &ExecRequest) -> Result<ExecOu
         Exit::Code(c) => (Some(c), None),
         Exit::Signal(s) => (None, Some(s)),
     };
-    Ok(ExecOutput {
+    ExecOutput {
         exit_code,
         signal,
         timed_out,
@@ -218,7 +301,7 @@ pub fn exec(reaper: &Reaper, run_as: &RunAs, req: &ExecRequest) -> Result<ExecOu
         stdout_truncated,
         stderr_truncated,
         duration_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
-    })
+    }
 }
 
 /// Reads `pipe` to its end, keeping the first `limit` bytes.

@@ -49,158 +49,192 @@ fn arg<'a>(args: &'a [String], i: usize, what: &str) -> Result<&'a str, String> 
         .ok_or_else(|| format!("{what}: missing argument"))
 }
 
+/// The steps of each kind, in turn; a step's function answers how many
+/// arguments it took, or `None` when the step is not of its kind.
+type Steps = fn(&[String], usize) -> Result<Option<usize>, String>;
+
 fn run(args: &[String]) -> Result<(), String> {
     let mut i = 0;
-    while i < args.len() {
-        let step = args[i].as_str();
-        match step {
-            "sleep" => {
-                std::thread::sleep(Duration::from_secs_f64(num(args, i + 1, step)?));
-                i += 2;
+    'steps: while i < args.len() {
+        for steps in [control as Steps, tree, load] {
+            if let Some(used) = steps(args, i)? {
+                i += used;
+                continue 'steps;
             }
-            "exit" => std::process::exit(num(args, i + 1, step)?),
-            "wait" => {
-                wait_all();
-                i += 1;
+        }
+        return Err(format!("unknown step {:?}", args[i]));
+    }
+    Ok(())
+}
+
+/// Steps that shape this process: sleeping, exiting, waiting, signals.
+fn control(args: &[String], i: usize) -> Result<Option<usize>, String> {
+    let step = args[i].as_str();
+    let used = match step {
+        "sleep" => {
+            std::thread::sleep(Duration::from_secs_f64(num(args, i + 1, step)?));
+            2
+        }
+        "exit" => std::process::exit(num(args, i + 1, step)?),
+        "wait" => {
+            wait_all();
+            1
+        }
+        "ready" => {
+            let path = arg(args, i + 1, step)?;
+            let tmp = format!("{path}.tmp");
+            std::fs::write(&tmp, std::process::id().to_string()).map_err(|e| e.to_string())?;
+            std::fs::rename(&tmp, path).map_err(|e| e.to_string())?;
+            2
+        }
+        "ignore-int" => {
+            // SAFETY: installing SIG_IGN has no handler code to run.
+            unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
+            1
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(used))
+}
+
+/// Steps that build a process-tree shape.
+fn tree(args: &[String], i: usize) -> Result<Option<usize>, String> {
+    let step = args[i].as_str();
+    let used = match step {
+        "flat" => {
+            let n: u32 = num(args, i + 1, step)?;
+            for _ in 0..n {
+                fork_then(|| sleep_forever())?;
             }
-            "ready" => {
-                let path = arg(args, i + 1, step)?;
-                let tmp = format!("{path}.tmp");
-                std::fs::write(&tmp, std::process::id().to_string()).map_err(|e| e.to_string())?;
-                std::fs::rename(&tmp, path).map_err(|e| e.to_string())?;
-                i += 2;
+            2
+        }
+        "chain" => {
+            let n: u32 = num(args, i + 1, step)?;
+            if n > 0 {
+                let me = std::env::current_exe().map_err(|e| e.to_string())?;
+                let mut rest = vec!["chain".to_owned(), (n - 1).to_string()];
+                rest.extend_from_slice(&args[i + 2..]);
+                let status = Command::new(me)
+                    .args(rest)
+                    .status()
+                    .map_err(|e| e.to_string())?;
+                std::process::exit(status.code().unwrap_or(1));
             }
-            "flat" => {
-                let n: u32 = num(args, i + 1, step)?;
-                for _ in 0..n {
-                    fork_then(|| sleep_forever())?;
-                }
-                i += 2;
-            }
-            "chain" => {
-                let n: u32 = num(args, i + 1, step)?;
-                if n > 0 {
-                    let me = std::env::current_exe().map_err(|e| e.to_string())?;
-                    let mut rest = vec!["chain".to_owned(), (n - 1).to_string()];
-                    rest.extend_from_slice(&args[i + 2..]);
-                    let status = Command::new(me)
-                        .args(rest)
-                        .status()
-                        .map_err(|e| e.to_string())?;
-                    std::process::exit(status.code().unwrap_or(1));
-                }
-                i += 2;
-            }
-            "setsid" => {
-                fork_then(|| {
+            2
+        }
+        "setsid" => {
+            fork_then(|| {
+                // SAFETY: setsid has no memory effects.
+                unsafe { libc::setsid() };
+                sleep_forever()
+            })?;
+            1
+        }
+        "daemon" => {
+            let middle = fork_then(|| {
+                let _ = fork_then(|| {
                     // SAFETY: setsid has no memory effects.
                     unsafe { libc::setsid() };
                     sleep_forever()
-                })?;
-                i += 1;
-            }
-            "daemon" => {
-                let middle = fork_then(|| {
-                    let _ = fork_then(|| {
-                        // SAFETY: setsid has no memory effects.
-                        unsafe { libc::setsid() };
-                        sleep_forever()
+                });
+                // SAFETY: _exit skips destructors, as a forked child should.
+                unsafe { libc::_exit(0) }
+            })?;
+            waitpid(middle);
+            1
+        }
+        "clearenv" => {
+            let me = std::env::current_exe().map_err(|e| e.to_string())?;
+            Command::new(me)
+                .env_clear()
+                .args(["sleep", "3600"])
+                .spawn()
+                .map_err(|e| e.to_string())?;
+            1
+        }
+        "abandon" => {
+            let n: u32 = num(args, i + 1, step)?;
+            for k in 0..n {
+                let middle = fork_then(move || {
+                    let _ = fork_then(move || {
+                        std::thread::sleep(Duration::from_millis(u64::from(k % 200)));
+                        // SAFETY: _exit skips destructors, as a forked child should.
+                        unsafe { libc::_exit(0) }
                     });
-                    // SAFETY: _exit skips destructors, as a forked child should.
+                    // SAFETY: as above.
                     unsafe { libc::_exit(0) }
                 })?;
                 waitpid(middle);
-                i += 1;
             }
-            "clearenv" => {
-                let me = std::env::current_exe().map_err(|e| e.to_string())?;
-                Command::new(me)
-                    .env_clear()
-                    .args(["sleep", "3600"])
+            2
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(used))
+}
+
+/// Steps that keep children busy: process churn, ticking files, a blocking write.
+fn load(args: &[String], i: usize) -> Result<Option<usize>, String> {
+    let step = args[i].as_str();
+    let used = match step {
+        "burst" => {
+            fork_then(|| {
+                loop {
+                    let kids: Vec<_> = (0..4)
+                        .filter_map(|_| Command::new("true").stdout(Stdio::null()).spawn().ok())
+                        .collect();
+                    for mut k in kids {
+                        let _ = k.wait();
+                    }
+                }
+            })?;
+            1
+        }
+        "churn" => {
+            for _ in 0..2 {
+                Command::new("sh")
+                    .args(["-c", "while :; do /bin/true; done"])
                     .spawn()
                     .map_err(|e| e.to_string())?;
-                i += 1;
             }
-            "ignore-int" => {
-                // SAFETY: installing SIG_IGN has no handler code to run.
-                unsafe { libc::signal(libc::SIGINT, libc::SIG_IGN) };
-                i += 1;
-            }
-            "burst" => {
-                fork_then(|| {
-                    loop {
-                        let kids: Vec<_> = (0..4)
-                            .filter_map(|_| Command::new("true").stdout(Stdio::null()).spawn().ok())
-                            .collect();
-                        for mut k in kids {
-                            let _ = k.wait();
-                        }
-                    }
-                })?;
-                i += 1;
-            }
-            "churn" => {
-                for _ in 0..2 {
-                    Command::new("sh")
-                        .args(["-c", "while :; do /bin/true; done"])
-                        .spawn()
-                        .map_err(|e| e.to_string())?;
-                }
-                i += 1;
-            }
-            "tick" => {
-                let file = arg(args, i + 1, step)?.to_owned();
-                let ms: u64 = num(args, i + 2, step)?;
-                let steps: u32 = num(args, i + 3, step)?;
-                tick(&file, ms, steps)?;
-                i += 4;
-            }
-            "tickers" => {
-                let dir = arg(args, i + 1, step)?.to_owned();
-                let k: u32 = num(args, i + 2, step)?;
-                let ms: u64 = num(args, i + 3, step)?;
-                let steps: u32 = num(args, i + 4, step)?;
-                for n in 0..k {
-                    let file = format!("{dir}/tick-{n}");
-                    fork_then(move || {
-                        let code = i32::from(tick(&file, ms, steps).is_err());
-                        // SAFETY: _exit skips destructors, as a forked child should.
-                        unsafe { libc::_exit(code) }
-                    })?;
-                }
-                i += 5;
-            }
-            "dwrite" => {
-                let path = arg(args, i + 1, step)?.to_owned();
-                fork_then(move || {
-                    if let Ok(mut f) = std::fs::File::create(&path) {
-                        let _ = f.write_all(b"written\n");
-                        let _ = f.sync_all();
-                    }
-                    sleep_forever()
-                })?;
-                i += 2;
-            }
-            "abandon" => {
-                let n: u32 = num(args, i + 1, step)?;
-                for k in 0..n {
-                    let middle = fork_then(move || {
-                        let _ = fork_then(move || {
-                            std::thread::sleep(Duration::from_millis(u64::from(k % 200)));
-                            // SAFETY: _exit skips destructors, as a forked child should.
-                            unsafe { libc::_exit(0) }
-                        });
-                        // SAFETY: as above.
-                        unsafe { libc::_exit(0) }
-                    })?;
-                    waitpid(middle);
-                }
-                i += 2;
-            }
-            other => return Err(format!("unknown step {other:?}")),
+            1
         }
-    }
-    Ok(())
+        "tick" => {
+            let file = arg(args, i + 1, step)?.to_owned();
+            let ms: u64 = num(args, i + 2, step)?;
+            let steps: u32 = num(args, i + 3, step)?;
+            tick(&file, ms, steps)?;
+            4
+        }
+        "tickers" => {
+            let dir = arg(args, i + 1, step)?.to_owned();
+            let k: u32 = num(args, i + 2, step)?;
+            let ms: u64 = num(args, i + 3, step)?;
+            let steps: u32 = num(args, i + 4, step)?;
+            for n in 0..k {
+                let file = format!("{dir}/tick-{n}");
+                fork_then(move || {
+                    let code = i32::from(tick(&file, ms, steps).is_err());
+                    // SAFETY: _exit skips destructors, as a forked child should.
+                    unsafe { libc::_exit(code) }
+                })?;
+            }
+            5
+        }
+        "dwrite" => {
+            let path = arg(args, i + 1, step)?.to_owned();
+            fork_then(move || {
+                if let Ok(mut f) = std::fs::File::create(&path) {
+                    let _ = f.write_all(b"written\n");
+                    let _ = f.sync_all();
+                }
+                sleep_forever()
+            })?;
+            2
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(used))
 }
 
 fn tick(file: &str, ms: u64, steps: u32) -> Result<(), String> {
