@@ -31,7 +31,7 @@ pub struct AnchorOpts {
     /// The sandbox's v1 freezer cgroup directory on the host.
     pub cgroup_freezer: Option<PathBuf>,
     /// The sandbox's network (`--net`, `--gateway`, `--allow`, `--host`).
-    pub net: crate::anchor::net::NetOpts,
+    pub net: crate::net_opts::NetOpts,
     /// The pid of the sandbox's owner, which must be the anchor's parent
     /// (`--owner`; without it, whatever parent the anchor has at start).
     pub owner: Option<i32>,
@@ -242,7 +242,7 @@ struct AnchorArgs {
     hostname: Option<String>,
     cgroup_v2: Option<PathBuf>,
     cgroup_freezer: Option<PathBuf>,
-    net: crate::anchor::net::NetOpts,
+    net: crate::net_opts::NetOpts,
     owner: Option<i32>,
     tools: Vec<(String, PathBuf)>,
     user: Option<Credentials>,
@@ -575,7 +575,7 @@ mod tests {
         assert_eq!(a.root, PathBuf::from("/m"));
         assert_eq!(a.hostname, "box");
         assert!(a.cgroup_freezer.is_none() && a.cgroup_v2.is_some());
-        assert_eq!(a.net.mode, crate::anchor::net::NetMode::Allow);
+        assert_eq!(a.net.mode, crate::net_opts::NetMode::Allow);
         assert_eq!(a.net.allow.len(), 1);
         assert_eq!(
             a.net.hosts,

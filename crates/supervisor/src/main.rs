@@ -21,6 +21,7 @@
 //! - `session`: the session directory: launch record, receipts, stop and pause files.
 //! - `client`: the socket's clients, with a fallback when no supervisor answers.
 //! - `anchor`: PID 1 of a sandbox: `mounts`, `reaper`, `serve`, `exec`, `launch`.
+//! - `net_opts`: the anchor's network options as the command line gives them.
 //! - `files`: durable private file writes.
 //! - `errors`: the supervisor's errors.
 //!
@@ -31,6 +32,7 @@ mod args;
 mod client;
 mod errors;
 mod files;
+mod net_opts;
 mod run;
 mod server;
 mod session;

@@ -138,13 +138,3 @@ impl Sent {
         }
     }
 }
-
-/// `SANDBOX=PATH` of `--gateway-attach`.
-pub fn parse(value: &str) -> Result<(String, PathBuf), String> {
-    let bad = || format!("--gateway-attach {value:?}: expected SANDBOX=PATH (an absolute path)");
-    let (sandbox, path) = value.split_once('=').ok_or_else(bad)?;
-    if sandbox.is_empty() || !path.starts_with('/') {
-        return Err(bad());
-    }
-    Ok((sandbox.to_owned(), PathBuf::from(path)))
-}

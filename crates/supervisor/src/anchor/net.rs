@@ -31,80 +31,10 @@ use nix::sys::stat::Mode;
 
 use crate::errors::{Error, io_err};
 
-/// How the sandbox reaches the network (`--net`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum NetMode {
-    /// The host's network namespace (no new one).
-    #[default]
-    Host,
-    /// Loopback only.
-    None,
-    /// Loopback and the gateway.
-    Gateway,
-    /// Loopback, the gateway and the allowed destinations.
-    Allow,
-}
-
-pub use rollpoint_proto::net::Allowed;
+use crate::net_opts::{NetMode, NetOpts};
 use rollpoint_proto::net::{RELAY_USAGE_FILE, RELAY_USAGE_VERSION, RelayUsage};
 
-/// The network options of the anchor.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NetOpts {
-    pub mode: NetMode,
-    /// The gateway as the host reaches it; inside, `127.0.0.1` and its port.
-    pub gateway: Option<SocketAddrV4>,
-    pub allow: Vec<Allowed>,
-    /// Names `/etc/hosts` gives (the allowed hosts'); no other name
-    /// resolves.
-    pub hosts: Vec<(String, Ipv4Addr)>,
-    /// The sandbox and the attach socket of a gateway on this node: the
-    /// gateway listener is handed to it instead of relayed (`attach`).
-    pub attach: Option<(String, PathBuf)>,
-}
-
 impl NetOpts {
-    /// One option of the command line.
-    pub fn set(&mut self, name: &str, value: &str) -> Result<(), String> {
-        match name {
-            "--net" => {
-                self.mode = match value {
-                    "host" => NetMode::Host,
-                    "none" => NetMode::None,
-                    "gateway" => NetMode::Gateway,
-                    "allow" => NetMode::Allow,
-                    _ => return Err(format!("--net {value:?}: expected host|none|gateway|allow")),
-                }
-            }
-            "--gateway" => {
-                self.gateway = Some(
-                    value
-                        .parse()
-                        .map_err(|_| format!("--gateway {value:?}: expected IPv4:PORT"))?,
-                );
-            }
-            "--allow" => self
-                .allow
-                .push(Allowed::parse(value).map_err(|e| format!("--allow {value:?}: {e}"))?),
-            "--gateway-attach" => self.attach = Some(super::attach::parse(value)?),
-            _ => {
-                let bad = || format!("--host {value:?}: expected NAME=IPv4");
-                let (host, ip) = value.split_once('=').ok_or_else(bad)?;
-                if !rollpoint_proto::net::is_host_name(host) {
-                    return Err(bad());
-                }
-                self.hosts
-                    .push((host.to_owned(), ip.parse().map_err(|_| bad())?));
-            }
-        }
-        Ok(())
-    }
-
-    /// Whether the sandbox gets a network namespace of its own.
-    pub fn own_namespace(&self) -> bool {
-        self.mode != NetMode::Host
-    }
-
     /// Whether any listener is relayed (the gateway's is not when a gateway
     /// on this node takes it).
     fn relays(&self) -> bool {

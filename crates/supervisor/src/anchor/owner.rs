@@ -446,7 +446,7 @@ mod tests {
             hostname: "h".into(),
             cgroup_v2: v2.map(Path::to_owned),
             cgroup_freezer: v1.map(Path::to_owned),
-            net: crate::anchor::net::NetOpts::default(),
+            net: crate::net_opts::NetOpts::default(),
             owner: None,
             tools: Vec::new(),
             user: None,
