@@ -204,20 +204,6 @@ pub fn json<T: Serialize>(status: StatusCode, value: &T) -> Response {
 /// task with its files).
 pub const BODY_LIMIT: usize = 16 << 20;
 
-/// Reads and decodes a versioned body (`v` checked first, then every field),
-/// for a caller that names what the body is and its version itself; a route
-/// takes a body whose type names them through `extract::Versioned`.
-pub async fn versioned<T: serde::de::DeserializeOwned>(
-    what: &'static str,
-    version: u32,
-    body: axum::body::Body,
-) -> Result<T, ApiError> {
-    crate::body::read_with(body, BODY_LIMIT, |bytes| {
-        Ok(rollpoint_proto::decode(what, version, bytes)?)
-    })
-    .await
-}
-
 /// `router` with every route behind `Authorization: Bearer <token>`, a
 /// missing or wrong token refused with an [`ApiError`] 401. An empty token
 /// matches no request.

@@ -13,15 +13,15 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use super::{Shared, coordinator_error, fresh_id};
-use rollpoint_api::error::{ApiError, json, versioned};
+use super::{Shared, fresh_id};
+use rollpoint_api::error::{ApiError, json};
 use rollpoint_api::wire::check_id;
 use rollpoint_api::wire::{RestoreReply, RestoreRequest, RestoredMember, WIRE_VERSION};
+use rollpoint_api::{Body, Versioned};
 use rollpoint_checkpoint::{Kind, Move};
 
 /// Restore a published checkpoint on every participant and resume it.
@@ -48,9 +48,8 @@ use rollpoint_checkpoint::{Kind, Move};
 )]
 pub(super) async fn handle(
     State(shared): State<Arc<Shared>>,
-    body: Body,
+    Body(req, _): Versioned<RestoreRequest>,
 ) -> Result<Response, ApiError> {
-    let req: RestoreRequest = versioned("coordinator restore request", WIRE_VERSION, body).await?;
     check_id(req.id.as_deref())?;
     let _held = shared.hold()?;
     let doc = shared.published(req.id.clone()).await?;
@@ -65,23 +64,14 @@ pub(super) async fn handle(
         .collect();
     // A move naming a participant that is not there is refused before any
     // attempt is retired.
-    shared
-        .coordinator
-        .check_moves(&doc, &moves)
-        .map_err(|e| coordinator_error(&e))?;
+    shared.coordinator.check_moves(&doc, &moves)?;
     let scope = match req.scope {
         Some(scope) => scope,
         None if moves.is_empty() => doc.scope.clone(),
         None => {
             let mut keys = Vec::new();
             for m in moves.iter().filter(|m| m.kind == Kind::Agent) {
-                keys.extend(
-                    shared
-                        .coordinator
-                        .keys_of(&doc.id, m.kind, &m.from)
-                        .await
-                        .map_err(|e| coordinator_error(&e))?,
-                );
+                keys.extend(shared.coordinator.keys_of(&doc.id, m.kind, &m.from).await?);
             }
             keys
         }
@@ -90,24 +80,15 @@ pub(super) async fn handle(
     // participant that outlived them still runs them, and the gateway
     // fences their keys.
     if !scope.is_empty() {
-        shared
-            .coordinator
-            .retire(&scope)
-            .await
-            .map_err(|e| coordinator_error(&e))?;
+        shared.coordinator.retire(&scope).await?;
     }
     let id = fresh_id("restore");
     let restored = shared
         .coordinator
         .restore_moved(&id, &doc.id, &scope, &moves)
-        .await
-        .map_err(|e| coordinator_error(&e))?;
+        .await?;
     shared.set_continues(&doc.id);
-    shared
-        .coordinator
-        .resume(&id)
-        .await
-        .map_err(|e| coordinator_error(&e))?;
+    shared.coordinator.resume(&id).await?;
     let reply = RestoreReply {
         v: WIRE_VERSION,
         id,
