@@ -708,11 +708,37 @@ fn hostile_upper_survives(kind: Kind) {
             len < 8 << 20,
             "the archive keeps only the data: {len} bytes"
         );
+        // GNU tar still lists it, deep names, holes and all.
+        let out = Command::new("tar")
+            .arg("-tvf")
+            .arg(archive)
+            .output()
+            .unwrap();
+        let listing = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "tar -tvf: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(listing.contains("d000000599/bottom"), "{listing:.2000}");
+        assert!(
+            listing.contains(" 1073741824 "),
+            "the sparse file's size: {listing:.2000}"
+        );
     }
 
-    fx.store.destroy_upper("forked").unwrap();
-    fx.store.destroy_upper("hostile").unwrap();
-    fx.store.delete_snapshot("snap").unwrap();
+    // Removal walks by descriptor too, within the same limit.
+    setrlimit(Resource::RLIMIT_NOFILE, 64, hard).unwrap();
+    let destroyed = [
+        fx.store.destroy_upper("forked"),
+        fx.store.destroy_upper("hostile"),
+        fx.store.delete_snapshot("snap"),
+    ];
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
+    for result in destroyed {
+        result.unwrap();
+    }
+    assert_eq!(fx.store.list().unwrap(), Default::default());
 }
 
 #[test]

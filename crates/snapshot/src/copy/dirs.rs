@@ -7,10 +7,11 @@
 
 use std::ffi::OsStr;
 use std::fs::File;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
+use nix::dir::Dir;
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, openat};
 use nix::sys::stat::{Mode, fstat};
@@ -48,6 +49,26 @@ pub(super) fn proc_path(dir: &File, name: &[u8]) -> PathBuf {
     let mut path = format!("/proc/self/fd/{}/", dir.as_raw_fd()).into_bytes();
     path.extend_from_slice(name);
     PathBuf::from(OsStr::from_bytes(&path))
+}
+
+/// The names in an open directory, sorted.
+pub(super) fn list(dir: &File, shown: &Path) -> Result<Vec<Vec<u8>>, Error> {
+    let walk = |source| Error::Walk {
+        op: "list",
+        path: shown.to_owned(),
+        source,
+    };
+    let dup = dir.try_clone().map_err(Error::io("duplicate", shown))?;
+    let mut stream = Dir::from_fd(OwnedFd::from(dup)).map_err(walk)?;
+    let mut names = Vec::new();
+    for item in stream.iter() {
+        let name = item.map_err(walk)?.file_name().to_bytes().to_vec();
+        if name != b"." && name != b".." {
+            names.push(name);
+        }
+    }
+    names.sort_unstable();
+    Ok(names)
 }
 
 /// `base` joined with a relative path of raw bytes, for messages.

@@ -9,10 +9,12 @@
 //! | `dirs` | directories held by descriptor, bounded whatever the depth |
 //! | `walk` | snapshot: an upper into an archive |
 //! | `restore` | fork: an archive into a new upper |
+//! | `remove` | removing an upper area, by descriptor too |
 
 mod dirs;
 mod entry;
 mod pax;
+mod remove;
 mod restore;
 mod store;
 mod walk;

@@ -39,6 +39,7 @@ use crate::{
     Listing, SnapshotContent, SnapshotInfo, SnapshotStore, StoreKind, UpperDirs, fsutil, ids,
 };
 
+use super::remove::remove_tree;
 use super::restore::Restorer;
 use super::walk::Archiver;
 
@@ -76,7 +77,7 @@ impl CopyStore {
             let sub = root.join(sub);
             fsutil::create_dir_all(&sub)?;
             for partial in fsutil::list_partials(&sub)? {
-                fsutil::remove_entry(&partial)?;
+                remove_tree(&partial)?;
             }
         }
         Ok(Self {
@@ -235,7 +236,7 @@ impl SnapshotStore for CopyStore {
                 publish(&partial, &target)
             },
             || {
-                let _ = fsutil::remove_entry(&partial);
+                let _ = remove_tree(&partial);
             },
         )?;
         Ok(SnapshotInfo {
@@ -256,7 +257,7 @@ impl SnapshotStore for CopyStore {
             .and_then(|()| fsutil::create_dir(&partial.join("work")))
             .and_then(|()| publish(&partial, &target));
         if let Err(e) = built {
-            let _ = fsutil::remove_entry(&partial);
+            let _ = remove_tree(&partial);
             return Err(e);
         }
         Ok(UpperDirs {
@@ -288,7 +289,7 @@ impl SnapshotStore for CopyStore {
         // Moved aside first, so a crash mid-removal leaves only a leftover
         // that open clears.
         std::fs::rename(&area, &partial).map_err(Error::io("rename", &area))?;
-        fsutil::remove_entry(&partial)
+        remove_tree(&partial)
     }
 
     fn send(&self, snapshot: &str, parent: Option<&str>, out: &Path) -> Result<(), Error> {
@@ -317,7 +318,7 @@ impl SnapshotStore for CopyStore {
             })
             .and_then(|()| publish(&partial, &target));
         if copied.is_err() {
-            let _ = fsutil::remove_entry(&partial);
+            let _ = remove_tree(&partial);
         }
         copied
     }

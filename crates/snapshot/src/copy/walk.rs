@@ -8,12 +8,10 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
-use nix::dir::Dir;
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, readlinkat};
 use nix::sys::stat::{FileStat, SFlag, fstat, fstatat, major, minor};
@@ -22,7 +20,7 @@ use xattr::FileExt as _;
 
 use crate::errors::Error;
 
-use super::dirs::{DirStack, open_at, open_dir_at, proc_path};
+use super::dirs::{DirStack, list, open_at, open_dir_at, proc_path};
 use super::entry::{Entry, Kind, Time};
 use super::pax;
 
@@ -107,26 +105,6 @@ fn xattrs_of_node(path: &Path) -> std::io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
 
 fn libc_enotsup() -> i32 {
     Errno::EOPNOTSUPP as i32
-}
-
-/// The names in an open directory, sorted.
-fn list(dir: &File, shown: &Path) -> Result<Vec<Vec<u8>>, Error> {
-    let walk = |source| Error::Walk {
-        op: "list",
-        path: shown.to_owned(),
-        source,
-    };
-    let dup = dir.try_clone().map_err(Error::io("duplicate", shown))?;
-    let mut stream = Dir::from_fd(OwnedFd::from(dup)).map_err(walk)?;
-    let mut names = Vec::new();
-    for item in stream.iter() {
-        let name = item.map_err(walk)?.file_name().to_bytes().to_vec();
-        if name != b"." && name != b".." {
-            names.push(name);
-        }
-    }
-    names.sort_unstable();
-    Ok(names)
 }
 
 /// The data runs of a file with holes (SEEK_DATA/SEEK_HOLE).
