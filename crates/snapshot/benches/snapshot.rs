@@ -4,7 +4,12 @@
 //! and once more with the archive fsynced) for diffs of 1, 1,000 and 10,000
 //! files of 4 KiB. Needs root.
 //!
-//! Run: `cargo bench -p rollpoint-snapshot --bench snapshot`
+//! A second case times the copy store's snapshot and fork of uppers of
+//! 5,000, 20,000 and 50,000 files of 4 KiB against `cp -a` of the same
+//! tree in the same run, to show how both grow.
+//!
+//! Run: `cargo bench -p rollpoint-snapshot --bench snapshot` (both cases),
+//! or with `-- stores` or `-- copy-vs-cp` for one.
 
 #![expect(clippy::unwrap_used, reason = "benchmark")]
 
@@ -249,8 +254,77 @@ fn stats(samples: &[Duration]) -> (Duration, Duration, Duration) {
     )
 }
 
+/// Upper sizes of the copy store against `cp -a`.
+const CP_SIZES: [usize; 3] = [5_000, 20_000, 50_000];
+const CP_ROUNDS: usize = 5;
+
+/// The copy store's snapshot and fork against `cp -a` of the same upper,
+/// rounds interleaved; prints a table of medians, extremes and ratios.
+fn copy_against_cp(scratch: &Path) {
+    let copy = CopyStore::open(&scratch.join("copy-vs-cp")).unwrap();
+    println!(
+        "copy store against cp -a: {CP_ROUNDS} rounds per row, files of {FILE_BYTES} B in directories of 1,000; ratio = median / cp -a median"
+    );
+    println!("| files | what | median ms | min | max | vs cp -a |");
+    println!("|---:|---|---:|---:|---:|---:|");
+    for files in CP_SIZES {
+        let store = Store::new("copy", &copy, files);
+        let mut snapshot = Vec::new();
+        let mut fork = Vec::new();
+        let mut cp = Vec::new();
+        for round in 0..CP_ROUNDS {
+            store.settle();
+            let start = Instant::now();
+            store.snapshot(round);
+            snapshot.push(start.elapsed());
+            let start = Instant::now();
+            store.fork(round);
+            fork.push(start.elapsed());
+            store.cleanup(round);
+
+            let target = scratch.join(format!("cp{files}-{round}"));
+            let start = Instant::now();
+            let status = Command::new("cp")
+                .arg("-a")
+                .arg(&store.upper)
+                .arg(&target)
+                .status()
+                .unwrap();
+            cp.push(start.elapsed());
+            assert!(status.success(), "cp -a {}", store.upper.display());
+            std::fs::remove_dir_all(&target).unwrap();
+        }
+        let baseline = ms(stats(&cp).0);
+        for (what, samples) in [
+            ("cp -a", &cp),
+            ("copy store snapshot", &snapshot),
+            ("copy store fork", &fork),
+        ] {
+            let (med, min, max) = stats(samples);
+            println!(
+                "| {files} | {what} | {:.1} | {:.1} | {:.1} | {:.2}x |",
+                ms(med),
+                ms(min),
+                ms(max),
+                ms(med) / baseline
+            );
+        }
+    }
+}
+
 fn main() {
     let scratch = tempfile::tempdir().unwrap();
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wants = |case: &str| only.is_empty() || only.iter().any(|a| a == case);
+    if wants("copy-vs-cp") {
+        copy_against_cp(scratch.path());
+    }
+    if !wants("stores") {
+        return;
+    }
     let mut btrfs = BtrfsStore::open(
         &scratch.path().join("btrfs"),
         &ImageOptions {

@@ -1,9 +1,8 @@
 //! Running the external tools the stores rely on (`btrfs`, `mkfs.btrfs`,
-//! `mount`, `umount`, `losetup`, `tar`). A failure carries the full command
+//! `mount`, `umount`, `losetup`). A failure carries the full command
 //! line and its stderr.
 
 use std::ffi::OsStr;
-use std::fs::File;
 use std::process::{Command, Stdio};
 
 use crate::errors::Error;
@@ -17,17 +16,6 @@ where
     let mut cmd = Command::new(program);
     cmd.args(args).stdout(Stdio::piped());
     finish(cmd)
-}
-
-/// Runs `program args...` to completion with its stdout written to `out`.
-pub(crate) fn run_into<I, S>(program: &str, args: I, out: File) -> Result<(), Error>
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-{
-    let mut cmd = Command::new(program);
-    cmd.args(args).stdout(out);
-    finish(cmd).map(drop)
 }
 
 fn finish(mut cmd: Command) -> Result<String, Error> {

@@ -86,12 +86,65 @@ pub enum Error {
         found: String,
         supported: u32,
     },
+    /// A copy-store archive a fork cannot restore (boxed: errors of this
+    /// crate travel inside other crates' errors).
+    #[error(transparent)]
+    Archive(Box<ArchiveError>),
+    #[error("{op} {path}: {source}")]
+    Walk {
+        op: &'static str,
+        path: PathBuf,
+        source: nix::Error,
+    },
+    #[error("{path} changed while it was read: {what}")]
+    Changed { path: PathBuf, what: &'static str },
     #[error("unknown snapshot store {value:?}: expected auto, btrfs or copy")]
     UnknownStore { value: String },
     #[error("store lock {path} is held by another store")]
     InUse { path: PathBuf },
     #[error("store at {path} is closed")]
     Closed { path: PathBuf },
+}
+
+/// A copy-store archive that cannot be restored, where and why.
+#[derive(Debug, thiserror::Error)]
+#[error("snapshot {snapshot}: archive {path} at byte {offset} (entry {entry}): {source}")]
+pub struct ArchiveError {
+    pub snapshot: String,
+    pub path: PathBuf,
+    pub offset: u64,
+    pub entry: String,
+    pub source: ArchiveFault,
+}
+
+/// What is wrong with a copy-store archive, at the offset the error names.
+#[derive(Debug, thiserror::Error)]
+pub enum ArchiveFault {
+    #[error("not a copy store archive of version {supported} (found {found:?})")]
+    Version {
+        found: String,
+        supported: &'static str,
+    },
+    #[error("the archive ends early (truncated)")]
+    Truncated,
+    #[error("the archive ends without its closing checksum record (truncated)")]
+    NoClosing,
+    #[error("header checksum mismatch (damaged)")]
+    HeaderChecksum,
+    #[error("field {field} is not a valid number (damaged)")]
+    Field { field: &'static str },
+    #[error("malformed extended header record (damaged)")]
+    Record,
+    #[error("unknown entry type {0:?} (damaged)")]
+    UnknownType(u8),
+    #[error("entry path is not a relative path of plain names (damaged or hostile)")]
+    Path,
+    #[error("entry comes outside the directory being restored (damaged)")]
+    OutOfOrder,
+    #[error("content checksum mismatch: recorded {recorded:08x}, read {read:08x} (damaged)")]
+    Crc { recorded: u32, read: u32 },
+    #[error("read: {0}")]
+    Read(#[source] std::io::Error),
 }
 
 impl Error {

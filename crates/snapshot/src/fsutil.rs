@@ -158,16 +158,6 @@ pub(crate) fn remove_tree(path: &Path) -> Result<(), Error> {
     }
 }
 
-/// Removes a file or a directory tree; a missing one is not an error.
-pub(crate) fn remove_entry(path: &Path) -> Result<(), Error> {
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.is_dir() => remove_tree(path),
-        Ok(_) => std::fs::remove_file(path).map_err(Error::io("remove", path)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("stat", path)(e)),
-    }
-}
-
 /// Names in `dir` that are valid ids, sorted; a missing dir lists nothing.
 pub(crate) fn list_ids(dir: &Path) -> Result<Vec<String>, Error> {
     let mut ids: Vec<String> = list_names(dir)?

@@ -6,9 +6,11 @@
 //!   subvolume snapshots, constant time whatever the file count. When the
 //!   store directory is not on btrfs it loop-mounts a sparse btrfs image it
 //!   owns and removes on close.
-//! - [`CopyStore`]: any filesystem; a snapshot is one GNU tar archive of
-//!   the upper and a fork extracts it, keeping whiteouts, opaque
-//!   directories, hard links, symlinks, modes and xattrs.
+//! - [`CopyStore`]: any filesystem; a snapshot is one pax archive of the
+//!   upper and a fork restores it, both walked by descriptor whatever the
+//!   depth, keeping what the btrfs store keeps: whiteouts, opaque
+//!   directories, hard links, sparse files, every xattr, owners, modes
+//!   and nanosecond times.
 //!
 //! [`SnapshotIndex`] records which checkpoint names which snapshots, so a
 //! sweep can delete every snapshot no retained checkpoint needs.
@@ -16,7 +18,7 @@
 //! | module | what it is for |
 //! |---|---|
 //! | `btrfs`, `image` | the btrfs store and the loop-mounted image it may own |
-//! | `copy` | the copy store |
+//! | `copy` | the copy store (`copy/mod.rs` maps its files) |
 //! | `choose` | picking a store |
 //! | `index` | the snapshot index |
 //! | `subvol` | btrfs subvolume ioctls (the one module with `unsafe`) |
@@ -41,7 +43,7 @@ use std::path::{Path, PathBuf};
 pub use btrfs::{BtrfsStore, ImageOptions};
 pub use choose::{Opened, StoreChoice, StoreOptions, open};
 pub use copy::{COPY_STORE_VERSION, CopyStore};
-pub use errors::Error;
+pub use errors::{ArchiveError, ArchiveFault, Error};
 pub use fsutil::{OverlayMounts, is_btrfs, is_mount_point, syncfs};
 pub use index::{INDEX_VERSION, SnapshotIndex, plan_sweep, sweep};
 
@@ -68,8 +70,9 @@ pub struct SnapshotInfo {
 pub enum SnapshotContent {
     /// A read-only directory tree (the btrfs store's snapshot subvolume).
     Tree(PathBuf),
-    /// One GNU tar archive of the upper's content (the copy store); see
-    /// [`CopyStore`] for the options that read it back faithfully.
+    /// One pax archive of the upper's content (the copy store); GNU tar
+    /// lists it, but only the store restores it faithfully whatever the
+    /// depth (see [`CopyStore`]).
     Archive(PathBuf),
 }
 

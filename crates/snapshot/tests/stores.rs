@@ -16,7 +16,7 @@ use rollpoint_snapshot::{
     BtrfsStore, Error, ImageOptions, SnapshotContent, SnapshotIndex, StoreChoice, StoreKind,
     StoreOptions, sweep, syncfs,
 };
-use support::{Fixture, Kind, get_xattr, loop_devices_for, mounted, set_user_xattr};
+use support::{Fixture, Kind, get_xattr, hostile, loop_devices_for, mounted, set_user_xattr};
 
 /// A small base: a file to keep, a file to delete, a directory to replace.
 fn make_lower(lower: &Path) {
@@ -589,4 +589,271 @@ fn copy_store_keeps_sparse_files_sparse_and_lists_only_its_archives() {
     store.delete_snapshot("snap").unwrap();
     assert!(!archive.exists());
     assert!(store.list().unwrap().snapshots.is_empty());
+}
+
+/// Snapshots and forks the hostile upper (support::hostile) under a limit
+/// of 64 open files, then compares the fork with the original walked the
+/// same way: every name, kind, owner, mode, time, xattr, link and byte.
+fn hostile_upper_survives(kind: Kind) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    use nix::sys::stat::SFlag;
+
+    let fx = Fixture::new(kind);
+    let dirs = fx.store.create_upper("hostile").unwrap();
+    hostile::build(&dirs.upper);
+    // readlink has no O_NOATIME: the first read of a symlink sets its
+    // atime (relatime), a later one does not, so read them once first.
+    hostile::describe(&dirs.upper);
+    let before = hostile::describe(&dirs.upper);
+    let deepest = before.keys().map(Vec::len).max().unwrap();
+    assert_eq!(
+        before[b"suid".as_slice()].mtime.1,
+        123_456_791,
+        "fixed times"
+    );
+    assert!(
+        deepest > 6_000,
+        "the chain is deeper than PATH_MAX: {deepest} bytes"
+    );
+
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).unwrap();
+    setrlimit(Resource::RLIMIT_NOFILE, 64, hard).unwrap();
+    let info = fx.store.snapshot("hostile", "snap");
+    let forked = fx.store.fork("snap", "forked");
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
+    let info = info.unwrap();
+    let forked = forked.unwrap();
+
+    let after = hostile::describe(&forked.upper);
+    let shown = |p: &[u8]| String::from_utf8_lossy(p).into_owned();
+    let missing: Vec<String> = before
+        .keys()
+        .filter(|k| !after.contains_key(*k))
+        .map(|k| shown(k))
+        .collect();
+    let extra: Vec<String> = after
+        .keys()
+        .filter(|k| !before.contains_key(*k))
+        .map(|k| shown(k))
+        .collect();
+    assert!(
+        missing.is_empty() && extra.is_empty(),
+        "missing {missing:?}, extra {extra:?}"
+    );
+    for (path, node) in &before {
+        assert_eq!(&after[path], node, "{}", shown(path));
+    }
+
+    // The properties named one by one, so a gap in `describe` hides none.
+    let node = |name: &[u8]| &after[name];
+    let is = |name: &[u8], kind: SFlag| node(name).kind == kind.bits();
+    assert!(is(b"whiteout", SFlag::S_IFCHR) && node(b"whiteout").rdev == 0);
+    assert!(is(b"fifo", SFlag::S_IFIFO));
+    assert!(is(b"sock", SFlag::S_IFSOCK));
+    assert!(is(b"link", SFlag::S_IFLNK) && node(b"link").target == b"dangling\ntarget");
+    assert_eq!((node(b"link").uid, node(b"link").gid), (4321, 8765));
+    assert_eq!(
+        node(b"opaque")
+            .xattrs
+            .get(b"trusted.overlay.opaque".as_slice())
+            .map(Vec::as_slice),
+        Some(b"y".as_slice())
+    );
+    assert_eq!(
+        node(b"user-xattr")
+            .xattrs
+            .get(b"user.note".as_slice())
+            .map(Vec::as_slice),
+        Some(b"hello\0binary\xff".as_slice())
+    );
+    assert_eq!(
+        node(b"cap-bin")
+            .xattrs
+            .get(b"security.capability".as_slice())
+            .map(Vec::as_slice),
+        Some(hostile::CAP_NET_RAW_EP.as_slice()),
+        "the capability survives the chown"
+    );
+    assert!(
+        node(b"acl-file")
+            .xattrs
+            .contains_key(b"system.posix_acl_access".as_slice())
+    );
+    assert!(
+        node(b"acl-dir")
+            .xattrs
+            .contains_key(b"system.posix_acl_default".as_slice())
+    );
+    assert_eq!((node(b"owned").uid, node(b"owned").gid), (1234, 5678));
+    assert_eq!(node(b"suid").mode, 0o4755, "setuid survives the chown");
+    assert_eq!(node(b"sgid-dir").mode, 0o2775);
+    assert_eq!(node(b"sticky").mode, 0o1777);
+    assert_eq!(node(b"hl-a").nlink, 2);
+    assert_eq!(node(b"hl-b").inode_of, b"hl-a");
+    let bottom = node(b"zz-link-to-bottom");
+    assert!(
+        bottom.inode_of.len() > 6_000 && bottom.nlink == 2,
+        "linked through the chain"
+    );
+    assert!(after.contains_key(hostile::NEWLINE_NAME) && after.contains_key(hostile::BINARY_NAME));
+    assert!(node(b"suid").mtime.1 != 0, "times keep their nanoseconds");
+    assert_eq!(node(b"sparse").size, hostile::SPARSE_SIZE);
+    assert!(
+        hostile::allocated(&forked.upper, b"sparse") * 512 < 1 << 20,
+        "the 1 GiB file stays sparse in the fork"
+    );
+    if let SnapshotContent::Archive(archive) = &info.content {
+        let len = std::fs::metadata(archive).unwrap().len();
+        assert!(
+            len < 8 << 20,
+            "the archive keeps only the data: {len} bytes"
+        );
+        // GNU tar still lists it, deep names, holes and all.
+        let out = Command::new("tar")
+            .arg("-tvf")
+            .arg(archive)
+            .output()
+            .unwrap();
+        let listing = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "tar -tvf: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(listing.contains("d000000599/bottom"), "{listing:.2000}");
+        assert!(
+            listing.contains(" 1073741824 "),
+            "the sparse file's size: {listing:.2000}"
+        );
+    }
+
+    // Removal walks by descriptor too, within the same limit.
+    setrlimit(Resource::RLIMIT_NOFILE, 64, hard).unwrap();
+    let destroyed = [
+        fx.store.destroy_upper("forked"),
+        fx.store.destroy_upper("hostile"),
+        fx.store.delete_snapshot("snap"),
+    ];
+    setrlimit(Resource::RLIMIT_NOFILE, soft, hard).unwrap();
+    for result in destroyed {
+        result.unwrap();
+    }
+    assert_eq!(fx.store.list().unwrap(), Default::default());
+}
+
+#[test]
+fn root_hostile_upper_survives_snapshot_and_fork_copy() {
+    hostile_upper_survives(Kind::Copy);
+}
+
+#[test]
+fn root_hostile_upper_survives_snapshot_and_fork_btrfs() {
+    hostile_upper_survives(Kind::Btrfs);
+}
+
+#[test]
+fn copy_store_refuses_a_damaged_or_truncated_archive_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = rollpoint_snapshot::CopyStore::open(&dir.path().join("store")).unwrap();
+    let store: &dyn rollpoint_snapshot::SnapshotStore = &store;
+    let dirs = store.create_upper("sb").unwrap();
+    std::fs::create_dir(dirs.upper.join("d")).unwrap();
+    std::fs::write(dirs.upper.join("d/f"), vec![b'z'; 20_000]).unwrap();
+    std::fs::write(dirs.upper.join("g"), "g\n").unwrap();
+    let info = store.snapshot("sb", "snap").unwrap();
+    let SnapshotContent::Archive(archive) = &info.content else {
+        panic!("the copy store keeps archives: {:?}", info.content);
+    };
+    let whole = std::fs::read(archive).unwrap();
+    let data = whole
+        .windows(512)
+        .position(|w| w.iter().all(|&b| b == b'z'))
+        .unwrap();
+    let mut damaged = whole.clone();
+    damaged[data + 100] = b'y';
+    let gnu_tar = dir.path().join("v1.tar");
+    let out = Command::new("tar")
+        .arg("-cf")
+        .arg(&gnu_tar)
+        .arg("-C")
+        .arg(&dirs.upper)
+        .arg(".")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let cases = [
+        (
+            "cut in a file's data",
+            whole[..data + 1000].to_vec(),
+            "truncated",
+        ),
+        (
+            "cut before the end blocks",
+            whole[..whole.len() - 1024].to_vec(),
+            "truncated",
+        ),
+        (
+            "cut before the closing record",
+            whole[..whole.len() - 2048].to_vec(),
+            "truncated",
+        ),
+        ("a flipped data byte", damaged, "checksum mismatch"),
+        (
+            "a version 1 archive",
+            std::fs::read(&gnu_tar).unwrap(),
+            "version 2",
+        ),
+        ("empty", Vec::new(), "truncated"),
+    ];
+    for (what, bytes, expected) in cases {
+        std::fs::write(archive, &bytes).unwrap();
+        let err = store.fork("snap", "sb2").unwrap_err();
+        assert!(matches!(err, Error::Archive { .. }), "{what}: {err}");
+        let text = err.to_string();
+        assert!(text.contains("snapshot snap:"), "{what}: {text}");
+        assert!(
+            text.contains(&archive.display().to_string()),
+            "{what}: {text}"
+        );
+        assert!(text.contains("at byte"), "{what}: {text}");
+        assert!(text.contains(expected), "{what}: {text}");
+        assert_eq!(store.list().unwrap().uppers, ["sb"], "{what}: no fork left");
+        let leftovers = std::fs::read_dir(dirs.upper.parent().unwrap().parent().unwrap())
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with(".partial-")
+            })
+            .count();
+        assert_eq!(leftovers, 0, "{what}: no half tree left");
+    }
+    let cut = whole[..data + 1000].to_vec();
+    std::fs::write(archive, &cut).unwrap();
+    let text = store.fork("snap", "sb2").unwrap_err().to_string();
+    assert!(text.contains("(entry d/f)"), "the entry is named: {text}");
+
+    std::fs::write(archive, &whole).unwrap();
+    let forked = store.fork("snap", "sb2").unwrap();
+    assert_eq!(
+        std::fs::read(forked.upper.join("d/f")).unwrap(),
+        vec![b'z'; 20_000]
+    );
+}
+
+#[test]
+fn copy_store_refuses_a_version_1_store_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    std::fs::create_dir_all(&store_dir).unwrap();
+    let layout = store_dir.join("layout");
+    std::fs::write(&layout, "1\n").unwrap();
+    let err = rollpoint_snapshot::CopyStore::open(&store_dir).unwrap_err();
+    assert!(matches!(err, Error::StoreVersion { .. }), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("layout version \"1\""), "{text}");
+    assert!(text.contains("reads version 2"), "{text}");
+    assert!(text.contains(&layout.display().to_string()), "{text}");
 }

@@ -5,6 +5,8 @@
 #![allow(dead_code, reason = "each test binary uses a subset")]
 #![expect(clippy::unwrap_used, reason = "test fixtures")]
 
+pub mod hostile;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 

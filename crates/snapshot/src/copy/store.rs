@@ -1,26 +1,27 @@
 //! The copy store: works on any filesystem. Uppers are plain directories; a
-//! snapshot is one GNU tar archive of the upper, a fork extracts it into a
-//! new upper. Cost grows with the files in the upper.
+//! snapshot is one archive of the upper, a fork restores it into a new
+//! upper. Cost grows with the files in the upper.
 //!
 //! An archive, not a copied tree: a snapshot then writes one file
-//! sequentially instead of creating every file, directory and link again,
-//! which is what made a copied snapshot 1.4x to 57x slower than `tar -c`.
+//! sequentially instead of creating every file, directory and link again.
 //! Only the fork, which must produce a live tree, creates files.
 //!
-//! GNU tar as root, with the options below, keeps everything overlayfs
-//! stores in an upper: whiteouts (0:0 character devices), the
-//! `trusted.overlay.*` xattrs that mark opaque directories, hard links
-//! within the tree, symlinks, numeric owners, modes, mtimes, user xattrs,
-//! and holes in sparse files. Writing that archive by hand would mean
-//! reimplementing tar's hard-link map, xattr records and sparse maps.
+//! Both sides walk by descriptor, never by a path longer than one name
+//! (`walk`, `restore`, `dirs`): a sandbox can build a directory chain
+//! deeper than PATH_MAX, and a path-based archiver (GNU tar, as version 1
+//! of this store used) then fails every later resume of the run. The
+//! archive is pax (`pax`), written here rather than with a tar crate:
+//! the `tar` crate has no sparse files, takes extended-record keys as
+//! UTF-8 only, and extracts by path; the format itself is a few hundred
+//! lines and stays readable by GNU tar.
 //!
 //! Layout, version [`COPY_STORE_VERSION`] (recorded in `layout`):
 //! `uppers/<id>/{upper,work}` and `snapshots/<id>.tar`. Entries are built
 //! under a `.partial-` name, made durable, and renamed into place, so a
 //! crash never leaves a half entry under a valid id; open removes
-//! leftovers.
+//! leftovers. A store of version 1 (GNU tar archives) is refused by name:
+//! its archives are not read.
 
-use std::ffi::OsStr;
 use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -31,7 +32,6 @@ use std::time::Duration;
 use atomic_write_file::AtomicWriteFile;
 use nix::fcntl::Flock;
 
-use crate::command::{run, run_into};
 use crate::errors::{Error, Held};
 use crate::fsutil::OverlayMounts;
 use crate::ids::PARTIAL_PREFIX;
@@ -39,22 +39,24 @@ use crate::{
     Listing, SnapshotContent, SnapshotInfo, SnapshotStore, StoreKind, UpperDirs, fsutil, ids,
 };
 
-/// Version of the copy store's on-disk layout: 1 is one tar archive per
-/// snapshot. Stores recording another version are refused.
-pub const COPY_STORE_VERSION: u32 = 1;
+use super::remove::remove_tree;
+use super::restore::Restorer;
+use super::walk::Archiver;
+
+/// Version of the copy store's on-disk layout: 2 is one pax archive per
+/// snapshot, walked and restored by descriptor (1 was GNU tar's archives,
+/// made and extracted by path). Stores recording another version are
+/// refused.
+pub const COPY_STORE_VERSION: u32 = 2;
 
 /// Name of the file recording the layout version in the store directory.
 const LAYOUT_FILE: &str = "layout";
 
-/// How often a snapshot flushes its archive while tar is still writing.
+/// How often a snapshot flushes its archive while the walk still writes.
 const EARLY_FLUSH_PERIOD: Duration = Duration::from_millis(10);
 
 /// Suffix of a snapshot archive after its id.
 const ARCHIVE_SUFFIX: &str = ".tar";
-
-/// tar options that keep an overlay upper exactly, on both sides: all
-/// xattrs (tar restores only `user.*` unless told), numeric owners.
-const TAR_FIDELITY: [&str; 3] = ["--xattrs", "--xattrs-include=*", "--numeric-owner"];
 
 #[derive(Debug)]
 pub struct CopyStore {
@@ -75,7 +77,7 @@ impl CopyStore {
             let sub = root.join(sub);
             fsutil::create_dir_all(&sub)?;
             for partial in fsutil::list_partials(&sub)? {
-                fsutil::remove_entry(&partial)?;
+                remove_tree(&partial)?;
             }
         }
         Ok(Self {
@@ -151,7 +153,7 @@ fn check_layout(root: &Path) -> Result<(), Error> {
     }
 }
 
-/// Writes `upper`'s content as a tar archive at `archive` (mode 0600) and
+/// Writes `upper`'s content as an archive at `archive` (mode 0600) and
 /// fsyncs it.
 fn write_archive(upper: &Path, archive: &Path) -> Result<(), Error> {
     let file = std::fs::OpenOptions::new()
@@ -160,19 +162,10 @@ fn write_archive(upper: &Path, archive: &Path) -> Result<(), Error> {
         .mode(0o600)
         .open(archive)
         .map_err(Error::io("create", archive))?;
-    let out = file.try_clone().map_err(Error::io("duplicate", archive))?;
-    let mut args: Vec<&OsStr> = vec!["--create".as_ref(), "--sparse".as_ref()];
-    args.extend(TAR_FIDELITY.map(OsStr::new));
-    args.extend([
-        "--file=-".as_ref(),
-        "--directory".as_ref(),
-        upper.as_os_str(),
-        ".".as_ref(),
-    ]);
     // A snapshot must survive a host crash like a btrfs one, whose
-    // snapshot commits a transaction. Flushing while tar still writes
-    // overlaps the disk writes with tar's reading, so the final fsync has
-    // little left (figures in docs/benchmarks.md).
+    // snapshot commits a transaction. Flushing while the walk still
+    // writes overlaps the disk writes with its reading, so the final
+    // fsync has little left (figures in docs/benchmarks.md).
     let (stop, stopped) = std::sync::mpsc::channel::<()>();
     let early = std::thread::scope(|scope| {
         let file = &file;
@@ -182,35 +175,18 @@ fn write_archive(upper: &Path, archive: &Path) -> Result<(), Error> {
             }
             Ok(())
         });
-        let ran = run_into("tar", args, out);
+        let written = Archiver::write(upper, archive, file);
         drop(stop);
         let flushed = flusher
             .join()
             .unwrap_or_else(|_| Err(std::io::Error::other("early flush thread panicked")));
-        ran.map(|()| flushed)
+        written.map(|()| flushed)
     })?;
     // An error seen by an early flush is not reported again by a later
     // fsync of the same open file, so it fails the snapshot here.
     early
         .and_then(|()| file.sync_all())
         .map_err(Error::io("fsync", archive))
-}
-
-/// Extracts `archive` into the existing empty directory `upper`.
-fn extract_archive(archive: &Path, upper: &Path) -> Result<(), Error> {
-    let mut args: Vec<&OsStr> = vec![
-        "--extract".as_ref(),
-        "--preserve-permissions".as_ref(),
-        "--same-owner".as_ref(),
-    ];
-    args.extend(TAR_FIDELITY.map(OsStr::new));
-    args.extend([
-        "--file".as_ref(),
-        archive.as_os_str(),
-        "--directory".as_ref(),
-        upper.as_os_str(),
-    ]);
-    run("tar", args).map(drop)
 }
 
 /// Renames a finished partial entry into place and makes the rename durable.
@@ -260,7 +236,7 @@ impl SnapshotStore for CopyStore {
                 publish(&partial, &target)
             },
             || {
-                let _ = fsutil::remove_entry(&partial);
+                let _ = remove_tree(&partial);
             },
         )?;
         Ok(SnapshotInfo {
@@ -277,11 +253,11 @@ impl SnapshotStore for CopyStore {
         Held::Upper(new_sandbox).check(&target, false)?;
         let built = fsutil::create_dir(&partial)
             .and_then(|()| fsutil::create_dir(&partial.join("upper")))
-            .and_then(|()| extract_archive(&source, &partial.join("upper")))
+            .and_then(|()| Restorer::restore(snapshot, &source, &partial.join("upper")))
             .and_then(|()| fsutil::create_dir(&partial.join("work")))
             .and_then(|()| publish(&partial, &target));
         if let Err(e) = built {
-            let _ = fsutil::remove_entry(&partial);
+            let _ = remove_tree(&partial);
             return Err(e);
         }
         Ok(UpperDirs {
@@ -313,7 +289,7 @@ impl SnapshotStore for CopyStore {
         // Moved aside first, so a crash mid-removal leaves only a leftover
         // that open clears.
         std::fs::rename(&area, &partial).map_err(Error::io("rename", &area))?;
-        fsutil::remove_entry(&partial)
+        remove_tree(&partial)
     }
 
     fn send(&self, snapshot: &str, parent: Option<&str>, out: &Path) -> Result<(), Error> {
@@ -342,7 +318,7 @@ impl SnapshotStore for CopyStore {
             })
             .and_then(|()| publish(&partial, &target));
         if copied.is_err() {
-            let _ = fsutil::remove_entry(&partial);
+            let _ = remove_tree(&partial);
         }
         copied
     }
