@@ -74,14 +74,7 @@ pub async fn run(
         state.save(&run_dir)?;
     }
     let serving = match inputs.listen {
-        Some(listen) => {
-            let reach = Reach {
-                runs: stack.runs.clone(),
-                owner: std::sync::Arc::clone(&stack.owner),
-                backend: std::sync::Arc::clone(&stack.backend),
-            };
-            Some(endpoint::start(&run_dir, listen, reach).await?)
-        }
+        Some(listen) => Some(endpoint::start(&run_dir, listen, Reach::of(&stack)).await?),
         None => None,
     };
     let mut lp = Loop::new(run_dir, stack, state, tasks.tasks.len(), 0, None, env)?;

@@ -13,7 +13,7 @@ use axum::response::Response;
 
 use super::admit;
 use super::deliver;
-use super::record::{Recorder, pump};
+use super::record::{Recorder, commit, pump};
 use super::reply::{error_response, skip_upstream};
 use super::send::{Outbound, Sent, send};
 use super::types::{Admitted, Chunk, now_ms};
@@ -197,14 +197,7 @@ impl UpstreamCall {
                     upstream_ms: Some(upstream_ms),
                     ..Finish::ended(CallStatus::UpstreamUnreachable, now_ms())
                 };
-                let row = id.clone();
-                if let Err(e) = shared
-                    .ledger
-                    .run_committed(move |c| ledger::finish(c, &row, &finish))
-                    .await
-                {
-                    tracing::error!(call = %id, error = %e, "ledger: failed to record the end of the call");
-                }
+                commit(&shared, &id, finish).await;
                 drop(recording);
                 shared
                     .metrics

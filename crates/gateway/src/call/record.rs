@@ -100,19 +100,21 @@ impl Recorder {
             tokens: self.tokens,
             policy_version: self.policy_version,
         };
-        let id = self.id;
-        let committed = self
-            .shared
-            .ledger
-            .run_committed({
-                let id = id.clone();
-                move |c| ledger::finish(c, &id, &finish)
-            })
-            .await;
-        if let Err(e) = committed {
-            tracing::error!(call = %id, error = %e, "ledger: failed to record the end of the call");
-        }
+        commit(&self.shared, &self.id, finish).await;
         drop(self.recording);
+    }
+}
+
+/// Commits how call `id` ended and returns once it is durable; a ledger that refuses it is
+/// logged (the caller's reply does not depend on it).
+pub(crate) async fn commit(shared: &Shared, id: &CallId, finish: Finish) {
+    let row = id.clone();
+    let committed = shared
+        .ledger
+        .run_committed(move |c| ledger::finish(c, &row, &finish))
+        .await;
+    if let Err(e) = committed {
+        tracing::error!(call = %id, error = %e, "ledger: failed to record the end of the call");
     }
 }
 

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::admit;
 use super::deliver;
+use super::record::commit;
 use super::reply::{error_response, skip_upstream};
 use super::send::{Outbound, Sent, send};
 use super::types::{Admitted, now_ms};
@@ -150,14 +151,7 @@ pub(crate) async fn call(
             (finish, Err(e))
         }
     };
-    let row = id.clone();
-    if let Err(e) = shared
-        .ledger
-        .run_committed(move |conn| ledger::finish(conn, &row, &finish))
-        .await
-    {
-        tracing::error!(call = %id, error = %e, "ledger: failed to record the end of the call");
-    }
+    commit(shared, &id, finish).await;
     drop(recording);
     match reply {
         Ok((content_type, body, stream)) => {

@@ -20,6 +20,7 @@ use super::status::status;
 use super::trajectory::trajectory;
 use crate::errors::RunError;
 use crate::run_loop::signal::{EndpointRequest, Signal};
+use crate::stack::build::Stack;
 
 /// Where and how the run serves its control endpoint.
 #[derive(Debug, Clone)]
@@ -37,6 +38,17 @@ pub(crate) struct Reach {
     pub runs: rollpoint_driver::Runs,
     pub owner: std::sync::Arc<rollpoint_owner::LocalOwner>,
     pub backend: std::sync::Arc<rollpoint_sandbox::local::LocalBackend>,
+}
+
+impl Reach {
+    /// What the routes read of the run's participants.
+    pub(crate) fn of(stack: &Stack) -> Self {
+        Self {
+            runs: stack.runs.clone(),
+            owner: std::sync::Arc::clone(&stack.owner),
+            backend: std::sync::Arc::clone(&stack.backend),
+        }
+    }
 }
 
 /// The control endpoint while it serves; dropping it stops serving.

@@ -23,14 +23,7 @@ pub(super) async fn run_on(
         );
     }
     let serving = match inputs.listen {
-        Some(listen) => {
-            let reach = Reach {
-                runs: lp.stack.runs.clone(),
-                owner: std::sync::Arc::clone(&lp.stack.owner),
-                backend: std::sync::Arc::clone(&lp.stack.backend),
-            };
-            Some(endpoint::start(&lp.run_dir, listen, reach).await?)
-        }
+        Some(listen) => Some(endpoint::start(&lp.run_dir, listen, Reach::of(&lp.stack)).await?),
         None => None,
     };
     let ending = lp
